@@ -1,0 +1,873 @@
+/* resolve.c: name resolution.  Loads imports, declares every module-level
+ * name, then walks each function binding names to Symbols.  Scopes are a
+ * hash map from interned name to its current Symbol plus an undo log, so a
+ * lookup is O(1) however long a function is.  Every unknown or duplicate
+ * name is reported; resolution goes on after an error. */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "resolve.h"
+
+const char *const builtin_name[BI_COUNT] = {
+#define OP(id, name, cls) [BI_##id] = name,
+#include "ops.def"
+#undef OP
+};
+
+const OpClass builtin_class[BI_COUNT] = {
+#define OP(id, name, cls) [BI_##id] = cls,
+#include "ops.def"
+#undef OP
+};
+
+/* ---- the name map with an undo log ---- */
+
+typedef struct Binding_ {
+  Name name;
+  Symbol *sym;
+} Slot;
+
+typedef struct Resolver {
+  Compiler *c;
+  Mesh *mesh;
+  Module *mod;
+  FnDecl *fn;
+  Slot *slots;          /* open addressing, keyed by the Name pointer */
+  size_t cap, count;
+  Slot *undo;           /* (name, previous symbol) for each bind */
+  size_t nundo, capundo;
+  int depth;            /* block depth; 0 is module level */
+  int lm_level;         /* local_map nesting */
+  bool signature;       /* unknown size names become shape variables */
+  Symbol *builtins[BI_COUNT];
+} Resolver;
+
+static size_t name_hash(Name n) { return ((uintptr_t)n >> 4) * 0x9E3779B97F4A7C15ull; }
+
+static Slot *map_slot(Resolver *r, Name n) {
+  size_t i = name_hash(n) & (r->cap - 1);
+  while (r->slots[i].name && r->slots[i].name != n)
+    i = (i + 1) & (r->cap - 1);
+  return &r->slots[i];
+}
+
+static void map_grow(Resolver *r) {
+  Slot *old = r->slots;
+  size_t oldcap = r->cap;
+  r->cap = oldcap ? oldcap * 2 : 256;
+  r->slots = calloc(r->cap, sizeof(Slot));
+  if (!r->slots)
+    diag_fatal(r->c, "out of memory");
+  for (size_t i = 0; i < oldcap; i++)
+    if (old[i].name)
+      *map_slot(r, old[i].name) = old[i];
+  free(old);
+}
+
+static Symbol *lookup(Resolver *r, Name n) {
+  if (!r->cap)
+    return NULL;
+  return map_slot(r, n)->sym;
+}
+
+/* Binds n to sym until the current scope is left. */
+static void bind(Resolver *r, Name n, Symbol *sym) {
+  if ((r->count + 1) * 2 > r->cap)
+    map_grow(r);
+  Slot *s = map_slot(r, n);
+  if (!s->name) {
+    s->name = n;
+    r->count++;
+  }
+  if (r->nundo == r->capundo) {
+    r->capundo = r->capundo ? r->capundo * 2 : 256;
+    Slot *u = realloc(r->undo, r->capundo * sizeof(Slot));
+    if (!u)
+      diag_fatal(r->c, "out of memory");
+    r->undo = u;
+  }
+  r->undo[r->nundo++] = (Slot){n, s->sym};
+  s->sym = sym;
+}
+
+static size_t scope_enter(Resolver *r) {
+  r->depth++;
+  return r->nundo;
+}
+
+static void scope_leave(Resolver *r, size_t mark) {
+  while (r->nundo > mark) {
+    Slot u = r->undo[--r->nundo];
+    map_slot(r, u.name)->sym = u.sym;
+  }
+  r->depth--;
+}
+
+static Symbol *new_symbol(Resolver *r, SymKind kind, Name name, Span sp) {
+  Symbol *s = arena_alloc(&r->c->arena, sizeof(Symbol));
+  s->kind = kind;
+  s->name = name;
+  s->span = sp;
+  s->fn = r->fn;
+  s->module = r->mod;
+  s->index = r->depth; /* for locals: the block depth it was bound at */
+  s->lm_level = r->lm_level;
+  return s;
+}
+
+/* ---- messages ---- */
+
+static const char *sym_kind_name(SymKind k) {
+  switch (k) {
+  case SYM_AXIS: return "mesh axis";
+  case SYM_AXIS_PARAM: return "axis parameter";
+  case SYM_CONST: return "constant";
+  case SYM_FN: return "function";
+  case SYM_MODULE: return "module";
+  case SYM_BUILTIN: return "built-in function";
+  case SYM_PARAM: return "parameter";
+  case SYM_LET: return "variable";
+  case SYM_VAR: return "variable";
+  case SYM_LOOP: return "loop index";
+  case SYM_SHAPEVAR: return "shape variable";
+  }
+  return "name";
+}
+
+static int edit_distance(const char *a, const char *b) {
+  int la = (int)strlen(a), lb = (int)strlen(b);
+  if (la > 32 || lb > 32)
+    return 99;
+  int d[33][33];
+  for (int i = 0; i <= la; i++)
+    d[i][0] = i;
+  for (int j = 0; j <= lb; j++)
+    d[0][j] = j;
+  for (int i = 1; i <= la; i++)
+    for (int j = 1; j <= lb; j++) {
+      int best = d[i - 1][j - 1] + (a[i - 1] != b[j - 1]);
+      if (d[i - 1][j] + 1 < best)
+        best = d[i - 1][j] + 1;
+      if (d[i][j - 1] + 1 < best)
+        best = d[i][j - 1] + 1;
+      d[i][j] = best;
+    }
+  return d[la][lb];
+}
+
+/* The visible name closest to n that `accept` allows, if any is close. */
+static Name suggest(Resolver *r, Name n, bool (*accept)(Symbol *)) {
+  Name best = NULL;
+  int best_d = (int)strlen(n) / 3 + 1;
+  if (best_d > 3)
+    best_d = 3;
+  for (size_t i = 0; i < r->cap; i++) {
+    Slot *s = &r->slots[i];
+    if (!s->name || !s->sym || (accept && !accept(s->sym)))
+      continue;
+    int d = edit_distance(n, s->name);
+    if (d < best_d || (d == best_d && best && strcmp(s->name, best) < 0)) {
+      best_d = d;
+      best = s->name;
+    }
+  }
+  return best;
+}
+
+static bool is_axis_sym(Symbol *s) { return s->kind == SYM_AXIS || s->kind == SYM_AXIS_PARAM; }
+
+static const char *mesh_axis_list(Resolver *r) {
+  StrBuf sb;
+  sb_init(&sb, &r->c->arena);
+  for (int i = 0; i < r->mesh->naxes; i++)
+    sb_printf(&sb, "%s%s", i ? ", " : "", r->mesh->axes[i].name);
+  return sb.data;
+}
+
+static void report_undefined(Resolver *r, Name n, Span sp) {
+  error_at(r->c, sp, "undefined name '%s'", n);
+  Name s = suggest(r, n, NULL);
+  if (s)
+    help(r->c, "did you mean '%s'?", s);
+}
+
+/* ---- mesh axes ---- */
+
+static void resolve_axis(Resolver *r, AxisRef *a) {
+  Symbol *s = lookup(r, a->name);
+  if (s && is_axis_sym(s)) {
+    a->sym = s;
+    return;
+  }
+  if (s)
+    error_at(r->c, a->span, "'%s' is a %s, not a mesh axis", a->name, sym_kind_name(s->kind));
+  else
+    error_at(r->c, a->span, "unknown mesh axis '%s'", a->name);
+  Name best = suggest(r, a->name, is_axis_sym);
+  if (best)
+    help(r->c, "did you mean '%s'?", best);
+  else if (r->mesh->naxes && (!r->mod || r->mod->scope_has_mesh))
+    help(r->c, "the mesh axes are: %s", mesh_axis_list(r));
+  else if (!r->mesh->declared)
+    help(r->c, "declare the mesh first: mesh (%s);", a->name);
+  else
+    help(r->c, "a module without a mesh names axes through parameters: `%s: axis`", a->name);
+}
+
+/* An axis argument written as an expression: `tp` or `(dp, tp)`. */
+static void resolve_axis_expr(Resolver *r, Expr *e) {
+  if (e->kind == EX_NAME) {
+    AxisRef a = {.span = e->span, .name = e->name};
+    resolve_axis(r, &a);
+    e->sym = a.sym;
+  } else if (e->kind == EX_TUPLE) {
+    for (Expr *x = e->elems; x; x = x->next)
+      resolve_axis_expr(r, x);
+  } else {
+    error_at(r->c, e->span, "expected a mesh axis or a tuple of mesh axes such as (dp, tp)");
+  }
+}
+
+/* ---- types ---- */
+
+static void resolve_expr(Resolver *r, Expr *e);
+
+static void resolve_size(Resolver *r, Expr *e, bool rest) {
+  if (e->kind == EX_BINARY) {
+    resolve_size(r, e->lhs, false);
+    resolve_size(r, e->rhs, false);
+    return;
+  }
+  if (e->kind != EX_NAME)
+    return;
+  Symbol *s = lookup(r, e->name);
+  if (s && (s->kind == SYM_CONST || is_axis_sym(s) || s->kind == SYM_SHAPEVAR)) {
+    if (rest != (s->kind == SYM_SHAPEVAR && s->is_rest)) {
+      if (rest)
+        error_at(r->c, e->span, "'..%s' needs a shape variable, but '%s' is a %s", e->name,
+                 e->name, sym_kind_name(s->kind));
+      else
+        error_at(r->c, e->span, "'%s' stands for several dims; write it as '..%s'", e->name,
+                 e->name);
+    }
+    e->sym = s;
+    return;
+  }
+  if (!s && r->signature) {
+    s = new_symbol(r, SYM_SHAPEVAR, e->name, e->span);
+    s->is_rest = rest;
+    bind(r, e->name, s);
+    e->sym = s;
+    return;
+  }
+  if (s) {
+    error_at(r->c, e->span, "'%s' is a %s; a size must be a constant, a mesh axis or a shape variable",
+             e->name, sym_kind_name(s->kind));
+    return;
+  }
+  error_at(r->c, e->span, "unknown size '%s'", e->name);
+  if (r->fn)
+    help(r->c, "sizes in a function body are constants, mesh axes, or names bound by the signature of '%s'",
+         r->fn->name);
+  else
+    help(r->c, "declare it: const %s = ...;", e->name);
+}
+
+static void resolve_type(Resolver *r, TypeExpr *t) {
+  if (t->is_axis)
+    return;
+  for (Dim *d = t->dims; d; d = d->next) {
+    resolve_size(r, d->size, d->rest);
+    for (AxisRef *a = d->axes; a; a = a->next)
+      resolve_axis(r, a);
+  }
+  for (AxisEntry *e = t->entries; e; e = e->next)
+    if (e->axis)
+      resolve_axis(r, e->axis);
+}
+
+/* ---- expressions ---- */
+
+static bool call_takes_axes(Expr *call) {
+  Symbol *s = call->lhs->sym;
+  return s && s->kind == SYM_BUILTIN && builtin_class[s->index] == OPC_COLLECTIVE;
+}
+
+static void resolve_call(Resolver *r, Expr *e) {
+  resolve_expr(r, e->lhs);
+  int pos = 0;
+  for (Arg *a = e->args; a; a = a->next) {
+    if (a->name) {
+      if (a->name == intern_cstr(r->c, "out_partial_axes") ||
+          (a->name == intern_cstr(r->c, "axes") && call_takes_axes(e)))
+        resolve_axis_expr(r, a->value);
+      else if (a->name == intern_cstr(r->c, "op") && a->value->kind == EX_NAME)
+        ; /* op=sum|avg|max|min: a keyword, checked by the type checker */
+      else
+        resolve_expr(r, a->value);
+      continue;
+    }
+    if (pos++ == 1 && call_takes_axes(e) && a->value->kind != EX_TYPE)
+      resolve_axis_expr(r, a->value);
+    else
+      resolve_expr(r, a->value);
+  }
+}
+
+static void resolve_field(Resolver *r, Expr *e) {
+  if (e->lhs->kind != EX_NAME) {
+    resolve_expr(r, e->lhs);
+    error_at(r->c, e->span, "'.%s': only members of imported modules can be named with '.'", e->name);
+    return;
+  }
+  Symbol *m = lookup(r, e->lhs->name);
+  if (!m || m->kind != SYM_MODULE) {
+    resolve_expr(r, e->lhs);
+    if (m)
+      error_at(r->c, e->span, "'%s' is a %s, not a module", e->lhs->name, sym_kind_name(m->kind));
+    return;
+  }
+  e->lhs->sym = m;
+  Symbol *s = module_lookup(m->module, e->name);
+  if (!s || (s->kind != SYM_FN && s->kind != SYM_CONST)) {
+    error_at(r->c, e->span, "module '%s' has no function or constant '%s'", m->name, e->name);
+    return;
+  }
+  e->sym = s;
+}
+
+static void resolve_block(Resolver *r, Stmt *block);
+
+static void resolve_local_map(Resolver *r, Expr *e) {
+  for (AxisRef *a = e->lm_over; a; a = a->next)
+    resolve_axis(r, a);
+  size_t mark = scope_enter(r);
+  for (AxisRef *v = e->lm_vars; v; v = v->next) {
+    Symbol *s = lookup(r, v->name);
+    if (!s || (s->kind != SYM_PARAM && s->kind != SYM_LET && s->kind != SYM_VAR)) {
+      if (s)
+        error_at(r->c, v->span, "local_map takes variables, but '%s' is a %s", v->name,
+                 sym_kind_name(s->kind));
+      else
+        report_undefined(r, v->name, v->span);
+      continue;
+    }
+    for (AxisRef *w = e->lm_vars; w != v; w = w->next)
+      if (w->name == v->name)
+        error_at(r->c, v->span, "'%s' is listed twice", v->name);
+    v->sym = s;
+  }
+  r->lm_level++;
+  for (AxisRef *v = e->lm_vars; v; v = v->next) {
+    if (!v->sym)
+      continue;
+    Symbol *s = new_symbol(r, SYM_LET, v->name, v->span);
+    s->outer = v->sym;
+    bind(r, v->name, s);
+  }
+  resolve_block(r, e->body);
+  r->lm_level--;
+  scope_leave(r, mark);
+}
+
+static void resolve_expr(Resolver *r, Expr *e) {
+  switch (e->kind) {
+  case EX_INT:
+  case EX_FLOAT:
+  case EX_STRING:
+  case EX_BOOL:
+  case EX_ERROR:
+    return;
+  case EX_NAME: {
+    Symbol *s = lookup(r, e->name);
+    if (!s)
+      report_undefined(r, e->name, e->span);
+    e->sym = s;
+    return;
+  }
+  case EX_LTYPE:
+    if (e->lhs)
+      resolve_expr(r, e->lhs);
+    return;
+  case EX_TYPE: resolve_type(r, e->type); return;
+  case EX_UNARY: resolve_expr(r, e->lhs); return;
+  case EX_BINARY:
+  case EX_INDEX:
+    resolve_expr(r, e->lhs);
+    resolve_expr(r, e->rhs);
+    return;
+  case EX_CALL: resolve_call(r, e); return;
+  case EX_FIELD: resolve_field(r, e); return;
+  case EX_TUPLE:
+  case EX_LIST:
+    for (Expr *x = e->elems; x; x = x->next)
+      resolve_expr(r, x);
+    return;
+  case EX_LOCAL_MAP: resolve_local_map(r, e); return;
+  }
+}
+
+/* ---- statements ---- */
+
+static void bind_targets(Resolver *r, Binding *targets, SymKind kind) {
+  for (Binding *b = targets; b; b = b->next) {
+    for (Binding *p = targets; p != b; p = p->next)
+      if (p->name == b->name) {
+        error_at(r->c, b->span, "'%s' is bound twice in one statement", b->name);
+        note_at(r->c, p->span, "first bound here");
+      }
+    Symbol *old = lookup(r, b->name);
+    if (old && (old->kind == SYM_BUILTIN || old->kind == SYM_AXIS || old->kind == SYM_AXIS_PARAM)) {
+      error_at(r->c, b->span, "'%s' is a %s and cannot be used as a variable name", b->name,
+               sym_kind_name(old->kind));
+      continue;
+    }
+    b->sym = new_symbol(r, kind, b->name, b->span);
+    bind(r, b->name, b->sym);
+  }
+}
+
+static void resolve_stmt(Resolver *r, Stmt *s) {
+  switch (s->kind) {
+  case ST_LET:
+  case ST_VAR:
+    resolve_expr(r, s->value);
+    if (s->type)
+      resolve_type(r, s->type);
+    bind_targets(r, s->targets, s->kind == ST_LET ? SYM_LET : SYM_VAR);
+    return;
+  case ST_ASSIGN: {
+    resolve_expr(r, s->value);
+    Binding *b = s->targets;
+    Symbol *sym = lookup(r, b->name);
+    b->sym = sym;
+    if (!sym) {
+      report_undefined(r, b->name, b->span);
+    } else if (sym->kind != SYM_VAR) {
+      error_at(r->c, b->span, "cannot assign to '%s': it is a %s%s", b->name,
+               sym_kind_name(sym->kind), sym->kind == SYM_LET ? " declared with 'let'" : "");
+      if (sym->kind == SYM_LET && sym->span.file) {
+        note_at(r->c, sym->span, "'%s' is declared here", b->name);
+        help(r->c, "declare it with 'var' to make it assignable: var %s = ...;", b->name);
+      }
+    } else if (sym->lm_level < r->lm_level) {
+      error_at(r->c, b->span, "cannot assign to '%s' inside local_map: it belongs to the enclosing code",
+               b->name);
+      help(r->c, "return the new value from the local_map block instead");
+    }
+    return;
+  }
+  case ST_RETURN:
+    for (Expr *e = s->value; e; e = e->next)
+      resolve_expr(r, e);
+    return;
+  case ST_EXPR: resolve_expr(r, s->value); return;
+  case ST_FOR: {
+    resolve_expr(r, s->lo);
+    resolve_expr(r, s->hi);
+    size_t mark = scope_enter(r);
+    bind_targets(r, s->targets, SYM_LOOP);
+    resolve_block(r, s->then);
+    scope_leave(r, mark);
+    return;
+  }
+  case ST_IF:
+    resolve_expr(r, s->cond);
+    resolve_block(r, s->then);
+    if (s->els)
+      resolve_block(r, s->els);
+    return;
+  case ST_BLOCK: resolve_block(r, s); return;
+  }
+}
+
+static void resolve_block(Resolver *r, Stmt *block) {
+  if (block->kind != ST_BLOCK) { /* `else if` */
+    resolve_stmt(r, block);
+    return;
+  }
+  size_t mark = scope_enter(r);
+  for (Stmt *s = block->body; s; s = s->next)
+    resolve_stmt(r, s);
+  scope_leave(r, mark);
+}
+
+/* ---- functions ---- */
+
+static void resolve_fn(Resolver *r, FnDecl *fn) {
+  r->fn = fn;
+  size_t mark = scope_enter(r);
+  /* Axis parameters first: any parameter's type may use them. */
+  for (Param *p = fn->params; p; p = p->next) {
+    for (Param *q = fn->params; q != p; q = q->next)
+      if (q->name->name == p->name->name) {
+        error_at(r->c, p->name->span, "duplicate parameter '%s'", p->name->name);
+        note_at(r->c, q->name->span, "'%s' is first declared here", q->name->name);
+      }
+    if (!p->type->is_axis)
+      continue;
+    Symbol *s = new_symbol(r, SYM_AXIS_PARAM, p->name->name, p->name->span);
+    p->name->sym = s;
+    bind(r, s->name, s);
+  }
+  r->signature = true;
+  for (Param *p = fn->params; p; p = p->next)
+    resolve_type(r, p->type);
+  for (TypeExpr *t = fn->ret; t; t = t->next)
+    resolve_type(r, t);
+  r->signature = false;
+  for (Param *p = fn->params; p; p = p->next) {
+    if (p->type->is_axis)
+      continue;
+    Symbol *s = new_symbol(r, SYM_PARAM, p->name->name, p->name->span);
+    Symbol *old = lookup(r, s->name);
+    if (old && (old->kind == SYM_SHAPEVAR) && old->fn == fn)
+      error_at(r->c, p->name->span, "'%s' is used as a size in this signature and cannot also name a parameter", s->name);
+    p->name->sym = s;
+    bind(r, s->name, s);
+  }
+  resolve_block(r, fn->body);
+  scope_leave(r, mark);
+  r->fn = NULL;
+}
+
+/* ---- constants ---- */
+
+static bool const_value(Resolver *r, Expr *e, bool *is_float, long long *iv, double *fv);
+
+static bool eval_symbol(Resolver *r, Symbol *s, Span use) {
+  if (s->evaluated)
+    return true;
+  if (s->evaluating) {
+    error_at(r->c, use, "constant '%s' is defined in terms of itself", s->name);
+    return false;
+  }
+  s->evaluating = true;
+  Resolver sub = *r;
+  bool ok = const_value(&sub, s->item->value, &s->is_float, &s->ival, &s->fval);
+  s->evaluating = false;
+  s->evaluated = ok;
+  return ok;
+}
+
+static bool const_value(Resolver *r, Expr *e, bool *is_float, long long *iv, double *fv) {
+  *is_float = false;
+  *iv = 0;
+  *fv = 0;
+  switch (e->kind) {
+  case EX_INT: *iv = e->ival; *fv = (double)e->ival; return true;
+  case EX_FLOAT: *is_float = true; *fv = e->fval; return true;
+  case EX_NAME:
+  case EX_FIELD: {
+    Symbol *s = e->sym;
+    if (!s)
+      return false;
+    if (s->kind != SYM_CONST) {
+      error_at(r->c, e->span, "'%s' is a %s, not a constant", s->name, sym_kind_name(s->kind));
+      return false;
+    }
+    if (!eval_symbol(r, s, e->span))
+      return false;
+    *is_float = s->is_float;
+    *iv = s->ival;
+    *fv = s->fval;
+    return true;
+  }
+  case EX_UNARY:
+    if (e->op != OP_NEG || !const_value(r, e->lhs, is_float, iv, fv))
+      break;
+    *iv = -*iv;
+    *fv = -*fv;
+    return true;
+  case EX_BINARY: {
+    bool lf, rf;
+    long long li, ri;
+    double ld, rd;
+    if (!const_value(r, e->lhs, &lf, &li, &ld) || !const_value(r, e->rhs, &rf, &ri, &rd))
+      return false;
+    *is_float = lf || rf;
+    switch (e->op) {
+    case OP_ADD: *iv = li + ri; *fv = ld + rd; return true;
+    case OP_SUB: *iv = li - ri; *fv = ld - rd; return true;
+    case OP_MUL: *iv = li * ri; *fv = ld * rd; return true;
+    case OP_DIV:
+    case OP_MOD:
+      if ((!*is_float && ri == 0) || (e->op == OP_MOD && *is_float)) {
+        error_at(r->c, e->span, *is_float ? "'%%' needs integer constants" : "division by zero in a constant");
+        return false;
+      }
+      if (e->op == OP_MOD)
+        *iv = li % ri;
+      else if (!*is_float)
+        *iv = li / ri;
+      *fv = e->op == OP_DIV ? ld / rd : (double)*iv;
+      return true;
+    default: break;
+    }
+    break;
+  }
+  default: break;
+  }
+  error_at(r->c, e->span, "a constant must be a number or arithmetic (+ - * / %%) on numbers and other constants");
+  return false;
+}
+
+/* ---- modules ---- */
+
+Symbol *module_lookup(Module *m, Name name) {
+  for (Symbol *s = m->scope; s; s = s->next)
+    if (s->name == name)
+      return s;
+  return NULL;
+}
+
+static void declare(Resolver *r, Module *m, Symbol *s) {
+  Symbol *old = NULL;
+  for (Symbol *t = m->scope; t && !old; t = t->next)
+    if (t->name == s->name)
+      old = t;
+  if (old) {
+    error_at(r->c, s->span, "'%s' is already defined as a %s", s->name, sym_kind_name(old->kind));
+    note_at(r->c, old->span, "'%s' is first defined here", s->name);
+    return;
+  }
+  if (s->kind != SYM_AXIS && s->kind != SYM_MODULE) {
+    for (int i = 0; i < BI_COUNT; i++)
+      if (builtin_name[i] == s->name || strcmp(builtin_name[i], s->name) == 0) {
+        error_at(r->c, s->span, "'%s' is the name of a built-in function", s->name);
+        help(r->c, "choose another name, such as my_%s", s->name);
+        return;
+      }
+  }
+  s->next = m->scope;
+  m->scope = s;
+}
+
+static const char *dir_of(Arena *a, const char *path) {
+  const char *slash = strrchr(path, '/');
+  return slash ? arena_strndup(a, path, (size_t)(slash - path)) : ".";
+}
+
+static Module *load_module(Resolver *r, const char *path, Name name, bool *missing);
+
+static Module *find_module(Resolver *r, Item *imp, Module *from) {
+  Compiler *c = r->c;
+  const char *dirs[130];
+  int nd = 0;
+  dirs[nd++] = dir_of(&c->arena, source_file(c, (uint32_t)from->file)->path);
+  for (int i = 0; i < c->ninclude && nd < 128; i++)
+    dirs[nd++] = c->include_dirs[i];
+  if (c->stdlib_dir)
+    dirs[nd++] = c->stdlib_dir;
+  for (int i = 0; i < nd; i++) {
+    const char *path = arena_sprintf(&c->arena, "%s/%s.spmd", dirs[i], imp->name);
+    for (Module *m = c->modules; m; m = m->next)
+      if (strcmp(source_file(c, (uint32_t)m->file)->path, path) == 0)
+        return m;
+    bool missing;
+    Module *m = load_module(r, path, imp->name, &missing);
+    if (m || !missing)
+      return m;
+  }
+  error_at(c, imp->name_span, "cannot find module '%s'", imp->name);
+  StrBuf sb;
+  sb_init(&sb, &c->arena);
+  for (int i = 0; i < nd; i++)
+    sb_printf(&sb, "%s%s", i ? ", " : "", dirs[i]);
+  note_at(c, (Span){0, 0, 0}, "looked for %s.spmd in: %s", imp->name, sb.data);
+  help(c, "add the directory that holds %s.spmd with -I DIR", imp->name);
+  return NULL;
+}
+
+static Module *load_module(Resolver *r, const char *path, Name name, bool *missing) {
+  Compiler *c = r->c;
+  *missing = false;
+  int file = source_load(c, path);
+  if (!file) {
+    *missing = errno == ENOENT || errno == ENOTDIR;
+    if (!*missing)
+      error_at(c, (Span){0, 0, 0}, "cannot read '%s': %s", path, strerror(errno));
+    return NULL;
+  }
+  Module *m = parse_file(c, file, name);
+  /* append, keeping the main module first */
+  Module **tail = &c->modules;
+  while (*tail)
+    tail = &(*tail)->next;
+  *tail = m;
+  return m;
+}
+
+static void declare_mesh(Resolver *r, Module *m, Item *it, bool is_main) {
+  Mesh *mesh = r->mesh;
+  if (m->scope_has_mesh) {
+    error_at(r->c, it->span, "a module declares at most one mesh");
+    return;
+  }
+  m->scope_has_mesh = true;
+  int i = 0;
+  for (MeshAxisDecl *a = it->axes; a; a = a->next, i++) {
+    for (MeshAxisDecl *b = it->axes; b != a; b = b->next)
+      if (b->name == a->name)
+        error_at(r->c, a->span, "mesh axis '%s' is declared twice", a->name);
+    if (i >= MAX_MESH_AXES) {
+      error_at(r->c, a->span, "a mesh has at most %d axes", MAX_MESH_AXES);
+      break;
+    }
+    if (is_main) {
+      mesh->axes[i] = (MeshAxis){a->name, a->span, 0};
+    } else if (i >= mesh->naxes || mesh->axes[i].name != a->name) {
+      error_at(r->c, it->span, "module '%s' declares a mesh that differs from the program's", m->name);
+      note_at(r->c, mesh->span, "the program's mesh is declared here");
+      help(r->c, "declare the same mesh axes in the same order, or take axes as parameters (`ax: axis`)");
+      return;
+    }
+    Symbol *s = arena_alloc(&r->c->arena, sizeof(Symbol));
+    s->kind = SYM_AXIS;
+    s->name = a->name;
+    s->span = a->span;
+    s->index = i;
+    s->module = m;
+    declare(r, m, s);
+  }
+  if (is_main) {
+    mesh->naxes = i < MAX_MESH_AXES ? i : MAX_MESH_AXES;
+    mesh->span = it->span;
+    mesh->declared = true;
+  }
+}
+
+static void declare_items(Resolver *r, Module *m) {
+  bool is_main = m == r->c->main;
+  for (Item *it = m->items; it; it = it->next) {
+    if (it->kind == IT_MESH) {
+      declare_mesh(r, m, it, is_main);
+      continue;
+    }
+    Symbol *s = arena_alloc(&r->c->arena, sizeof(Symbol));
+    s->item = it;
+    s->module = m;
+    switch (it->kind) {
+    case IT_IMPORT: {
+      s->kind = SYM_MODULE;
+      s->name = it->name;
+      s->span = it->name_span;
+      s->module = find_module(r, it, m);
+      if (!s->module)
+        continue;
+      break;
+    }
+    case IT_CONST:
+      s->kind = SYM_CONST;
+      s->name = it->name;
+      s->span = it->name_span;
+      for (Define *d = r->c->defines; d; d = d->next)
+        if (strcmp(d->name, it->name) == 0) {
+          it->value = d->expr;
+          d->used = true;
+        }
+      break;
+    case IT_FN:
+      s->kind = SYM_FN;
+      s->name = it->fn->name;
+      s->span = it->fn->name_span;
+      s->fn = it->fn;
+      it->fn->module = m;
+      break;
+    case IT_MESH: break;
+    }
+    declare(r, m, s);
+  }
+}
+
+/* Makes the module's own names (and the built-ins) the visible ones. */
+static void enter_module(Resolver *r, Module *m) {
+  scope_leave(r, 0);
+  r->depth = 0;
+  for (int i = 0; i < BI_COUNT; i++)
+    bind(r, r->builtins[i]->name, r->builtins[i]);
+  for (Symbol *s = m->scope; s; s = s->next)
+    bind(r, s->name, s);
+  r->mod = m;
+}
+
+static void check_mesh_sizes(Resolver *r) {
+  Module *m = r->c->main;
+  int omitted = 0;
+  for (Item *it = m->items; it; it = it->next) {
+    if (it->kind != IT_MESH)
+      continue;
+    int i = 0;
+    for (MeshAxisDecl *a = it->axes; a && i < r->mesh->naxes; a = a->next, i++) {
+      if (!a->size) {
+        if (++omitted == 2) {
+          error_at(r->c, a->span, "at most one mesh axis size may be omitted");
+          help(r->c, "give a size, as in `%s: 2`; the omitted one is inferred from the number of ranks", a->name);
+        }
+        continue;
+      }
+      bool f;
+      long long iv;
+      double fv;
+      if (!const_value(r, a->size, &f, &iv, &fv))
+        continue;
+      if (f || iv < 1) {
+        error_at(r->c, a->size->span, "mesh axis size must be a positive integer");
+        continue;
+      }
+      r->mesh->axes[i].size = iv;
+    }
+    break;
+  }
+}
+
+bool resolve_program(Compiler *c, const char *path, Mesh *mesh) {
+  int before = c->nerrors;
+  Resolver rs = {.c = c, .mesh = mesh};
+  Resolver *r = &rs;
+  memset(mesh, 0, sizeof *mesh);
+  for (int i = 0; i < BI_COUNT; i++) {
+    Symbol *s = arena_alloc(&c->arena, sizeof(Symbol));
+    s->kind = SYM_BUILTIN;
+    s->name = intern_cstr(c, builtin_name[i]);
+    s->index = i;
+    r->builtins[i] = s;
+  }
+  int file = source_load(c, path);
+  if (!file) {
+    fprintf(c->err, "spmdc: error: cannot read '%s': %s\n", path, strerror(errno));
+    c->nerrors++;
+    return false;
+  }
+  const char *base = strrchr(path, '/') ? strrchr(path, '/') + 1 : path;
+  const char *dot = strrchr(base, '.');
+  c->main = c->modules = parse_file(c, file, intern(c, base, dot ? (size_t)(dot - base) : strlen(base)));
+  /* Declaring a module may load more modules; they are appended to the list. */
+  for (Module *m = c->modules; m; m = m->next)
+    declare_items(r, m);
+  /* Constants may refer to each other in any order and across modules:
+   * resolve all of them before evaluating any. */
+  for (Module *m = c->modules; m; m = m->next) {
+    enter_module(r, m);
+    for (Item *it = m->items; it; it = it->next)
+      if (it->kind == IT_CONST)
+        resolve_expr(r, it->value);
+  }
+  for (Module *m = c->modules; m; m = m->next) {
+    enter_module(r, m);
+    for (Item *it = m->items; it; it = it->next) {
+      Symbol *s = it->kind == IT_CONST ? module_lookup(m, it->name) : NULL;
+      if (s && s->kind == SYM_CONST && s->item == it)
+        eval_symbol(r, s, it->span);
+    }
+    if (m == c->main)
+      check_mesh_sizes(r);
+    for (Item *it = m->items; it; it = it->next)
+      if (it->kind == IT_FN)
+        resolve_fn(r, it->fn);
+  }
+  free(r->slots);
+  free(r->undo);
+  return c->nerrors == before;
+}

@@ -1,0 +1,81 @@
+/* resolve.h: symbols and name resolution.  resolve_program() loads every
+ * imported module, binds each name in the program to a Symbol (mesh axes,
+ * constants, functions, modules, built-ins, parameters, locals, shape
+ * variables), evaluates constants, and reports undefined and duplicate
+ * names.  Symbols live in the Compiler's arena. */
+#ifndef SPMDC_RESOLVE_H
+#define SPMDC_RESOLVE_H
+
+#include "ast.h"
+
+typedef enum {
+  OPC_NONLINEAR, OPC_LINEAR, OPC_MULTILINEAR, OPC_COLLECTIVE,
+  OPC_CREATE, OPC_EFFECT, OPC_AUTODIFF
+} OpClass;
+
+typedef enum {
+#define OP(id, name, cls) BI_##id,
+#include "ops.def"
+#undef OP
+  BI_COUNT
+} Builtin;
+
+extern const char *const builtin_name[BI_COUNT];
+extern const OpClass builtin_class[BI_COUNT];
+
+typedef enum {
+  SYM_AXIS,       /* a mesh axis; index: its position in the mesh */
+  SYM_AXIS_PARAM, /* an `ax: axis` parameter */
+  SYM_CONST,      /* const NAME = value; ival/fval after evaluation */
+  SYM_FN,         /* fn */
+  SYM_MODULE,     /* import */
+  SYM_BUILTIN,    /* index: a Builtin */
+  SYM_PARAM,      /* a tensor parameter */
+  SYM_LET,        /* let (immutable) */
+  SYM_VAR,        /* var (mutable) */
+  SYM_LOOP,       /* for i in ...: a host integer */
+  SYM_SHAPEVAR    /* a size name bound by a signature (also `..Rest`) */
+} SymKind;
+
+struct Symbol {
+  SymKind kind;
+  Name name;
+  Span span;          /* where it is defined (0 for built-ins) */
+  int index;
+  Item *item;         /* SYM_CONST, SYM_FN, SYM_MODULE */
+  FnDecl *fn;         /* SYM_FN; for locals: the enclosing function */
+  Module *module;     /* SYM_MODULE: the imported module; others: owner */
+  bool is_rest;       /* SYM_SHAPEVAR from `..Name` */
+  /* constants */
+  bool evaluated, evaluating, is_float;
+  long long ival;
+  double fval;
+  int lm_level;       /* locals: how many local_map blocks enclose it */
+  Symbol *outer;      /* a local_map rebinding: the variable it rebinds */
+  void *info;         /* for later phases (types of locals, ...) */
+  Symbol *next;       /* next in its scope */
+};
+
+/* The mesh of the program (the main module's `mesh` declaration). */
+typedef struct MeshAxis {
+  Name name;
+  Span span;
+  long long size;     /* declared size, or 0 when omitted */
+} MeshAxis;
+
+enum { MAX_MESH_AXES = 8 };
+
+typedef struct Mesh {
+  MeshAxis axes[MAX_MESH_AXES];
+  int naxes;
+  Span span;
+  bool declared;
+} Mesh;
+
+/* Loads `path` as the main module and everything it imports, and resolves
+ * all names.  Returns false if any error was reported. */
+bool resolve_program(Compiler *c, const char *path, Mesh *mesh);
+/* Loads and resolves a built-in check of the given text (for tests). */
+Symbol *module_lookup(Module *m, Name name);
+
+#endif

@@ -1,0 +1,119 @@
+/* spmdc.h: the compiler's shared core: the Compiler context, arenas, interned
+ * names, source files and spans, and diagnostics.  Every phase takes a
+ * Compiler * first; all compiler memory lives in c->arena and is freed at once
+ * by compiler_free(), so no phase frees anything it allocates. */
+#ifndef SPMDC_H
+#define SPMDC_H
+
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#define SPMDC_VERSION "0.1.0"
+
+/* ---- arena.c: bump allocation; everything is freed with the arena ---- */
+typedef struct ArenaBlock ArenaBlock;
+typedef struct Arena {
+  ArenaBlock *head;
+} Arena;
+
+void *arena_alloc(Arena *a, size_t size);          /* zeroed memory */
+char *arena_strndup(Arena *a, const char *s, size_t n);
+char *arena_sprintf(Arena *a, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+void arena_free(Arena *a);
+
+/* A growable string in an arena, for building messages and dumps. */
+typedef struct StrBuf {
+  Arena *arena;
+  char *data;
+  size_t len, cap;
+} StrBuf;
+
+void sb_init(StrBuf *sb, Arena *a);
+void sb_putc(StrBuf *sb, char ch);
+void sb_puts(StrBuf *sb, const char *s);
+void sb_printf(StrBuf *sb, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* ---- source.c: files, spans and interned names ---- */
+typedef struct Span {
+  uint32_t file;    /* index into Compiler.files; 0 means "no location" */
+  uint32_t begin;   /* byte offset of the first character */
+  uint32_t end;     /* byte offset one past the last character */
+} Span;
+
+typedef struct SourceFile {
+  const char *path;    /* as given or found; used in diagnostics */
+  const char *text;    /* NUL-terminated copy of the contents */
+  size_t len;          /* length in bytes, excluding the final NUL */
+  uint32_t *lines;     /* byte offset of the start of each line */
+  int nlines;
+} SourceFile;
+
+/* An interned identifier: equal names are the same pointer. */
+typedef const char *Name;
+
+typedef struct Compiler Compiler;
+
+int source_add(Compiler *c, const char *path, const char *text, size_t len);
+int source_load(Compiler *c, const char *path); /* file index, or 0 on error */
+SourceFile *source_file(Compiler *c, uint32_t file);
+void source_position(Compiler *c, Span sp, int *line, int *col);
+Span span_join(Span a, Span b);
+Name intern(Compiler *c, const char *s, size_t len);
+Name intern_cstr(Compiler *c, const char *s);
+
+/* ---- diag.c: GNU-format diagnostics with the source line and a caret ---- */
+typedef enum { DIAG_ERROR, DIAG_WARNING, DIAG_NOTE, DIAG_HELP } DiagLevel;
+
+/* error_at reports an error; note_at/help attach to the last error.  After
+ * max_errors the compiler stops reporting and says so once. */
+void error_at(Compiler *c, Span sp, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+void verror_at(Compiler *c, Span sp, const char *fmt, va_list ap);
+void note_at(Compiler *c, Span sp, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+void help(Compiler *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+void diag_fatal(Compiler *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* ---- the compiler context ---- */
+typedef struct Module Module;
+struct Expr;
+typedef struct Define {
+  const char *name, *value;
+  struct Expr *expr;      /* the value as a literal, replacing the const's */
+  bool used;
+  struct Define *next;
+} Define;
+
+typedef struct InternTable {
+  Name *slots;
+  size_t cap, count;
+} InternTable;
+
+struct Compiler {
+  Arena arena;
+  FILE *err;              /* where diagnostics go (stderr) */
+  bool color;             /* ANSI colours in diagnostics */
+  int max_errors;         /* stop reporting after this many (0: no limit) */
+  int nerrors;
+  bool suppress;          /* inside a suppressed error: drop its notes */
+  bool too_many;          /* the "too many errors" line was printed */
+
+  SourceFile *files;      /* files[0] is unused ("no location") */
+  int nfiles, capfiles;
+  InternTable names;
+
+  const char **include_dirs; /* -I, in order */
+  int ninclude;
+  const char *stdlib_dir;
+  Define *defines;           /* -D NAME=VALUE */
+
+  Module *modules;           /* main module first, then imports in load order */
+  Module *main;
+};
+
+void compiler_init(Compiler *c);
+void compiler_free(Compiler *c);
+
+#endif

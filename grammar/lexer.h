@@ -1,0 +1,29 @@
+/* lexer.h: the state shared by the re2c lexer (lexer.re) and the Bison
+ * parser (parser.y).  The lexer reads a whole file from memory; the parser
+ * owns one Lexer for the duration of parse_file(). */
+#ifndef SPMDC_LEXER_H
+#define SPMDC_LEXER_H
+
+#include "ast.h"
+
+enum { MAX_BRACKETS = 256 };
+
+typedef struct Lexer {
+  Compiler *c;
+  int file;
+  const char *start;       /* the whole text */
+  const char *cur, *lim;   /* cursor and end (text[len] is a NUL sentinel) */
+  const char *tok;         /* start of the current token */
+  Module *module;          /* the result */
+  Item *items_tail;        /* its last item, for appending */
+  Span prev, last;         /* the last two tokens returned */
+  /* Open brackets, to tell the user which one a missing closer belongs to. */
+  struct {
+    char ch;
+    Span span;
+  } open[MAX_BRACKETS];
+  int nopen;
+  Span last_error;         /* to drop a second syntax error at one place */
+} Lexer;
+
+#endif
