@@ -8,7 +8,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "resolve.h"
+#include "check.h"
 
 typedef enum { MODE_COMPILE, MODE_CHECK, MODE_DUMP_AST, MODE_DUMP_TYPES, MODE_COMM_REPORT, MODE_EMIT_C, MODE_RUN } Mode;
 
@@ -179,7 +179,6 @@ static bool want_color(const char *setting) {
 
 static const char *mode_flag(Mode m) {
   switch (m) {
-  case MODE_DUMP_TYPES: return "--dump-types";
   case MODE_COMM_REPORT: return "--comm-report";
   case MODE_EMIT_C: return "-S";
   case MODE_RUN: return "run";
@@ -211,7 +210,9 @@ int main(int argc, char **argv) {
       ast_dump_module(c, m, stdout);
   } else if (!ok) {
     status = 1;
-  } else if (d.mode != MODE_CHECK && d.mode != MODE_DUMP_AST) {
+  } else if (!check_program(c, &mesh, d.mode == MODE_DUMP_TYPES ? stdout : NULL)) {
+    status = 1;
+  } else if (d.mode != MODE_CHECK && d.mode != MODE_DUMP_TYPES) {
     fprintf(stderr, "spmdc: error: %s is not implemented yet; `spmdc --check` checks the program\n",
             mode_flag(d.mode));
     status = 2;

@@ -10,13 +10,19 @@
 #include "resolve.h"
 
 const char *const builtin_name[BI_COUNT] = {
-#define OP(id, name, cls) [BI_##id] = name,
+#define OP(id, name, cls, named) [BI_##id] = name,
+#include "ops.def"
+#undef OP
+};
+
+const char *const builtin_named_args[BI_COUNT] = {
+#define OP(id, name, cls, named) [BI_##id] = named,
 #include "ops.def"
 #undef OP
 };
 
 const OpClass builtin_class[BI_COUNT] = {
-#define OP(id, name, cls) [BI_##id] = cls,
+#define OP(id, name, cls, named) [BI_##id] = cls,
 #include "ops.def"
 #undef OP
 };

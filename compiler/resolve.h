@@ -14,7 +14,7 @@ typedef enum {
 } OpClass;
 
 typedef enum {
-#define OP(id, name, cls) BI_##id,
+#define OP(id, name, cls, named) BI_##id,
 #include "ops.def"
 #undef OP
   BI_COUNT
@@ -22,6 +22,7 @@ typedef enum {
 
 extern const char *const builtin_name[BI_COUNT];
 extern const OpClass builtin_class[BI_COUNT];
+extern const char *const builtin_named_args[BI_COUNT];
 
 typedef enum {
   SYM_AXIS,       /* a mesh axis; index: its position in the mesh */

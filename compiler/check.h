@@ -1,0 +1,58 @@
+/* check.h: the type checker (SPEC sections 4-6, 9-10).  check_program()
+ * checks `main`, every function whose signature fixes every mesh axis, and
+ * every function instance reachable from those (functions are checked per
+ * call site, with the caller's types on the axes their signature leaves
+ * open).  Internal to the checker: the Checker context shared by
+ * check_local.c (expressions, statements, functions, the R/I/V/P rules) and
+ * check_collectives.c (collectives and casts). */
+#ifndef SPMDC_CHECK_H
+#define SPMDC_CHECK_H
+
+#include "types.h"
+
+bool check_program(Compiler *c, Mesh *mesh, FILE *dump_types);
+
+/* One function instance being checked: the call chain for messages. */
+typedef struct Inst {
+  FnDecl *fn;
+  Span call;
+  struct Inst *parent;
+  Type *ret;           /* the type the body returned */
+  bool returned;
+} Inst;
+
+enum { MAX_LM_BINDINGS = 64 };
+typedef struct LocalBinding {
+  Symbol *outer;       /* the variable a local_map rebinds */
+  Type *type;          /* its type inside the block */
+} LocalBinding;
+
+struct Checker {
+  Compiler *c;
+  Mesh *mesh;
+  int naxes;
+  Inst *inst;
+  int local_depth;     /* > 0 inside a local fn or local_map body */
+  bool local_axis[MAX_MESH_AXES]; /* axes with local semantics right now */
+  LocalBinding lm[MAX_LM_BINDINGS];
+  int nlm;
+  int lm_level;        /* local_map blocks around the current point */
+  FILE *dump;          /* --dump-types output, or NULL */
+  int dump_indent;
+};
+
+/* check_local.c */
+void check_error(Checker *k, Span sp, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+Type *check_expr(Checker *k, Expr *e);
+Type *check_type_expr(Checker *k, TypeExpr *te, bool named[MAX_MESH_AXES]);
+const char *ck_type(Checker *k, const Type *t);
+Arg *call_arg(Expr *call, int pos);
+Arg *call_named(Checker *k, Expr *call, const char *name);
+bool is_scalar_like(const Type *t);
+Size axes_size(Checker *k, const Type *axes);
+const char *axes_text(Checker *k, const Type *axes);
+
+/* check_collectives.c */
+Type *check_collective(Checker *k, Expr *call, Builtin op);
+
+#endif

@@ -1,0 +1,2064 @@
+/* check_local.c: the local SPMD type checker (SPEC sections 4, 5, 9, 10).
+ * Every op combines its operands' local SPMD types axis by axis with the
+ * rules of its class (combine() below is the single place they live);
+ * shapes are checked symbolically; functions are checked per call site.
+ * Collectives and casts are in check_collectives.c. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "check.h"
+
+/* ---- messages ---- */
+
+/* Reports an error and, inside a function instance, the call chain that
+ * led to it (the same body may be fine for one caller and not another). */
+void check_error(Checker *k, Span sp, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  verror_at(k->c, sp, fmt, ap);
+  va_end(ap);
+  for (Inst *i = k->inst; i && i->parent; i = i->parent)
+    if (i->call.file)
+      note_at(k->c, i->call, "in this call of '%s'", i->fn->name);
+}
+
+const char *ck_type(Checker *k, const Type *t) { return type_str(k->c, k->mesh, t); }
+
+/* The source text of an expression, for help lines that show a fix. */
+static const char *src(Checker *k, Expr *e) {
+  SourceFile *f = source_file(k->c, e->span.file);
+  size_t n = e->span.end - e->span.begin;
+  if (n > 60 || e->span.file == 0)
+    return arena_sprintf(&k->c->arena, "%s", "x");
+  return arena_strndup(&k->c->arena, f->text + e->span.begin, n);
+}
+
+static const char *axis_name(Checker *k, int a) { return k->mesh->axes[a].name; }
+
+/* ---- arguments ---- */
+
+Arg *call_arg(Expr *call, int pos) {
+  for (Arg *a = call->args; a; a = a->next)
+    if (!a->name && pos-- == 0)
+      return a;
+  return NULL;
+}
+
+Arg *call_named(Checker *k, Expr *call, const char *name) {
+  Name n = intern_cstr(k->c, name);
+  for (Arg *a = call->args; a; a = a->next)
+    if (a->name == n)
+      return a;
+  return NULL;
+}
+
+static int count_positional(Expr *call) {
+  int n = 0;
+  for (Arg *a = call->args; a; a = a->next)
+    n += !a->name;
+  return n;
+}
+
+/* Named arguments must be ones the built-in takes, each at most once. */
+static bool check_named_args(Checker *k, Expr *call, Builtin op) {
+  bool ok = true;
+  const char *allowed = builtin_named_args[op];
+  for (Arg *a = call->args; a; a = a->next) {
+    if (!a->name)
+      continue;
+    size_t n = strlen(a->name);
+    const char *p = allowed;
+    bool found = false;
+    while (*p && !found) {
+      const char *comma = strchr(p, ',');
+      size_t len = comma ? (size_t)(comma - p) : strlen(p);
+      found = len == n && strncmp(p, a->name, n) == 0;
+      p = comma ? comma + 1 : p + len;
+    }
+    for (Arg *b = call->args; b != a && found; b = b->next)
+      if (b->name == a->name) {
+        check_error(k, a->name_span, "'%s=' is given twice", a->name);
+        ok = false;
+      }
+    if (!found) {
+      if (*allowed)
+        check_error(k, a->name_span, "%s() has no argument '%s'", builtin_name[op], a->name);
+      else
+        check_error(k, a->name_span, "%s() takes no named arguments", builtin_name[op]);
+      if (*allowed)
+        help(k->c, "the named arguments of %s() are: %s", builtin_name[op], allowed);
+      ok = false;
+    }
+  }
+  return ok;
+}
+
+static bool want_args(Checker *k, Expr *call, Builtin op, int lo, int hi) {
+  int n = count_positional(call);
+  if (n >= lo && n <= hi)
+    return true;
+  if (lo == hi)
+    check_error(k, call->span, "%s() takes %d argument%s, got %d", builtin_name[op], lo, lo == 1 ? "" : "s", n);
+  else
+    check_error(k, call->span, "%s() takes %d to %d arguments, got %d", builtin_name[op], lo, hi, n);
+  return false;
+}
+
+/* A host integer argument (dims, sizes, seeds). */
+static bool host_int(Checker *k, Expr *e, long long *v) {
+  if (e->kind == EX_INT) {
+    *v = e->ival;
+    return true;
+  }
+  if (e->kind == EX_UNARY && e->op == OP_NEG && e->lhs->kind == EX_INT) {
+    *v = -e->lhs->ival;
+    return true;
+  }
+  if ((e->kind == EX_NAME || e->kind == EX_FIELD) && e->sym && e->sym->kind == SYM_CONST &&
+      e->sym->evaluated && !e->sym->is_float) {
+    *v = e->sym->ival;
+    return true;
+  }
+  check_error(k, e->span, "expected an integer constant here");
+  return false;
+}
+
+static bool named_int(Checker *k, Expr *call, const char *name, long long *v, bool *given) {
+  Arg *a = call_named(k, call, name);
+  *given = a != NULL;
+  return !a || host_int(k, a->value, v);
+}
+
+/* A dim argument, negative counting from the end as in PyTorch. */
+static bool norm_dim(Checker *k, Span sp, long long d, int ndim, int *out) {
+  if (d < -ndim || d >= ndim || ndim == 0) {
+    check_error(k, sp, "dim %lld is out of range for a tensor with %d dim%s", d, ndim, ndim == 1 ? "" : "s");
+    return false;
+  }
+  *out = (int)(d < 0 ? d + ndim : d);
+  return true;
+}
+
+/* ---- written types ---- */
+
+static bool size_of(Checker *k, Expr *e, Size *out) {
+  switch (e->kind) {
+  case EX_INT: *out = size_int(e->ival); return true;
+  case EX_NAME: {
+    Symbol *s = e->sym;
+    if (!s)
+      return false;
+    if (s->kind == SYM_CONST) {
+      if (s->is_float) {
+        check_error(k, e->span, "size '%s' is not an integer", s->name);
+        return false;
+      }
+      *out = size_int(s->ival);
+      return true;
+    }
+    if (s->kind == SYM_AXIS) {
+      *out = size_axis(s->index);
+      return true;
+    }
+    if (s->kind == SYM_AXIS_PARAM && s->info) {
+      *out = size_axis(*(int *)s->info);
+      return true;
+    }
+    if (s->kind == SYM_SHAPEVAR && s->info && !s->is_rest) {
+      *out = *(Size *)s->info;
+      return true;
+    }
+    check_error(k, e->span, "the size '%s' is not known here", e->name);
+    return false;
+  }
+  case EX_BINARY: {
+    Size a, b;
+    if (!size_of(k, e->lhs, &a) || !size_of(k, e->rhs, &b))
+      return false;
+    long long x, y;
+    switch (e->op) {
+    case OP_MUL: *out = size_mul(a, b); return true;
+    case OP_DIV: *out = size_div(a, b); return true;
+    case OP_ADD:
+    case OP_SUB:
+      if (size_is_int(a, &x) && size_is_int(b, &y)) {
+        *out = size_int(e->op == OP_ADD ? x + y : x - y);
+        return true;
+      }
+      check_error(k, e->span, "sizes with mesh axes can be multiplied and divided, not added");
+      return false;
+    default: break;
+    }
+    break;
+  }
+  default: break;
+  }
+  check_error(k, e->span, "not a size");
+  return false;
+}
+
+static int axis_of(AxisRef *a) {
+  Symbol *s = a->sym;
+  if (!s)
+    return -1;
+  if (s->kind == SYM_AXIS)
+    return s->index;
+  if (s->kind == SYM_AXIS_PARAM && s->info)
+    return *(int *)s->info;
+  return -1;
+}
+
+/* Binds the shape variables of a signature type from an argument's type.
+ * Only bare names (`N`, `..Rest`) bind; compound sizes are then compared. */
+static void bind_shapes(Checker *k, TypeExpr *te, const Type *actual) {
+  if (te->is_axis || actual->kind != TY_TENSOR)
+    return;
+  int nwritten = 0;
+  for (Dim *d = te->dims; d; d = d->next)
+    nwritten += !d->rest;
+  int rest = actual->ndim - nwritten, i = 0;
+  for (Dim *d = te->dims; d; d = d->next) {
+    Symbol *s = d->size->kind == EX_NAME ? d->size->sym : NULL;
+    if (d->rest) {
+      if (rest < 0)
+        return;
+      if (s && !s->info) {
+        Type *seq = type_new(k->c, TY_TENSOR);
+        seq->ndim = rest;
+        for (int j = 0; j < rest; j++)
+          seq->shape[j] = actual->shape[i + j];
+        s->info = seq;
+      }
+      i += rest;
+      continue;
+    }
+    if (i >= actual->ndim)
+      return;
+    if (s && s->kind == SYM_SHAPEVAR && !s->info) {
+      Size *v = arena_alloc(&k->c->arena, sizeof(Size));
+      *v = actual->shape[i];
+      /* a signature writes global sizes; a sharded dim's size is global too */
+      s->info = v;
+    }
+    i++;
+  }
+}
+
+/* Converts a written type.  named[a] is set for the axes the type names;
+ * the others are left LT_NONE.  Returns NULL after reporting an error. */
+static Type *type_from(Checker *k, TypeExpr *te, bool named[MAX_MESH_AXES]) {
+  Type *t = type_new(k->c, TY_TENSOR);
+  t->dtype = te->dtype;
+  t->local = k->local_depth > 0;
+  memset(named, 0, sizeof(bool) * MAX_MESH_AXES);
+  bool ok = true;
+  for (Dim *d = te->dims; d; d = d->next) {
+    if (d->rest) {
+      Symbol *s = d->size->sym;
+      Type *seq = s ? s->info : NULL;
+      if (!seq) {
+        check_error(k, d->span, "the dims '..%s' are not known here", d->size->name);
+        return NULL;
+      }
+      for (int j = 0; j < seq->ndim && t->ndim < MAX_DIMS; j++)
+        t->shape[t->ndim++] = seq->shape[j];
+      continue;
+    }
+    if (t->ndim == MAX_DIMS) {
+      check_error(k, d->span, "a tensor has at most %d dims", MAX_DIMS);
+      return NULL;
+    }
+    int dim = t->ndim++;
+    ok &= size_of(k, d->size, &t->shape[dim]);
+    int nk = 0;
+    for (AxisRef *a = d->axes; a; a = a->next) {
+      int ax = axis_of(a);
+      if (ax < 0)
+        return NULL;
+      if (named[ax]) {
+        check_error(k, a->span, "mesh axis '%s' appears twice in this type", a->name);
+        return NULL;
+      }
+      named[ax] = true;
+      t->lt[ax] = LT_V;
+      if (!t->local)
+        t->spec[dim][nk++] = (int8_t)ax;
+      else
+        t->shape[dim] = size_div(t->shape[dim], size_axis(ax));
+    }
+  }
+  for (AxisEntry *e = te->entries; e; e = e->next) {
+    if (!e->axis)
+      continue;
+    int ax = axis_of(e->axis);
+    if (ax < 0)
+      return NULL;
+    if (named[ax]) {
+      check_error(k, e->span, "mesh axis '%s' is given a type twice", e->axis->name);
+      help(k->c, "a sharded axis (@%s) is V already; give each axis one type", e->axis->name);
+      return NULL;
+    }
+    named[ax] = true;
+    if (e->lt.kind == LT_S) {
+      int dim;
+      if (!norm_dim(k, e->span, e->lt.sdim, t->ndim, &dim))
+        return NULL;
+      if (t->spec[dim][0] >= 0) {
+        check_error(k, e->span, "S(%d) is ambiguous: dim %d is already sharded", e->lt.sdim, dim);
+        help(k->c, "write the order of the axes in the dims, as in [N@(%s, %s)]",
+             axis_name(k, t->spec[dim][0]), e->axis->name);
+        return NULL;
+      }
+      t->lt[ax] = LT_V;
+      if (!t->local)
+        t->spec[dim][0] = (int8_t)ax;
+    } else {
+      t->lt[ax] = e->lt.kind;
+    }
+  }
+  for (AxisEntry *e = te->entries; e; e = e->next) {
+    if (e->axis)
+      continue;
+    for (int a = 0; a < k->naxes; a++)
+      if (!named[a]) {
+        named[a] = true;
+        t->lt[a] = e->lt.kind == LT_S ? LT_V : e->lt.kind;
+      }
+  }
+  return ok ? t : NULL;
+}
+
+Type *check_type_expr(Checker *k, TypeExpr *te, bool named[MAX_MESH_AXES]) { return type_from(k, te, named); }
+
+/* A type that makes a value must determine every mesh axis. */
+static bool determines_all(Checker *k, Span sp, const bool named[MAX_MESH_AXES], const char *what) {
+  for (int a = 0; a < k->naxes; a++)
+    if (!named[a]) {
+      check_error(k, sp, "%s does not say what it is on mesh axis '%s'", what, axis_name(k, a));
+      help(k->c, "name every axis, e.g. {%s: R} (or {*: R} for all the others)", axis_name(k, a));
+      return false;
+    }
+  return true;
+}
+
+/* Whether `actual` fits `want` on the axes `want` names (and in shape). */
+static bool fits(Checker *k, Span sp, const Type *want, const bool named[MAX_MESH_AXES],
+                 const Type *actual, const char *what) {
+  if (actual->kind == TY_ERROR)
+    return true;
+  if (actual->kind != TY_TENSOR) {
+    check_error(k, sp, "%s: expected a tensor %s, got %s", what, ck_type(k, want), ck_type(k, actual));
+    return false;
+  }
+  bool shape_ok = want->dtype == actual->dtype && want->ndim == actual->ndim;
+  for (int d = 0; shape_ok && d < want->ndim; d++)
+    shape_ok = size_eq(want->shape[d], actual->shape[d]);
+  if (!shape_ok && !(actual->literal && actual->ndim == 0 && want->ndim == 0)) {
+    check_error(k, sp, "%s: expected %s, got %s", what, ck_type(k, want), ck_type(k, actual));
+    return false;
+  }
+  for (int a = 0; a < k->naxes; a++) {
+    if (!named[a] || actual->literal)
+      continue;
+    int wd = -1, ad = -1;
+    bool ws = type_spec_has(want, a, &wd), as = type_spec_has(actual, a, &ad);
+    if (want->lt[a] != actual->lt[a] || ws != as || wd != ad) {
+      check_error(k, sp, "%s: on mesh axis '%s' expected %s, got %s", what, axis_name(k, a),
+                  ws ? arena_sprintf(&k->c->arena, "S(%d)", wd) : lt_name(want->lt[a]),
+                  as ? arena_sprintf(&k->c->arena, "S(%d)", ad) : lt_name(actual->lt[a]));
+      note_at(k->c, (Span){0, 0, 0}, "expected %s", ck_type(k, want));
+      note_at(k->c, (Span){0, 0, 0}, "     got %s", ck_type(k, actual));
+      return false;
+    }
+  }
+  return true;
+}
+
+/* ---- the local SPMD rules, axis by axis (SPEC section 5) ---- */
+
+typedef enum { RULE_NONLINEAR, RULE_LINEAR, RULE_MULTILINEAR, RULE_DIVIDE } Rule;
+
+typedef struct Operand {
+  Expr *e;
+  const Type *t;
+} Operand;
+
+/* The result type on each axis of an op of rule `rule` over `ops`, or false
+ * after reporting why not.  Scalar literals and host numbers adopt the
+ * others' types, except next to P in a linear op (affine: the literal would
+ * be summed once per rank). */
+static bool combine(Checker *k, Rule rule, const char *opname, Span sp, Operand *ops, int n,
+                    LTypeKind out[MAX_MESH_AXES]) {
+  for (int a = 0; a < k->naxes; a++) {
+    int np = 0, nr = 0, ni = 0, nv = 0, nlit = 0, first_p = -1, first_other = -1;
+    for (int i = 0; i < n; i++) {
+      const Type *t = ops[i].t;
+      if (t->literal || t->kind != TY_TENSOR) {
+        nlit++;
+        if (first_other < 0)
+          first_other = i;
+        continue;
+      }
+      switch (t->lt[a]) {
+      case LT_P: np++; if (first_p < 0) first_p = i; break;
+      case LT_R: nr++; break;
+      case LT_I: ni++; break;
+      case LT_V: nv++; break;
+      default:
+        check_error(k, ops[i].e->span, "the type of this operand on mesh axis '%s' is not known",
+                    axis_name(k, a));
+        return false;
+      }
+      if (t->lt[a] != LT_P && first_other < 0)
+        first_other = i;
+    }
+    int ntensor = np + nr + ni + nv;
+    out[a] = ntensor == 0 ? LT_R : LT_NONE;
+    if (ntensor == 0)
+      continue;
+    if (ni && ni != ntensor) {
+      int bad = -1;
+      for (int i = 0; i < n && bad < 0; i++)
+        if (!ops[i].t->literal && ops[i].t->kind == TY_TENSOR && ops[i].t->lt[a] != LT_I)
+          bad = i;
+      check_error(k, sp, "%s mixes I with %s on mesh axis '%s'", opname, lt_name(ops[bad].t->lt[a]),
+                  axis_name(k, a));
+      note_at(k->c, (Span){0, 0, 0}, "an I value's gradient must be the same on every rank, so it combines only with I values");
+      for (int i = 0; i < n; i++)
+        if (!ops[i].t->literal && ops[i].t->kind == TY_TENSOR && ops[i].t->lt[a] == LT_I) {
+          help(k->c, "use the parameter as R where it is computed with: convert(%s, %s, src=I, dst=R)",
+               src(k, ops[i].e), axis_name(k, a));
+          break;
+        }
+      return false;
+    }
+    if (np == 0) {
+      out[a] = ni ? LT_I : nv ? LT_V : LT_R;
+      continue;
+    }
+    Expr *pe = ops[first_p].e;
+    const char *fix = arena_sprintf(&k->c->arena, "all_reduce(%s, %s, src=P, dst=R)", src(k, pe), axis_name(k, a));
+    if (nv) {
+      check_error(k, sp, "%s mixes P with V on mesh axis '%s'", opname, axis_name(k, a));
+      note_at(k->c, (Span){0, 0, 0}, "a pending sum (P) cannot meet a value that differs per rank (V)");
+      help(k->c, "reduce the partial operand first: %s", fix);
+      return false;
+    }
+    switch (rule) {
+    case RULE_NONLINEAR:
+      check_error(k, sp, "%s is not linear, but '%s' is P (a pending sum) on mesh axis '%s'", opname,
+                  src(k, pe), axis_name(k, a));
+      note_at(k->c, (Span){0, 0, 0}, "f(a) + f(b) is not f(a + b): the sum must happen first");
+      help(k->c, "reduce it first: %s", fix);
+      return false;
+    case RULE_LINEAR:
+      if (nr || nlit) {
+        Expr *other = ops[first_other].e;
+        check_error(k, sp, "%s adds %s (%s) to a P value on mesh axis '%s'", opname, src(k, other),
+                    nr && !(ops[first_other].t->literal || ops[first_other].t->kind != TY_TENSOR) ? "R" : "a literal",
+                    axis_name(k, a));
+        note_at(k->c, (Span){0, 0, 0}, "the other term would be counted once per rank when the pending sum is done");
+        help(k->c, "reduce the P operand first: %s", fix);
+        return false;
+      }
+      out[a] = LT_P;
+      continue;
+    case RULE_MULTILINEAR:
+    case RULE_DIVIDE:
+      if (rule == RULE_DIVIDE && first_p != 0) {
+        check_error(k, sp, "division by a P value (a pending sum) on mesh axis '%s'", axis_name(k, a));
+        help(k->c, "reduce the divisor first: %s", fix);
+        return false;
+      }
+      if (np > 1) {
+        check_error(k, sp, "%s has multiple factors that are P on mesh axis '%s'", opname, axis_name(k, a));
+        note_at(k->c, (Span){0, 0, 0}, "(a1 + a2) * (b1 + b2) is not a1*b1 + a2*b2: only one factor may be a pending sum");
+        help(k->c, "reduce one factor first: %s", fix);
+        return false;
+      }
+      out[a] = LT_P;
+      continue;
+    }
+  }
+  return true;
+}
+
+/* ---- shapes ---- */
+
+bool is_scalar_like(const Type *t) {
+  return t->kind == TY_INT || t->kind == TY_FLOAT || (t->kind == TY_TENSOR && t->literal);
+}
+
+static Type *as_tensor(Checker *k, Expr *e, Type *t) {
+  if (t->kind == TY_TENSOR || t->kind == TY_ERROR)
+    return t;
+  if (t->kind == TY_INT || t->kind == TY_FLOAT || t->kind == TY_BOOL) {
+    Type *s = type_scalar(k->c, DT_NONE, k->naxes, LT_R);
+    s->literal = true;
+    return s;
+  }
+  check_error(k, e->span, "expected a tensor, got %s", ck_type(k, t));
+  return type_error();
+}
+
+/* NumPy broadcasting of operand shapes, and the partition spec of the
+ * result (aligned dims keep their sharding; sharded dims must agree). */
+static Type *broadcast(Checker *k, Span sp, const char *opname, Operand *ops, int n) {
+  Type *r = type_new(k->c, TY_TENSOR);
+  r->local = k->local_depth > 0;
+  r->literal = true;
+  for (int i = 0; i < n; i++) {
+    const Type *t = ops[i].t;
+    if (!t->literal) {
+      if (r->dtype != DT_NONE && t->dtype != DT_NONE && t->dtype != r->dtype) {
+        check_error(k, sp, "%s needs operands of one dtype, got %s and %s", opname, dtype_name(r->dtype),
+                    dtype_name(t->dtype));
+        help(k->c, "convert one: astype(%s, %s)", src(k, ops[i].e), dtype_name(r->dtype));
+        return type_error();
+      }
+      r->dtype = t->dtype;
+      r->literal = false;
+    }
+    if (t->ndim > r->ndim) {
+      int shift = t->ndim - r->ndim;
+      for (int d = r->ndim - 1; d >= 0; d--) {
+        r->shape[d + shift] = r->shape[d];
+        memcpy(r->spec[d + shift], r->spec[d], sizeof r->spec[d]);
+      }
+      for (int d = 0; d < shift; d++) {
+        r->shape[d] = t->shape[d];
+        memcpy(r->spec[d], t->spec[d], sizeof r->spec[d]);
+      }
+      r->ndim = t->ndim;
+    }
+  }
+  if (r->dtype == DT_NONE)
+    for (int i = 0; i < n; i++)
+      if (ops[i].t->kind == TY_TENSOR && ops[i].t->dtype != DT_NONE)
+        r->dtype = ops[i].t->dtype;
+  for (int i = 0; i < n; i++) {
+    const Type *t = ops[i].t;
+    int shift = r->ndim - t->ndim;
+    for (int d = 0; d < t->ndim; d++) {
+      int rd = d + shift;
+      long long one;
+      bool t_one = size_is_int(t->shape[d], &one) && one == 1;
+      bool r_one = size_is_int(r->shape[rd], &one) && one == 1;
+      if (r_one && !t_one) {
+        r->shape[rd] = t->shape[d];
+        memcpy(r->spec[rd], t->spec[d], sizeof r->spec[rd]);
+      } else if (!t_one && !size_eq(r->shape[rd], t->shape[d])) {
+        check_error(k, sp, "%s: shapes do not broadcast: dim %d is %s in one operand and %s in another", opname,
+                    rd, size_str(k->c, k->mesh, r->shape[rd]), size_str(k->c, k->mesh, t->shape[d]));
+        return type_error();
+      } else if (!t_one && memcmp(r->spec[rd], t->spec[d], sizeof r->spec[rd]) != 0 && !k->local_depth) {
+        if (t->spec[d][0] < 0 || r->spec[rd][0] < 0) {
+          /* one operand is sharded on this dim, the other is not */
+          const Type *whole = t->spec[d][0] < 0 ? t : NULL;
+          int ax = t->spec[d][0] >= 0 ? t->spec[d][0] : r->spec[rd][0];
+          if (whole || true) {
+            /* the unsharded one must not be V on that axis with another layout */
+            bool other_r = true;
+            for (int j = 0; j < n; j++)
+              if (!ops[j].t->literal && ops[j].t->kind == TY_TENSOR && ops[j].t->lt[ax] == LT_V &&
+                  !type_spec_has(ops[j].t, ax, NULL))
+                other_r = false;
+            if (!other_r) {
+              check_error(k, sp, "%s: dim %d is sharded on '%s' in one operand but not in another", opname, rd,
+                          axis_name(k, ax));
+              return type_error();
+            }
+            if (r->spec[rd][0] < 0)
+              memcpy(r->spec[rd], t->spec[d], sizeof r->spec[rd]);
+          }
+        } else {
+          check_error(k, sp, "%s: dim %d is sharded differently in its operands", opname, rd);
+          help(k->c, "redistribute one operand to the other's layout");
+          return type_error();
+        }
+      }
+    }
+  }
+  return r;
+}
+
+/* Elementwise ops: broadcast shapes, combine types axis by axis. */
+static Type *elementwise(Checker *k, Span sp, const char *opname, Rule rule, Operand *ops, int n) {
+  for (int i = 0; i < n; i++)
+    if (ops[i].t->kind == TY_ERROR)
+      return type_error();
+  Type *r = broadcast(k, sp, opname, ops, n);
+  if (r->kind == TY_ERROR)
+    return r;
+  if (r->literal) {
+    r->literal = true;
+    return r;
+  }
+  if (!combine(k, rule, opname, sp, ops, n, r->lt))
+    return type_error();
+  /* In global code a sharded dim of the result means V with a layout; a
+   * broadcast operand that is R on that axis is fine (each rank uses its copy). */
+  return r;
+}
+
+/* ---- out_partial_axes (local: reinterpret V -> P after the op) ---- */
+
+static bool apply_out_partial(Checker *k, Expr *call, Type *r, const bool contracted[MAX_MESH_AXES]) {
+  Arg *opa = call_named(k, call, "out_partial_axes");
+  bool listed[MAX_MESH_AXES] = {0};
+  if (opa) {
+    Type *axes = check_expr(k, opa->value);
+    if (axes->kind != TY_AXES)
+      return false;
+    for (int i = 0; i < axes->naxes; i++) {
+      int a = axes->axes[i];
+      listed[a] = true;
+      if (r->lt[a] == LT_R || r->lt[a] == LT_I) {
+        check_error(k, opa->value->span, "out_partial_axes names '%s', but the result is %s there",
+                    axis_name(k, a), lt_name(r->lt[a]));
+        note_at(k->c, (Span){0, 0, 0}, "only a result that varies per rank (V) can be declared a pending sum");
+        help(k->c, "to make an %s value P without changing it: convert(x, %s, src=R, dst=P)",
+             lt_name(r->lt[a]), axis_name(k, a));
+        return false;
+      }
+      if (r->lt[a] == LT_P) {
+        check_error(k, opa->value->span, "out_partial_axes names '%s', but the result is already P there",
+                    axis_name(k, a));
+        return false;
+      }
+      r->lt[a] = LT_P;
+      type_spec_remove(r, a);
+    }
+  }
+  if (!k->local_depth)
+    for (int a = 0; a < k->naxes; a++)
+      if (contracted[a] && !listed[a]) {
+        check_error(k, call->span, "%s sums over a dim sharded on '%s': the local result is only a part of the sum",
+                    call->kind == EX_CALL && call->lhs->kind == EX_NAME ? call->lhs->name : "this op",
+                    axis_name(k, a));
+        note_at(k->c, (Span){0, 0, 0}, "in global code the result must be declared a pending sum (P) on '%s'",
+                axis_name(k, a));
+        help(k->c, "add out_partial_axes=%s, then reduce it: all_reduce(y, %s, src=P, dst=R)", axis_name(k, a),
+             axis_name(k, a));
+        return false;
+      }
+  return true;
+}
+
+/* ---- built-ins ---- */
+
+static Type *arg_tensor(Checker *k, Expr *call, int pos) {
+  Arg *a = call_arg(call, pos);
+  return a ? as_tensor(k, a->value, check_expr(k, a->value)) : type_error();
+}
+
+static Type *check_unary(Checker *k, Expr *call, Builtin op, Rule rule) {
+  Arg *a = call_arg(call, 0);
+  Type *t = arg_tensor(k, call, 0);
+  if (t->kind == TY_ERROR)
+    return t;
+  Operand o = {a->value, t};
+  return elementwise(k, call->span, arena_sprintf(&k->c->arena, "%s()", builtin_name[op]), rule, &o, 1);
+}
+
+static Type *check_binary_builtin(Checker *k, Expr *call, Builtin op) {
+  Operand o[2];
+  for (int i = 0; i < 2; i++) {
+    o[i].e = call_arg(call, i)->value;
+    o[i].t = arg_tensor(k, call, i);
+  }
+  return elementwise(k, call->span, arena_sprintf(&k->c->arena, "%s()", builtin_name[op]), RULE_NONLINEAR, o, 2);
+}
+
+/* sum, mean, amax, cumsum, softmax, log_softmax: over `dim=` (or all). */
+static Type *check_reduction(Checker *k, Expr *call, Builtin op) {
+  Type *t = arg_tensor(k, call, 0);
+  if (t->kind == TY_ERROR)
+    return t;
+  Operand o = {call_arg(call, 0)->value, t};
+  Rule rule = builtin_class[op] == OPC_LINEAR ? RULE_LINEAR : RULE_NONLINEAR;
+  Type *r = elementwise(k, call->span, arena_sprintf(&k->c->arena, "%s()", builtin_name[op]), rule, &o, 1);
+  if (r->kind == TY_ERROR)
+    return r;
+  r = type_clone(k->c, r);
+  long long dimv = 0, keep = 0;
+  bool has_dim, has_keep;
+  if (!named_int(k, call, "dim", &dimv, &has_dim))
+    return type_error();
+  Arg *ka = call_named(k, call, "keepdim");
+  has_keep = ka && ka->value->kind == EX_BOOL;
+  keep = has_keep && ka->value->ival;
+  bool keeps_shape = op == BI_SOFTMAX || op == BI_LOG_SOFTMAX || op == BI_CUMSUM;
+  if (keeps_shape && !has_dim) {
+    if (r->ndim == 0)
+      return r;
+    dimv = -1;
+    has_dim = true;
+  }
+  bool contracted[MAX_MESH_AXES] = {0};
+  int lo = 0, hi = r->ndim;
+  if (has_dim) {
+    int d;
+    if (!norm_dim(k, call_named(k, call, "dim") ? call_named(k, call, "dim")->value->span : call->span, dimv, r->ndim, &d))
+      return type_error();
+    lo = d;
+    hi = d + 1;
+  }
+  for (int d = lo; d < hi; d++)
+    for (int j = 0; j < MAX_MESH_AXES && r->spec[d][j] >= 0; j++)
+      contracted[r->spec[d][j]] = true;
+  bool any = false;
+  for (int a = 0; a < k->naxes; a++)
+    any |= contracted[a];
+  if (any && op != BI_SUM && !k->local_depth) {
+    int a = 0;
+    while (!contracted[a])
+      a++;
+    check_error(k, call->span, "%s() over a dim sharded on '%s' would use only this rank's part",
+                builtin_name[op], axis_name(k, a));
+    help(k->c, "gather the dim first: all_gather(%s, %s, src=S(%d), dst=R)", src(k, o.e), axis_name(k, a), lo);
+    return type_error();
+  }
+  if (keeps_shape)
+    return r;
+  Type *res = type_clone(k->c, r);
+  res->ndim = 0;
+  for (int d = 0; d < r->ndim; d++) {
+    if (d >= lo && d < hi) {
+      if (keep) {
+        res->shape[res->ndim] = size_int(1);
+        memset(res->spec[res->ndim], -1, sizeof res->spec[0]);
+        res->ndim++;
+      }
+      continue;
+    }
+    res->shape[res->ndim] = r->shape[d];
+    memcpy(res->spec[res->ndim], r->spec[d], sizeof r->spec[d]);
+    res->ndim++;
+  }
+  for (int d = res->ndim; d < MAX_DIMS; d++)
+    memset(res->spec[d], -1, sizeof res->spec[d]);
+  if (op == BI_SUM || op == BI_MEAN) {
+    if (!apply_out_partial(k, call, res, contracted))
+      return type_error();
+  }
+  return res;
+}
+
+static Type *check_matmul(Checker *k, Expr *call, Expr *ea, Expr *eb, const char *opname) {
+  Type *a = as_tensor(k, ea, check_expr(k, ea));
+  Type *b = as_tensor(k, eb, check_expr(k, eb));
+  if (a->kind == TY_ERROR || b->kind == TY_ERROR)
+    return type_error();
+  if (a->ndim < 1 || b->ndim < 1) {
+    check_error(k, call->span, "%s needs tensors of at least 1 dim, got %s and %s", opname, ck_type(k, a), ck_type(k, b));
+    return type_error();
+  }
+  if (a->dtype != b->dtype) {
+    check_error(k, call->span, "%s needs operands of one dtype, got %s and %s", opname, dtype_name(a->dtype),
+                dtype_name(b->dtype));
+    return type_error();
+  }
+  int ka = a->ndim - 1, kb = b->ndim >= 2 ? b->ndim - 2 : 0;
+  if (!size_eq(a->shape[ka], b->shape[kb])) {
+    check_error(k, call->span, "%s: the contracted dims differ: %s has %s, %s has %s", opname, src(k, ea),
+                size_str(k->c, k->mesh, a->shape[ka]), src(k, eb), size_str(k->c, k->mesh, b->shape[kb]));
+    note_at(k->c, (Span){0, 0, 0}, "%s is %s", src(k, ea), ck_type(k, a));
+    note_at(k->c, (Span){0, 0, 0}, "%s is %s", src(k, eb), ck_type(k, b));
+    return type_error();
+  }
+  if (memcmp(a->spec[ka], b->spec[kb], sizeof a->spec[ka]) != 0 && !k->local_depth) {
+    check_error(k, call->span, "%s: the contracted dim is sharded differently in its operands", opname);
+    help(k->c, "shard both on the same axes, or gather one first");
+    return type_error();
+  }
+  Operand o[2] = {{ea, a}, {eb, b}};
+  Type *r = type_new(k->c, TY_TENSOR);
+  r->dtype = a->dtype;
+  r->local = k->local_depth > 0;
+  if (!combine(k, RULE_MULTILINEAR, opname, call->span, o, 2, r->lt))
+    return type_error();
+  /* batch dims broadcast; then m from a, n from b */
+  int ba = a->ndim - 2 > 0 ? a->ndim - 2 : 0, bb = b->ndim - 2 > 0 ? b->ndim - 2 : 0;
+  int nb = ba > bb ? ba : bb;
+  for (int d = 0; d < nb; d++) {
+    int da = d - (nb - ba), db = d - (nb - bb);
+    const Type *src_t = da >= 0 ? a : b;
+    int sd = da >= 0 ? da : db;
+    if (da >= 0 && db >= 0 && !size_eq(a->shape[da], b->shape[db])) {
+      check_error(k, call->span, "%s: batch dims differ", opname);
+      return type_error();
+    }
+    r->shape[r->ndim] = src_t->shape[sd];
+    memcpy(r->spec[r->ndim], src_t->spec[sd], sizeof r->spec[0]);
+    r->ndim++;
+  }
+  if (a->ndim >= 2) {
+    r->shape[r->ndim] = a->shape[a->ndim - 2];
+    memcpy(r->spec[r->ndim], a->spec[a->ndim - 2], sizeof r->spec[0]);
+    r->ndim++;
+  }
+  if (b->ndim >= 2) {
+    r->shape[r->ndim] = b->shape[b->ndim - 1];
+    memcpy(r->spec[r->ndim], b->spec[b->ndim - 1], sizeof r->spec[0]);
+    r->ndim++;
+  }
+  bool contracted[MAX_MESH_AXES] = {0};
+  for (int j = 0; j < MAX_MESH_AXES && a->spec[ka][j] >= 0; j++)
+    contracted[a->spec[ka][j]] = true;
+  if (!apply_out_partial(k, call, r, contracted))
+    return type_error();
+  return r;
+}
+
+static Type *check_creation(Checker *k, Expr *call, Builtin op) {
+  int tpos = op == BI_LOAD ? 1 : 0;
+  Arg *ta = call_arg(call, tpos);
+  if (!ta || ta->value->kind != EX_TYPE) {
+    check_error(k, ta ? ta->value->span : call->span, "%s() needs a tensor type as argument %d, as in %s",
+                builtin_name[op], tpos + 1,
+                op == BI_LOAD ? "load(\"w.npy\", f32[4, 8]{*: I})" : "zeros(f32[4, 8]{*: R})");
+    return type_error();
+  }
+  bool named[MAX_MESH_AXES];
+  Type *t = type_from(k, ta->value->type, named);
+  if (!t || !determines_all(k, ta->value->span, named, arena_sprintf(&k->c->arena, "the type given to %s()", builtin_name[op])))
+    return type_error();
+  if (op == BI_RANDN || op == BI_UNIFORM || op == BI_LOAD)
+    for (int a = 0; a < k->naxes; a++)
+      if (t->lt[a] == LT_P) {
+        check_error(k, ta->value->span, "%s() cannot make a P value (on mesh axis '%s')", builtin_name[op], axis_name(k, a));
+        help(k->c, "make it R, then convert(x, %s, src=R, dst=P)", axis_name(k, a));
+        return type_error();
+      }
+  if (op == BI_LOAD) {
+    Arg *p = call_arg(call, 0);
+    if (p && check_expr(k, p->value)->kind != TY_STRING)
+      check_error(k, p->value->span, "load() takes a file name string first");
+  }
+  if (op == BI_FULL) {
+    Arg *v = call_arg(call, 1);
+    Type *vt = v ? check_expr(k, v->value) : type_error();
+    if (!is_scalar_like(vt) && vt->kind != TY_ERROR)
+      check_error(k, v ? v->value->span : call->span, "full() takes a number as its value");
+  }
+  for (Arg *a = call->args; a; a = a->next)
+    if (a->name) {
+      Type *at = check_expr(k, a->value);
+      if (!is_scalar_like(at) && at->kind != TY_ERROR)
+        check_error(k, a->value->span, "'%s=' takes a number", a->name);
+    }
+  return t;
+}
+
+static Type *check_print(Checker *k, Expr *call) {
+  for (Arg *a = call->args; a; a = a->next) {
+    Type *t = check_expr(k, a->value);
+    if (t->kind != TY_TENSOR || t->literal)
+      continue;
+    for (int x = 0; x < k->naxes; x++)
+      if (t->lt[x] != LT_R && t->lt[x] != LT_I) {
+        check_error(k, a->value->span, "print() shows one value, but '%s' is %s on mesh axis '%s'", src(k, a->value),
+                    lt_name(t->lt[x]), axis_name(k, x));
+        if (t->lt[x] == LT_P)
+          help(k->c, "reduce it first: all_reduce(%s, %s, src=P, dst=R)", src(k, a->value), axis_name(k, x));
+        else
+          help(k->c, "gather it first: all_gather(%s, %s, src=%s, dst=R)", src(k, a->value), axis_name(k, x),
+               type_spec_has(t, x, NULL) ? "S(i)" : "V");
+        break;
+      }
+  }
+  return type_new(k->c, TY_VOID);
+}
+
+static Type *check_assert_type(Checker *k, Expr *call) {
+  Arg *x = call_arg(call, 0), *ta = call_arg(call, 1);
+  if (!x || !ta || ta->value->kind != EX_TYPE) {
+    check_error(k, call->span, "assert_type(x, T) takes a value and a type");
+    return type_error();
+  }
+  Type *t = check_expr(k, x->value);
+  bool named[MAX_MESH_AXES];
+  Type *want = type_from(k, ta->value->type, named);
+  if (want)
+    fits(k, call->span, want, named, t, "assert_type");
+  return type_new(k->c, TY_VOID);
+}
+
+static Type *check_misc(Checker *k, Expr *call, Builtin op) {
+  Type *x = arg_tensor(k, call, 0);
+  if (x->kind == TY_ERROR)
+    return x;
+  Operand o = {call_arg(call, 0)->value, x};
+  Type *r = elementwise(k, call->span, arena_sprintf(&k->c->arena, "%s()", builtin_name[op]), RULE_LINEAR, &o, 1);
+  if (r->kind == TY_ERROR)
+    return r;
+  r = type_clone(k->c, r);
+  switch (op) {
+  case BI_DETACH: return r;
+  case BI_ASTYPE: {
+    Arg *d = call_arg(call, 1);
+    if (!d || d->value->kind != EX_TYPE || d->value->type->has_dims) {
+      check_error(k, d ? d->value->span : call->span, "astype(x, dtype) takes a dtype: f32, f64 or i32");
+      return type_error();
+    }
+    r->dtype = d->value->type->dtype;
+    return r;
+  }
+  case BI_TRANSPOSE: {
+    long long d0, d1;
+    int a, b;
+    if (!call_arg(call, 1) || !call_arg(call, 2) || !host_int(k, call_arg(call, 1)->value, &d0) ||
+        !host_int(k, call_arg(call, 2)->value, &d1) || !norm_dim(k, call->span, d0, r->ndim, &a) ||
+        !norm_dim(k, call->span, d1, r->ndim, &b))
+      return type_error();
+    Size s = r->shape[a];
+    r->shape[a] = r->shape[b];
+    r->shape[b] = s;
+    int8_t sp[MAX_MESH_AXES];
+    memcpy(sp, r->spec[a], sizeof sp);
+    memcpy(r->spec[a], r->spec[b], sizeof sp);
+    memcpy(r->spec[b], sp, sizeof sp);
+    return r;
+  }
+  case BI_PERMUTE: {
+    Arg *p = call_arg(call, 1);
+    if (!p || p->value->kind != EX_LIST) {
+      check_error(k, call->span, "permute(x, [dims]) takes a list of dims");
+      return type_error();
+    }
+    Type *res = type_clone(k->c, r);
+    int i = 0;
+    bool seen[MAX_DIMS] = {0};
+    for (Expr *e = p->value->elems; e; e = e->next, i++) {
+      long long v;
+      int d;
+      if (i >= r->ndim || !host_int(k, e, &v) || !norm_dim(k, e->span, v, r->ndim, &d) || seen[d]) {
+        check_error(k, p->value->span, "permute needs each of the %d dims exactly once", r->ndim);
+        return type_error();
+      }
+      seen[d] = true;
+      res->shape[i] = r->shape[d];
+      memcpy(res->spec[i], r->spec[d], sizeof res->spec[i]);
+    }
+    if (i != r->ndim) {
+      check_error(k, p->value->span, "permute needs each of the %d dims exactly once", r->ndim);
+      return type_error();
+    }
+    return res;
+  }
+  case BI_RESHAPE:
+  case BI_EXPAND: {
+    Arg *p = call_arg(call, 1);
+    if (!p || p->value->kind != EX_LIST) {
+      check_error(k, call->span, "%s(x, [sizes]) takes a list of sizes", builtin_name[op]);
+      return type_error();
+    }
+    Type *res = type_clone(k->c, r);
+    res->ndim = 0;
+    memset(res->spec, -1, sizeof res->spec);
+    for (Expr *e = p->value->elems; e; e = e->next) {
+      if (res->ndim == MAX_DIMS || !size_of(k, e, &res->shape[res->ndim]))
+        return type_error();
+      res->ndim++;
+    }
+    for (int d = 0; d < r->ndim; d++)
+      if (r->spec[d][0] >= 0 && !k->local_depth) {
+        /* the outermost factor rule of SPEC 7: keep the spec when dim 0 is sharded and kept */
+        if (d == 0 && res->ndim > 0) {
+          memcpy(res->spec[0], r->spec[0], sizeof res->spec[0]);
+          continue;
+        }
+        check_error(k, call->span, "%s() of a dim sharded on '%s' is only allowed on the outermost dim", builtin_name[op],
+                    axis_name(k, r->spec[d][0]));
+        return type_error();
+      }
+    return res;
+  }
+  case BI_SLICE: {
+    long long dv = 0, st = 0, en = 0;
+    bool hd, hs, he;
+    int d;
+    if (!named_int(k, call, "dim", &dv, &hd) || !named_int(k, call, "start", &st, &hs) ||
+        !named_int(k, call, "end", &en, &he) || !norm_dim(k, call->span, dv, r->ndim, &d))
+      return type_error();
+    if (r->spec[d][0] >= 0 && !k->local_depth) {
+      check_error(k, call->span, "slice() of a dim sharded on '%s'", axis_name(k, r->spec[d][0]));
+      return type_error();
+    }
+    long long full;
+    if (!hs)
+      st = 0;
+    if (!he) {
+      if (!size_is_int(r->shape[d], &full)) {
+        check_error(k, call->span, "slice() needs end= on a dim of symbolic size");
+        return type_error();
+      }
+      en = full;
+    }
+    if (en <= st || st < 0) {
+      check_error(k, call->span, "slice() needs 0 <= start < end");
+      return type_error();
+    }
+    r->shape[d] = size_int(en - st);
+    return r;
+  }
+  default: return r;
+  }
+}
+
+static Type *check_concat(Checker *k, Expr *call) {
+  Arg *p = call_arg(call, 0);
+  if (!p || p->value->kind != EX_TUPLE || !p->value->elems) {
+    check_error(k, call->span, "concat((a, b, ...), dim=d) takes a tuple of tensors");
+    return type_error();
+  }
+  Operand ops[16];
+  int n = 0;
+  for (Expr *e = p->value->elems; e && n < 16; e = e->next, n++) {
+    ops[n].e = e;
+    ops[n].t = as_tensor(k, e, check_expr(k, e));
+    if (ops[n].t->kind == TY_ERROR)
+      return type_error();
+  }
+  long long dv = 0;
+  bool hd;
+  int d;
+  if (!named_int(k, call, "dim", &dv, &hd) || !norm_dim(k, call->span, dv, ops[0].t->ndim, &d))
+    return type_error();
+  Type *r = type_clone(k->c, ops[0].t);
+  if (!combine(k, RULE_LINEAR, "concat()", call->span, ops, n, r->lt))
+    return type_error();
+  Size total = ops[0].t->shape[d];
+  for (int i = 1; i < n; i++) {
+    const Type *t = ops[i].t;
+    if (t->ndim != r->ndim || t->dtype != r->dtype) {
+      check_error(k, ops[i].e->span, "concat(): %s does not match %s", ck_type(k, t), ck_type(k, ops[0].t));
+      return type_error();
+    }
+    for (int j = 0; j < t->ndim; j++)
+      if (j != d && !size_eq(t->shape[j], r->shape[j])) {
+        check_error(k, ops[i].e->span, "concat(): dim %d differs: %s vs %s", j, ck_type(k, t), ck_type(k, ops[0].t));
+        return type_error();
+      }
+    long long x, y;
+    if (size_is_int(total, &x) && size_is_int(t->shape[d], &y))
+      total = size_int(x + y);
+    else if (size_eq(total, t->shape[d]))
+      total = size_mul(total, size_int(2));
+    else
+      total = (Size){.unknown = true, .den = 1};
+  }
+  if (r->spec[d][0] >= 0 && !k->local_depth) {
+    check_error(k, call->span, "concat() along a dim sharded on '%s'", axis_name(k, r->spec[d][0]));
+    return type_error();
+  }
+  r->shape[d] = total;
+  return r;
+}
+
+/* Norms and losses: nonlinear over the last dim (layer_norm, rms_norm) or
+ * the class dim (cross_entropy); weights combine like the input. */
+static Type *check_nn(Checker *k, Expr *call, Builtin op) {
+  Operand ops[3];
+  int n = 0;
+  for (Arg *a = call->args; a && n < 3; a = a->next)
+    if (!a->name) {
+      ops[n].e = a->value;
+      ops[n].t = as_tensor(k, a->value, check_expr(k, a->value));
+      if (ops[n].t->kind == TY_ERROR)
+        return type_error();
+      n++;
+    }
+  const Type *x = ops[0].t;
+  if (op == BI_CROSS_ENTROPY) {
+    const Type *tg = ops[1].t;
+    if (x->ndim != 2 || tg->ndim != 1 || tg->dtype != DT_I32) {
+      check_error(k, call->span, "cross_entropy(logits, targets) takes logits [N, C] and i32 targets [N], got %s and %s",
+                  ck_type(k, x), ck_type(k, tg));
+      return type_error();
+    }
+    if (!size_eq(x->shape[0], tg->shape[0])) {
+      check_error(k, call->span, "cross_entropy(): %s logits but %s targets", size_str(k->c, k->mesh, x->shape[0]),
+                  size_str(k->c, k->mesh, tg->shape[0]));
+      return type_error();
+    }
+    Type *r = type_new(k->c, TY_TENSOR);
+    r->dtype = x->dtype;
+    r->local = k->local_depth > 0;
+    if (!combine(k, RULE_NONLINEAR, "cross_entropy()", call->span, ops, 2, r->lt))
+      return type_error();
+    if (!k->local_depth && (x->spec[0][0] >= 0 || x->spec[1][0] >= 0)) {
+      int ax = x->spec[0][0] >= 0 ? x->spec[0][0] : x->spec[1][0];
+      check_error(k, call->span, "cross_entropy() takes the mean over a dim sharded on '%s'", axis_name(k, ax));
+      help(k->c, "compute it per rank inside local_map, or gather the logits first");
+      return type_error();
+    }
+    return r;
+  }
+  if (x->ndim < 1) {
+    check_error(k, call->span, "%s() needs at least one dim", builtin_name[op]);
+    return type_error();
+  }
+  if (x->spec[x->ndim - 1][0] >= 0 && !k->local_depth) {
+    check_error(k, call->span, "%s() normalises over the last dim, which is sharded on '%s'", builtin_name[op],
+                axis_name(k, x->spec[x->ndim - 1][0]));
+    return type_error();
+  }
+  return elementwise(k, call->span, arena_sprintf(&k->c->arena, "%s()", builtin_name[op]), RULE_NONLINEAR, ops, n);
+}
+
+static Type *check_embedding(Checker *k, Expr *call) {
+  Arg *ia = call_arg(call, 0), *wa = call_arg(call, 1);
+  Type *ids = arg_tensor(k, call, 0), *w = arg_tensor(k, call, 1);
+  if (ids->kind == TY_ERROR || w->kind == TY_ERROR)
+    return type_error();
+  if (ids->dtype != DT_I32 || w->ndim != 2) {
+    check_error(k, call->span, "embedding(ids, table) takes i32 ids and a [V, D] table, got %s and %s", ck_type(k, ids),
+                ck_type(k, w));
+    return type_error();
+  }
+  Operand o[2] = {{ia->value, ids}, {wa->value, w}};
+  Type *r = type_clone(k->c, ids);
+  r->dtype = w->dtype;
+  if (!combine(k, RULE_MULTILINEAR, "embedding()", call->span, o, 2, r->lt))
+    return type_error();
+  r->shape[r->ndim] = w->shape[1];
+  memcpy(r->spec[r->ndim], w->spec[1], sizeof r->spec[0]);
+  r->ndim++;
+  bool contracted[MAX_MESH_AXES] = {0};
+  for (int j = 0; j < MAX_MESH_AXES && w->spec[0][j] >= 0; j++)
+    contracted[w->spec[0][j]] = true;
+  if (!apply_out_partial(k, call, r, contracted))
+    return type_error();
+  return r;
+}
+
+/* einsum("bf,fd->bd", a, b): labels give the shapes; contracted labels that
+ * are sharded need out_partial_axes, as for matmul. */
+static Type *check_einsum(Checker *k, Expr *call) {
+  Arg *fa = call_arg(call, 0);
+  if (!fa || fa->value->kind != EX_STRING) {
+    check_error(k, call->span, "einsum() takes a subscripts string first, as in einsum(\"bf,fd->bd\", a, b)");
+    return type_error();
+  }
+  const char *spec = fa->value->str;
+  const char *arrow = strstr(spec, "->");
+  Operand ops[4];
+  int n = 0;
+  for (Arg *a = fa->next; a; a = a->next)
+    if (!a->name) {
+      if (n == 4) {
+        check_error(k, a->value->span, "einsum() takes at most 4 operands");
+        return type_error();
+      }
+      ops[n].e = a->value;
+      ops[n].t = as_tensor(k, a->value, check_expr(k, a->value));
+      if (ops[n].t->kind == TY_ERROR)
+        return type_error();
+      n++;
+    }
+  if (!arrow) {
+    check_error(k, fa->value->span, "einsum subscripts need '->' and the output labels");
+    return type_error();
+  }
+  Size lsize[128];
+  bool lset[128] = {0}, in_out[128] = {0};
+  int8_t lspec[128][MAX_MESH_AXES];
+  const char *p = spec;
+  for (int i = 0; i < n; i++) {
+    int d = 0;
+    for (; *p && *p != ',' && p < arrow; p++) {
+      unsigned char ch = (unsigned char)*p;
+      if (ch == ' ')
+        continue;
+      if (ch >= 128 || !((ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z')) || d >= ops[i].t->ndim) {
+        check_error(k, fa->value->span, "einsum operand %d: subscripts do not match %s", i + 1, ck_type(k, ops[i].t));
+        return type_error();
+      }
+      if (lset[ch] && (!size_eq(lsize[ch], ops[i].t->shape[d]) || memcmp(lspec[ch], ops[i].t->spec[d], sizeof lspec[ch]))) {
+        check_error(k, fa->value->span, "einsum label '%c' has different sizes or shardings in its operands", ch);
+        return type_error();
+      }
+      lset[ch] = true;
+      lsize[ch] = ops[i].t->shape[d];
+      memcpy(lspec[ch], ops[i].t->spec[d], sizeof lspec[ch]);
+      d++;
+    }
+    if (d != ops[i].t->ndim) {
+      check_error(k, fa->value->span, "einsum operand %d has %d dims but %d labels", i + 1, ops[i].t->ndim, d);
+      return type_error();
+    }
+    if (*p == ',')
+      p++;
+  }
+  Type *r = type_new(k->c, TY_TENSOR);
+  r->dtype = ops[0].t->dtype;
+  r->local = k->local_depth > 0;
+  if (!combine(k, RULE_MULTILINEAR, "einsum()", call->span, ops, n, r->lt))
+    return type_error();
+  for (p = arrow + 2; *p; p++) {
+    unsigned char ch = (unsigned char)*p;
+    if (ch == ' ')
+      continue;
+    if (ch >= 128 || !lset[ch] || r->ndim == MAX_DIMS) {
+      check_error(k, fa->value->span, "einsum output label '%c' is not in any operand", *p);
+      return type_error();
+    }
+    in_out[ch] = true;
+    r->shape[r->ndim] = lsize[ch];
+    memcpy(r->spec[r->ndim], lspec[ch], sizeof lspec[ch]);
+    r->ndim++;
+  }
+  bool contracted[MAX_MESH_AXES] = {0};
+  for (int ch = 0; ch < 128; ch++)
+    if (lset[ch] && !in_out[ch])
+      for (int j = 0; j < MAX_MESH_AXES && lspec[ch][j] >= 0; j++)
+        contracted[lspec[ch][j]] = true;
+  if (!apply_out_partial(k, call, r, contracted))
+    return type_error();
+  return r;
+}
+
+static Type *check_autodiff(Checker *k, Expr *call, Builtin op);
+static Type *check_fn_call(Checker *k, Expr *call, FnDecl *fn);
+
+static Type *check_builtin(Checker *k, Expr *call, Builtin op) {
+  if (!check_named_args(k, call, op))
+    return type_error();
+  switch (op) {
+  case BI_MAX: case BI_MIN: case BI_POW:
+    if (!want_args(k, call, op, 2, 2)) return type_error();
+    return check_binary_builtin(k, call, op);
+  case BI_SOFTMAX: case BI_LOG_SOFTMAX: case BI_AMAX: case BI_SUM: case BI_MEAN: case BI_CUMSUM:
+    if (!want_args(k, call, op, 1, 1)) return type_error();
+    return check_reduction(k, call, op);
+  case BI_LAYER_NORM:
+    if (!want_args(k, call, op, 1, 3)) return type_error();
+    return check_nn(k, call, op);
+  case BI_RMS_NORM:
+    if (!want_args(k, call, op, 1, 2)) return type_error();
+    return check_nn(k, call, op);
+  case BI_CROSS_ENTROPY:
+    if (!want_args(k, call, op, 2, 2)) return type_error();
+    return check_nn(k, call, op);
+  case BI_MATMUL:
+    if (!want_args(k, call, op, 2, 2)) return type_error();
+    return check_matmul(k, call, call_arg(call, 0)->value, call_arg(call, 1)->value, "matmul()");
+  case BI_EINSUM: return check_einsum(k, call);
+  case BI_EMBEDDING:
+    if (!want_args(k, call, op, 2, 2)) return type_error();
+    return check_embedding(k, call);
+  case BI_CONCAT:
+    if (!want_args(k, call, op, 1, 1)) return type_error();
+    return check_concat(k, call);
+  case BI_TRANSPOSE:
+    if (!want_args(k, call, op, 3, 3)) return type_error();
+    return check_misc(k, call, op);
+  case BI_PERMUTE: case BI_RESHAPE: case BI_EXPAND: case BI_ASTYPE:
+    if (!want_args(k, call, op, 2, 2)) return type_error();
+    return check_misc(k, call, op);
+  case BI_SLICE: case BI_DETACH:
+    if (!want_args(k, call, op, 1, 1)) return type_error();
+    return check_misc(k, call, op);
+  case BI_ZEROS: case BI_ONES: case BI_RANDN: case BI_UNIFORM:
+    if (!want_args(k, call, op, 1, 1)) return type_error();
+    return check_creation(k, call, op);
+  case BI_FULL: case BI_LOAD:
+    if (!want_args(k, call, op, 2, 2)) return type_error();
+    return check_creation(k, call, op);
+  case BI_SAVE: {
+    if (!want_args(k, call, op, 2, 2)) return type_error();
+    Type *t = arg_tensor(k, call, 1);
+    for (int a = 0; a < k->naxes && t->kind == TY_TENSOR; a++)
+      if (t->lt[a] == LT_P || (t->lt[a] == LT_V && !type_spec_has(t, a, NULL))) {
+        check_error(k, call_arg(call, 1)->value->span, "save() writes the global tensor, but this value is %s on mesh axis '%s'",
+                    lt_name(t->lt[a]), axis_name(k, a));
+        help(k->c, "%s", t->lt[a] == LT_P ? "reduce it first with all_reduce(..., src=P, dst=R)" : "give it a layout: S(i) or gather it");
+        break;
+      }
+    return type_new(k->c, TY_VOID);
+  }
+  case BI_PRINT: return check_print(k, call);
+  case BI_ASSERT_TYPE: return check_assert_type(k, call);
+  case BI_VALUE_AND_GRAD: case BI_GRAD: return check_autodiff(k, call, op);
+  default: break;
+  }
+  switch (builtin_class[op]) {
+  case OPC_NONLINEAR:
+    if (!want_args(k, call, op, 1, 1)) return type_error();
+    return check_unary(k, call, op, RULE_NONLINEAR);
+  case OPC_COLLECTIVE: return check_collective(k, call, op);
+  default: break;
+  }
+  check_error(k, call->span, "%s() is not supported here", builtin_name[op]);
+  return type_error();
+}
+
+/* ---- user functions: checked per call site ---- */
+
+static void check_block(Checker *k, Stmt *block);
+static void check_fn_body(Checker *k, FnDecl *fn);
+
+static Type *check_fn_call(Checker *k, Expr *call, FnDecl *fn) {
+  for (Inst *i = k->inst; i; i = i->parent)
+    if (i->fn == fn) {
+      check_error(k, call->span, "'%s' calls itself; recursion is not supported", fn->name);
+      return type_error();
+    }
+  if ((fn->flags & FN_LOCAL) && !k->local_depth) {
+    check_error(k, call->span, "'%s' is a local fn; global code calls it through local_map", fn->name);
+    help(k->c, "let y: T = local_map (x) over (axes) { return %s(x); };", fn->name);
+    return type_error();
+  }
+  /* Evaluate arguments in the caller, then bind the callee's parameters. */
+  int nparams = 0;
+  for (Param *p = fn->params; p; p = p->next)
+    nparams++;
+  Type *args[64];
+  Expr *argx[64];
+  int n = 0;
+  for (Arg *a = call->args; a; a = a->next) {
+    if (a->name) {
+      check_error(k, a->name_span, "'%s' takes no named arguments", fn->name);
+      return type_error();
+    }
+    if (n == 64)
+      break;
+    argx[n] = a->value;
+    args[n++] = NULL;
+  }
+  if (n != nparams) {
+    check_error(k, call->span, "'%s' takes %d argument%s, got %d", fn->name, nparams, nparams == 1 ? "" : "s", n);
+    return type_error();
+  }
+  int i = 0;
+  for (Param *p = fn->params; p; p = p->next, i++) {
+    if (p->type->is_axis) {
+      Type *t = check_expr(k, argx[i]);
+      if (t->kind != TY_AXES || t->naxes != 1) {
+        if (t->kind != TY_ERROR)
+          check_error(k, argx[i]->span, "parameter '%s' of '%s' takes one mesh axis", p->name->name, fn->name);
+        return type_error();
+      }
+      args[i] = t;
+    } else {
+      args[i] = check_expr(k, argx[i]);
+      if (args[i]->kind == TY_ERROR)
+        return type_error();
+    }
+  }
+  /* Bind: axis parameters, then shape variables, then parameter types. */
+  Inst inst = {.fn = fn, .call = call->span, .parent = k->inst};
+  i = 0;
+  for (Param *p = fn->params; p; p = p->next, i++)
+    if (p->type->is_axis) {
+      int *ax = arena_alloc(&k->c->arena, sizeof(int));
+      *ax = args[i]->axes[0];
+      p->name->sym->info = ax;
+    }
+  /* forget shape variables of an earlier instance */
+  for (Param *p = fn->params; p; p = p->next)
+    for (Dim *d = p->type->dims; d; d = d->next)
+      if (d->size->kind == EX_NAME && d->size->sym && d->size->sym->kind == SYM_SHAPEVAR)
+        d->size->sym->info = NULL;
+  for (TypeExpr *t = fn->ret; t; t = t->next)
+    for (Dim *d = t->dims; d; d = d->next)
+      if (d->size->kind == EX_NAME && d->size->sym && d->size->sym->kind == SYM_SHAPEVAR)
+        d->size->sym->info = NULL;
+  int saved_local = k->local_depth;
+  if (fn->flags & FN_LOCAL)
+    k->local_depth++;
+  i = 0;
+  for (Param *p = fn->params; p; p = p->next, i++)
+    if (!p->type->is_axis)
+      bind_shapes(k, p->type, args[i]);
+  bool ok = true;
+  i = 0;
+  for (Param *p = fn->params; p; p = p->next, i++) {
+    if (p->type->is_axis)
+      continue;
+    bool named[MAX_MESH_AXES];
+    Type *want = type_from(k, p->type, named);
+    Inst *saved = k->inst;
+    if (!want || !fits(k, argx[i]->span, want, named, args[i],
+                       arena_sprintf(&k->c->arena, "argument '%s' of '%s'", p->name->name, fn->name))) {
+      ok = false;
+      k->inst = saved;
+      continue;
+    }
+    Type *bound = type_clone(k->c, args[i]);
+    bound->literal = false;
+    if (args[i]->literal) {
+      bound = want;
+      for (int a = 0; a < k->naxes; a++)
+        if (!named[a])
+          bound->lt[a] = LT_R;
+    }
+    p->name->sym->info = bound;
+  }
+  if (!ok) {
+    k->local_depth = saved_local;
+    note_at(k->c, fn->span, "'%s' is declared here", fn->name);
+    return type_error();
+  }
+  k->inst = &inst;
+  int saved_lm = k->lm_level;
+  k->lm_level = 0;
+  check_fn_body(k, fn);
+  k->lm_level = saved_lm;
+  k->inst = inst.parent;
+  k->local_depth = saved_local;
+  if (!fn->ret)
+    return type_new(k->c, TY_VOID);
+  return inst.ret ? inst.ret : type_error();
+}
+
+/* value_and_grad(f(args), wrt=(a, b)) and grad(...): the value's type is
+ * f's result; each gradient has the dual type of its argument. */
+static Type *check_autodiff(Checker *k, Expr *call, Builtin op) {
+  Arg *fa = call_arg(call, 0);
+  Arg *wrt = call_named(k, call, "wrt");
+  if (!fa || fa->value->kind != EX_CALL || !fa->value->lhs->sym || fa->value->lhs->sym->kind == SYM_BUILTIN ||
+      (fa->value->lhs->sym->kind != SYM_FN)) {
+    check_error(k, fa ? fa->value->span : call->span, "%s() takes a call of a function, as in %s(loss(x, w), wrt=w)",
+                builtin_name[op], builtin_name[op]);
+    return type_error();
+  }
+  if (!wrt) {
+    check_error(k, call->span, "%s() needs wrt=: the arguments to differentiate with respect to", builtin_name[op]);
+    return type_error();
+  }
+  Type *v = check_expr(k, fa->value);
+  if (v->kind == TY_ERROR)
+    return v;
+  if (v->kind != TY_TENSOR || v->ndim != 0) {
+    check_error(k, fa->value->span, "%s() differentiates a scalar, but '%s' returns %s", builtin_name[op],
+                fa->value->lhs->sym->name, ck_type(k, v));
+    return type_error();
+  }
+  for (int a = 0; a < k->naxes; a++)
+    if (v->lt[a] == LT_R) {
+      check_error(k, fa->value->span, "the loss is R on mesh axis '%s': its gradient would be counted once per rank",
+                  axis_name(k, a));
+      help(k->c, "return it as I (e.g. all_reduce(..., %s, src=P, dst=I)) or leave it P", axis_name(k, a));
+      return type_error();
+    }
+  Expr *list = wrt->value->kind == EX_TUPLE ? wrt->value->elems : wrt->value;
+  int n = 0;
+  Type *res = type_new(k->c, TY_TUPLE);
+  res->elems = arena_alloc(&k->c->arena, sizeof(Type *) * 66);
+  if (op == BI_VALUE_AND_GRAD)
+    res->elems[res->nelems++] = v;
+  for (Expr *w = list; w; w = wrt->value->kind == EX_TUPLE ? w->next : NULL) {
+    bool passed = false;
+    for (Arg *a = fa->value->args; a; a = a->next)
+      passed |= a->value->kind == EX_NAME && w->kind == EX_NAME && a->value->sym == w->sym && w->sym;
+    if (!passed) {
+      check_error(k, w->span, "wrt= names '%s', which is not an argument of the call", src(k, w));
+      return type_error();
+    }
+    Type *t = check_expr(k, w);
+    if (t->kind != TY_TENSOR || t->dtype == DT_I32) {
+      check_error(k, w->span, "cannot differentiate with respect to '%s' (%s)", src(k, w), ck_type(k, t));
+      return type_error();
+    }
+    if (n++ < 64)
+      res->elems[res->nelems++] = type_dual(k->c, t, k->naxes);
+  }
+  if (res->nelems == 1)
+    return res->elems[0];
+  return res;
+}
+
+/* ---- expressions ---- */
+
+static Type *check_binary(Checker *k, Expr *e) {
+  Type *l = check_expr(k, e->lhs), *r = check_expr(k, e->rhs);
+  if (l->kind == TY_ERROR || r->kind == TY_ERROR)
+    return type_error();
+  bool host = (l->kind == TY_INT || l->kind == TY_FLOAT || l->kind == TY_BOOL) &&
+              (r->kind == TY_INT || r->kind == TY_FLOAT || r->kind == TY_BOOL);
+  if (host) {
+    switch (e->op) {
+    case OP_LT: case OP_LE: case OP_GT: case OP_GE: case OP_EQ: case OP_NE: case OP_AND: case OP_OR:
+      return type_new(k->c, TY_BOOL);
+    case OP_MOD:
+      if (l->kind != TY_INT || r->kind != TY_INT) {
+        check_error(k, e->span, "'%%' needs host integers");
+        return type_error();
+      }
+      return l;
+    case OP_MATMUL:
+      check_error(k, e->span, "'@' needs tensors");
+      return type_error();
+    default:
+      return type_new(k->c, l->kind == TY_FLOAT || r->kind == TY_FLOAT ? TY_FLOAT : TY_INT);
+    }
+  }
+  if (e->op == OP_MATMUL)
+    return check_matmul(k, e, e->lhs, e->rhs, "'@'");
+  if (e->op == OP_AND || e->op == OP_OR || e->op == OP_MOD) {
+    check_error(k, e->span, "'%s' needs host values, not tensors", op_spelling[e->op]);
+    return type_error();
+  }
+  Operand o[2] = {{e->lhs, as_tensor(k, e->lhs, l)}, {e->rhs, as_tensor(k, e->rhs, r)}};
+  if (o[0].t->kind == TY_ERROR || o[1].t->kind == TY_ERROR)
+    return type_error();
+  Rule rule = e->op == OP_ADD || e->op == OP_SUB ? RULE_LINEAR
+            : e->op == OP_MUL ? RULE_MULTILINEAR
+            : e->op == OP_DIV ? RULE_DIVIDE : RULE_NONLINEAR;
+  return elementwise(k, e->span, arena_sprintf(&k->c->arena, "'%s'", op_spelling[e->op]), rule, o, 2);
+}
+
+/* How many local_map blocks of the current function enclose this point. */
+static int s_lm_level(Checker *k) { return k->lm_level; }
+
+static Type *check_name(Checker *k, Expr *e, Symbol *s) {
+  if (!s)
+    return type_error();
+  switch (s->kind) {
+  case SYM_CONST:
+    return type_new(k->c, s->is_float ? TY_FLOAT : TY_INT);
+  case SYM_LOOP:
+    return type_new(k->c, TY_INT);
+  case SYM_SHAPEVAR: {
+    Size *v = s->info;
+    long long x;
+    if (!s->is_rest && v && size_is_int(*v, &x))
+      return type_new(k->c, TY_INT);
+    return type_new(k->c, TY_INT);
+  }
+  case SYM_AXIS:
+  case SYM_AXIS_PARAM: {
+    Type *t = type_new(k->c, TY_AXES);
+    t->naxes = 1;
+    t->axes[0] = s->kind == SYM_AXIS ? s->index : (s->info ? *(int *)s->info : 0);
+    return t;
+  }
+  case SYM_PARAM:
+  case SYM_LET:
+  case SYM_VAR:
+    if (s->outer) { /* a variable rebound by local_map: its local type */
+      for (int i = k->nlm - 1; i >= 0; i--)
+        if (k->lm[i].outer == s->outer)
+          return k->lm[i].type;
+      return type_error();
+    }
+    if (!s->info)
+      return type_error();
+    if (s->lm_level < s_lm_level(k) && ((Type *)s->info)->kind == TY_TENSOR) {
+      check_error(k, e->span, "'%s' is used inside local_map but not passed to it", s->name);
+      help(k->c, "add it to the list: local_map (..., %s)", s->name);
+      return type_error();
+    }
+    return s->info;
+  case SYM_FN:
+  case SYM_MODULE:
+  case SYM_BUILTIN:
+    check_error(k, e->span, "'%s' is a %s; call it", s->name, s->kind == SYM_MODULE ? "module" : "function");
+    return type_error();
+  }
+  return type_error();
+}
+
+/* local_map (vars) over (axes) { body }: the listed variables take their
+ * local types on the listed axes; the result must match `want` there. */
+static Type *check_local_map(Checker *k, Expr *e, TypeExpr *want_te) {
+  bool over[MAX_MESH_AXES] = {0};
+  int lm_mark = k->nlm;
+  if (e->lm_has_over) {
+    for (AxisRef *a = e->lm_over; a; a = a->next) {
+      int ax = axis_of(a);
+      if (ax < 0)
+        return type_error();
+      over[ax] = true;
+    }
+  } else {
+    for (int a = 0; a < k->naxes; a++)
+      over[a] = true;
+  }
+  if (!want_te) {
+    check_error(k, e->span, "local_map needs the global type of its result");
+    help(k->c, "annotate the binding: let y: f32[...]{...} = local_map (...) { ... };");
+    return type_error();
+  }
+  bool named[MAX_MESH_AXES];
+  Type *want = type_from(k, want_te, named);
+  if (!want)
+    return type_error();
+  /* rebind the variables with local shapes on the `over` axes */
+  for (AxisRef *v = e->lm_vars; v; v = v->next) {
+    if (!v->sym || !v->sym->info)
+      continue;
+    Type *outer = v->sym->info;
+    Type *lt = type_clone(k->c, outer);
+    for (int d = 0; lt->kind == TY_TENSOR && d < lt->ndim; d++) {
+      int8_t keep[MAX_MESH_AXES];
+      memset(keep, -1, sizeof keep);
+      int nk = 0;
+      bool leading = true;
+      for (int j = 0; j < MAX_MESH_AXES && lt->spec[d][j] >= 0; j++) {
+        int ax = lt->spec[d][j];
+        if (over[ax]) {
+          if (!leading) {
+            check_error(k, e->span, "local_map over '%s': dim %d of '%s' is sharded on (%s, ...) and only the leading axes can be taken local",
+                        axis_name(k, ax), d, v->name, axis_name(k, lt->spec[d][0]));
+            return type_error();
+          }
+          lt->shape[d] = size_div(lt->shape[d], size_axis(ax));
+        } else {
+          leading = false;
+          keep[nk++] = (int8_t)ax;
+        }
+      }
+      memcpy(lt->spec[d], keep, sizeof keep);
+    }
+    if (k->nlm < MAX_LM_BINDINGS)
+      k->lm[k->nlm++] = (LocalBinding){v->sym, lt};
+  }
+  k->local_depth++;
+  k->lm_level++;
+  Inst inst = {.fn = k->inst ? k->inst->fn : NULL, .call = (Span){0, 0, 0}, .parent = k->inst};
+  Inst *saved = k->inst;
+  k->inst = &inst;
+  check_block(k, e->body);
+  k->inst = saved;
+  k->local_depth--;
+  k->nlm = lm_mark;
+  k->lm_level--;
+  if (!inst.returned) {
+    check_error(k, e->span, "the local_map block must end with return");
+    return type_error();
+  }
+  Type *got = inst.ret;
+  if (got->kind != TY_TENSOR)
+    return got->kind == TY_ERROR ? got : type_error();
+  /* the declared global type seen locally on the `over` axes */
+  Type *wl = type_clone(k->c, want);
+  for (int d = 0; d < wl->ndim; d++)
+    for (int j = 0; j < MAX_MESH_AXES && wl->spec[d][j] >= 0; j++)
+      if (over[wl->spec[d][j]])
+        wl->shape[d] = size_div(wl->shape[d], size_axis(wl->spec[d][j]));
+  for (int d = 0; d < wl->ndim; d++) {
+    int8_t keep[MAX_MESH_AXES];
+    memset(keep, -1, sizeof keep);
+    int nk = 0;
+    for (int j = 0; j < MAX_MESH_AXES && wl->spec[d][j] >= 0; j++)
+      if (!over[wl->spec[d][j]])
+        keep[nk++] = wl->spec[d][j];
+    memcpy(wl->spec[d], keep, sizeof keep);
+  }
+  bool ok = got->dtype == wl->dtype && got->ndim == wl->ndim;
+  for (int d = 0; ok && d < wl->ndim; d++)
+    ok = size_eq(got->shape[d], wl->shape[d]);
+  for (int a = 0; ok && a < k->naxes; a++)
+    if (named[a] && over[a])
+      ok = got->lt[a] == want->lt[a];
+  if (!ok) {
+    check_error(k, e->span, "the local_map block returns %s, but the declared type is %s (locally %s)",
+                ck_type(k, got), ck_type(k, want), ck_type(k, wl));
+    return type_error();
+  }
+  Type *r = type_clone(k->c, want);
+  for (int a = 0; a < k->naxes; a++)
+    if (!named[a])
+      r->lt[a] = got->lt[a];
+  return r;
+}
+
+Type *check_expr(Checker *k, Expr *e) {
+  switch (e->kind) {
+  case EX_ERROR: return type_error();
+  case EX_INT: return type_new(k->c, TY_INT);
+  case EX_FLOAT: return type_new(k->c, TY_FLOAT);
+  case EX_BOOL: return type_new(k->c, TY_BOOL);
+  case EX_STRING: return type_new(k->c, TY_STRING);
+  case EX_NAME: return check_name(k, e, e->sym);
+  case EX_FIELD: return e->sym ? check_name(k, e, e->sym) : type_error();
+  case EX_LTYPE: {
+    Type *t = type_new(k->c, TY_LTYPE);
+    t->ltv = e->lt;
+    if (e->lt.kind == LT_S) {
+      long long v;
+      if (!host_int(k, e->lhs, &v))
+        return type_error();
+      t->ltv.sdim = (int)v;
+    }
+    return t;
+  }
+  case EX_TYPE: {
+    Type *t = type_new(k->c, TY_DTYPE);
+    return t;
+  }
+  case EX_UNARY: {
+    Type *x = check_expr(k, e->lhs);
+    if (x->kind == TY_ERROR)
+      return x;
+    if (e->op == OP_NOT) {
+      if (x->kind != TY_BOOL && x->kind != TY_INT)
+        check_error(k, e->span, "'!' needs a host boolean");
+      return type_new(k->c, TY_BOOL);
+    }
+    if (x->kind == TY_INT || x->kind == TY_FLOAT)
+      return x;
+    Operand o = {e->lhs, as_tensor(k, e->lhs, x)};
+    return elementwise(k, e->span, "unary '-'", RULE_LINEAR, &o, 1);
+  }
+  case EX_BINARY: return check_binary(k, e);
+  case EX_CALL: {
+    Symbol *s = e->lhs->sym;
+    if (!s)
+      return type_error();
+    if (s->kind == SYM_BUILTIN)
+      return check_builtin(k, e, (Builtin)s->index);
+    if (s->kind == SYM_FN)
+      return check_fn_call(k, e, s->fn);
+    check_error(k, e->lhs->span, "'%s' is not a function", s->name);
+    return type_error();
+  }
+  case EX_INDEX: {
+    Type *x = check_expr(k, e->lhs);
+    Type *i = check_expr(k, e->rhs);
+    if (x->kind == TY_ERROR || i->kind == TY_ERROR)
+      return type_error();
+    if (x->kind != TY_TENSOR || x->ndim == 0) {
+      check_error(k, e->span, "only tensors with dims can be indexed, not %s", ck_type(k, x));
+      return type_error();
+    }
+    if (i->kind != TY_INT) {
+      check_error(k, e->rhs->span, "an index must be a host integer, not %s", ck_type(k, i));
+      return type_error();
+    }
+    if (x->spec[0][0] >= 0 && !k->local_depth) {
+      check_error(k, e->span, "indexing selects from dim 0, which is sharded on '%s'", axis_name(k, x->spec[0][0]));
+      return type_error();
+    }
+    Type *r = type_clone(k->c, x);
+    r->ndim--;
+    for (int d = 0; d < r->ndim; d++) {
+      r->shape[d] = x->shape[d + 1];
+      memcpy(r->spec[d], x->spec[d + 1], sizeof r->spec[d]);
+    }
+    memset(r->spec[r->ndim], -1, sizeof r->spec[0]);
+    return r;
+  }
+  case EX_TUPLE: {
+    /* a tuple of mesh axes, or several values */
+    Type *t = type_new(k->c, TY_AXES);
+    for (Expr *x = e->elems; x; x = x->next) {
+      Type *xt = check_expr(k, x);
+      if (xt->kind != TY_AXES) {
+        if (xt->kind != TY_ERROR)
+          check_error(k, x->span, "a tuple here holds mesh axes, not %s", ck_type(k, xt));
+        return type_error();
+      }
+      for (int j = 0; j < t->naxes; j++)
+        if (t->axes[j] == xt->axes[0]) {
+          check_error(k, x->span, "mesh axis '%s' is listed twice", axis_name(k, xt->axes[0]));
+          return type_error();
+        }
+      if (t->naxes < MAX_MESH_AXES)
+        t->axes[t->naxes++] = xt->axes[0];
+    }
+    return t;
+  }
+  case EX_LIST:
+    check_error(k, e->span, "a list [...] is only an argument of permute, reshape or expand");
+    return type_error();
+  case EX_LOCAL_MAP: return check_local_map(k, e, NULL);
+  }
+  return type_error();
+}
+
+/* ---- statements ---- */
+
+static void dump_binding(Checker *k, Binding *b, Type *t) {
+  if (!k->dump || !b->sym || t->kind == TY_ERROR)
+    return;
+  int line, col;
+  source_position(k->c, b->span, &line, &col);
+  StrBuf chain;
+  sb_init(&chain, &k->c->arena);
+  for (Inst *i = k->inst; i && i->fn; i = i->parent)
+    sb_printf(&chain, "%s%s", chain.len ? " <- " : "", i->fn->name);
+  fprintf(k->dump, "%s:%d:%d: %s: %s  [%s]\n", source_file(k->c, b->span.file)->path, line, col, b->name,
+          ck_type(k, t), chain.len ? chain.data : "-");
+}
+
+/* Whether a condition is the same on every rank (SPEC section 3). */
+static void check_condition(Checker *k, Expr *e, const char *what) {
+  Type *t = check_expr(k, e);
+  if (t->kind == TY_ERROR || t->kind == TY_BOOL || t->kind == TY_INT)
+    return;
+  if (t->kind != TY_TENSOR || t->ndim != 0) {
+    check_error(k, e->span, "%s must be a host boolean or a scalar comparison, not %s", what, ck_type(k, t));
+    return;
+  }
+  for (int a = 0; a < k->naxes; a++)
+    if (t->lt[a] == LT_V || t->lt[a] == LT_P) {
+      check_error(k, e->span, "%s is %s on mesh axis '%s': ranks could take different paths and deadlock in a collective",
+                  what, lt_name(t->lt[a]), axis_name(k, a));
+      help(k->c, "make it the same on every rank first, e.g. all_reduce(x, %s, src=%s, dst=R)", axis_name(k, a),
+           lt_name(t->lt[a]));
+      return;
+    }
+}
+
+static void bind_value(Checker *k, Stmt *s) {
+  Type *t;
+  if (s->value->kind == EX_LOCAL_MAP)
+    t = check_local_map(k, s->value, s->type);
+  else
+    t = check_expr(k, s->value);
+  int ntargets = 0;
+  for (Binding *b = s->targets; b; b = b->next)
+    ntargets++;
+  if (t->kind == TY_TUPLE) {
+    if (ntargets != t->nelems) {
+      check_error(k, s->span, "the value has %d parts, but %d name%s bound", t->nelems, ntargets,
+                  ntargets == 1 ? " is" : "s are");
+      t = type_error();
+    }
+  } else if (ntargets != 1 && t->kind != TY_ERROR) {
+    check_error(k, s->span, "one value, but %d names are bound", ntargets);
+    t = type_error();
+  }
+  if (t->kind == TY_VOID) {
+    check_error(k, s->value->span, "this call has no value");
+    t = type_error();
+  }
+  if (s->type && t->kind != TY_ERROR && t->kind != TY_TUPLE && s->value->kind != EX_LOCAL_MAP) {
+    bool named[MAX_MESH_AXES];
+    Type *want = type_from(k, s->type, named);
+    if (want && !fits(k, s->value->span, want, named, t, arena_sprintf(&k->c->arena, "'%s'", s->targets->name)))
+      t = type_error();
+    else if (want && t->kind == TY_TENSOR && t->literal) {
+      t = want; /* a literal takes the annotated type */
+      for (int a = 0; a < k->naxes; a++)
+        if (!named[a])
+          t->lt[a] = LT_R;
+    }
+  }
+  int i = 0;
+  for (Binding *b = s->targets; b; b = b->next, i++) {
+    Type *bt = t->kind == TY_TUPLE ? t->elems[i] : t;
+    if (bt->kind == TY_TENSOR && bt->literal && b->sym) {
+      bt = type_clone(k->c, bt);
+    }
+    if (b->sym)
+      b->sym->info = bt;
+    dump_binding(k, b, bt);
+  }
+}
+
+static void check_assign(Checker *k, Stmt *s) {
+  Binding *b = s->targets;
+  Type *t = check_expr(k, s->value);
+  if (!b->sym || b->sym->kind != SYM_VAR || t->kind == TY_ERROR)
+    return;
+  Type *was = b->sym->info;
+  if (!was || was->kind == TY_ERROR)
+    return;
+  if (t->kind == TY_TENSOR && t->literal && was->kind == TY_TENSOR && was->ndim == 0)
+    return;
+  if ((was->kind == TY_INT || was->kind == TY_FLOAT) && (t->kind == TY_INT || t->kind == TY_FLOAT))
+    return;
+  if (!type_same(was, t, k->naxes)) {
+    check_error(k, s->value->span, "assigning %s to '%s', which is %s", ck_type(k, t), b->name, ck_type(k, was));
+    note_at(k->c, (Span){0, 0, 0}, "a var keeps its type: every assignment must give exactly the same type");
+    for (int a = 0; a < k->naxes && t->kind == TY_TENSOR && was->kind == TY_TENSOR; a++)
+      if (t->lt[a] == LT_P && was->lt[a] != LT_P) {
+        help(k->c, "the new value is a pending sum on '%s': all_reduce(..., %s, src=P, dst=%s)", axis_name(k, a),
+             axis_name(k, a), lt_name(was->lt[a]));
+        break;
+      }
+  }
+}
+
+static void check_return(Checker *k, Stmt *s) {
+  Inst *inst = k->inst;
+  int n = 0;
+  for (Expr *e = s->value; e; e = e->next)
+    n++;
+  Type *t;
+  if (n == 1) {
+    t = check_expr(k, s->value);
+  } else {
+    t = type_new(k->c, TY_TUPLE);
+    t->elems = arena_alloc(&k->c->arena, sizeof(Type *) * (size_t)(n ? n : 1));
+    for (Expr *e = s->value; e; e = e->next)
+      t->elems[t->nelems++] = check_expr(k, e);
+    if (n == 0)
+      t->kind = TY_VOID;
+  }
+  if (inst->returned) {
+    if (inst->ret && t->kind != TY_ERROR && inst->ret->kind != TY_ERROR && !type_same(inst->ret, t, k->naxes))
+      check_error(k, s->span, "this returns %s, but an earlier return gave %s", ck_type(k, t), ck_type(k, inst->ret));
+    return;
+  }
+  inst->returned = true;
+  inst->ret = t;
+  /* local_map blocks (no fn of their own at this level) are checked by the caller */
+  FnDecl *fn = inst->fn;
+  if (!fn || k->lm_level > 0) /* a local_map block: its caller checks the result */
+    return;
+  if (!fn->ret) {
+    if (n > 0)
+      check_error(k, s->span, "'%s' declares no result, but returns a value", fn->name);
+    return;
+  }
+  int nret = 0;
+  for (TypeExpr *r = fn->ret; r; r = r->next)
+    nret++;
+  if (nret != n) {
+    check_error(k, s->span, "'%s' returns %d value%s, but this returns %d", fn->name, nret, nret == 1 ? "" : "s", n);
+    inst->ret = type_error();
+    return;
+  }
+  int i = 0;
+  for (TypeExpr *r = fn->ret; r; r = r->next, i++) {
+    Type *got = n == 1 ? t : t->elems[i];
+    bool named[MAX_MESH_AXES];
+    Type *want = type_from(k, r, named);
+    if (!want || !fits(k, s->span, want, named, got, arena_sprintf(&k->c->arena, "the result of '%s'", fn->name))) {
+      inst->ret = type_error();
+      return;
+    }
+    if (got->kind == TY_TENSOR && got->literal) {
+      Type *w = type_clone(k->c, want);
+      for (int a = 0; a < k->naxes; a++)
+        if (!named[a])
+          w->lt[a] = LT_R;
+      if (n == 1)
+        inst->ret = w;
+      else
+        t->elems[i] = w;
+    }
+  }
+}
+
+static void check_stmt(Checker *k, Stmt *s) {
+  switch (s->kind) {
+  case ST_LET:
+  case ST_VAR: bind_value(k, s); return;
+  case ST_ASSIGN: check_assign(k, s); return;
+  case ST_RETURN: check_return(k, s); return;
+  case ST_EXPR: {
+    Type *t = check_expr(k, s->value);
+    (void)t;
+    return;
+  }
+  case ST_FOR: {
+    for (int i = 0; i < 2; i++) {
+      Expr *b = i ? s->hi : s->lo;
+      Type *t = check_expr(k, b);
+      if (t->kind != TY_INT && t->kind != TY_ERROR)
+        check_error(k, b->span, "a loop bound must be a host integer, not %s", ck_type(k, t));
+    }
+    check_block(k, s->then);
+    return;
+  }
+  case ST_IF:
+    check_condition(k, s->cond, "the condition");
+    check_block(k, s->then);
+    if (s->els)
+      check_block(k, s->els);
+    return;
+  case ST_BLOCK: check_block(k, s); return;
+  }
+}
+
+static void check_block(Checker *k, Stmt *block) {
+  if (block->kind != ST_BLOCK) {
+    check_stmt(k, block);
+    return;
+  }
+  for (Stmt *s = block->body; s; s = s->next)
+    check_stmt(k, s);
+}
+
+static void check_fn_body(Checker *k, FnDecl *fn) {
+  check_block(k, fn->body);
+  if (fn->ret && !k->inst->returned)
+    check_error(k, fn->name_span, "'%s' must end with a return", fn->name);
+}
+
+/* ---- the program ---- */
+
+/* A function whose signature names every mesh axis, with no shape
+ * variables or axis parameters, is checked on its own (SPEC section 3). */
+static bool fully_typed(Checker *k, FnDecl *fn) {
+  for (Param *p = fn->params; p; p = p->next) {
+    if (p->type->is_axis)
+      return false;
+    bool named[MAX_MESH_AXES] = {0};
+    for (Dim *d = p->type->dims; d; d = d->next) {
+      if (d->rest || (d->size->kind == EX_NAME && d->size->sym && d->size->sym->kind == SYM_SHAPEVAR))
+        return false;
+      for (AxisRef *a = d->axes; a; a = a->next)
+        if (a->sym && a->sym->kind == SYM_AXIS)
+          named[a->sym->index] = true;
+    }
+    for (AxisEntry *e = p->type->entries; e; e = e->next) {
+      if (!e->axis)
+        memset(named, 1, sizeof named); /* '*' names all the others */
+      else if (e->axis->sym && e->axis->sym->kind == SYM_AXIS)
+        named[e->axis->sym->index] = true;
+    }
+    for (int a = 0; a < k->naxes; a++)
+      if (!named[a])
+        return false;
+  }
+  return true;
+}
+
+static void check_standalone(Checker *k, FnDecl *fn) {
+  Inst inst = {.fn = fn};
+  k->inst = &inst;
+  k->local_depth = (fn->flags & FN_LOCAL) ? 1 : 0;
+  bool ok = true;
+  for (Param *p = fn->params; p; p = p->next) {
+    bool named[MAX_MESH_AXES];
+    Type *t = type_from(k, p->type, named);
+    if (!t) {
+      ok = false;
+      continue;
+    }
+    p->name->sym->info = t;
+    if (k->dump)
+      dump_binding(k, p->name, t);
+  }
+  if (fn->flags & FN_EXPORT) {
+    for (Param *p = fn->params; p; p = p->next) {
+      bool named[MAX_MESH_AXES];
+      Type *t = type_from(k, p->type, named);
+      if (t)
+        determines_all(k, p->span, named, arena_sprintf(&k->c->arena, "the type of export parameter '%s'", p->name->name));
+    }
+  }
+  if (ok)
+    check_fn_body(k, fn);
+  k->inst = NULL;
+  k->local_depth = 0;
+}
+
+bool check_program(Compiler *c, Mesh *mesh, FILE *dump_types) {
+  int before = c->nerrors;
+  Checker checker = {.c = c, .mesh = mesh, .naxes = mesh->naxes, .dump = dump_types};
+  Checker *k = &checker;
+  for (Module *m = c->modules; m; m = m->next)
+    for (Item *it = m->items; it; it = it->next) {
+      if (it->kind != IT_FN)
+        continue;
+      FnDecl *fn = it->fn;
+      if (fn->flags & FN_EXPORT && !fully_typed(k, fn)) {
+        error_at(c, fn->name_span, "export fn '%s' needs a fully concrete signature", fn->name);
+        help(c, "give every parameter a type with fixed sizes that names every mesh axis");
+        continue;
+      }
+      if (fn->params == NULL || fully_typed(k, fn))
+        check_standalone(k, fn);
+    }
+  return c->nerrors == before;
+}
