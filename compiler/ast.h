@@ -121,6 +121,10 @@ struct Expr {
   bool lm_has_over;
   Stmt *body;
   Symbol *sym;          /* EX_NAME after resolution */
+  /* Set by the checker for the function instance checked last: the
+   * expression's type, and for a call of a user fn, the callee's instance. */
+  struct Type *ty;
+  struct Instance *inst;
   Expr *next;
 };
 

@@ -10,7 +10,25 @@
 
 #include "types.h"
 
+typedef struct Instance Instance;
+
 bool check_program(Compiler *c, Mesh *mesh, FILE *dump_types);
+/* Checks, calling lower(k, inst, arg) for every instance that checked. */
+bool check_and_lower(Compiler *c, Mesh *mesh, void (*lower)(Checker *, Instance *, void *), void *arg,
+                     Instance **instances);
+
+/* A function checked with particular argument types: the unit the lowering
+ * turns into one C function.  Calls with equal argument types share one. */
+struct Instance {
+  FnDecl *fn;
+  int nargs;
+  Type **args;         /* argument types; TY_AXES for axis parameters */
+  Type *ret;           /* NULL: no result */
+  bool ok;             /* the body checked without errors */
+  int id;              /* 0, 1, ... per function, for C names */
+  void *ir;            /* the lowering's result */
+  Instance *next;
+};
 
 /* One function instance being checked: the call chain for messages. */
 typedef struct Inst {
@@ -38,6 +56,14 @@ struct Checker {
   int nlm;
   int lm_level;        /* local_map blocks around the current point */
   FILE *dump;          /* --dump-types output, or NULL */
+  Instance *instances; /* every instance, in the order they were checked */
+  Instance *current;   /* the instance whose body is being checked */
+  /* called after each instance's body is checked, while the body's
+   * expressions carry that instance's types (Expr.ty) */
+  void (*lower)(Checker *k, Instance *inst, void *arg);
+  void *lower_arg;
+  struct { uint32_t file, begin; uint64_t hash; } *seen; /* reported errors */
+  size_t nseen, capseen;
   int dump_indent;
 };
 

@@ -13,10 +13,31 @@
 /* Reports an error and, inside a function instance, the call chain that
  * led to it (the same body may be fine for one caller and not another). */
 void check_error(Checker *k, Span sp, const char *fmt, ...) {
+  char msg[1024];
   va_list ap;
   va_start(ap, fmt);
-  verror_at(k->c, sp, fmt, ap);
+  vsnprintf(msg, sizeof msg, fmt, ap);
   va_end(ap);
+  /* The same body is checked once per instance: report each error once. */
+  uint64_t h = 1469598103934665603ull;
+  for (const char *p = msg; *p; p++)
+    h = (h ^ (unsigned char)*p) * 1099511628211ull;
+  for (size_t i = 0; i < k->nseen; i++)
+    if (k->seen[i].file == sp.file && k->seen[i].begin == sp.begin && k->seen[i].hash == h) {
+      k->c->suppress = true; /* drop the notes and help that follow */
+      return;
+    }
+  if (k->nseen == k->capseen) {
+    k->capseen = k->capseen ? 2 * k->capseen : 64;
+    void *p = realloc(k->seen, k->capseen * sizeof *k->seen);
+    if (!p)
+      diag_fatal(k->c, "out of memory");
+    k->seen = p;
+  }
+  k->seen[k->nseen].file = sp.file;
+  k->seen[k->nseen].begin = sp.begin;
+  k->seen[k->nseen++].hash = h;
+  error_at(k->c, sp, "%s", msg);
   for (Inst *i = k->inst; i && i->parent; i = i->parent)
     if (i->call.file)
       note_at(k->c, i->call, "in this call of '%s'", i->fn->name);
@@ -1300,6 +1321,35 @@ static Type *check_builtin(Checker *k, Expr *call, Builtin op) {
 static void check_block(Checker *k, Stmt *block);
 static void check_fn_body(Checker *k, FnDecl *fn);
 
+static Instance *new_instance(Checker *k, FnDecl *fn, int nargs, Type **args) {
+  Instance *in = arena_alloc(&k->c->arena, sizeof(Instance));
+  in->fn = fn;
+  in->nargs = nargs;
+  in->args = arena_alloc(&k->c->arena, sizeof(Type *) * (size_t)(nargs ? nargs : 1));
+  memcpy(in->args, args, sizeof(Type *) * (size_t)nargs);
+  for (Instance *o = k->instances; o; o = o->next)
+    in->id += o->fn == fn;
+  Instance **tail = &k->instances;
+  while (*tail)
+    tail = &(*tail)->next;
+  *tail = in;
+  return in;
+}
+
+/* Checks an instance's body; on success, hands it to the lowering while
+ * its expressions carry this instance's types. */
+static void run_instance(Checker *k, Instance *self, Inst *inst) {
+  Instance *saved = k->current;
+  k->current = self;
+  int before = k->c->nerrors;
+  check_fn_body(k, self->fn);
+  self->ok = k->c->nerrors == before && (!self->fn->ret || (inst->ret && inst->ret->kind != TY_ERROR));
+  self->ret = self->fn->ret ? inst->ret : NULL;
+  if (self->ok && k->lower)
+    k->lower(k, self, k->lower_arg);
+  k->current = saved;
+}
+
 static Type *check_fn_call(Checker *k, Expr *call, FnDecl *fn) {
   for (Inst *i = k->inst; i; i = i->parent)
     if (i->fn == fn) {
@@ -1348,6 +1398,23 @@ static Type *check_fn_call(Checker *k, Expr *call, FnDecl *fn) {
         return type_error();
     }
   }
+  for (Instance *in = k->instances; in; in = in->next) {
+    if (in->fn != fn || in->nargs != n)
+      continue;
+    bool same = true;
+    for (int j = 0; j < n && same; j++)
+      same = args[j]->kind == TY_AXES ? in->args[j]->kind == TY_AXES && in->args[j]->axes[0] == args[j]->axes[0]
+                                      : type_same(in->args[j], args[j], k->naxes) &&
+                                            in->args[j]->literal == args[j]->literal;
+    if (same) {
+      call->inst = in;
+      if (!in->ok)
+        return type_error();
+      return in->ret ? in->ret : type_new(k->c, TY_VOID);
+    }
+  }
+  Instance *self = new_instance(k, fn, n, args);
+  call->inst = self;
   /* Bind: axis parameters, then shape variables, then parameter types. */
   Inst inst = {.fn = fn, .call = call->span, .parent = k->inst};
   i = 0;
@@ -1400,18 +1467,19 @@ static Type *check_fn_call(Checker *k, Expr *call, FnDecl *fn) {
   if (!ok) {
     k->local_depth = saved_local;
     note_at(k->c, fn->span, "'%s' is declared here", fn->name);
+    self->ok = false;
     return type_error();
   }
   k->inst = &inst;
   int saved_lm = k->lm_level;
   k->lm_level = 0;
-  check_fn_body(k, fn);
+  run_instance(k, self, &inst);
   k->lm_level = saved_lm;
   k->inst = inst.parent;
   k->local_depth = saved_local;
-  if (!fn->ret)
-    return type_new(k->c, TY_VOID);
-  return inst.ret ? inst.ret : type_error();
+  if (!self->ok)
+    return type_error();
+  return self->ret ? self->ret : type_new(k->c, TY_VOID);
 }
 
 /* value_and_grad(f(args), wrt=(a, b)) and grad(...): the value's type is
@@ -1667,7 +1735,15 @@ static Type *check_local_map(Checker *k, Expr *e, TypeExpr *want_te) {
   return r;
 }
 
+static Type *check_expr_kind(Checker *k, Expr *e);
+
 Type *check_expr(Checker *k, Expr *e) {
+  Type *t = check_expr_kind(k, e);
+  e->ty = t;
+  return t;
+}
+
+static Type *check_expr_kind(Checker *k, Expr *e) {
   switch (e->kind) {
   case EX_ERROR: return type_error();
   case EX_INT: return type_new(k->c, TY_INT);
@@ -1808,7 +1884,7 @@ static void check_condition(Checker *k, Expr *e, const char *what) {
 static void bind_value(Checker *k, Stmt *s) {
   Type *t;
   if (s->value->kind == EX_LOCAL_MAP)
-    t = check_local_map(k, s->value, s->type);
+    t = s->value->ty = check_local_map(k, s->value, s->type);
   else
     t = check_expr(k, s->value);
   int ntargets = 0;
@@ -2018,35 +2094,33 @@ static void check_standalone(Checker *k, FnDecl *fn) {
   k->inst = &inst;
   k->local_depth = (fn->flags & FN_LOCAL) ? 1 : 0;
   bool ok = true;
-  for (Param *p = fn->params; p; p = p->next) {
+  int n = 0;
+  for (Param *p = fn->params; p; p = p->next)
+    n++;
+  Type **args = arena_alloc(&k->c->arena, sizeof(Type *) * (size_t)(n ? n : 1));
+  int i = 0;
+  for (Param *p = fn->params; p; p = p->next, i++) {
     bool named[MAX_MESH_AXES];
     Type *t = type_from(k, p->type, named);
     if (!t) {
       ok = false;
       continue;
     }
-    p->name->sym->info = t;
+    if (fn->flags & FN_EXPORT)
+      determines_all(k, p->span, named, arena_sprintf(&k->c->arena, "the type of export parameter '%s'", p->name->name));
+    args[i] = p->name->sym->info = t;
     if (k->dump)
       dump_binding(k, p->name, t);
   }
-  if (fn->flags & FN_EXPORT) {
-    for (Param *p = fn->params; p; p = p->next) {
-      bool named[MAX_MESH_AXES];
-      Type *t = type_from(k, p->type, named);
-      if (t)
-        determines_all(k, p->span, named, arena_sprintf(&k->c->arena, "the type of export parameter '%s'", p->name->name));
-    }
-  }
   if (ok)
-    check_fn_body(k, fn);
+    run_instance(k, new_instance(k, fn, n, args), &inst);
   k->inst = NULL;
   k->local_depth = 0;
 }
 
-bool check_program(Compiler *c, Mesh *mesh, FILE *dump_types) {
+static bool check_all(Checker *k) {
+  Compiler *c = k->c;
   int before = c->nerrors;
-  Checker checker = {.c = c, .mesh = mesh, .naxes = mesh->naxes, .dump = dump_types};
-  Checker *k = &checker;
   for (Module *m = c->modules; m; m = m->next)
     for (Item *it = m->items; it; it = it->next) {
       if (it->kind != IT_FN)
@@ -2060,5 +2134,20 @@ bool check_program(Compiler *c, Mesh *mesh, FILE *dump_types) {
       if (fn->params == NULL || fully_typed(k, fn))
         check_standalone(k, fn);
     }
+  free(k->seen);
   return c->nerrors == before;
+}
+
+bool check_and_lower(Compiler *c, Mesh *mesh, void (*lower)(Checker *, Instance *, void *), void *arg,
+                     Instance **instances) {
+  Checker k = {.c = c, .mesh = mesh, .naxes = mesh->naxes, .lower = lower, .lower_arg = arg};
+  bool ok = check_all(&k);
+  if (instances)
+    *instances = k.instances;
+  return ok;
+}
+
+bool check_program(Compiler *c, Mesh *mesh, FILE *dump_types) {
+  Checker k = {.c = c, .mesh = mesh, .naxes = mesh->naxes, .dump = dump_types};
+  return check_all(&k);
 }

@@ -46,6 +46,7 @@ typedef struct Resolver {
   int depth;            /* block depth; 0 is module level */
   int lm_level;         /* local_map nesting */
   bool signature;       /* unknown size names become shape variables */
+  int parse_errors;     /* errors reported while parsing modules */
   Symbol *builtins[BI_COUNT];
 } Resolver;
 
@@ -696,7 +697,9 @@ static Module *load_module(Resolver *r, const char *path, Name name, bool *missi
       error_at(c, (Span){0, 0, 0}, "cannot read '%s': %s", path, strerror(errno));
     return NULL;
   }
+  int before = c->nerrors;
   Module *m = parse_file(c, file, name);
+  r->parse_errors += c->nerrors - before;
   /* append, keeping the main module first */
   Module **tail = &c->modules;
   while (*tail)
@@ -849,9 +852,17 @@ bool resolve_program(Compiler *c, const char *path, Mesh *mesh) {
   const char *base = strrchr(path, '/') ? strrchr(path, '/') + 1 : path;
   const char *dot = strrchr(base, '.');
   c->main = c->modules = parse_file(c, file, intern(c, base, dot ? (size_t)(dot - base) : strlen(base)));
+  r->parse_errors += c->nerrors - before;
   /* Declaring a module may load more modules; they are appended to the list. */
   for (Module *m = c->modules; m; m = m->next)
     declare_items(r, m);
+  /* A statement that failed to parse leaves its names unbound: resolving
+   * the rest would only report the consequences of the syntax errors. */
+  if (r->parse_errors > 0) {
+    free(r->slots);
+    free(r->undo);
+    return false;
+  }
   /* Constants may refer to each other in any order and across modules:
    * resolve all of them before evaluating any. */
   for (Module *m = c->modules; m; m = m->next) {
