@@ -1,0 +1,368 @@
+/* Collectives and casts over a mesh axis tuple (section 6 of the spec).
+ * dim is RT_STACK for the V (stack) form or i >= 0 for S(i); S(i) forms on a
+ * non-leading dim pack blocks into [n, ...] order before MPI and unpack after.
+ * reduce_scatter uses MPI_Reduce_scatter_block for inputs under 4 MiB and
+ * MPI_Allreduce plus a local slice from 4 MiB up, where OpenMPI's
+ * reduce_scatter is slower than its allreduce of the same buffer
+ * (SPMD_REDUCE_SCATTER=mpi|allreduce forces one; bench/ measures both). */
+#include <limits.h>
+#include <string.h>
+
+#include "rt_internal.h"
+
+static MPI_Datatype mpi_type(rt_dtype dt)
+{
+    switch (dt) {
+    case RT_F32: return MPI_FLOAT;
+    case RT_F64: return MPI_DOUBLE;
+    case RT_I32: return MPI_INT32_T;
+    }
+    return MPI_DATATYPE_NULL;
+}
+
+static MPI_Op mpi_op(rt_reduce_op op)
+{
+    switch (op) {
+    case RT_RED_SUM:
+    case RT_RED_AVG: return MPI_SUM;
+    case RT_RED_MAX: return MPI_MAX;
+    case RT_RED_MIN: return MPI_MIN;
+    }
+    return MPI_OP_NULL;
+}
+
+static int count_of(rt_ctx *ctx, int64_t n)
+{
+    RT_CHECK(ctx, n <= INT_MAX, "collective of %lld elements exceeds MPI's int count",
+             (long long)n);
+    return (int)n;
+}
+
+static size_t bytes_of(const rt_tensor *x)
+{
+    return (size_t)x->numel * rt_dtype_size(x->dtype);
+}
+
+static void *esz_at(const rt_tensor *x, int64_t i)
+{
+    return (char *)x->data + (size_t)i * rt_dtype_size(x->dtype);
+}
+
+/* a raw scratch tensor of n elements of x's dtype (pooled) */
+static rt_tensor *scratch_like(rt_ctx *ctx, const rt_tensor *x, int64_t n)
+{
+    return rt_empty(ctx, x->dtype, 1, &n);
+}
+
+static int check_dim(rt_ctx *ctx, const rt_tensor *x, int dim, const char *what)
+{
+    if (dim == RT_STACK)
+        return dim;
+    RT_CHECK(ctx, dim >= 0 && dim < x->ndim, "%s: dim %d out of range for a %d-d tensor", what,
+             dim, x->ndim);
+    return dim;
+}
+
+static int64_t split_size(rt_ctx *ctx, const rt_tensor *x, int dim, int n, const char *what)
+{
+    RT_CHECK(ctx, x->shape[dim] % n == 0,
+             "%s: dim %d (size %lld) is not divisible by the group size %d", what, dim,
+             (long long)x->shape[dim], n);
+    return x->shape[dim] / n;
+}
+
+/* ---- all_reduce */
+
+static void scale_inplace(rt_tensor *y, double s)
+{
+    if (y->dtype == RT_F32)
+        for (int64_t i = 0; i < y->numel; i++)
+            ((float *)y->data)[i] = (float)(((float *)y->data)[i] * s);
+    else
+        for (int64_t i = 0; i < y->numel; i++)
+            ((double *)y->data)[i] *= s;
+}
+
+rt_tensor *rt_all_reduce(rt_ctx *ctx, const rt_tensor *x, rt_axes axes, rt_reduce_op op)
+{
+    rt_group *g = rt_group_get(ctx, axes);
+    RT_CHECK(ctx, !(op == RT_RED_AVG && x->dtype == RT_I32), "all_reduce: op=avg needs a float tensor");
+    double t0 = rt_now();
+    rt_tensor *y = rt_empty(ctx, x->dtype, x->ndim, x->shape);
+    if (g->size == 1)
+        memcpy(y->data, x->data, bytes_of(x));
+    else
+        RT_CALL_MPI(ctx, MPI_Allreduce(x->data, y->data, count_of(ctx, x->numel),
+                                       mpi_type(x->dtype), mpi_op(op), g->comm));
+    if (op == RT_RED_AVG && g->size > 1)
+        scale_inplace(y, 1.0 / g->size);
+    rt_coll_record(ctx, RT_COLL_ALL_REDUCE, t0, (double)bytes_of(x));
+    return y;
+}
+
+/* ---- all_gather */
+
+static void gather_raw(rt_ctx *ctx, rt_group *g, const rt_tensor *x, void *out)
+{
+    if (g->size == 1) {
+        memcpy(out, x->data, bytes_of(x));
+        return;
+    }
+    int c = count_of(ctx, x->numel);
+    RT_CALL_MPI(ctx, MPI_Allgather(x->data, c, mpi_type(x->dtype), out, c, mpi_type(x->dtype),
+                                   g->comm));
+}
+
+rt_tensor *rt_all_gather(rt_ctx *ctx, const rt_tensor *x, rt_axes axes, int dim)
+{
+    rt_group *g = rt_group_get(ctx, axes);
+    dim = check_dim(ctx, x, dim, "all_gather");
+    double t0 = rt_now();
+    int64_t shape[RT_MAX_DIMS], outer, d, inner;
+    rt_tensor *y;
+    if (dim == RT_STACK) {
+        RT_CHECK(ctx, x->ndim < RT_MAX_DIMS, "all_gather: result would exceed %d dims",
+                 RT_MAX_DIMS);
+        shape[0] = g->size;
+        memcpy(shape + 1, x->shape, (size_t)x->ndim * sizeof *shape);
+        y = rt_empty(ctx, x->dtype, x->ndim + 1, shape);
+        gather_raw(ctx, g, x, y->data);
+    } else {
+        memcpy(shape, x->shape, sizeof shape);
+        shape[dim] *= g->size;
+        y = rt_empty(ctx, x->dtype, x->ndim, shape);
+        rt_split_dims(x, dim, &outer, &d, &inner);
+        if (outer == 1) {
+            gather_raw(ctx, g, x, y->data);
+        } else { /* gathered as [n, outer, d, inner]: unpack to [outer, n*d, inner] */
+            rt_tensor *tmp = scratch_like(ctx, x, x->numel * g->size);
+            gather_raw(ctx, g, x, tmp->data);
+            for (int r = 0; r < g->size; r++)
+                rt_copy_block(esz_at(y, r * d * inner), esz_at(tmp, r * x->numel),
+                              rt_dtype_size(x->dtype), outer, g->size * d * inner, d * inner,
+                              d * inner);
+            rt_free(ctx, tmp);
+        }
+    }
+    rt_coll_record(ctx, RT_COLL_ALL_GATHER, t0, (double)bytes_of(y));
+    return y;
+}
+
+/* ---- reduce_scatter */
+
+static bool rs_via_allreduce(const rt_ctx *ctx, size_t bytes)
+{
+    return ctx->rs_algo == RT_RS_ALLREDUCE ||
+           (ctx->rs_algo == RT_RS_AUTO && bytes >= ctx->rs_allreduce_min);
+}
+
+/* sum of the group's buffers, block `rank` of n contiguous blocks, into out */
+static void rs_block(rt_ctx *ctx, rt_group *g, const void *in, int64_t total, rt_dtype dt,
+                     void *out)
+{
+    int64_t blk = total / g->size;
+    size_t esz = rt_dtype_size(dt);
+    if (g->size == 1) {
+        memcpy(out, in, (size_t)total * esz);
+        return;
+    }
+    if (!rs_via_allreduce(ctx, (size_t)total * esz)) {
+        RT_CALL_MPI(ctx, MPI_Reduce_scatter_block(in, out, count_of(ctx, blk), mpi_type(dt),
+                                                  MPI_SUM, g->comm));
+        return;
+    }
+    int64_t n1 = total;
+    rt_tensor *tmp = rt_empty(ctx, dt, 1, &n1);
+    RT_CALL_MPI(ctx, MPI_Allreduce(in, tmp->data, count_of(ctx, total), mpi_type(dt), MPI_SUM,
+                                   g->comm));
+    memcpy(out, esz_at(tmp, g->rank * blk), (size_t)blk * esz);
+    rt_free(ctx, tmp);
+}
+
+static void rs_dim(rt_ctx *ctx, rt_group *g, const rt_tensor *x, int dim, rt_tensor *y)
+{
+    int64_t outer, d, inner, m = y->shape[dim];
+    size_t esz = rt_dtype_size(x->dtype);
+    rt_split_dims(x, dim, &outer, &d, &inner);
+    if (outer == 1) {
+        rs_block(ctx, g, x->data, x->numel, x->dtype, y->data);
+        return;
+    }
+    rt_tensor *tmp = scratch_like(ctx, x, x->numel);
+    if (rs_via_allreduce(ctx, (size_t)x->numel * esz) && g->size > 1) { /* reduce, slice */
+        RT_CALL_MPI(ctx, MPI_Allreduce(x->data, tmp->data, count_of(ctx, x->numel),
+                                       mpi_type(x->dtype), MPI_SUM, g->comm));
+        rt_copy_block(y->data, esz_at(tmp, g->rank * m * inner), esz, outer, m * inner,
+                      d * inner, m * inner);
+    } else { /* pack [outer, n*m, inner] as [n, outer, m, inner] */
+        for (int r = 0; r < g->size; r++)
+            rt_copy_block(esz_at(tmp, r * y->numel), esz_at(x, r * m * inner), esz, outer,
+                          m * inner, d * inner, m * inner);
+        rs_block(ctx, g, tmp->data, x->numel, x->dtype, y->data);
+    }
+    rt_free(ctx, tmp);
+}
+
+rt_tensor *rt_reduce_scatter(rt_ctx *ctx, const rt_tensor *x, rt_axes axes, int dim)
+{
+    rt_group *g = rt_group_get(ctx, axes);
+    dim = check_dim(ctx, x, dim, "reduce_scatter");
+    double t0 = rt_now();
+    int64_t shape[RT_MAX_DIMS];
+    rt_tensor *y;
+    if (dim == RT_STACK) {
+        RT_CHECK(ctx, x->ndim >= 1 && x->shape[0] == g->size,
+                 "reduce_scatter: V form needs a leading dim of the group size %d", g->size);
+        y = rt_empty(ctx, x->dtype, x->ndim - 1, x->shape + 1);
+        rs_block(ctx, g, x->data, x->numel, x->dtype, y->data);
+    } else {
+        memcpy(shape, x->shape, sizeof shape);
+        shape[dim] = split_size(ctx, x, dim, g->size, "reduce_scatter");
+        y = rt_empty(ctx, x->dtype, x->ndim, shape);
+        rs_dim(ctx, g, x, dim, y);
+    }
+    rt_coll_record(ctx, RT_COLL_REDUCE_SCATTER, t0, (double)bytes_of(x));
+    return y;
+}
+
+/* ---- all_to_all */
+
+static void a2a_raw(rt_ctx *ctx, rt_group *g, const void *in, int64_t total, rt_dtype dt,
+                    void *out)
+{
+    if (g->size == 1) {
+        memcpy(out, in, (size_t)total * rt_dtype_size(dt));
+        return;
+    }
+    int c = count_of(ctx, total / g->size);
+    RT_CALL_MPI(ctx, MPI_Alltoall(in, c, mpi_type(dt), out, c, mpi_type(dt), g->comm));
+}
+
+/* S(i) -> S(j): chunk k of dim j goes to block k; received chunks concatenate on dim i */
+static rt_tensor *a2a_dims(rt_ctx *ctx, rt_group *g, const rt_tensor *x, int si, int dj)
+{
+    int n = g->size;
+    size_t esz = rt_dtype_size(x->dtype);
+    int64_t m = split_size(ctx, x, dj, n, "all_to_all");
+    int64_t chunk[RT_MAX_DIMS], shape[RT_MAX_DIMS], oj, d, ij;
+    memcpy(chunk, x->shape, sizeof chunk);
+    chunk[dj] = m;
+    memcpy(shape, chunk, sizeof shape);
+    shape[si] *= n;
+    rt_tensor *y = rt_empty(ctx, x->dtype, x->ndim, shape);
+    int64_t blk = x->numel / n;
+    rt_tensor *send = NULL, *recv = NULL;
+    const void *sbuf = x->data;
+    rt_split_dims(x, dj, &oj, &d, &ij);
+    if (oj > 1) {
+        send = scratch_like(ctx, x, x->numel);
+        for (int k = 0; k < n; k++)
+            rt_copy_block(esz_at(send, k * blk), esz_at(x, k * m * ij), esz, oj, m * ij,
+                          d * ij, m * ij);
+        sbuf = send->data;
+    }
+    int64_t oi = rt_numel_of(si, chunk), di = chunk[si];
+    int64_t ii = rt_numel_of(x->ndim - si - 1, chunk + si + 1);
+    if (oi == 1) {
+        a2a_raw(ctx, g, sbuf, x->numel, x->dtype, y->data);
+    } else {
+        recv = scratch_like(ctx, x, x->numel);
+        a2a_raw(ctx, g, sbuf, x->numel, x->dtype, recv->data);
+        for (int k = 0; k < n; k++)
+            rt_copy_block(esz_at(y, k * di * ii), esz_at(recv, k * blk), esz, oi, n * di * ii,
+                          di * ii, di * ii);
+    }
+    rt_free(ctx, send);
+    rt_free(ctx, recv);
+    return y;
+}
+
+rt_tensor *rt_all_to_all(rt_ctx *ctx, const rt_tensor *x, rt_axes axes, int src_dim,
+                         int dst_dim)
+{
+    rt_group *g = rt_group_get(ctx, axes);
+    src_dim = check_dim(ctx, x, src_dim, "all_to_all");
+    dst_dim = check_dim(ctx, x, dst_dim, "all_to_all");
+    RT_CHECK(ctx, (src_dim == RT_STACK) == (dst_dim == RT_STACK),
+             "all_to_all: src and dst must both be V or both be S(i)");
+    double t0 = rt_now();
+    rt_tensor *y;
+    if (src_dim == RT_STACK) {
+        RT_CHECK(ctx, x->ndim >= 1 && x->shape[0] == g->size,
+                 "all_to_all: V form needs a leading dim of the group size %d", g->size);
+        y = rt_empty(ctx, x->dtype, x->ndim, x->shape);
+        a2a_raw(ctx, g, x->data, x->numel, x->dtype, y->data);
+    } else {
+        y = a2a_dims(ctx, g, x, src_dim, dst_dim);
+    }
+    rt_coll_record(ctx, RT_COLL_ALL_TO_ALL, t0, (double)bytes_of(x));
+    return y;
+}
+
+/* ---- convert, reinterpret */
+
+static const char *ltype_name(rt_ltype t)
+{
+    static const char *names[] = {"R", "I", "V", "P"};
+    return names[t];
+}
+
+/* own block of a replicated value: index (stack) or chunk of dim */
+static rt_tensor *own_block(rt_ctx *ctx, rt_group *g, const rt_tensor *x, int dim)
+{
+    if (dim == RT_STACK) {
+        RT_CHECK(ctx, x->ndim >= 1 && x->shape[0] == g->size,
+                 "convert: V form needs a leading dim of the group size %d", g->size);
+        return rt_index(ctx, x, g->rank);
+    }
+    int64_t m = split_size(ctx, x, dim, g->size, "convert");
+    return rt_slice(ctx, x, dim, g->rank * m, (g->rank + 1) * m);
+}
+
+/* own block placed into zeros of the gathered shape */
+static rt_tensor *place_block(rt_ctx *ctx, rt_group *g, const rt_tensor *x, int dim)
+{
+    int64_t shape[RT_MAX_DIMS];
+    if (dim == RT_STACK) {
+        RT_CHECK(ctx, x->ndim < RT_MAX_DIMS, "convert: result would exceed %d dims",
+                 RT_MAX_DIMS);
+        shape[0] = g->size;
+        memcpy(shape + 1, x->shape, (size_t)x->ndim * sizeof *shape);
+        return rt_index_bwd(ctx, x, x->ndim + 1, shape, g->rank);
+    }
+    memcpy(shape, x->shape, sizeof shape);
+    shape[dim] *= g->size;
+    return rt_slice_bwd(ctx, x, x->ndim, shape, dim, g->rank * x->shape[dim]);
+}
+
+rt_tensor *rt_convert(rt_ctx *ctx, const rt_tensor *x, rt_axes axes, rt_ltype src,
+                      rt_ltype dst, int dim)
+{
+    rt_group *g = rt_group_get(ctx, axes);
+    bool rep = src == RT_R || src == RT_I;
+    if (rep && (dst == RT_R || dst == RT_I))
+        return rt_copy(ctx, x);
+    if (rep && dst == RT_V)
+        return own_block(ctx, g, x, check_dim(ctx, x, dim, "convert"));
+    if (rep && dst == RT_P)
+        return g->rank == 0 ? rt_copy(ctx, x) : rt_zeros(ctx, x->dtype, x->ndim, x->shape);
+    if (src == RT_V && dst == RT_P)
+        return place_block(ctx, g, x, check_dim(ctx, x, dim, "convert"));
+    rt_fail(ctx, "convert(%s, %s) is not a local conversion", ltype_name(src), ltype_name(dst));
+}
+
+rt_tensor *rt_reinterpret(rt_ctx *ctx, const rt_tensor *x, rt_axes axes, rt_ltype src,
+                          rt_ltype dst)
+{
+    rt_group_get(ctx, axes);
+    bool ok = src == dst || (src == RT_R && dst != RT_R) || (src == RT_I && dst != RT_I) ||
+              (src == RT_V && dst == RT_P);
+    RT_CHECK(ctx, ok, "reinterpret(%s, %s) is not allowed", ltype_name(src), ltype_name(dst));
+    return rt_retain((rt_tensor *)x);
+}
+
+void rt_barrier(rt_ctx *ctx)
+{
+    if (ctx->mpi)
+        RT_CALL_MPI(ctx, MPI_Barrier(MPI_COMM_WORLD));
+}

@@ -1,0 +1,521 @@
+/* Local kernels: elementwise unary and binary ops (NumPy broadcasting),
+ * their backwards, reductions over a dim or everything, and cumsum. The op
+ * tables are the X-macros RT_UNARY_OPS / RT_BINARY_OPS of spmdrt.h: a formula
+ * and its derivative are written once, side by side. Arithmetic is done in
+ * double and rounded to the tensor's dtype. */
+#include <math.h>
+#include <string.h>
+
+#include "rt_internal.h"
+
+/* ---- helpers named in the op tables */
+
+static inline double rt_sigmoid_(double x)
+{
+    return x >= 0 ? 1.0 / (1.0 + exp(-x)) : exp(x) / (1.0 + exp(x));
+}
+
+static inline double rt_gelu_(double x)
+{
+    return 0.5 * x * (1.0 + erf(x * M_SQRT1_2));
+}
+
+static inline double rt_gelu_d_(double x)
+{
+    return 0.5 * (1.0 + erf(x * M_SQRT1_2)) + x * exp(-0.5 * x * x) * (0.5 * M_2_SQRTPI * M_SQRT1_2);
+}
+
+#define GELU_C 0.7978845608028654 /* sqrt(2/pi) */
+static inline double rt_gelu_tanh_(double x)
+{
+    return 0.5 * x * (1.0 + tanh(GELU_C * (x + 0.044715 * x * x * x)));
+}
+
+static inline double rt_gelu_tanh_d_(double x)
+{
+    double t = tanh(GELU_C * (x + 0.044715 * x * x * x));
+    return 0.5 * (1.0 + t) + 0.5 * x * (1.0 - t * t) * GELU_C * (1.0 + 3 * 0.044715 * x * x);
+}
+
+static inline double rt_silu_d_(double x)
+{
+    double s = rt_sigmoid_(x);
+    return s * (1.0 + x * (1.0 - s));
+}
+
+static inline double rt_pow_db_(double a, double b)
+{
+    return a > 0 ? pow(a, b) * log(a) : 0.0;
+}
+
+/* ---- names */
+
+#define NAME_U(NAME, name, f, d) #name,
+#define NAME_B(NAME, name, f, da, db) #name,
+static const char *unary_names[] = {RT_UNARY_OPS(NAME_U)};
+static const char *binary_names[] = {RT_BINARY_OPS(NAME_B)};
+const char *rt_unary_name(rt_unary_op op) { return unary_names[op]; }
+const char *rt_binary_name(rt_binary_op op) { return binary_names[op]; }
+
+/* ---- unary */
+
+typedef void (*unary_fn)(const void *in, void *out, int64_t n);
+typedef void (*unary_bwd_fn)(const void *in, const void *dy, void *dx, int64_t n);
+
+#define UNARY_T(NAME, name, f, d, T, sfx)                                            \
+    static void un_##name##_##sfx(const void *in, void *out, int64_t n)            \
+    {                                                                               \
+        const T *X = in;                                                            \
+        T *Y = out;                                                                 \
+        for (int64_t i = 0; i < n; i++) {                                           \
+            double x = X[i];                                                        \
+            Y[i] = (T)(f);                                                          \
+        }                                                                           \
+    }                                                                               \
+    static void unb_##name##_##sfx(const void *in, const void *dy, void *dx, int64_t n) \
+    {                                                                               \
+        const T *X = in, *DY = dy;                                                  \
+        T *DX = dx;                                                                 \
+        for (int64_t i = 0; i < n; i++) {                                           \
+            double x = X[i], y = (f);                                               \
+            (void)y;                                                                \
+            DX[i] = (T)(DY[i] * (d));                                               \
+        }                                                                           \
+    }
+#define UNARY_DEFS(NAME, name, f, d) \
+    UNARY_T(NAME, name, f, d, float, f32) UNARY_T(NAME, name, f, d, double, f64)
+RT_UNARY_OPS(UNARY_DEFS)
+
+#define UN_F32(NAME, name, f, d) un_##name##_f32,
+#define UN_F64(NAME, name, f, d) un_##name##_f64,
+#define UNB_F32(NAME, name, f, d) unb_##name##_f32,
+#define UNB_F64(NAME, name, f, d) unb_##name##_f64,
+static const unary_fn unary_f32[] = {RT_UNARY_OPS(UN_F32)};
+static const unary_fn unary_f64[] = {RT_UNARY_OPS(UN_F64)};
+static const unary_bwd_fn unary_bwd_f32[] = {RT_UNARY_OPS(UNB_F32)};
+static const unary_bwd_fn unary_bwd_f64[] = {RT_UNARY_OPS(UNB_F64)};
+
+rt_tensor *rt_unary(rt_ctx *ctx, rt_unary_op op, const rt_tensor *x)
+{
+    RT_CHECK(ctx, op >= 0 && op < RT_NUNARY, "unary: bad op %d", (int)op);
+    if (x->dtype == RT_I32 && (op == RT_NEG || op == RT_ABS || op == RT_SQUARE || op == RT_RELU)) {
+        rt_tensor *y = rt_empty(ctx, RT_I32, x->ndim, x->shape);
+        const int32_t *X = x->data;
+        int32_t *Y = y->data;
+        for (int64_t i = 0; i < x->numel; i++)
+            Y[i] = op == RT_NEG ? -X[i] : op == RT_ABS ? (X[i] < 0 ? -X[i] : X[i])
+                 : op == RT_SQUARE ? X[i] * X[i] : (X[i] > 0 ? X[i] : 0);
+        return y;
+    }
+    rt_check_float(ctx, x, unary_names[op]);
+    rt_tensor *y = rt_empty(ctx, x->dtype, x->ndim, x->shape);
+    (x->dtype == RT_F32 ? unary_f32 : unary_f64)[op](x->data, y->data, x->numel);
+    return y;
+}
+
+rt_tensor *rt_unary_bwd(rt_ctx *ctx, rt_unary_op op, const rt_tensor *x, const rt_tensor *dy)
+{
+    RT_CHECK(ctx, op >= 0 && op < RT_NUNARY, "unary_bwd: bad op %d", (int)op);
+    rt_check_float(ctx, x, unary_names[op]);
+    RT_CHECK(ctx, rt_same_shape(x, dy) && x->dtype == dy->dtype,
+             "%s backward: gradient shape or dtype differs from the input", unary_names[op]);
+    rt_tensor *dx = rt_empty(ctx, x->dtype, x->ndim, x->shape);
+    (x->dtype == RT_F32 ? unary_bwd_f32 : unary_bwd_f64)[op](x->data, dy->data, dx->data,
+                                                              x->numel);
+    return dx;
+}
+
+rt_tensor *rt_scale(rt_ctx *ctx, const rt_tensor *x, double s)
+{
+    return rt_binary_scalar(ctx, RT_MUL, x, s, false);
+}
+
+/* ---- broadcasting */
+
+typedef struct bcast {
+    int ndim;
+    int64_t shape[RT_MAX_DIMS];
+    int64_t sa[RT_MAX_DIMS], sb[RT_MAX_DIMS]; /* element strides, 0 = broadcast */
+} bcast;
+
+static void strides_into(const rt_tensor *x, int ndim, const int64_t *shape, int64_t *str)
+{
+    int lead = ndim - x->ndim;
+    int64_t s = 1;
+    for (int d = ndim - 1; d >= 0; d--) {
+        int xd = d - lead;
+        if (xd < 0) {
+            str[d] = 0;
+            continue;
+        }
+        str[d] = x->shape[xd] == 1 && shape[d] != 1 ? 0 : s;
+        s *= x->shape[xd];
+    }
+}
+
+static bcast broadcast(rt_ctx *ctx, const rt_tensor *a, const rt_tensor *b, const char *what)
+{
+    bcast bc = {.ndim = a->ndim > b->ndim ? a->ndim : b->ndim};
+    for (int d = 0; d < bc.ndim; d++) {
+        int da = d - (bc.ndim - a->ndim), db = d - (bc.ndim - b->ndim);
+        int64_t sa = da >= 0 ? a->shape[da] : 1, sb = db >= 0 ? b->shape[db] : 1;
+        if (sa != sb && sa != 1 && sb != 1) {
+            char x[256], y[256];
+            rt_shape_str(x, sizeof x, a->ndim, a->shape);
+            rt_shape_str(y, sizeof y, b->ndim, b->shape);
+            rt_fail(ctx, "%s: shapes %s and %s do not broadcast", what, x, y);
+        }
+        bc.shape[d] = sa == 1 ? sb : sa;
+    }
+    strides_into(a, bc.ndim, bc.shape, bc.sa);
+    strides_into(b, bc.ndim, bc.shape, bc.sb);
+    return bc;
+}
+
+typedef void (*binary_fn)(const void *a, int64_t sa, const void *b, int64_t sb, void *out,
+                          int64_t n);
+
+#define BINARY_T(NAME, name, f, da, db, T, sfx)                                      \
+    static void bin_##name##_##sfx(const void *pa, int64_t sa, const void *pb, int64_t sb, \
+                                   void *po, int64_t n)                             \
+    {                                                                               \
+        const T *A = pa, *B = pb;                                                   \
+        T *O = po;                                                                  \
+        for (int64_t i = 0; i < n; i++) {                                           \
+            double a = A[i * sa], b = B[i * sb];                                    \
+            O[i] = (T)(f);                                                          \
+        }                                                                           \
+    }
+#define BINARY_DEFS(NAME, name, f, da, db)                                         \
+    BINARY_T(NAME, name, f, da, db, float, f32)                                    \
+    BINARY_T(NAME, name, f, da, db, double, f64)                                   \
+    BINARY_T(NAME, name, f, da, db, int32_t, i32)
+RT_BINARY_OPS(BINARY_DEFS)
+
+#define BIN_F32(NAME, name, f, da, db) bin_##name##_f32,
+#define BIN_F64(NAME, name, f, da, db) bin_##name##_f64,
+#define BIN_I32(NAME, name, f, da, db) bin_##name##_i32,
+static const binary_fn binary_tab[3][RT_NBINARY] = {
+    [RT_F32] = {RT_BINARY_OPS(BIN_F32)},
+    [RT_F64] = {RT_BINARY_OPS(BIN_F64)},
+    [RT_I32] = {RT_BINARY_OPS(BIN_I32)},
+};
+
+static void run_binary(binary_fn fn, const bcast *bc, size_t esz, const void *a, const void *b,
+                       void *out)
+{
+    int64_t n = rt_numel_of(bc->ndim, bc->shape);
+    if (n == 0)
+        return;
+    if (bc->ndim == 0) {
+        fn(a, 0, b, 0, out, 1);
+        return;
+    }
+    int last = bc->ndim - 1;
+    int64_t run = bc->shape[last], idx[RT_MAX_DIMS] = {0}, oa = 0, ob = 0;
+    const char *ca = a, *cb = b;
+    char *co = out;
+    for (int64_t o = 0; o < n; o += run) {
+        fn(ca + (size_t)oa * esz, bc->sa[last], cb + (size_t)ob * esz, bc->sb[last],
+           co + (size_t)o * esz, run);
+        for (int d = last - 1; d >= 0; d--) {
+            oa += bc->sa[d];
+            ob += bc->sb[d];
+            if (++idx[d] < bc->shape[d])
+                break;
+            oa -= bc->sa[d] * bc->shape[d];
+            ob -= bc->sb[d] * bc->shape[d];
+            idx[d] = 0;
+        }
+    }
+}
+
+rt_tensor *rt_binary(rt_ctx *ctx, rt_binary_op op, const rt_tensor *a, const rt_tensor *b)
+{
+    RT_CHECK(ctx, op >= 0 && op < RT_NBINARY, "binary: bad op %d", (int)op);
+    RT_CHECK(ctx, a->dtype == b->dtype, "%s: dtypes differ (%s and %s); use astype",
+             binary_names[op], rt_dtype_name(a->dtype), rt_dtype_name(b->dtype));
+    RT_CHECK(ctx, !(a->dtype == RT_I32 && (op == RT_DIV || op == RT_POW)),
+             "%s: needs f32 or f64, got i32", binary_names[op]);
+    bcast bc = broadcast(ctx, a, b, binary_names[op]);
+    rt_tensor *y = rt_empty(ctx, a->dtype, bc.ndim, bc.shape);
+    binary_fn fn = binary_tab[a->dtype][op];
+    size_t esz = rt_dtype_size(a->dtype);
+    if (rt_same_shape(a, b))
+        fn(a->data, 1, b->data, 1, y->data, y->numel);
+    else
+        run_binary(fn, &bc, esz, a->data, b->data, y->data);
+    return y;
+}
+
+rt_tensor *rt_binary_scalar(rt_ctx *ctx, rt_binary_op op, const rt_tensor *a, double s,
+                            bool scalar_left)
+{
+    rt_tensor *t = rt_scalar(ctx, a->dtype, s);
+    rt_tensor *y = scalar_left ? rt_binary(ctx, op, t, a) : rt_binary(ctx, op, a, t);
+    rt_free(ctx, t);
+    return y;
+}
+
+/* ---- binary backward: full-size f64 gradients, then summed to each shape */
+
+#define GRAD_CASE(NAME, name, f, da_, db_)                       \
+    case RT_##NAME:                                              \
+        for (int64_t i = 0; i < n; i++) {                        \
+            double a = A[i], b = B[i];                           \
+            (void)a; (void)b;                                    \
+            GA[i] = DY[i] * (da_);                               \
+            GB[i] = DY[i] * (db_);                               \
+        }                                                        \
+        break;
+
+static void binary_grads(rt_binary_op op, const double *A, const double *B, const double *DY,
+                         double *GA, double *GB, int64_t n)
+{
+    switch (op) {
+        RT_BINARY_OPS(GRAD_CASE)
+    case RT_NBINARY: break;
+    }
+}
+
+static rt_tensor *as_f64_full(rt_ctx *ctx, const rt_tensor *x, const bcast *bc)
+{
+    rt_tensor *e = rt_expand(ctx, x, bc->ndim, bc->shape);
+    rt_tensor *f = rt_astype(ctx, e, RT_F64);
+    rt_free(ctx, e);
+    return f;
+}
+
+static rt_tensor *grad_to(rt_ctx *ctx, rt_tensor *g64, const rt_tensor *like)
+{
+    rt_tensor *s = rt_sum_to_shape(ctx, g64, like->ndim, like->shape);
+    rt_tensor *r = rt_astype(ctx, s, like->dtype);
+    rt_free(ctx, s);
+    rt_free(ctx, g64);
+    return r;
+}
+
+void rt_binary_bwd(rt_ctx *ctx, rt_binary_op op, const rt_tensor *a, const rt_tensor *b,
+                   const rt_tensor *dy, rt_tensor **da, rt_tensor **db)
+{
+    rt_check_float(ctx, a, binary_names[op]);
+    bcast bc = broadcast(ctx, a, b, binary_names[op]);
+    RT_CHECK(ctx, dy->ndim == bc.ndim && rt_numel_of(bc.ndim, bc.shape) == dy->numel,
+             "%s backward: gradient shape differs from the result", binary_names[op]);
+    rt_tensor *A = as_f64_full(ctx, a, &bc), *B = as_f64_full(ctx, b, &bc);
+    rt_tensor *DY = rt_astype(ctx, dy, RT_F64);
+    rt_tensor *GA = rt_empty(ctx, RT_F64, bc.ndim, bc.shape);
+    rt_tensor *GB = rt_empty(ctx, RT_F64, bc.ndim, bc.shape);
+    binary_grads(op, A->data, B->data, DY->data, GA->data, GB->data, GA->numel);
+    rt_free(ctx, A);
+    rt_free(ctx, B);
+    rt_free(ctx, DY);
+    if (da)
+        *da = grad_to(ctx, GA, a);
+    else
+        rt_free(ctx, GA);
+    if (db)
+        *db = grad_to(ctx, GB, b);
+    else
+        rt_free(ctx, GB);
+}
+
+rt_tensor *rt_sum_to_shape(rt_ctx *ctx, const rt_tensor *g, int ndim, const int64_t *shape)
+{
+    RT_CHECK(ctx, ndim <= g->ndim, "sum_to_shape: target has more dims than the gradient");
+    if (ndim == g->ndim && memcmp(shape, g->shape, (size_t)ndim * sizeof *shape) == 0)
+        return rt_copy(ctx, g);
+    rt_tensor tgt = {.dtype = g->dtype, .ndim = ndim};
+    memcpy(tgt.shape, shape, (size_t)ndim * sizeof *shape);
+    int64_t str[RT_MAX_DIMS], idx[RT_MAX_DIMS] = {0}, off = 0;
+    for (int d = 0; d < ndim; d++)
+        RT_CHECK(ctx, shape[d] == 1 || shape[d] == g->shape[g->ndim - ndim + d],
+                 "sum_to_shape: dim %d of size %lld cannot come from %lld", d,
+                 (long long)shape[d], (long long)g->shape[g->ndim - ndim + d]);
+    strides_into(&tgt, g->ndim, g->shape, str);
+    int64_t n = rt_numel_of(ndim, shape);
+    size_t cap, gcap;
+    double *acc = rt_scratch(ctx, n, &cap), *gv = rt_scratch(ctx, g->numel, &gcap);
+    memset(acc, 0, (size_t)n * sizeof *acc);
+    rt_load_f64(g, 0, g->numel, gv);
+    for (int64_t i = 0; i < g->numel; i++) {
+        acc[off] += gv[i];
+        for (int d = g->ndim - 1; d >= 0; d--) {
+            off += str[d];
+            if (++idx[d] < g->shape[d])
+                break;
+            off -= str[d] * g->shape[d];
+            idx[d] = 0;
+        }
+    }
+    rt_tensor *y = rt_empty(ctx, g->dtype, ndim, shape);
+    rt_store_f64(y, 0, n, acc);
+    rt_pool_release(ctx, acc, cap);
+    rt_pool_release(ctx, gv, gcap);
+    return y;
+}
+
+/* ---- reductions over one dim: x viewed as [outer, d, inner] */
+
+typedef enum { RED_SUM, RED_MEAN, RED_MAX } red_kind;
+
+static void reduced_shape(const rt_tensor *x, int dim, bool keepdim, int *ndim, int64_t *shape)
+{
+    *ndim = 0;
+    for (int d = 0; d < x->ndim; d++) {
+        if (d != dim)
+            shape[(*ndim)++] = x->shape[d];
+        else if (keepdim)
+            shape[(*ndim)++] = 1;
+    }
+}
+
+static rt_tensor *reduce_dim(rt_ctx *ctx, const rt_tensor *x, int dim, bool keepdim,
+                             red_kind k, const char *what)
+{
+    dim = rt_norm_dim(ctx, dim, x->ndim, what);
+    int64_t outer, d, inner, shape[RT_MAX_DIMS];
+    int ndim;
+    RT_CHECK(ctx, !(k == RED_MAX && x->shape[dim] == 0), "%s: reduction over an empty dim", what);
+    rt_split_dims(x, dim, &outer, &d, &inner);
+    reduced_shape(x, dim, keepdim, &ndim, shape);
+    size_t cap, rcap;
+    double *acc = rt_scratch(ctx, outer * inner, &cap), *row = rt_scratch(ctx, inner, &rcap);
+    for (int64_t o = 0; o < outer; o++) {
+        double *a = acc + o * inner;
+        for (int64_t i = 0; i < inner; i++)
+            a[i] = k == RED_MAX ? -INFINITY : 0.0;
+        for (int64_t j = 0; j < d; j++) {
+            rt_load_f64(x, (o * d + j) * inner, inner, row);
+            for (int64_t i = 0; i < inner; i++)
+                a[i] = k == RED_MAX ? (row[i] > a[i] || isnan(row[i]) ? row[i] : a[i])
+                                    : a[i] + row[i];
+        }
+        if (k == RED_MEAN)
+            for (int64_t i = 0; i < inner; i++)
+                a[i] /= (double)d;
+    }
+    rt_tensor *y = rt_empty(ctx, x->dtype, ndim, shape);
+    rt_store_f64(y, 0, y->numel, acc);
+    rt_pool_release(ctx, acc, cap);
+    rt_pool_release(ctx, row, rcap);
+    return y;
+}
+
+rt_tensor *rt_sum(rt_ctx *ctx, const rt_tensor *x, int dim, bool keepdim)
+{
+    return reduce_dim(ctx, x, dim, keepdim, RED_SUM, "sum");
+}
+
+rt_tensor *rt_mean(rt_ctx *ctx, const rt_tensor *x, int dim, bool keepdim)
+{
+    rt_check_float(ctx, x, "mean");
+    return reduce_dim(ctx, x, dim, keepdim, RED_MEAN, "mean");
+}
+
+rt_tensor *rt_amax(rt_ctx *ctx, const rt_tensor *x, int dim, bool keepdim)
+{
+    return reduce_dim(ctx, x, dim, keepdim, RED_MAX, "amax");
+}
+
+static rt_tensor *reduce_all(rt_ctx *ctx, const rt_tensor *x, red_kind k, const char *what)
+{
+    rt_tensor flat = *x;
+    flat.ndim = 1;
+    flat.shape[0] = x->numel;
+    rt_tensor *r = reduce_dim(ctx, &flat, 0, false, k, what);
+    return r;
+}
+
+rt_tensor *rt_sum_all(rt_ctx *ctx, const rt_tensor *x) { return reduce_all(ctx, x, RED_SUM, "sum"); }
+rt_tensor *rt_mean_all(rt_ctx *ctx, const rt_tensor *x)
+{
+    rt_check_float(ctx, x, "mean");
+    return reduce_all(ctx, x, RED_MEAN, "mean");
+}
+rt_tensor *rt_amax_all(rt_ctx *ctx, const rt_tensor *x) { return reduce_all(ctx, x, RED_MAX, "amax"); }
+
+/* dy of a reduction, broadcast back to x's shape (dim < 0: reduced everything) */
+static rt_tensor *expand_back(rt_ctx *ctx, const rt_tensor *x, int dim, const rt_tensor *dy)
+{
+    if (dim != RT_ALL)
+        dim = rt_norm_dim(ctx, dim, x->ndim, "reduction backward");
+    int64_t shape[RT_MAX_DIMS];
+    for (int d = 0; d < x->ndim; d++)
+        shape[d] = dim == RT_ALL || d == dim ? 1 : x->shape[d];
+    RT_CHECK(ctx, dy->numel == rt_numel_of(x->ndim, shape),
+             "reduction backward: gradient has %lld elements, expected %lld",
+             (long long)dy->numel, (long long)rt_numel_of(x->ndim, shape));
+    rt_tensor kept = *dy;
+    kept.ndim = x->ndim;
+    memcpy(kept.shape, shape, sizeof shape);
+    return rt_expand(ctx, &kept, x->ndim, x->shape);
+}
+
+rt_tensor *rt_sum_bwd(rt_ctx *ctx, const rt_tensor *x, int dim, const rt_tensor *dy)
+{
+    return expand_back(ctx, x, dim, dy);
+}
+
+rt_tensor *rt_mean_bwd(rt_ctx *ctx, const rt_tensor *x, int dim, const rt_tensor *dy)
+{
+    int64_t n = dim == RT_ALL ? x->numel : x->shape[rt_norm_dim(ctx, dim, x->ndim, "mean")];
+    rt_tensor *e = expand_back(ctx, x, dim, dy);
+    rt_tensor *y = rt_scale(ctx, e, 1.0 / (double)n);
+    rt_free(ctx, e);
+    return y;
+}
+
+/* gradient shared evenly among the maxima, as torch.amax does */
+rt_tensor *rt_amax_bwd(rt_ctx *ctx, const rt_tensor *x, int dim, const rt_tensor *dy)
+{
+    rt_tensor *flat = NULL, *m, *mask, *cnt, *cntb, *share, *g, *dx;
+    if (dim == RT_ALL) {
+        int64_t n = x->numel;
+        flat = rt_reshape(ctx, x, 1, &n);
+        m = rt_amax(ctx, flat, 0, true);
+    } else {
+        m = rt_amax(ctx, x, dim, true);
+    }
+    const rt_tensor *src = flat ? flat : x;
+    mask = rt_binary(ctx, RT_EQ, src, m);
+    cnt = rt_sum(ctx, mask, dim == RT_ALL ? 0 : dim, true);
+    cntb = rt_expand(ctx, cnt, src->ndim, src->shape);
+    share = rt_binary(ctx, RT_DIV, mask, cntb);
+    g = expand_back(ctx, src, dim == RT_ALL ? 0 : dim, dy);
+    dx = rt_binary(ctx, RT_MUL, share, g);
+    if (flat) {
+        rt_tensor *r = rt_reshape(ctx, dx, x->ndim, x->shape);
+        rt_free(ctx, dx);
+        dx = r;
+    }
+    rt_free(ctx, flat); rt_free(ctx, m); rt_free(ctx, mask); rt_free(ctx, cnt);
+    rt_free(ctx, cntb); rt_free(ctx, share); rt_free(ctx, g);
+    return dx;
+}
+
+static rt_tensor *scan(rt_ctx *ctx, const rt_tensor *x, int dim, bool reverse)
+{
+    dim = rt_norm_dim(ctx, dim, x->ndim, "cumsum");
+    int64_t outer, d, inner;
+    rt_split_dims(x, dim, &outer, &d, &inner);
+    size_t cap, acap;
+    double *row = rt_scratch(ctx, inner, &cap), *acc = rt_scratch(ctx, inner, &acap);
+    rt_tensor *y = rt_empty(ctx, x->dtype, x->ndim, x->shape);
+    for (int64_t o = 0; o < outer; o++) {
+        memset(acc, 0, (size_t)inner * sizeof *acc);
+        for (int64_t jj = 0; jj < d; jj++) {
+            int64_t j = reverse ? d - 1 - jj : jj, off = (o * d + j) * inner;
+            rt_load_f64(x, off, inner, row);
+            for (int64_t i = 0; i < inner; i++)
+                acc[i] += row[i];
+            rt_store_f64(y, off, inner, acc);
+        }
+    }
+    rt_pool_release(ctx, row, cap);
+    rt_pool_release(ctx, acc, acap);
+    return y;
+}
+
+rt_tensor *rt_cumsum(rt_ctx *ctx, const rt_tensor *x, int dim) { return scan(ctx, x, dim, false); }
+rt_tensor *rt_cumsum_bwd(rt_ctx *ctx, const rt_tensor *dy, int dim) { return scan(ctx, dy, dim, true); }

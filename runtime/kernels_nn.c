@@ -1,0 +1,432 @@
+/* Neural-network kernels and their backwards: softmax, log_softmax,
+ * layer_norm (biased variance), rms_norm, cross_entropy (mean over rows,
+ * ignore_index -100, like PyTorch) and embedding. Each works lane by lane
+ * (one lane = the values along the normalised dim) in double precision. */
+#include <math.h>
+#include <string.h>
+
+#include "rt_internal.h"
+
+/* ---- lanes along a dim: x viewed as [outer, d, inner], lane (o, i) */
+
+typedef struct lanes {
+    int64_t outer, d, inner;
+} lanes;
+
+static lanes lanes_of(rt_ctx *ctx, const rt_tensor *x, int *dim, const char *what)
+{
+    lanes l;
+    *dim = rt_norm_dim(ctx, *dim, x->ndim, what);
+    rt_split_dims(x, *dim, &l.outer, &l.d, &l.inner);
+    return l;
+}
+
+static void lane_load(const rt_tensor *x, const lanes *l, int64_t o, int64_t i, double *buf)
+{
+    int64_t base = o * l->d * l->inner + i;
+    if (l->inner == 1) {
+        rt_load_f64(x, base, l->d, buf);
+        return;
+    }
+    for (int64_t j = 0; j < l->d; j++)
+        buf[j] = rt_get(x, base + j * l->inner);
+}
+
+static void lane_store(rt_tensor *x, const lanes *l, int64_t o, int64_t i, const double *buf)
+{
+    int64_t base = o * l->d * l->inner + i;
+    if (l->inner == 1) {
+        rt_store_f64(x, base, l->d, buf);
+        return;
+    }
+    for (int64_t j = 0; j < l->d; j++)
+        rt_set(x, base + j * l->inner, buf[j]);
+}
+
+static double lane_max(const double *v, int64_t n)
+{
+    double m = -INFINITY;
+    for (int64_t j = 0; j < n; j++)
+        m = v[j] > m ? v[j] : m;
+    return m;
+}
+
+typedef void (*lane_fn)(double *y, const double *a, const double *b, int64_t n);
+
+/* y = f(a[, b]) lane by lane, with a and b of the same shape */
+static rt_tensor *map_lanes(rt_ctx *ctx, const rt_tensor *a, const rt_tensor *b, int dim,
+                            lane_fn f, const char *what)
+{
+    rt_check_float(ctx, a, what);
+    RT_CHECK(ctx, !b || (rt_same_shape(a, b) && a->dtype == b->dtype),
+             "%s: operand shapes or dtypes differ", what);
+    RT_TIMED_BEGIN(ctx);
+    lanes l = lanes_of(ctx, a, &dim, what);
+    size_t c1, c2, c3;
+    double *va = rt_scratch(ctx, l.d, &c1), *vb = rt_scratch(ctx, l.d, &c2),
+           *vy = rt_scratch(ctx, l.d, &c3);
+    rt_tensor *y = rt_empty(ctx, a->dtype, a->ndim, a->shape);
+    for (int64_t o = 0; o < l.outer; o++)
+        for (int64_t i = 0; i < l.inner; i++) {
+            lane_load(a, &l, o, i, va);
+            if (b)
+                lane_load(b, &l, o, i, vb);
+            f(vy, va, vb, l.d);
+            lane_store(y, &l, o, i, vy);
+        }
+    rt_pool_release(ctx, va, c1);
+    rt_pool_release(ctx, vb, c2);
+    rt_pool_release(ctx, vy, c3);
+    RT_TIMED_END(ctx, what);
+    return y;
+}
+
+/* ---- softmax family */
+
+static void softmax_lane(double *y, const double *x, const double *unused, int64_t n)
+{
+    (void)unused;
+    double m = lane_max(x, n), s = 0;
+    for (int64_t j = 0; j < n; j++)
+        s += y[j] = exp(x[j] - m);
+    for (int64_t j = 0; j < n; j++)
+        y[j] /= s;
+}
+
+static void log_softmax_lane(double *y, const double *x, const double *unused, int64_t n)
+{
+    (void)unused;
+    double m = lane_max(x, n), s = 0;
+    for (int64_t j = 0; j < n; j++)
+        s += exp(x[j] - m);
+    double lse = m + log(s);
+    for (int64_t j = 0; j < n; j++)
+        y[j] = x[j] - lse;
+}
+
+/* dx = y * (dy - sum(dy * y)) */
+static void softmax_bwd_lane(double *dx, const double *y, const double *dy, int64_t n)
+{
+    double s = 0;
+    for (int64_t j = 0; j < n; j++)
+        s += dy[j] * y[j];
+    for (int64_t j = 0; j < n; j++)
+        dx[j] = y[j] * (dy[j] - s);
+}
+
+/* dx = dy - exp(y) * sum(dy) */
+static void log_softmax_bwd_lane(double *dx, const double *y, const double *dy, int64_t n)
+{
+    double s = 0;
+    for (int64_t j = 0; j < n; j++)
+        s += dy[j];
+    for (int64_t j = 0; j < n; j++)
+        dx[j] = dy[j] - exp(y[j]) * s;
+}
+
+rt_tensor *rt_softmax(rt_ctx *ctx, const rt_tensor *x, int dim)
+{
+    return map_lanes(ctx, x, NULL, dim, softmax_lane, "softmax");
+}
+
+rt_tensor *rt_log_softmax(rt_ctx *ctx, const rt_tensor *x, int dim)
+{
+    return map_lanes(ctx, x, NULL, dim, log_softmax_lane, "log_softmax");
+}
+
+rt_tensor *rt_softmax_bwd(rt_ctx *ctx, const rt_tensor *y, const rt_tensor *dy, int dim)
+{
+    return map_lanes(ctx, y, dy, dim, softmax_bwd_lane, "softmax_bwd");
+}
+
+rt_tensor *rt_log_softmax_bwd(rt_ctx *ctx, const rt_tensor *y, const rt_tensor *dy, int dim)
+{
+    return map_lanes(ctx, y, dy, dim, log_softmax_bwd_lane, "log_softmax_bwd");
+}
+
+/* ---- norms over the last dim */
+
+typedef struct norm_args {
+    const rt_tensor *x, *w, *b, *dy;
+    double eps;
+    bool rms;
+    int64_t rows, d;
+    double *vw, *vb;   /* weight and bias as double (NULL: absent) */
+    double *dw, *db;   /* accumulated parameter gradients */
+} norm_args;
+
+static void check_param(rt_ctx *ctx, const rt_tensor *p, const rt_tensor *x, const char *what)
+{
+    RT_CHECK(ctx, p->ndim == 1 && p->shape[0] == x->shape[x->ndim - 1] && p->dtype == x->dtype,
+             "%s: weight/bias must be %s[%lld]", what, rt_dtype_name(x->dtype),
+             (long long)x->shape[x->ndim - 1]);
+}
+
+static double *param_f64(rt_ctx *ctx, const rt_tensor *p, size_t *cap)
+{
+    if (!p)
+        return NULL;
+    double *v = rt_scratch(ctx, p->numel, cap);
+    rt_load_f64(p, 0, p->numel, v);
+    return v;
+}
+
+static void norm_setup(rt_ctx *ctx, norm_args *a, const char *what)
+{
+    rt_check_float(ctx, a->x, what);
+    RT_CHECK(ctx, a->x->ndim >= 1, "%s: input must have at least 1 dim", what);
+    if (a->w)
+        check_param(ctx, a->w, a->x, what);
+    if (a->b)
+        check_param(ctx, a->b, a->x, what);
+    a->d = a->x->shape[a->x->ndim - 1];
+    a->rows = a->d ? a->x->numel / a->d : 0;
+}
+
+/* mean (0 for rms) and 1/sqrt(var + eps) (or 1/sqrt(mean(x^2) + eps)) */
+static void row_stats(const double *x, int64_t d, bool rms, double eps, double *mean,
+                      double *rstd)
+{
+    double m = 0, v = 0;
+    if (!rms) {
+        for (int64_t j = 0; j < d; j++)
+            m += x[j];
+        m /= (double)d;
+    }
+    for (int64_t j = 0; j < d; j++)
+        v += (x[j] - m) * (x[j] - m);
+    *mean = m;
+    *rstd = 1.0 / sqrt(v / (double)d + eps);
+}
+
+static rt_tensor *norm_fwd(rt_ctx *ctx, norm_args *a, const char *what)
+{
+    norm_setup(ctx, a, what);
+    RT_TIMED_BEGIN(ctx);
+    size_t cw = 0, cb = 0, cr;
+    a->vw = param_f64(ctx, a->w, &cw);
+    a->vb = param_f64(ctx, a->b, &cb);
+    double *row = rt_scratch(ctx, a->d, &cr);
+    rt_tensor *y = rt_empty(ctx, a->x->dtype, a->x->ndim, a->x->shape);
+    for (int64_t r = 0; r < a->rows; r++) {
+        double mean, rstd;
+        rt_load_f64(a->x, r * a->d, a->d, row);
+        row_stats(row, a->d, a->rms, a->eps, &mean, &rstd);
+        for (int64_t j = 0; j < a->d; j++)
+            row[j] = (row[j] - mean) * rstd * (a->vw ? a->vw[j] : 1.0) + (a->vb ? a->vb[j] : 0.0);
+        rt_store_f64(y, r * a->d, a->d, row);
+    }
+    rt_pool_release(ctx, a->vw, cw);
+    rt_pool_release(ctx, a->vb, cb);
+    rt_pool_release(ctx, row, cr);
+    RT_TIMED_END(ctx, what);
+    return y;
+}
+
+rt_tensor *rt_layer_norm(rt_ctx *ctx, const rt_tensor *x, const rt_tensor *w,
+                         const rt_tensor *b, double eps)
+{
+    norm_args a = {.x = x, .w = w, .b = b, .eps = eps, .rms = false};
+    return norm_fwd(ctx, &a, "layer_norm");
+}
+
+rt_tensor *rt_rms_norm(rt_ctx *ctx, const rt_tensor *x, const rt_tensor *w, double eps)
+{
+    norm_args a = {.x = x, .w = w, .eps = eps, .rms = true};
+    return norm_fwd(ctx, &a, "rms_norm");
+}
+
+/* one row: xhat = (x - mean) * rstd, g = dy * w;
+ * layer_norm: dx = rstd * (g - mean(g) - xhat * mean(g * xhat))
+ * rms_norm:   dx = rstd * (g - xhat * mean(g * xhat)) */
+static void norm_bwd_row(norm_args *a, double *x, const double *dy, double *g)
+{
+    double mean, rstd, mg = 0, mgx = 0;
+    row_stats(x, a->d, a->rms, a->eps, &mean, &rstd);
+    for (int64_t j = 0; j < a->d; j++) {
+        x[j] = (x[j] - mean) * rstd; /* xhat */
+        g[j] = dy[j] * (a->vw ? a->vw[j] : 1.0);
+        mg += g[j];
+        mgx += g[j] * x[j];
+        if (a->dw)
+            a->dw[j] += dy[j] * x[j];
+        if (a->db)
+            a->db[j] += dy[j];
+    }
+    mg = a->rms ? 0.0 : mg / (double)a->d;
+    mgx /= (double)a->d;
+    for (int64_t j = 0; j < a->d; j++)
+        g[j] = rstd * (g[j] - mg - x[j] * mgx);
+}
+
+static rt_tensor *param_grad(rt_ctx *ctx, rt_dtype dt, int64_t d, double *v, size_t cap)
+{
+    rt_tensor *t = rt_empty(ctx, dt, 1, &d);
+    rt_store_f64(t, 0, d, v);
+    rt_pool_release(ctx, v, cap);
+    return t;
+}
+
+static void norm_bwd(rt_ctx *ctx, norm_args *a, rt_tensor **dx, rt_tensor **dw, rt_tensor **db,
+                     const char *what)
+{
+    norm_setup(ctx, a, what);
+    RT_CHECK(ctx, rt_same_shape(a->x, a->dy) && a->x->dtype == a->dy->dtype,
+             "%s backward: gradient shape or dtype differs from the input", what);
+    RT_TIMED_BEGIN(ctx);
+    size_t cw = 0, cdw = 0, cdb = 0, c1, c2, c3;
+    a->vw = param_f64(ctx, a->w, &cw);
+    a->dw = dw && a->w ? rt_scratch(ctx, a->d, &cdw) : NULL;
+    a->db = db ? rt_scratch(ctx, a->d, &cdb) : NULL;
+    if (a->dw) memset(a->dw, 0, (size_t)a->d * sizeof(double));
+    if (a->db) memset(a->db, 0, (size_t)a->d * sizeof(double));
+    double *x = rt_scratch(ctx, a->d, &c1), *gy = rt_scratch(ctx, a->d, &c2),
+           *g = rt_scratch(ctx, a->d, &c3);
+    rt_tensor *out = rt_empty(ctx, a->x->dtype, a->x->ndim, a->x->shape);
+    for (int64_t r = 0; r < a->rows; r++) {
+        rt_load_f64(a->x, r * a->d, a->d, x);
+        rt_load_f64(a->dy, r * a->d, a->d, gy);
+        norm_bwd_row(a, x, gy, g);
+        rt_store_f64(out, r * a->d, a->d, g);
+    }
+    if (dx) *dx = out; else rt_free(ctx, out);
+    if (dw) *dw = a->dw ? param_grad(ctx, a->x->dtype, a->d, a->dw, cdw) : NULL;
+    if (db) *db = param_grad(ctx, a->x->dtype, a->d, a->db, cdb);
+    rt_pool_release(ctx, a->vw, cw);
+    rt_pool_release(ctx, x, c1);
+    rt_pool_release(ctx, gy, c2);
+    rt_pool_release(ctx, g, c3);
+    RT_TIMED_END(ctx, what);
+}
+
+void rt_layer_norm_bwd(rt_ctx *ctx, const rt_tensor *x, const rt_tensor *w, double eps,
+                       const rt_tensor *dy, rt_tensor **dx, rt_tensor **dw, rt_tensor **db)
+{
+    norm_args a = {.x = x, .w = w, .dy = dy, .eps = eps, .rms = false};
+    norm_bwd(ctx, &a, dx, dw, db, "layer_norm_bwd");
+}
+
+void rt_rms_norm_bwd(rt_ctx *ctx, const rt_tensor *x, const rt_tensor *w, double eps,
+                     const rt_tensor *dy, rt_tensor **dx, rt_tensor **dw)
+{
+    norm_args a = {.x = x, .w = w, .dy = dy, .eps = eps, .rms = true};
+    norm_bwd(ctx, &a, dx, dw, NULL, "rms_norm_bwd");
+}
+
+/* ---- cross entropy */
+
+#define IGNORE_INDEX (-100)
+
+static void check_ce(rt_ctx *ctx, const rt_tensor *logits, const rt_tensor *targets)
+{
+    rt_check_float(ctx, logits, "cross_entropy");
+    rt_check_dtype(ctx, targets, RT_I32, "cross_entropy targets");
+    RT_CHECK(ctx, logits->ndim == 2 && targets->ndim == 1 && targets->shape[0] == logits->shape[0],
+             "cross_entropy: expects logits [N, C] and targets [N]");
+    const int32_t *t = targets->data;
+    for (int64_t r = 0; r < targets->numel; r++)
+        RT_CHECK(ctx, t[r] == IGNORE_INDEX || (t[r] >= 0 && t[r] < logits->shape[1]),
+                 "cross_entropy: target %d at row %lld is out of range for %lld classes",
+                 (int)t[r], (long long)r, (long long)logits->shape[1]);
+}
+
+static int64_t kept_rows(const rt_tensor *targets)
+{
+    int64_t n = 0;
+    for (int64_t r = 0; r < targets->numel; r++)
+        n += ((const int32_t *)targets->data)[r] != IGNORE_INDEX;
+    return n;
+}
+
+rt_tensor *rt_cross_entropy(rt_ctx *ctx, const rt_tensor *logits, const rt_tensor *targets)
+{
+    check_ce(ctx, logits, targets);
+    RT_TIMED_BEGIN(ctx);
+    int64_t n = logits->shape[0], c = logits->shape[1];
+    size_t cap;
+    double *row = rt_scratch(ctx, c, &cap), loss = 0;
+    for (int64_t r = 0; r < n; r++) {
+        int32_t t = ((const int32_t *)targets->data)[r];
+        if (t == IGNORE_INDEX)
+            continue;
+        rt_load_f64(logits, r * c, c, row);
+        log_softmax_lane(row, row, NULL, c);
+        loss -= row[t];
+    }
+    rt_pool_release(ctx, row, cap);
+    int64_t kept = kept_rows(targets);
+    RT_TIMED_END(ctx, "cross_entropy");
+    return rt_scalar(ctx, logits->dtype, kept ? loss / (double)kept : NAN);
+}
+
+rt_tensor *rt_cross_entropy_bwd(rt_ctx *ctx, const rt_tensor *logits, const rt_tensor *targets,
+                                const rt_tensor *dy)
+{
+    check_ce(ctx, logits, targets);
+    int64_t n = logits->shape[0], c = logits->shape[1], kept = kept_rows(targets);
+    double scale = kept ? rt_item(ctx, dy) / (double)kept : 0.0;
+    size_t cap;
+    double *row = rt_scratch(ctx, c, &cap);
+    rt_tensor *dx = rt_empty(ctx, logits->dtype, 2, logits->shape);
+    for (int64_t r = 0; r < n; r++) {
+        int32_t t = ((const int32_t *)targets->data)[r];
+        rt_load_f64(logits, r * c, c, row);
+        softmax_lane(row, row, NULL, c);
+        for (int64_t j = 0; j < c; j++)
+            row[j] = t == IGNORE_INDEX ? 0.0 : scale * (row[j] - (j == t));
+        rt_store_f64(dx, r * c, c, row);
+    }
+    rt_pool_release(ctx, row, cap);
+    return dx;
+}
+
+/* ---- embedding */
+
+static void check_ids(rt_ctx *ctx, const rt_tensor *ids, int64_t vocab)
+{
+    rt_check_dtype(ctx, ids, RT_I32, "embedding ids");
+    const int32_t *id = ids->data;
+    for (int64_t i = 0; i < ids->numel; i++)
+        RT_CHECK(ctx, id[i] >= 0 && id[i] < vocab,
+                 "embedding: id %d at position %lld is out of range for %lld rows", (int)id[i],
+                 (long long)i, (long long)vocab);
+}
+
+rt_tensor *rt_embedding(rt_ctx *ctx, const rt_tensor *table, const rt_tensor *ids)
+{
+    RT_CHECK(ctx, table->ndim == 2, "embedding: table must be [V, D]");
+    RT_CHECK(ctx, ids->ndim < RT_MAX_DIMS, "embedding: ids have too many dims");
+    check_ids(ctx, ids, table->shape[0]);
+    int64_t shape[RT_MAX_DIMS], d = table->shape[1];
+    memcpy(shape, ids->shape, (size_t)ids->ndim * sizeof *shape);
+    shape[ids->ndim] = d;
+    rt_tensor *y = rt_empty(ctx, table->dtype, ids->ndim + 1, shape);
+    size_t row = (size_t)d * rt_dtype_size(table->dtype);
+    for (int64_t i = 0; i < ids->numel; i++)
+        memcpy((char *)y->data + (size_t)i * row,
+               (const char *)table->data + (size_t)((const int32_t *)ids->data)[i] * row, row);
+    return y;
+}
+
+rt_tensor *rt_embedding_bwd(rt_ctx *ctx, const rt_tensor *ids, const rt_tensor *dy,
+                            int64_t vocab)
+{
+    check_ids(ctx, ids, vocab);
+    rt_check_float(ctx, dy, "embedding_bwd");
+    int64_t d = dy->shape[dy->ndim - 1];
+    RT_CHECK(ctx, dy->numel == ids->numel * d, "embedding_bwd: gradient shape mismatch");
+    size_t cap, rcap;
+    double *acc = rt_scratch(ctx, vocab * d, &cap), *row = rt_scratch(ctx, d, &rcap);
+    memset(acc, 0, (size_t)(vocab * d) * sizeof *acc);
+    for (int64_t i = 0; i < ids->numel; i++) {
+        rt_load_f64(dy, i * d, d, row);
+        double *dst = acc + (int64_t)((const int32_t *)ids->data)[i] * d;
+        for (int64_t j = 0; j < d; j++)
+            dst[j] += row[j];
+    }
+    rt_tensor *g = rt_empty(ctx, dy->dtype, 2, (int64_t[]){vocab, d});
+    rt_store_f64(g, 0, vocab * d, acc);
+    rt_pool_release(ctx, acc, cap);
+    rt_pool_release(ctx, row, rcap);
+    return g;
+}

@@ -1,0 +1,377 @@
+/* Linear algebra over CBLAS: batched matmul with PyTorch broadcasting and
+ * its gradients, and einsum (one or two operands) lowered to permutes, sums
+ * and one batched gemm. A weight without batch dims is multiplied with all
+ * of the other operand's rows in a single gemm. */
+#include <cblas.h>
+#include <string.h>
+
+#include "rt_internal.h"
+
+static void gemm(rt_dtype dt, bool ta, bool tb, int64_t M, int64_t N, int64_t K,
+                 const void *A, const void *B, void *C, double beta)
+{
+    if (M == 0 || N == 0)
+        return;
+    if (K == 0) {
+        if (beta == 0)
+            memset(C, 0, (size_t)(M * N) * rt_dtype_size(dt));
+        return;
+    }
+    int lda = (int)(ta ? M : K), ldb = (int)(tb ? K : N), ldc = (int)N;
+    enum CBLAS_TRANSPOSE opa = ta ? CblasTrans : CblasNoTrans;
+    enum CBLAS_TRANSPOSE opb = tb ? CblasTrans : CblasNoTrans;
+    if (dt == RT_F32)
+        cblas_sgemm(CblasRowMajor, opa, opb, (int)M, (int)N, (int)K, 1.0f, A, lda, B, ldb,
+                    (float)beta, C, ldc);
+    else
+        cblas_dgemm(CblasRowMajor, opa, opb, (int)M, (int)N, (int)K, 1.0, A, lda, B, ldb,
+                    beta, C, ldc);
+}
+
+/* a view of x with another shape (same data, same numel); never freed */
+static rt_tensor view(const rt_tensor *x, int ndim, const int64_t *shape)
+{
+    rt_tensor v = *x;
+    v.ndim = ndim;
+    memcpy(v.shape, shape, (size_t)ndim * sizeof *shape);
+    return v;
+}
+
+/* [..., m, k] (or [..., k, m] when ta) times [..., k, n] (or [..., n, k]) */
+static rt_tensor *bmm(rt_ctx *ctx, const rt_tensor *a, bool ta, const rt_tensor *b, bool tb)
+{
+    rt_check_float(ctx, a, "matmul");
+    RT_CHECK(ctx, a->dtype == b->dtype, "matmul: dtypes differ (%s and %s)",
+             rt_dtype_name(a->dtype), rt_dtype_name(b->dtype));
+    int an = a->ndim, bn = b->ndim;
+    int64_t m = a->shape[an - (ta ? 1 : 2)], k = a->shape[an - (ta ? 2 : 1)];
+    int64_t kb = b->shape[bn - (tb ? 1 : 2)], n = b->shape[bn - (tb ? 2 : 1)];
+    char sa[256], sb[256];
+    rt_shape_str(sa, sizeof sa, an, a->shape);
+    rt_shape_str(sb, sizeof sb, bn, b->shape);
+    RT_CHECK(ctx, k == kb, "matmul: shapes %s and %s do not match (inner sizes %lld, %lld)", sa,
+             sb, (long long)k, (long long)kb);
+    /* batch dims broadcast like elementwise ops */
+    rt_tensor ab = view(a, an - 2, a->shape), bb = view(b, bn - 2, b->shape);
+    int nb = ab.ndim > bb.ndim ? ab.ndim : bb.ndim;
+    int64_t shape[RT_MAX_DIMS], astr[RT_MAX_DIMS], bstr[RT_MAX_DIMS];
+    int64_t sa_ = 1, sb_ = 1;
+    for (int d = nb - 1; d >= 0; d--) {
+        int da = d - (nb - ab.ndim), db = d - (nb - bb.ndim);
+        int64_t x = da >= 0 ? ab.shape[da] : 1, y = db >= 0 ? bb.shape[db] : 1;
+        RT_CHECK(ctx, x == y || x == 1 || y == 1, "matmul: batch dims of %s and %s do not broadcast",
+                 sa, sb);
+        shape[d] = x == 1 ? y : x;
+        astr[d] = x == 1 ? 0 : sa_;
+        bstr[d] = y == 1 ? 0 : sb_;
+        sa_ *= x;
+        sb_ *= y;
+    }
+    shape[nb] = m;
+    shape[nb + 1] = n;
+    RT_CHECK(ctx, nb + 2 <= RT_MAX_DIMS, "matmul: too many dims");
+    rt_tensor *c = rt_empty(ctx, a->dtype, nb + 2, shape);
+    int64_t batch = rt_numel_of(nb, shape), esz = (int64_t)rt_dtype_size(a->dtype);
+    if (sb_ == 1 && !ta && sa_ == batch) { /* shared weight: one gemm over all rows */
+        gemm(a->dtype, false, tb, batch * m, n, k, a->data, b->data, c->data, 0.0);
+        return c;
+    }
+    int64_t idx[RT_MAX_DIMS] = {0}, oa = 0, ob = 0;
+    for (int64_t i = 0; i < batch; i++) {
+        gemm(a->dtype, ta, tb, m, n, k, (const char *)a->data + oa * m * k * esz,
+             (const char *)b->data + ob * k * n * esz, (char *)c->data + i * m * n * esz, 0.0);
+        for (int d = nb - 1; d >= 0; d--) {
+            oa += astr[d];
+            ob += bstr[d];
+            if (++idx[d] < shape[d])
+                break;
+            oa -= astr[d] * shape[d];
+            ob -= bstr[d] * shape[d];
+            idx[d] = 0;
+        }
+    }
+    return c;
+}
+
+/* 1-D operands as matrices: a [k] -> [1, k], b [k] -> [k, 1] */
+static rt_tensor as_matrix(const rt_tensor *x, bool left)
+{
+    if (x->ndim != 1)
+        return *x;
+    int64_t s[2] = {left ? 1 : x->shape[0], left ? x->shape[0] : 1};
+    return view(x, 2, s);
+}
+
+/* drops the size-1 dims that 1-D operands added */
+static void squeeze_result(rt_tensor *y, bool drop_m, bool drop_n)
+{
+    int nd = y->ndim; /* [..., m, n] */
+    if (drop_m && !drop_n)
+        y->shape[nd - 2] = y->shape[nd - 1];
+    y->ndim -= (int)drop_m + (int)drop_n;
+}
+
+rt_tensor *rt_matmul(rt_ctx *ctx, const rt_tensor *a, const rt_tensor *b)
+{
+    RT_CHECK(ctx, a->ndim >= 1 && b->ndim >= 1, "matmul: operands must have at least 1 dim");
+    RT_TIMED_BEGIN(ctx);
+    rt_tensor av = as_matrix(a, true), bv = as_matrix(b, false);
+    rt_tensor *y = bmm(ctx, &av, false, &bv, false);
+    squeeze_result(y, a->ndim == 1, b->ndim == 1);
+    RT_TIMED_END(ctx, "matmul");
+    return y;
+}
+
+/* the result's gradient with the 1-D operands' dims put back */
+static rt_tensor dy_as_matrix(const rt_tensor *dy, bool a1, bool b1)
+{
+    int64_t s[RT_MAX_DIMS];
+    int n = 0;
+    memcpy(s, dy->shape, (size_t)dy->ndim * sizeof *s);
+    n = dy->ndim;
+    if (a1) {
+        int at = b1 ? n : n - 1;
+        memmove(s + at + 1, s + at, (size_t)(n - at) * sizeof *s);
+        s[at] = 1;
+        n++;
+    }
+    if (b1)
+        s[n++] = 1;
+    return view(dy, n, s);
+}
+
+static rt_tensor *reduce_to(rt_ctx *ctx, rt_tensor *g, const rt_tensor *like, const rt_tensor *orig)
+{
+    rt_tensor *r = rt_sum_to_shape(ctx, g, like->ndim, like->shape);
+    rt_free(ctx, g);
+    r->ndim = orig->ndim; /* same numel: restore a 1-D operand's shape */
+    memcpy(r->shape, orig->shape, sizeof r->shape);
+    return r;
+}
+
+void rt_matmul_bwd(rt_ctx *ctx, const rt_tensor *a, const rt_tensor *b, const rt_tensor *dy,
+                   rt_tensor **da, rt_tensor **db)
+{
+    RT_TIMED_BEGIN(ctx);
+    rt_tensor av = as_matrix(a, true), bv = as_matrix(b, false);
+    rt_tensor g = dy_as_matrix(dy, a->ndim == 1, b->ndim == 1);
+    if (da)
+        *da = reduce_to(ctx, bmm(ctx, &g, false, &bv, true), &av, a);
+    if (db && bv.ndim == 2 && g.ndim >= 2 && av.ndim == g.ndim) { /* weight: one gemm */
+        int64_t rows = g.numel / g.shape[g.ndim - 1], k = bv.shape[0], n = bv.shape[1];
+        rt_tensor *r = rt_empty(ctx, b->dtype, 2, bv.shape);
+        gemm(b->dtype, true, false, k, n, rows, av.data, g.data, r->data, 0.0);
+        r->ndim = b->ndim;
+        memcpy(r->shape, b->shape, sizeof r->shape);
+        *db = r;
+    } else if (db) {
+        *db = reduce_to(ctx, bmm(ctx, &av, true, &g, false), &bv, b);
+    }
+    RT_TIMED_END(ctx, "matmul_bwd");
+}
+
+/* ---- einsum */
+
+typedef struct eqn {
+    int n;
+    char in[2][RT_MAX_DIMS + 1];
+    char out[RT_MAX_DIMS + 1];
+} eqn;
+
+static bool has(const char *s, char c)
+{
+    return c && strchr(s, c) != NULL;
+}
+
+static void parse_labels(rt_ctx *ctx, const char *eq, const char *p, size_t len, char *dst)
+{
+    RT_CHECK(ctx, len <= RT_MAX_DIMS, "einsum '%s': too many labels", eq);
+    for (size_t i = 0; i < len; i++) {
+        char c = p[i];
+        RT_CHECK(ctx, (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z'),
+                 "einsum '%s': bad label '%c' (letters only)", eq, c);
+        RT_CHECK(ctx, !memchr(p, c, i), "einsum '%s': label '%c' repeated in one operand", eq, c);
+        dst[i] = c;
+    }
+    dst[len] = 0;
+}
+
+static eqn parse_eq(rt_ctx *ctx, const char *eq, int n)
+{
+    char s[128];
+    size_t k = 0;
+    for (const char *p = eq; *p && k + 1 < sizeof s; p++)
+        if (*p != ' ')
+            s[k++] = *p;
+    s[k] = 0;
+    eqn e = {.n = 0};
+    char *arrow = strstr(s, "->");
+    size_t lhs = arrow ? (size_t)(arrow - s) : strlen(s);
+    const char *p = s;
+    while (p <= s + lhs) {
+        size_t len = strcspn(p, ",-");
+        if (p + len > s + lhs)
+            len = (size_t)(s + lhs - p);
+        RT_CHECK(ctx, e.n < 2, "einsum '%s': at most two operands are supported", eq);
+        parse_labels(ctx, eq, p, len, e.in[e.n++]);
+        p += len + 1;
+    }
+    RT_CHECK(ctx, e.n == n, "einsum '%s': %d operands in the equation, %d given", eq, e.n, n);
+    if (arrow) {
+        parse_labels(ctx, eq, arrow + 2, strlen(arrow + 2), e.out);
+    } else { /* implicit: labels used once, alphabetical */
+        int m = 0;
+        for (char c = 'A'; c <= 'z'; c++)
+            if ((has(e.in[0], c) + (n > 1 && has(e.in[1], c))) == 1)
+                e.out[m++] = c;
+        e.out[m] = 0;
+    }
+    for (const char *o = e.out; *o; o++)
+        RT_CHECK(ctx, has(e.in[0], *o) || (n > 1 && has(e.in[1], *o)),
+                 "einsum '%s': output label '%c' is in no operand", eq, *o);
+    return e;
+}
+
+/* sums x over its labels not in keep; updates labels */
+static rt_tensor *sum_labels(rt_ctx *ctx, const rt_tensor *x, char *labels, const char *keep1,
+                             const char *keep2)
+{
+    rt_tensor *cur = rt_retain((rt_tensor *)x);
+    for (int d = (int)strlen(labels) - 1; d >= 0; d--) {
+        if (has(keep1, labels[d]) || has(keep2, labels[d]))
+            continue;
+        rt_tensor *s = rt_sum(ctx, cur, d, false);
+        rt_free(ctx, cur);
+        cur = s;
+        memmove(labels + d, labels + d + 1, strlen(labels + d));
+    }
+    return cur;
+}
+
+/* permutes x (labels from) into the label order to */
+static rt_tensor *permute_labels(rt_ctx *ctx, const rt_tensor *x, const char *from, const char *to)
+{
+    int perm[RT_MAX_DIMS], n = (int)strlen(to);
+    bool identity = true;
+    for (int i = 0; i < n; i++) {
+        perm[i] = (int)(strchr(from, to[i]) - from);
+        identity = identity && perm[i] == i;
+    }
+    return identity ? rt_retain((rt_tensor *)x) : rt_permute(ctx, x, perm);
+}
+
+static int64_t label_size(const rt_tensor *x, const char *labels, char c)
+{
+    return x->shape[strchr(labels, c) - labels];
+}
+
+static rt_tensor *einsum2(rt_ctx *ctx, const char *eq, const eqn *e, const rt_tensor *a,
+                          const rt_tensor *b)
+{
+    char la[RT_MAX_DIMS + 1], lb[RT_MAX_DIMS + 1];
+    strcpy(la, e->in[0]);
+    strcpy(lb, e->in[1]);
+    rt_tensor *A = sum_labels(ctx, a, la, e->out, lb), *B = sum_labels(ctx, b, lb, e->out, la);
+    char batch[RT_MAX_DIMS + 1] = "", fa[RT_MAX_DIMS + 1] = "", fb[RT_MAX_DIMS + 1] = "",
+         con[RT_MAX_DIMS + 1] = "";
+    int nbt = 0, nfa = 0, nfb = 0, ncon = 0;
+    int64_t bt = 1, M = 1, N = 1, K = 1, shape[RT_MAX_DIMS];
+    for (const char *o = e->out; *o; o++) {
+        if (has(la, *o) && has(lb, *o))
+            batch[nbt++] = *o;
+        else if (has(la, *o))
+            fa[nfa++] = *o;
+        else
+            fb[nfb++] = *o;
+    }
+    for (const char *c = la; *c; c++)
+        if (has(lb, *c) && !has(e->out, *c))
+            con[ncon++] = *c;
+    for (const char *c = la; *c; c++)
+        RT_CHECK(ctx, !has(lb, *c) || label_size(A, la, *c) == label_size(B, lb, *c),
+                 "einsum '%s': label '%c' has size %lld and %lld", eq, *c,
+                 (long long)label_size(A, la, *c), (long long)label_size(B, lb, *c));
+    char pa[2 * RT_MAX_DIMS + 1], pb[2 * RT_MAX_DIMS + 1];
+    snprintf(pa, sizeof pa, "%s%s%s", batch, fa, con);
+    snprintf(pb, sizeof pb, "%s%s%s", batch, con, fb);
+    int nd = 0;
+    for (int i = 0; i < nbt; i++) bt *= shape[nd++] = label_size(A, la, batch[i]);
+    for (int i = 0; i < nfa; i++) M *= shape[nd++] = label_size(A, la, fa[i]);
+    for (int i = 0; i < nfb; i++) N *= shape[nd++] = label_size(B, lb, fb[i]);
+    for (int i = 0; i < ncon; i++) K *= label_size(A, la, con[i]);
+    rt_tensor *PA = permute_labels(ctx, A, la, pa), *PB = permute_labels(ctx, B, lb, pb);
+    rt_tensor A3 = view(PA, 3, (int64_t[]){bt, M, K}), B3 = view(PB, 3, (int64_t[]){bt, K, N});
+    rt_tensor *C = bmm(ctx, &A3, false, &B3, false);
+    C->ndim = nd; /* [bt, M, N] seen as [batch..., fa..., fb...] */
+    memcpy(C->shape, shape, (size_t)nd * sizeof *shape);
+    char lc[3 * RT_MAX_DIMS + 1];
+    snprintf(lc, sizeof lc, "%s%s%s", batch, fa, fb);
+    rt_tensor *y = permute_labels(ctx, C, lc, e->out);
+    rt_free(ctx, A); rt_free(ctx, B); rt_free(ctx, PA); rt_free(ctx, PB); rt_free(ctx, C);
+    return y;
+}
+
+rt_tensor *rt_einsum(rt_ctx *ctx, const char *eq, int n, const rt_tensor *const *xs)
+{
+    RT_TIMED_BEGIN(ctx);
+    eqn e = parse_eq(ctx, eq, n);
+    for (int i = 0; i < n; i++)
+        RT_CHECK(ctx, (int)strlen(e.in[i]) == xs[i]->ndim,
+                 "einsum '%s': operand %d has %d dims, the equation gives %d labels", eq, i,
+                 xs[i]->ndim, (int)strlen(e.in[i]));
+    rt_tensor *y;
+    if (n == 1) {
+        char l[RT_MAX_DIMS + 1];
+        strcpy(l, e.in[0]);
+        rt_tensor *s = sum_labels(ctx, xs[0], l, e.out, "");
+        y = permute_labels(ctx, s, l, e.out);
+        rt_free(ctx, s);
+        if (y == xs[0]) { /* a fresh tensor, never the argument itself */
+            rt_free(ctx, y);
+            y = rt_copy(ctx, xs[0]);
+        }
+    } else {
+        y = einsum2(ctx, eq, &e, xs[0], xs[1]);
+    }
+    RT_TIMED_END(ctx, "einsum");
+    return y;
+}
+
+/* gradient of operand i: einsum(dy, other -> labels it shares), then broadcast
+ * over the labels it summed away alone */
+static rt_tensor *einsum_grad(rt_ctx *ctx, const eqn *e, int i, const rt_tensor *const *xs,
+                              const rt_tensor *dy)
+{
+    const char *li = e->in[i], *lo = e->n == 2 ? e->in[1 - i] : "";
+    char kept[RT_MAX_DIMS + 1], eq[64];
+    int nk = 0;
+    int64_t shape[RT_MAX_DIMS];
+    for (const char *c = li; *c; c++) {
+        shape[c - li] = has(e->out, *c) || has(lo, *c) ? xs[i]->shape[c - li] : 1;
+        if (has(e->out, *c) || has(lo, *c))
+            kept[nk++] = *c;
+    }
+    kept[nk] = 0;
+    rt_tensor *g;
+    if (e->n == 2) {
+        snprintf(eq, sizeof eq, "%s,%s->%s", e->out, lo, kept);
+        g = rt_einsum(ctx, eq, 2, (const rt_tensor *[]){dy, xs[1 - i]});
+    } else {
+        snprintf(eq, sizeof eq, "%s->%s", e->out, kept);
+        g = rt_einsum(ctx, eq, 1, (const rt_tensor *[]){dy});
+    }
+    if (nk == xs[i]->ndim)
+        return g;
+    rt_tensor gv = view(g, xs[i]->ndim, shape);
+    rt_tensor *r = rt_expand(ctx, &gv, xs[i]->ndim, xs[i]->shape);
+    rt_free(ctx, g);
+    return r;
+}
+
+void rt_einsum_bwd(rt_ctx *ctx, const char *eq, int n, const rt_tensor *const *xs,
+                   const rt_tensor *dy, rt_tensor **dxs)
+{
+    eqn e = parse_eq(ctx, eq, n);
+    for (int i = 0; i < n; i++)
+        dxs[i] = einsum_grad(ctx, &e, i, xs, dy);
+}

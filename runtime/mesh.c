@@ -1,0 +1,404 @@
+/* The device mesh: program start-up (argv options, MPI), axis sizes from
+ * --mesh / the declared sizes / the world size, and one communicator per
+ * axis tuple, created on first use and cached. Ranks are laid out row-major
+ * over the mesh (last axis fastest), as torch's init_device_mesh does. */
+#include <cblas.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "rt_internal.h"
+
+static rt_ctx *ctx_new(void)
+{
+    rt_ctx *ctx = calloc(1, sizeof *ctx);
+    if (!ctx) {
+        fprintf(stderr, "spmd: error: out of memory\n");
+        exit(1);
+    }
+    ctx->world = 1;
+    openblas_set_num_threads(1); /* one BLAS thread per rank */
+    ctx->pool_limit = (size_t)4 << 30;
+    const char *lim = getenv("SPMD_POOL_MAX_MB");
+    if (lim)
+        ctx->pool_limit = (size_t)strtoull(lim, NULL, 10) << 20;
+    const char *rs = getenv("SPMD_REDUCE_SCATTER");
+    ctx->rs_algo = !rs ? RT_RS_AUTO : strcmp(rs, "mpi") == 0 ? RT_RS_MPI
+                 : strcmp(rs, "allreduce") == 0 ? RT_RS_ALLREDUCE : RT_RS_AUTO;
+    ctx->rs_allreduce_min = RT_RS_ALLREDUCE_MIN;
+    ctx->t_start = rt_now();
+    return ctx;
+}
+
+rt_ctx *rt_ctx_serial(void)
+{
+    return ctx_new();
+}
+
+void rt_ctx_free_serial(rt_ctx *ctx)
+{
+    rt_pool_free_all(ctx);
+    rt_trace_free(ctx);
+    free(ctx);
+}
+
+/* ---- argv */
+
+static void drop_args(int *argc, char **argv, int at, int n)
+{
+    for (int i = at; i + n <= *argc; i++)
+        argv[i] = argv[i + n];
+    *argc -= n;
+}
+
+/* Removes the runtime's options; returns the --mesh value or NULL. */
+static const char *parse_args(rt_ctx *ctx, int *argc, char **argv)
+{
+    const char *mesh = NULL;
+    for (int i = 1; i < *argc;) {
+        const char *a = argv[i];
+        if (strcmp(a, "--profile") == 0) {
+            ctx->profile = true;
+            drop_args(argc, argv, i, 1);
+        } else if (strcmp(a, "--mesh") == 0 || strcmp(a, "--trace") == 0) {
+            RT_CHECK(ctx, i + 1 < *argc, "option %s needs a value", a);
+            if (a[2] == 'm')
+                mesh = argv[i + 1];
+            else
+                ctx->trace_path = strdup(argv[i + 1]);
+            drop_args(argc, argv, i, 2);
+        } else if (strncmp(a, "--mesh=", 7) == 0) {
+            mesh = a + 7;
+            drop_args(argc, argv, i, 1);
+        } else if (strncmp(a, "--trace=", 8) == 0) {
+            ctx->trace_path = strdup(a + 8);
+            drop_args(argc, argv, i, 1);
+        } else {
+            i++;
+        }
+    }
+    return mesh;
+}
+
+rt_ctx *rt_init(int *argc, char ***argv, int naxes, const char *const *names,
+                const int *sizes)
+{
+    rt_ctx *ctx = ctx_new();
+    ctx->mpi = true;
+    int inited = 0;
+    MPI_Initialized(&inited);
+    if (!inited)
+        RT_CALL_MPI(ctx, MPI_Init(argc, argv));
+    MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
+    RT_CALL_MPI(ctx, MPI_Comm_rank(MPI_COMM_WORLD, &ctx->rank));
+    RT_CALL_MPI(ctx, MPI_Comm_size(MPI_COMM_WORLD, &ctx->world));
+    const char *mesh = argc && argv ? parse_args(ctx, argc, *argv) : NULL;
+    rt_mesh_setup(ctx, naxes, names, sizes, mesh);
+    RT_CALL_MPI(ctx, MPI_Barrier(MPI_COMM_WORLD));
+    ctx->t_start = rt_now();
+    return ctx;
+}
+
+int rt_finalize(rt_ctx *ctx)
+{
+    rt_trace_finish(ctx);
+    rt_mesh_free(ctx);
+    rt_pool_free_all(ctx);
+    rt_trace_free(ctx);
+    free(ctx->trace_path);
+    free(ctx);
+    MPI_Finalize();
+    return 0;
+}
+
+/* ---- mesh sizes */
+
+static int find_axis(const rt_ctx *ctx, const char *name, size_t len)
+{
+    for (int a = 0; a < ctx->naxes; a++)
+        if (strlen(ctx->names[a]) == len && strncmp(ctx->names[a], name, len) == 0)
+            return a;
+    return -1;
+}
+
+/* --mesh a=n,b=m: overrides declared sizes by name */
+static void apply_mesh_arg(rt_ctx *ctx, const char *arg)
+{
+    const char *p = arg;
+    while (*p) {
+        const char *eq = strchr(p, '=');
+        RT_CHECK(ctx, eq != NULL, "--mesh '%s': expected axis=size entries", arg);
+        int a = find_axis(ctx, p, (size_t)(eq - p));
+        RT_CHECK(ctx, a >= 0, "--mesh '%s': no mesh axis named '%.*s'", arg, (int)(eq - p), p);
+        char *end;
+        long n = strtol(eq + 1, &end, 10);
+        RT_CHECK(ctx, end != eq + 1 && n > 0 && (*end == ',' || *end == 0),
+                 "--mesh '%s': size of axis '%s' must be a positive integer", arg,
+                 ctx->names[a]);
+        ctx->sizes[a] = (int)n;
+        p = *end ? end + 1 : end;
+    }
+}
+
+static void describe_mesh(const rt_ctx *ctx, char *buf, size_t n)
+{
+    size_t k = 0;
+    for (int a = 0; a < ctx->naxes && k < n; a++)
+        k += (size_t)snprintf(buf + k, n - k, "%s%s=%d", a ? ", " : "", ctx->names[a],
+                              ctx->sizes[a]);
+}
+
+static void infer_sizes(rt_ctx *ctx)
+{
+    int omitted = -1;
+    long prod = 1;
+    for (int a = 0; a < ctx->naxes; a++) {
+        if (ctx->sizes[a] > 0) {
+            prod *= ctx->sizes[a];
+            continue;
+        }
+        RT_CHECK(ctx, omitted < 0,
+                 "mesh axes '%s' and '%s' both have no size; give one with --mesh %s=N",
+                 ctx->names[omitted], ctx->names[a], ctx->names[a]);
+        omitted = a;
+    }
+    if (omitted >= 0) {
+        RT_CHECK(ctx, ctx->world % prod == 0,
+                 "cannot infer the size of mesh axis '%s': world size %d is not divisible by "
+                 "%ld (the product of the other axes)", ctx->names[omitted], ctx->world, prod);
+        ctx->sizes[omitted] = (int)(ctx->world / prod);
+        prod = ctx->world;
+    }
+    char desc[512] = "";
+    describe_mesh(ctx, desc, sizeof desc);
+    RT_CHECK(ctx, prod == ctx->world,
+             "mesh (%s) has %ld ranks but the program runs on %d (mpirun -np %d)", desc, prod,
+             ctx->world, ctx->world);
+}
+
+void rt_mesh_setup(rt_ctx *ctx, int naxes, const char *const *names, const int *sizes,
+                   const char *mesh_arg)
+{
+    RT_CHECK(ctx, naxes >= 0 && naxes <= RT_MAX_AXES, "mesh has %d axes, at most %d supported",
+             naxes, RT_MAX_AXES);
+    ctx->naxes = naxes;
+    for (int a = 0; a < naxes; a++) {
+        RT_CHECK(ctx, strlen(names[a]) < RT_NAME_MAX, "axis name '%s' too long", names[a]);
+        strcpy(ctx->names[a], names[a]);
+        ctx->sizes[a] = sizes && sizes[a] > 0 ? sizes[a] : 0;
+    }
+    if (mesh_arg)
+        apply_mesh_arg(ctx, mesh_arg);
+    if (naxes == 0) {
+        RT_CHECK(ctx, ctx->world == 1, "the program declares no mesh but runs on %d ranks",
+                 ctx->world);
+        return;
+    }
+    infer_sizes(ctx);
+    int r = ctx->rank;
+    for (int a = naxes - 1; a >= 0; a--) { /* last axis fastest */
+        ctx->coords[a] = r % ctx->sizes[a];
+        r /= ctx->sizes[a];
+    }
+}
+
+/* ---- queries */
+
+int rt_rank(const rt_ctx *ctx) { return ctx->rank; }
+int rt_world_size(const rt_ctx *ctx) { return ctx->world; }
+int rt_naxes(const rt_ctx *ctx) { return ctx->naxes; }
+const char *rt_axis_name(const rt_ctx *ctx, int axis) { return ctx->names[axis]; }
+int rt_axis_size(const rt_ctx *ctx, int axis) { return ctx->sizes[axis]; }
+int rt_axis_index(const rt_ctx *ctx, int axis) { return ctx->coords[axis]; }
+
+int rt_axis_lookup(rt_ctx *ctx, const char *name)
+{
+    int a = find_axis(ctx, name, strlen(name));
+    RT_CHECK(ctx, a >= 0, "no mesh axis named '%s'", name);
+    return a;
+}
+
+rt_axes rt_axes_parse(rt_ctx *ctx, const char *names)
+{
+    rt_axes ax = RT_NO_AXES;
+    const char *p = names;
+    while (*p) {
+        size_t len = strcspn(p, ", ");
+        if (len > 0) {
+            int a = find_axis(ctx, p, len);
+            RT_CHECK(ctx, a >= 0, "no mesh axis named '%.*s'", (int)len, p);
+            RT_CHECK(ctx, ax.n < RT_MAX_AXES, "too many axes in '%s'", names);
+            ax.idx[ax.n++] = a;
+        }
+        p += len;
+        p += strspn(p, ", ");
+    }
+    return ax;
+}
+
+static void check_axes(rt_ctx *ctx, rt_axes axes)
+{
+    int seen = 0;
+    RT_CHECK(ctx, axes.n >= 1 && axes.n <= ctx->naxes, "axis tuple of %d axes on a %d-axis mesh",
+             axes.n, ctx->naxes);
+    for (int i = 0; i < axes.n; i++) {
+        int a = axes.idx[i];
+        RT_CHECK(ctx, a >= 0 && a < ctx->naxes, "axis index %d out of range", a);
+        RT_CHECK(ctx, !(seen & (1 << a)), "axis '%s' repeated in a tuple", ctx->names[a]);
+        seen |= 1 << a;
+    }
+}
+
+static bool same_axes(rt_axes a, rt_axes b)
+{
+    if (a.n != b.n)
+        return false;
+    for (int i = 0; i < a.n; i++)
+        if (a.idx[i] != b.idx[i])
+            return false;
+    return true;
+}
+
+static bool in_axes(rt_axes axes, int a)
+{
+    for (int i = 0; i < axes.n; i++)
+        if (axes.idx[i] == a)
+            return true;
+    return false;
+}
+
+/* color: the row-major index over the axes outside the tuple; key: block index */
+static void split_keys(const rt_ctx *ctx, rt_axes axes, int *color, int *key)
+{
+    *color = 0;
+    *key = 0;
+    for (int a = 0; a < ctx->naxes; a++)
+        if (!in_axes(axes, a))
+            *color = *color * ctx->sizes[a] + ctx->coords[a];
+    for (int i = 0; i < axes.n; i++)
+        *key = *key * ctx->sizes[axes.idx[i]] + ctx->coords[axes.idx[i]];
+}
+
+rt_group *rt_group_get(rt_ctx *ctx, rt_axes axes)
+{
+    check_axes(ctx, axes);
+    for (int i = 0; i < ctx->ngroups; i++)
+        if (same_axes(ctx->groups[i].axes, axes))
+            return &ctx->groups[i];
+    if (ctx->ngroups == ctx->groups_cap) {
+        int cap = ctx->groups_cap ? 2 * ctx->groups_cap : 16;
+        rt_group *g = realloc(ctx->groups, (size_t)cap * sizeof *g);
+        RT_CHECK(ctx, g != NULL, "out of memory");
+        ctx->groups = g;
+        ctx->groups_cap = cap;
+    }
+    rt_group *g = &ctx->groups[ctx->ngroups];
+    g->axes = axes;
+    int color, key;
+    split_keys(ctx, axes, &color, &key);
+    if (ctx->mpi) {
+        RT_CALL_MPI(ctx, MPI_Comm_split(MPI_COMM_WORLD, color, key, &g->comm));
+        RT_CALL_MPI(ctx, MPI_Comm_size(g->comm, &g->size));
+        RT_CALL_MPI(ctx, MPI_Comm_rank(g->comm, &g->rank));
+        RT_CHECK(ctx, g->rank == key, "communicator rank %d differs from block index %d",
+                 g->rank, key);
+    } else {
+        g->comm = MPI_COMM_NULL;
+        g->size = 1;
+        g->rank = 0;
+    }
+    ctx->ngroups++;
+    return g;
+}
+
+void rt_mesh_free(rt_ctx *ctx)
+{
+    for (int i = 0; i < ctx->ngroups; i++)
+        if (ctx->groups[i].comm != MPI_COMM_NULL)
+            MPI_Comm_free(&ctx->groups[i].comm);
+    free(ctx->groups);
+    ctx->groups = NULL;
+    ctx->ngroups = ctx->groups_cap = 0;
+}
+
+int rt_group_size(rt_ctx *ctx, rt_axes axes)
+{
+    check_axes(ctx, axes);
+    int n = 1;
+    for (int i = 0; i < axes.n; i++)
+        n *= ctx->sizes[axes.idx[i]];
+    return n;
+}
+
+int rt_group_rank(rt_ctx *ctx, rt_axes axes)
+{
+    int color, key;
+    check_axes(ctx, axes);
+    split_keys(ctx, axes, &color, &key);
+    return key;
+}
+
+int rt_group_member(rt_ctx *ctx, rt_axes axes, int k)
+{
+    int coords[RT_MAX_AXES];
+    memcpy(coords, ctx->coords, sizeof coords);
+    RT_CHECK(ctx, k >= 0 && k < rt_group_size(ctx, axes), "group member %d out of range", k);
+    for (int i = axes.n - 1; i >= 0; i--) {
+        int a = axes.idx[i];
+        coords[a] = k % ctx->sizes[a];
+        k /= ctx->sizes[a];
+    }
+    int r = 0;
+    for (int a = 0; a < ctx->naxes; a++)
+        r = r * ctx->sizes[a] + coords[a];
+    return r;
+}
+
+/* ---- layouts */
+
+static void axes_desc(const rt_ctx *ctx, rt_axes axes, char *buf, size_t n)
+{
+    size_t k = 0;
+    if (axes.n == 1) {
+        snprintf(buf, n, "axis '%s'", ctx->names[axes.idx[0]]);
+        return;
+    }
+    k += (size_t)snprintf(buf, n, "axes (");
+    for (int i = 0; i < axes.n && k < n; i++)
+        k += (size_t)snprintf(buf + k, n - k, "%s%s", i ? ", " : "", ctx->names[axes.idx[i]]);
+    if (k < n)
+        snprintf(buf + k, n - k, ")");
+}
+
+void rt_check_divisible(rt_ctx *ctx, const char *name, int dim, int64_t size, rt_axes axes)
+{
+    int n = rt_group_size(ctx, axes);
+    if (size % n == 0)
+        return;
+    char desc[256];
+    axes_desc(ctx, axes, desc, sizeof desc);
+    rt_fail(ctx, "tensor '%s' dim %d (size %lld) is not divisible by %s (size %d)",
+            name ? name : "?", dim, (long long)size, desc, n);
+}
+
+rt_layout rt_layout_full(int ndim, const int64_t *shape)
+{
+    rt_layout l = {.ndim = ndim};
+    for (int d = 0; d < ndim; d++)
+        l.global[d] = l.local[d] = shape[d];
+    return l;
+}
+
+rt_layout rt_layout_of(rt_ctx *ctx, const char *name, int ndim, const int64_t *global,
+                       const rt_axes *dim_axes)
+{
+    rt_layout l = rt_layout_full(ndim, global);
+    for (int d = 0; dim_axes && d < ndim; d++) {
+        if (dim_axes[d].n == 0)
+            continue;
+        rt_check_divisible(ctx, name, d, global[d], dim_axes[d]);
+        int n = rt_group_size(ctx, dim_axes[d]);
+        l.local[d] = global[d] / n;
+        l.offset[d] = l.local[d] * rt_group_rank(ctx, dim_axes[d]);
+    }
+    return l;
+}

@@ -1,0 +1,92 @@
+/* Counter-based random numbers: Philox4x32-10 (Salmon et al., SC'11) keyed
+ * by the seed, with the *global* element index as the counter, so every
+ * element's value depends only on (seed, index): a sharded tensor is
+ * bit-identical to the matching block of the unsharded one on any mesh. */
+#include <math.h>
+
+#include "rt_internal.h"
+
+static void mulhilo(uint32_t a, uint32_t b, uint32_t *hi, uint32_t *lo)
+{
+    uint64_t p = (uint64_t)a * b;
+    *hi = (uint32_t)(p >> 32);
+    *lo = (uint32_t)p;
+}
+
+void rt_philox4x32(uint64_t seed, uint64_t counter, uint32_t stream, uint32_t out[4])
+{
+    uint32_t c[4] = {(uint32_t)counter, (uint32_t)(counter >> 32), stream, 0};
+    uint32_t k[2] = {(uint32_t)seed, (uint32_t)(seed >> 32)};
+    for (int r = 0; r < 10; r++) {
+        uint32_t hi0, lo0, hi1, lo1;
+        mulhilo(0xD2511F53u, c[0], &hi0, &lo0);
+        mulhilo(0xCD9E8D57u, c[2], &hi1, &lo1);
+        uint32_t n[4] = {hi1 ^ c[1] ^ k[0], lo1, hi0 ^ c[3] ^ k[1], lo0};
+        c[0] = n[0]; c[1] = n[1]; c[2] = n[2]; c[3] = n[3];
+        k[0] += 0x9E3779B9u;
+        k[1] += 0xBB67AE85u;
+    }
+    for (int i = 0; i < 4; i++)
+        out[i] = c[i];
+}
+
+/* 53 random bits as a double in [0, 1) */
+static double unit(uint32_t a, uint32_t b)
+{
+    return ((double)(a >> 5) * 67108864.0 + (double)(b >> 6)) * (1.0 / 9007199254740992.0);
+}
+
+typedef double (*sample_fn)(const uint32_t r[4], double p0, double p1);
+
+static double sample_normal(const uint32_t r[4], double std, double unused)
+{
+    (void)unused;
+    double u1 = 1.0 - unit(r[0], r[1]); /* (0, 1] */
+    double u2 = unit(r[2], r[3]);
+    return std * sqrt(-2.0 * log(u1)) * cos(6.283185307179586 * u2);
+}
+
+static double sample_uniform(const uint32_t r[4], double lo, double hi)
+{
+    return lo + (hi - lo) * unit(r[0], r[1]);
+}
+
+/* walks the local block, computing each element's global row-major index */
+static rt_tensor *fill(rt_ctx *ctx, rt_dtype dt, const rt_layout *l, uint64_t seed,
+                       uint32_t stream, sample_fn f, double p0, double p1)
+{
+    rt_check_float(ctx, &(rt_tensor){.dtype = dt}, "random");
+    int64_t gstr[RT_MAX_DIMS], idx[RT_MAX_DIMS] = {0}, s = 1, g = 0;
+    for (int d = l->ndim - 1; d >= 0; d--) {
+        RT_CHECK(ctx, l->offset[d] + l->local[d] <= l->global[d],
+                 "random: block exceeds the global shape in dim %d", d);
+        gstr[d] = s;
+        s *= l->global[d];
+        g += l->offset[d] * gstr[d];
+    }
+    rt_tensor *t = rt_empty(ctx, dt, l->ndim, l->local);
+    for (int64_t i = 0; i < t->numel; i++) {
+        uint32_t r[4];
+        rt_philox4x32(seed, (uint64_t)g, stream, r);
+        rt_set(t, i, f(r, p0, p1));
+        for (int d = l->ndim - 1; d >= 0; d--) { /* odometer */
+            g += gstr[d];
+            if (++idx[d] < l->local[d])
+                break;
+            g -= gstr[d] * l->local[d];
+            idx[d] = 0;
+        }
+    }
+    return t;
+}
+
+rt_tensor *rt_randn(rt_ctx *ctx, rt_dtype dt, const rt_layout *l, uint64_t seed, double std)
+{
+    return fill(ctx, dt, l, seed, 0, sample_normal, std, 0);
+}
+
+rt_tensor *rt_uniform(rt_ctx *ctx, rt_dtype dt, const rt_layout *l, uint64_t seed,
+                      double lo, double hi)
+{
+    return fill(ctx, dt, l, seed, 1, sample_uniform, lo, hi);
+}

@@ -1,0 +1,309 @@
+/* libspmdrt: the runtime that spmdc-generated C links against: tensors, the
+ * device mesh and its communicators, collectives, local kernels, counter-based
+ * RNG, .npy I/O, errors, trace and profile.
+ * Ownership: every function returning rt_tensor * returns a new reference the
+ * caller owns and must release with rt_free; tensor arguments are borrowed
+ * (never freed, never kept). Out-parameters (rt_tensor **) are owned too.
+ * The rt_ctx owns the mesh, communicators, buffer pool and trace buffers. */
+#ifndef SPMDRT_H
+#define SPMDRT_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define RT_MAX_DIMS 8
+#define RT_MAX_AXES 8
+#define RT_STACK (-1) /* "dim" argument of a collective: V (stack) form */
+
+typedef struct rt_ctx rt_ctx;
+
+/* ---------------------------------------------------------------- tensors */
+
+typedef enum { RT_F32, RT_F64, RT_I32 } rt_dtype;
+
+/* A dense, contiguous, row-major tensor. Fields are read-only for callers;
+ * data may be written by whoever holds the only reference (refs == 1). */
+typedef struct rt_tensor {
+    rt_dtype dtype;
+    int ndim;
+    int64_t shape[RT_MAX_DIMS];
+    int64_t numel;
+    void *data;
+    size_t cap;   /* bytes of the pooled buffer (its size class) */
+    int refs;     /* reference count: rt_retain / rt_free */
+} rt_tensor;
+
+size_t rt_dtype_size(rt_dtype dt);
+const char *rt_dtype_name(rt_dtype dt); /* "f32" "f64" "i32" */
+
+rt_tensor *rt_empty(rt_ctx *ctx, rt_dtype dt, int ndim, const int64_t *shape);
+rt_tensor *rt_zeros(rt_ctx *ctx, rt_dtype dt, int ndim, const int64_t *shape);
+rt_tensor *rt_full(rt_ctx *ctx, rt_dtype dt, int ndim, const int64_t *shape, double v);
+rt_tensor *rt_scalar(rt_ctx *ctx, rt_dtype dt, double v);          /* 0-d */
+rt_tensor *rt_from_data(rt_ctx *ctx, rt_dtype dt, int ndim, const int64_t *shape,
+                        const void *data);                          /* copies */
+rt_tensor *rt_copy(rt_ctx *ctx, const rt_tensor *x);
+rt_tensor *rt_retain(rt_tensor *x); /* new reference to the same tensor */
+void rt_free(rt_ctx *ctx, rt_tensor *x); /* NULL is allowed */
+double rt_get(const rt_tensor *x, int64_t i);        /* flat index, as double */
+void rt_set(rt_tensor *x, int64_t i, double v);
+double rt_item(rt_ctx *ctx, const rt_tensor *x);     /* the value of a 1-element tensor */
+void rt_print(rt_ctx *ctx, const char *label, const rt_tensor *x); /* rank 0 only */
+
+/* Buffer pool (size classes, 4 per power of two): raw memory for callers
+ * that need scratch space; rt_empty uses it for every tensor. */
+void *rt_pool_alloc(rt_ctx *ctx, size_t bytes, size_t *cap);
+void rt_pool_release(rt_ctx *ctx, void *p, size_t cap);
+
+/* ------------------------------------------------------------ context, mesh */
+
+/* Start MPI and build the mesh. names/sizes are the declared axes in rank
+ * layout order (size -1 or 0: omitted, inferred from the world size).
+ * Consumes --mesh a=n,..., --trace FILE.json and --profile from argv. */
+rt_ctx *rt_init(int *argc, char ***argv, int naxes, const char *const *names,
+                const int *sizes);
+/* Writes the trace, prints the profile, frees everything, MPI_Finalize.
+ * Returns 0 (the program's exit status). */
+int rt_finalize(rt_ctx *ctx);
+/* A context without MPI (one rank, no mesh): for kernels and unit tests. */
+rt_ctx *rt_ctx_serial(void);
+void rt_ctx_free_serial(rt_ctx *ctx);
+
+typedef struct rt_axes {
+    int n;                 /* number of axes; 0 = none (not sharded) */
+    int idx[RT_MAX_AXES];  /* mesh axis indices, major to minor */
+} rt_axes;
+#define RT_AXES(...) ((rt_axes){ .n = (int)(sizeof((int[]){__VA_ARGS__}) / sizeof(int)), \
+                                 .idx = {__VA_ARGS__} })
+#define RT_NO_AXES ((rt_axes){ .n = 0 })
+
+int rt_rank(const rt_ctx *ctx);
+int rt_world_size(const rt_ctx *ctx);
+int rt_naxes(const rt_ctx *ctx);
+const char *rt_axis_name(const rt_ctx *ctx, int axis);
+int rt_axis_size(const rt_ctx *ctx, int axis);
+int rt_axis_index(const rt_ctx *ctx, int axis);    /* this rank's coordinate */
+int rt_axis_lookup(rt_ctx *ctx, const char *name); /* fails if unknown */
+rt_axes rt_axes_parse(rt_ctx *ctx, const char *names); /* "dp" or "tp,dp" */
+/* The flattened group of a tuple: size, this rank's block index
+ * (i_a0 * n_a1 + i_a1 ... in the given order), world rank of member k. */
+int rt_group_size(rt_ctx *ctx, rt_axes axes);
+int rt_group_rank(rt_ctx *ctx, rt_axes axes);
+int rt_group_member(rt_ctx *ctx, rt_axes axes, int k);
+
+/* Local block of a global tensor sharded per dim over axis tuples. */
+typedef struct rt_layout {
+    int ndim;
+    int64_t global[RT_MAX_DIMS];
+    int64_t offset[RT_MAX_DIMS];
+    int64_t local[RT_MAX_DIMS];
+} rt_layout;
+/* dim_axes[d] lists the axes sharding dim d (n == 0: not sharded); NULL:
+ * nothing sharded. Fails with "tensor 'x' dim 0 (size 10) is not divisible
+ * by axis 'dp' (size 4)" naming the tensor. */
+rt_layout rt_layout_of(rt_ctx *ctx, const char *name, int ndim, const int64_t *global,
+                       const rt_axes *dim_axes);
+void rt_check_divisible(rt_ctx *ctx, const char *name, int dim, int64_t size, rt_axes axes);
+
+/* ------------------------------------------------------------- collectives */
+
+typedef enum { RT_RED_SUM, RT_RED_AVG, RT_RED_MAX, RT_RED_MIN } rt_reduce_op;
+typedef enum { RT_R, RT_I, RT_V, RT_P } rt_ltype;
+
+/* dim: RT_STACK for the V (stack) form, i >= 0 for S(i). */
+rt_tensor *rt_all_reduce(rt_ctx *ctx, const rt_tensor *x, rt_axes axes, rt_reduce_op op);
+rt_tensor *rt_all_gather(rt_ctx *ctx, const rt_tensor *x, rt_axes axes, int dim);
+rt_tensor *rt_reduce_scatter(rt_ctx *ctx, const rt_tensor *x, rt_axes axes, int dim);
+rt_tensor *rt_all_to_all(rt_ctx *ctx, const rt_tensor *x, rt_axes axes, int src_dim,
+                         int dst_dim);
+/* Local, no communication: R/I->V or S(i) (own block), R/I->P (kept on block
+ * 0, zeros elsewhere), V/S(i)->P (own block placed in zeros), R<->I (copy). */
+rt_tensor *rt_convert(rt_ctx *ctx, const rt_tensor *x, rt_axes axes, rt_ltype src,
+                      rt_ltype dst, int dim);
+rt_tensor *rt_reinterpret(rt_ctx *ctx, const rt_tensor *x, rt_axes axes, rt_ltype src,
+                          rt_ltype dst); /* no-op: returns a new reference */
+void rt_barrier(rt_ctx *ctx);
+
+/* --------------------------------------------------------- shape kernels */
+
+rt_tensor *rt_reshape(rt_ctx *ctx, const rt_tensor *x, int ndim, const int64_t *shape);
+rt_tensor *rt_transpose(rt_ctx *ctx, const rt_tensor *x, int d0, int d1);
+rt_tensor *rt_permute(rt_ctx *ctx, const rt_tensor *x, const int *perm);
+rt_tensor *rt_concat(rt_ctx *ctx, int n, const rt_tensor *const *xs, int dim);
+rt_tensor *rt_slice(rt_ctx *ctx, const rt_tensor *x, int dim, int64_t start, int64_t end);
+rt_tensor *rt_expand(rt_ctx *ctx, const rt_tensor *x, int ndim, const int64_t *shape);
+rt_tensor *rt_astype(rt_ctx *ctx, const rt_tensor *x, rt_dtype dt);
+rt_tensor *rt_index(rt_ctx *ctx, const rt_tensor *x, int64_t i); /* x[i] on dim 0 */
+/* backward of slice/index: dy placed into zeros of the input's shape */
+rt_tensor *rt_slice_bwd(rt_ctx *ctx, const rt_tensor *dy, int ndim, const int64_t *in_shape,
+                        int dim, int64_t start);
+rt_tensor *rt_index_bwd(rt_ctx *ctx, const rt_tensor *dy, int ndim, const int64_t *in_shape,
+                        int64_t i);
+/* in place (acc must have refs == 1): acc += x, acc[i] += x (dim 0) */
+void rt_add_(rt_ctx *ctx, rt_tensor *acc, const rt_tensor *x);
+void rt_index_add_(rt_ctx *ctx, rt_tensor *acc, int64_t i, const rt_tensor *x);
+
+/* ---------------------------------------------------- elementwise kernels */
+
+/* X(NAME, name, f(x), df/dx given x and y = f(x)) */
+#define RT_UNARY_OPS(X)                                             \
+    X(EXP, exp, exp(x), y)                                          \
+    X(LOG, log, log(x), 1.0 / x)                                    \
+    X(SQRT, sqrt, sqrt(x), 0.5 / y)                                 \
+    X(RSQRT, rsqrt, 1.0 / sqrt(x), -0.5 * y * y * y)                \
+    X(TANH, tanh, tanh(x), 1.0 - y * y)                             \
+    X(SIGMOID, sigmoid, rt_sigmoid_(x), y * (1.0 - y))              \
+    X(RELU, relu, (x > 0 ? x : 0.0), (x > 0 ? 1.0 : 0.0))           \
+    X(GELU, gelu, rt_gelu_(x), rt_gelu_d_(x))                       \
+    X(GELU_TANH, gelu_tanh, rt_gelu_tanh_(x), rt_gelu_tanh_d_(x))   \
+    X(SILU, silu, x * rt_sigmoid_(x), rt_silu_d_(x))                \
+    X(ABS, abs, fabs(x), (x > 0 ? 1.0 : (x < 0 ? -1.0 : 0.0)))      \
+    X(SQUARE, square, x * x, 2.0 * x)                               \
+    X(SIN, sin, sin(x), cos(x))                                     \
+    X(COS, cos, cos(x), -sin(x))                                    \
+    X(NEG, neg, -x, -1.0)
+
+/* X(NAME, name, f(a, b), df/da, df/db); comparisons give 1 or 0 */
+#define RT_BINARY_OPS(X)                                                        \
+    X(ADD, add, a + b, 1.0, 1.0)                                                \
+    X(SUB, sub, a - b, 1.0, -1.0)                                               \
+    X(MUL, mul, a * b, b, a)                                                    \
+    X(DIV, div, a / b, 1.0 / b, -a / (b * b))                                   \
+    X(POW, pow, pow(a, b), b * pow(a, b - 1.0), rt_pow_db_(a, b))               \
+    X(MAX, max, (a >= b ? a : b), (a > b ? 1.0 : a == b ? 0.5 : 0.0),           \
+      (b > a ? 1.0 : a == b ? 0.5 : 0.0))                                       \
+    X(MIN, min, (a <= b ? a : b), (a < b ? 1.0 : a == b ? 0.5 : 0.0),           \
+      (b < a ? 1.0 : a == b ? 0.5 : 0.0))                                       \
+    X(EQ, eq, (double)(a == b), 0.0, 0.0)                                       \
+    X(NE, ne, (double)(a != b), 0.0, 0.0)                                       \
+    X(LT, lt, (double)(a < b), 0.0, 0.0)                                        \
+    X(LE, le, (double)(a <= b), 0.0, 0.0)                                       \
+    X(GT, gt, (double)(a > b), 0.0, 0.0)                                        \
+    X(GE, ge, (double)(a >= b), 0.0, 0.0)
+
+#define RT_ENUM_UNARY_(NAME, name, f, d) RT_##NAME,
+#define RT_ENUM_BINARY_(NAME, name, f, da, db) RT_##NAME,
+typedef enum { RT_UNARY_OPS(RT_ENUM_UNARY_) RT_NUNARY } rt_unary_op;
+typedef enum { RT_BINARY_OPS(RT_ENUM_BINARY_) RT_NBINARY } rt_binary_op;
+#undef RT_ENUM_UNARY_
+#undef RT_ENUM_BINARY_
+
+const char *rt_unary_name(rt_unary_op op);
+const char *rt_binary_name(rt_binary_op op);
+rt_tensor *rt_unary(rt_ctx *ctx, rt_unary_op op, const rt_tensor *x);
+rt_tensor *rt_unary_bwd(rt_ctx *ctx, rt_unary_op op, const rt_tensor *x, const rt_tensor *dy);
+rt_tensor *rt_scale(rt_ctx *ctx, const rt_tensor *x, double s); /* x * s */
+/* NumPy broadcasting; both operands have the same dtype */
+rt_tensor *rt_binary(rt_ctx *ctx, rt_binary_op op, const rt_tensor *a, const rt_tensor *b);
+/* a op s (scalar_left false) or s op a (true) */
+rt_tensor *rt_binary_scalar(rt_ctx *ctx, rt_binary_op op, const rt_tensor *a, double s,
+                            bool scalar_left);
+/* da, db (either may be NULL when not wanted), each reduced to its operand's shape */
+void rt_binary_bwd(rt_ctx *ctx, rt_binary_op op, const rt_tensor *a, const rt_tensor *b,
+                   const rt_tensor *dy, rt_tensor **da, rt_tensor **db);
+/* sum a broadcast gradient down to shape (leading dims dropped, size-1 dims kept) */
+rt_tensor *rt_sum_to_shape(rt_ctx *ctx, const rt_tensor *g, int ndim, const int64_t *shape);
+
+/* ------------------------------------------------------------ reductions */
+
+rt_tensor *rt_sum(rt_ctx *ctx, const rt_tensor *x, int dim, bool keepdim);
+rt_tensor *rt_mean(rt_ctx *ctx, const rt_tensor *x, int dim, bool keepdim);
+rt_tensor *rt_amax(rt_ctx *ctx, const rt_tensor *x, int dim, bool keepdim);
+rt_tensor *rt_sum_all(rt_ctx *ctx, const rt_tensor *x);  /* 0-d */
+rt_tensor *rt_mean_all(rt_ctx *ctx, const rt_tensor *x);
+rt_tensor *rt_amax_all(rt_ctx *ctx, const rt_tensor *x);
+rt_tensor *rt_cumsum(rt_ctx *ctx, const rt_tensor *x, int dim);
+/* backward: dim = RT_ALL for the *_all forms */
+#define RT_ALL (-1000)
+rt_tensor *rt_sum_bwd(rt_ctx *ctx, const rt_tensor *x, int dim, const rt_tensor *dy);
+rt_tensor *rt_mean_bwd(rt_ctx *ctx, const rt_tensor *x, int dim, const rt_tensor *dy);
+rt_tensor *rt_amax_bwd(rt_ctx *ctx, const rt_tensor *x, int dim, const rt_tensor *dy);
+rt_tensor *rt_cumsum_bwd(rt_ctx *ctx, const rt_tensor *dy, int dim);
+
+/* ------------------------------------------------------- linear algebra */
+
+/* PyTorch matmul: [..., m, k] @ [..., k, n], batch dims broadcast, 1-D ok */
+rt_tensor *rt_matmul(rt_ctx *ctx, const rt_tensor *a, const rt_tensor *b);
+void rt_matmul_bwd(rt_ctx *ctx, const rt_tensor *a, const rt_tensor *b, const rt_tensor *dy,
+                   rt_tensor **da, rt_tensor **db);
+/* einsum with one or two operands, letters only, no repeated label in one operand */
+rt_tensor *rt_einsum(rt_ctx *ctx, const char *eq, int n, const rt_tensor *const *xs);
+void rt_einsum_bwd(rt_ctx *ctx, const char *eq, int n, const rt_tensor *const *xs,
+                   const rt_tensor *dy, rt_tensor **dxs);
+
+/* ---------------------------------------------------------- nn kernels */
+
+rt_tensor *rt_softmax(rt_ctx *ctx, const rt_tensor *x, int dim);
+rt_tensor *rt_log_softmax(rt_ctx *ctx, const rt_tensor *x, int dim);
+rt_tensor *rt_softmax_bwd(rt_ctx *ctx, const rt_tensor *y, const rt_tensor *dy, int dim);
+rt_tensor *rt_log_softmax_bwd(rt_ctx *ctx, const rt_tensor *y, const rt_tensor *dy, int dim);
+/* over the last dim; w, b of shape [D] or NULL */
+rt_tensor *rt_layer_norm(rt_ctx *ctx, const rt_tensor *x, const rt_tensor *w,
+                         const rt_tensor *b, double eps);
+void rt_layer_norm_bwd(rt_ctx *ctx, const rt_tensor *x, const rt_tensor *w, double eps,
+                       const rt_tensor *dy, rt_tensor **dx, rt_tensor **dw, rt_tensor **db);
+rt_tensor *rt_rms_norm(rt_ctx *ctx, const rt_tensor *x, const rt_tensor *w, double eps);
+void rt_rms_norm_bwd(rt_ctx *ctx, const rt_tensor *x, const rt_tensor *w, double eps,
+                     const rt_tensor *dy, rt_tensor **dx, rt_tensor **dw);
+/* logits [N, C], i32 targets [N] (-100 ignored), mean over kept rows: 0-d */
+rt_tensor *rt_cross_entropy(rt_ctx *ctx, const rt_tensor *logits, const rt_tensor *targets);
+rt_tensor *rt_cross_entropy_bwd(rt_ctx *ctx, const rt_tensor *logits,
+                                const rt_tensor *targets, const rt_tensor *dy);
+/* table [V, D], i32 ids [...] -> [..., D] */
+rt_tensor *rt_embedding(rt_ctx *ctx, const rt_tensor *table, const rt_tensor *ids);
+rt_tensor *rt_embedding_bwd(rt_ctx *ctx, const rt_tensor *ids, const rt_tensor *dy,
+                            int64_t vocab);
+
+/* --------------------------------------------------------------- random */
+
+/* Philox4x32-10 keyed by seed, counter = global element index: the local
+ * block of layout l is bit-identical on every mesh. */
+rt_tensor *rt_randn(rt_ctx *ctx, rt_dtype dt, const rt_layout *l, uint64_t seed, double std);
+rt_tensor *rt_uniform(rt_ctx *ctx, rt_dtype dt, const rt_layout *l, uint64_t seed,
+                      double lo, double hi);
+void rt_philox4x32(uint64_t seed, uint64_t counter, uint32_t stream, uint32_t out[4]);
+/* the layout of an unsharded tensor */
+rt_layout rt_layout_full(int ndim, const int64_t *shape);
+
+/* ------------------------------------------------------------------ npy */
+
+/* Reads this rank's block of l from path; dtype and global shape must match. */
+rt_tensor *rt_load_npy(rt_ctx *ctx, const char *path, rt_dtype dt, const rt_layout *l);
+/* Gathers the global tensor on rank 0 and writes it atomically (temp, fsync,
+ * rename). x is this rank's block of l. Collective over the world. */
+void rt_save_npy(rt_ctx *ctx, const char *path, const rt_tensor *x, const rt_layout *l);
+
+/* --------------------------------------------------------- trace, profile */
+
+void rt_trace_begin(rt_ctx *ctx, const char *name);  /* user regions; nest */
+void rt_trace_end(rt_ctx *ctx);
+bool rt_tracing(const rt_ctx *ctx);
+
+/* --------------------------------------------------------------- errors */
+
+/* Prints "spmd: error: [rank N] MSG" on stderr and stops every rank with a
+ * non-zero status (MPI_Abort). Never returns unless a hook longjmps. */
+#if defined(__GNUC__)
+__attribute__((noreturn, format(printf, 2, 3)))
+#endif
+void rt_fail(rt_ctx *ctx, const char *fmt, ...);
+/* For in-process tests: called with the message before stopping. */
+typedef void (*rt_error_hook)(void *user, const char *msg);
+void rt_set_error_hook(rt_ctx *ctx, rt_error_hook hook, void *user);
+void rt_fail_mpi(rt_ctx *ctx, int code, const char *call, const char *file, int line);
+
+#define RT_CHECK(ctx, cond, ...)          \
+    do {                                  \
+        if (!(cond)) rt_fail((ctx), __VA_ARGS__); \
+    } while (0)
+/* call returns 0 on success, anything else is a failure (errno is reported) */
+#define RT_CALL(ctx, call) rt_call_check_((ctx), (call), #call, __FILE__, __LINE__)
+#define RT_CALL_MPI(ctx, call)                                        \
+    do {                                                              \
+        int rt_mpi_rc_ = (call);                                      \
+        if (rt_mpi_rc_ != 0) rt_fail_mpi((ctx), rt_mpi_rc_, #call, __FILE__, __LINE__); \
+    } while (0)
+void rt_call_check_(rt_ctx *ctx, int rc, const char *call, const char *file, int line);
+
+#endif /* SPMDRT_H */

@@ -1,0 +1,405 @@
+/* mpirun test of every collective and cast: on every ordered axis tuple of
+ * the mesh (single axes and flattened tuples in every order), on dims 0, 1
+ * and 2 of 3-D tensors and in the V (stack) form, for f32, f64 and i32.
+ * Each rank's input is a deterministic function of (world rank, element);
+ * the expected block is computed from that function with index arithmetic
+ * written independently of the runtime (including the rank layout).
+ * Usage: mpirun -np N mpi_collectives a=2,b=4 [--mesh ...] */
+#include <mpi.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "spmdrt.h"
+
+typedef struct tcase {
+    rt_ctx *ctx;
+    int naxes, sizes[RT_MAX_AXES], coords[RT_MAX_AXES];
+    rt_axes axes;
+    int n, g;                 /* group size, this rank's block index */
+    int members[64];          /* world rank of block k */
+    int failures, checks;
+    char what[160];
+} tcase;
+
+static double val(int rank, int64_t i)
+{
+    return (double)((rank * 131 + i * 7) % 23) - 11.0;
+}
+
+static int64_t numel(int nd, const int64_t *s)
+{
+    int64_t n = 1;
+    for (int d = 0; d < nd; d++)
+        n *= s[d];
+    return n;
+}
+
+static void unravel(int64_t i, int nd, const int64_t *s, int64_t *idx)
+{
+    for (int d = nd - 1; d >= 0; d--) {
+        idx[d] = i % s[d];
+        i /= s[d];
+    }
+}
+
+static int64_t ravel(const int64_t *idx, int nd, const int64_t *s)
+{
+    int64_t i = 0;
+    for (int d = 0; d < nd; d++)
+        i = i * s[d] + idx[d];
+    return i;
+}
+
+static rt_tensor *input(tcase *t, rt_dtype dt, int nd, const int64_t *s, int rank)
+{
+    rt_tensor *x = rt_empty(t->ctx, dt, nd, s);
+    for (int64_t i = 0; i < x->numel; i++)
+        rt_set(x, i, val(rank, i));
+    return x;
+}
+
+/* --- the group, computed without the runtime: row-major, last axis fastest */
+static void setup_group(tcase *t, rt_axes axes)
+{
+    t->axes = axes;
+    t->n = 1;
+    t->g = 0;
+    for (int i = 0; i < axes.n; i++) {
+        t->n *= t->sizes[axes.idx[i]];
+        t->g = t->g * t->sizes[axes.idx[i]] + t->coords[axes.idx[i]];
+    }
+    for (int k = 0; k < t->n; k++) {
+        int c[RT_MAX_AXES], kk = k, r = 0;
+        memcpy(c, t->coords, sizeof c);
+        for (int i = axes.n - 1; i >= 0; i--) {
+            c[axes.idx[i]] = kk % t->sizes[axes.idx[i]];
+            kk /= t->sizes[axes.idx[i]];
+        }
+        for (int a = 0; a < t->naxes; a++)
+            r = r * t->sizes[a] + c[a];
+        t->members[k] = r;
+    }
+}
+
+static void check_shape(tcase *t, const rt_tensor *y, int nd, const int64_t *s)
+{
+    t->checks++;
+    if (y->ndim == nd && numel(nd, s) == y->numel && memcmp(y->shape, s, (size_t)nd * 8) == 0)
+        return;
+    t->failures++;
+    fprintf(stderr, "[rank %d] FAIL %s: wrong shape\n", rt_rank(t->ctx), t->what);
+}
+
+static void check_val(tcase *t, const rt_tensor *y, int64_t i, double want)
+{
+    double got = rt_get(y, i);
+    t->checks++;
+    if (got == want || (got - want < 1e-5 && want - got < 1e-5))
+        return;
+    if (t->failures++ < 20)
+        fprintf(stderr, "[rank %d] FAIL %s: element %lld is %g, expected %g\n", rt_rank(t->ctx),
+                t->what, (long long)i, got, want);
+}
+
+static const char *dtn(rt_dtype dt) { return rt_dtype_name(dt); }
+
+/* --- all_reduce */
+static void t_all_reduce(tcase *t, rt_dtype dt, rt_reduce_op op)
+{
+    static const char *ops[] = {"sum", "avg", "max", "min"};
+    int64_t s[3] = {2, 3, 2};
+    snprintf(t->what, sizeof t->what, "all_reduce %s %s", ops[op], dtn(dt));
+    rt_tensor *x = input(t, dt, 3, s, rt_rank(t->ctx));
+    rt_tensor *y = rt_all_reduce(t->ctx, x, t->axes, op);
+    check_shape(t, y, 3, s);
+    for (int64_t i = 0; i < y->numel; i++) {
+        double acc = op == RT_RED_MAX ? -1e300 : op == RT_RED_MIN ? 1e300 : 0;
+        for (int k = 0; k < t->n; k++) {
+            double v = val(t->members[k], i);
+            acc = op == RT_RED_MAX ? (v > acc ? v : acc) : op == RT_RED_MIN ? (v < acc ? v : acc)
+                                                                              : acc + v;
+        }
+        check_val(t, y, i, op == RT_RED_AVG ? acc / t->n : acc);
+    }
+    rt_free(t->ctx, x);
+    rt_free(t->ctx, y);
+}
+
+/* --- all_gather: S(d) concatenates, V stacks a new dim 0 */
+static void t_all_gather(tcase *t, rt_dtype dt, int dim)
+{
+    int64_t s[3] = {2, 3, 2}, o[4], idx[4];
+    snprintf(t->what, sizeof t->what, "all_gather dim %d %s", dim, dtn(dt));
+    rt_tensor *x = input(t, dt, 3, s, rt_rank(t->ctx));
+    rt_tensor *y = rt_all_gather(t->ctx, x, t->axes, dim);
+    int nd = dim == RT_STACK ? 4 : 3;
+    if (dim == RT_STACK) {
+        o[0] = t->n;
+        memcpy(o + 1, s, sizeof s);
+    } else {
+        memcpy(o, s, sizeof s);
+        o[dim] *= t->n;
+    }
+    check_shape(t, y, nd, o);
+    for (int64_t i = 0; i < y->numel && y->numel == numel(nd, o); i++) {
+        unravel(i, nd, o, idx);
+        int k;
+        int64_t *src = idx;
+        if (dim == RT_STACK) {
+            k = (int)idx[0];
+            src = idx + 1;
+        } else {
+            k = (int)(idx[dim] / s[dim]);
+            idx[dim] %= s[dim];
+        }
+        check_val(t, y, i, val(t->members[k], ravel(src, 3, s)));
+    }
+    rt_free(t->ctx, x);
+    rt_free(t->ctx, y);
+}
+
+/* --- reduce_scatter: S(d) keeps block g of dim d of the sum; V drops dim 0 */
+static void t_reduce_scatter(tcase *t, rt_dtype dt, int dim)
+{
+    int64_t s[4] = {2, 3, 2, 0}, o[4], idx[4];
+    int nd = 3;
+    snprintf(t->what, sizeof t->what, "reduce_scatter dim %d %s", dim, dtn(dt));
+    if (dim == RT_STACK) {
+        int64_t v[4] = {t->n, 2, 3, 2};
+        memcpy(s, v, sizeof v);
+        nd = 4;
+    } else {
+        s[dim] *= t->n;
+    }
+    rt_tensor *x = input(t, dt, nd, s, rt_rank(t->ctx));
+    rt_tensor *y = rt_reduce_scatter(t->ctx, x, t->axes, dim);
+    int ond = dim == RT_STACK ? 3 : 3;
+    if (dim == RT_STACK) {
+        memcpy(o, s + 1, 3 * sizeof *o);
+    } else {
+        memcpy(o, s, 3 * sizeof *o);
+        o[dim] /= t->n;
+    }
+    check_shape(t, y, ond, o);
+    for (int64_t i = 0; i < y->numel && y->numel == numel(ond, o); i++) {
+        int64_t src;
+        if (dim == RT_STACK) {
+            src = t->g * y->numel + i;
+        } else {
+            unravel(i, 3, o, idx);
+            idx[dim] += t->g * o[dim];
+            src = ravel(idx, 3, s);
+        }
+        double acc = 0;
+        for (int k = 0; k < t->n; k++)
+            acc += val(t->members[k], src);
+        check_val(t, y, i, acc);
+    }
+    rt_free(t->ctx, x);
+    rt_free(t->ctx, y);
+}
+
+/* --- all_to_all: S(i)->S(j) gathers dim i, splits dim j; V: out[k] = x_k[g] */
+static void t_all_to_all(tcase *t, rt_dtype dt, int si, int dj)
+{
+    int64_t s[4] = {2, 3, 2, 0}, c[4], o[4], idx[4];
+    int nd = 3;
+    snprintf(t->what, sizeof t->what, "all_to_all %d->%d %s", si, dj, dtn(dt));
+    if (si == RT_STACK) {
+        int64_t v[4] = {t->n, 2, 3, 1};
+        memcpy(s, v, sizeof v);
+        nd = 4;
+    } else {
+        s[dj] *= t->n;
+    }
+    rt_tensor *x = input(t, dt, nd, s, rt_rank(t->ctx));
+    rt_tensor *y = rt_all_to_all(t->ctx, x, t->axes, si, dj);
+    if (si == RT_STACK) {
+        check_shape(t, y, nd, s);
+        int64_t blk = x->numel / t->n;
+        for (int64_t i = 0; i < y->numel; i++)
+            check_val(t, y, i, val(t->members[i / blk], t->g * blk + i % blk));
+    } else {
+        memcpy(c, s, sizeof c);
+        c[dj] /= t->n;
+        memcpy(o, c, sizeof o);
+        o[si] *= t->n;
+        check_shape(t, y, 3, o);
+        for (int64_t i = 0; i < y->numel && y->numel == numel(3, o); i++) {
+            unravel(i, 3, o, idx);
+            int k = (int)(idx[si] / c[si]);
+            idx[si] %= c[si];
+            idx[dj] += t->g * c[dj];
+            check_val(t, y, i, val(t->members[k], ravel(idx, 3, s)));
+        }
+    }
+    rt_free(t->ctx, x);
+    rt_free(t->ctx, y);
+}
+
+/* --- convert: R->V/S(d) own block, R->P block 0 keeps, V/S(d)->P placed in zeros */
+static void t_convert(tcase *t, rt_dtype dt, int dim)
+{
+    int64_t s[4] = {2, 3, 2, 0}, idx[4], o[4];
+    snprintf(t->what, sizeof t->what, "convert R->V dim %d %s", dim, dtn(dt));
+    int nd = 3;
+    if (dim == RT_STACK) {
+        int64_t v[4] = {t->n, 2, 3, 2};
+        memcpy(s, v, sizeof v);
+        nd = 4;
+    } else {
+        s[dim] *= t->n;
+    }
+    rt_tensor *x = input(t, dt, nd, s, 0); /* replicated: the same on every rank */
+    rt_tensor *y = rt_convert(t->ctx, x, t->axes, RT_R, RT_V, dim);
+    for (int64_t i = 0; i < y->numel; i++) {
+        int64_t src;
+        if (dim == RT_STACK) {
+            src = t->g * y->numel + i;
+        } else {
+            unravel(i, 3, y->shape, idx);
+            idx[dim] += t->g * y->shape[dim];
+            src = ravel(idx, 3, s);
+        }
+        check_val(t, y, i, val(0, src));
+    }
+    /* V/S(d) -> P: the block back in zeros; summing over the group gives x */
+    snprintf(t->what, sizeof t->what, "convert V->P dim %d %s", dim, dtn(dt));
+    rt_tensor *p = rt_convert(t->ctx, y, t->axes, RT_V, RT_P, dim);
+    check_shape(t, p, nd, s);
+    for (int64_t i = 0; i < p->numel && p->numel == x->numel; i++) {
+        unravel(i, nd, s, idx);
+        int owner = (int)(dim == RT_STACK ? idx[0] : idx[dim] / (s[dim] / t->n));
+        check_val(t, p, i, owner == t->g ? val(0, i) : 0.0);
+    }
+    rt_tensor *sum = rt_all_reduce(t->ctx, p, t->axes, RT_RED_SUM);
+    snprintf(t->what, sizeof t->what, "convert R->V->P->all_reduce dim %d %s", dim, dtn(dt));
+    for (int64_t i = 0; i < sum->numel; i++)
+        check_val(t, sum, i, val(0, i));
+    /* R -> P */
+    snprintf(t->what, sizeof t->what, "convert R->P %s", dtn(dt));
+    rt_tensor *rp = rt_convert(t->ctx, x, t->axes, RT_R, RT_P, 0);
+    for (int64_t i = 0; i < rp->numel; i++)
+        check_val(t, rp, i, t->g == 0 ? val(0, i) : 0.0);
+    (void)o;
+    rt_free(t->ctx, x); rt_free(t->ctx, y); rt_free(t->ctx, p); rt_free(t->ctx, sum);
+    rt_free(t->ctx, rp);
+}
+
+static void t_reinterpret(tcase *t)
+{
+    int64_t s[1] = {4};
+    rt_tensor *x = input(t, RT_F32, 1, s, 0);
+    rt_tensor *y = rt_reinterpret(t->ctx, x, t->axes, RT_V, RT_P);
+    snprintf(t->what, sizeof t->what, "reinterpret");
+    t->checks++;
+    if (y != x || x->refs != 2)
+        t->failures++;
+    rt_free(t->ctx, y);
+    rt_free(t->ctx, x);
+}
+
+static void run_tuple(tcase *t, rt_axes axes)
+{
+    static const rt_dtype dts[] = {RT_F32, RT_F64, RT_I32};
+    static const int dims[] = {RT_STACK, 0, 1, 2};
+    setup_group(t, axes);
+    if (rt_group_size(t->ctx, axes) != t->n || rt_group_rank(t->ctx, axes) != t->g) {
+        t->failures++;
+        fprintf(stderr, "[rank %d] FAIL group size/rank\n", rt_rank(t->ctx));
+    }
+    for (int k = 0; k < t->n; k++)
+        if (rt_group_member(t->ctx, axes, k) != t->members[k])
+            t->failures++;
+    for (int di = 0; di < 3; di++) {
+        rt_dtype dt = dts[di];
+        t_all_reduce(t, dt, RT_RED_SUM);
+        if (dt != RT_I32)
+            t_all_reduce(t, dt, RT_RED_AVG);
+        t_all_reduce(t, dt, RT_RED_MAX);
+        t_all_reduce(t, dt, RT_RED_MIN);
+        for (int a = 0; a < 4; a++) {
+            t_all_gather(t, dt, dims[a]);
+            t_reduce_scatter(t, dt, dims[a]);
+            t_convert(t, dt, dims[a]);
+        }
+        t_all_to_all(t, dt, RT_STACK, RT_STACK);
+        for (int i = 0; i < 3; i++)
+            for (int j = 0; j < 3; j++)
+                t_all_to_all(t, dt, i, j);
+    }
+    t_reinterpret(t);
+}
+
+/* every ordered tuple of distinct axes */
+static void each_tuple(tcase *t, rt_axes cur, int used)
+{
+    if (cur.n > 0)
+        run_tuple(t, cur);
+    for (int a = 0; a < t->naxes; a++) {
+        if (used & (1 << a))
+            continue;
+        rt_axes next = cur;
+        next.idx[next.n++] = a;
+        each_tuple(t, next, used | (1 << a));
+    }
+}
+
+static int parse_decl(const char *spec, char names[][16], const char **pnames, int *sizes)
+{
+    int n = 0;
+    const char *p = spec;
+    while (*p && n < RT_MAX_AXES) {
+        const char *eq = strchr(p, '=');
+        size_t len = (size_t)(eq - p);
+        memcpy(names[n], p, len);
+        names[n][len] = 0;
+        pnames[n] = names[n];
+        sizes[n] = atoi(eq + 1);
+        p = strchr(eq, ',');
+        n++;
+        if (!p)
+            break;
+        p++;
+    }
+    return n;
+}
+
+int main(int argc, char **argv)
+{
+    char names[RT_MAX_AXES][16];
+    const char *pnames[RT_MAX_AXES] = {0};
+    int sizes[RT_MAX_AXES] = {0};
+    if (argc < 2) {
+        fprintf(stderr, "usage: mpi_collectives a=2,b=4 [--mesh ...]\n");
+        return 2;
+    }
+    int naxes = parse_decl(argv[1], names, pnames, sizes);
+    rt_ctx *ctx = rt_init(&argc, &argv, naxes, pnames, sizes);
+    tcase t = {.ctx = ctx, .naxes = naxes};
+    for (int a = 0; a < naxes; a++) {
+        t.sizes[a] = rt_axis_size(ctx, a);
+        t.coords[a] = rt_axis_index(ctx, a);
+    }
+    /* the layout itself: rank = row-major over coords, last axis fastest */
+    int r = 0;
+    for (int a = 0; a < naxes; a++)
+        r = r * t.sizes[a] + t.coords[a];
+    if (r != rt_rank(ctx)) {
+        t.failures++;
+        fprintf(stderr, "[rank %d] FAIL coordinates give rank %d\n", rt_rank(ctx), r);
+    }
+    each_tuple(&t, RT_NO_AXES, 0);
+    int fails = 0, checks = 0;
+    MPI_Allreduce(&t.failures, &fails, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
+    MPI_Allreduce(&t.checks, &checks, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
+    if (rt_rank(ctx) == 0) {
+        printf("mesh");
+        for (int a = 0; a < naxes; a++)
+            printf(" %s=%d", rt_axis_name(ctx, a), rt_axis_size(ctx, a));
+        printf(": %d checks, %d failures\n", checks, fails);
+    }
+    rt_finalize(ctx);
+    return fails ? 1 : 0;
+}
