@@ -136,6 +136,7 @@ typedef struct Dumper {
   Compiler *c;
   FILE *out;
   StrBuf sb;
+  int indent;  /* of the statement being printed, for local_map bodies */
 } Dumper;
 
 static void dump_expr(Dumper *d, Expr *e);
@@ -246,12 +247,16 @@ static void dump_expr(Dumper *d, Expr *e) {
     } else {
       sb_puts(sb, "*");
     }
+    /* The body goes on the following lines, one level deeper than the
+     * statement holding the local_map; the closing ')' lines up with it. */
     fputs(sb->data, d->out);
     sb->len = 0;
     sb->data[0] = '\0';
     fputc('\n', d->out);
-    dump_stmts(d, e->body->body, 3);
-    sb_puts(sb, "   )");
+    int indent = d->indent;
+    dump_stmts(d, e->body->body, indent + 1);
+    d->indent = indent;
+    sb_printf(sb, "%*s)", indent * 2, "");
     break;
   }
   case EX_ERROR: sb_puts(sb, "<error>"); break;
@@ -274,6 +279,7 @@ static void dump_loc(Dumper *d, Span sp) {
 static void dump_stmts(Dumper *d, Stmt *s, int indent) {
   StrBuf *sb = &d->sb;
   for (; s; s = s->next) {
+    d->indent = indent;
     sb_printf(sb, "%*s", indent * 2, "");
     switch (s->kind) {
     case ST_LET:
@@ -353,7 +359,7 @@ static void dump_fn(Dumper *d, FnDecl *fn) {
 }
 
 void ast_dump_module(Compiler *c, Module *m, FILE *out) {
-  Dumper d = {c, out, {0}};
+  Dumper d = {c, out, {0}, 0};
   sb_init(&d.sb, &c->arena);
   sb_printf(&d.sb, "module %s", m->name);
   flush_line(&d);

@@ -77,8 +77,14 @@ Arg *call_named(Checker *k, Expr *call, const char *name);
 bool is_scalar_like(const Type *t);
 Size axes_size(Checker *k, const Type *axes);
 const char *axes_text(Checker *k, const Type *axes);
+const char *src_text(Checker *k, Expr *e); /* an expression's source, for help lines */
 
 /* check_collectives.c */
 Type *check_collective(Checker *k, Expr *call, Builtin op);
+/* The call that moves the value written `x` on axes `ax` from src to dst
+ * (the seed's state-transition table), as source text for help lines. */
+const char *transition_fix(Checker *k, const char *x, const char *ax, LType src, LType dst);
+/* The form of t on one axis: S(d) when the axis shards dim d, else its letter. */
+LType ltype_on(const Type *t, int axis);
 
 #endif

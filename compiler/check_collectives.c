@@ -41,34 +41,99 @@ static Allowed allowed(Builtin op, LTypeKind s, LTypeKind d) {
 #undef T
 }
 
-/* The call that does src -> dst (the seed's state-transition table). */
-static const char *transition_call(LTypeKind s, LTypeKind d) {
-  static const char *const table[5][5] = {
-      [LT_R] = {[LT_I] = "reinterpret(x, a, src=R, dst=I, expert=true)", [LT_V] = "convert(x, a, src=R, dst=S(i))",
-                [LT_P] = "convert(x, a, src=R, dst=P)"},
-      [LT_I] = {[LT_R] = "convert(x, a, src=I, dst=R)", [LT_V] = "convert(x, a, src=I, dst=S(i))",
-                [LT_P] = "convert(x, a, src=I, dst=P, expert=true)"},
-      [LT_V] = {[LT_R] = "all_gather(x, a, src=S(i), dst=R)", [LT_I] = "all_gather(x, a, src=S(i), dst=I)",
-                [LT_V] = "all_to_all(x, a, src=S(i), dst=S(j))", [LT_P] = "reinterpret(x, a, src=V, dst=P)"},
-      [LT_P] = {[LT_R] = "all_reduce(x, a, src=P, dst=R)", [LT_I] = "all_reduce(x, a, src=P, dst=I)",
-                [LT_V] = "reduce_scatter(x, a, src=P, dst=S(i))"},
-  };
-  return table[s][d] ? table[s][d] : "redistribute(x, a, src=..., dst=...)";
+/* The text of a src=/dst= argument: S(d), or V for the stacked form. */
+static const char *form_text(Compiler *c, LType lt) {
+  return lt.kind == LT_S ? arena_sprintf(&c->arena, "S(%d)", lt.sdim) : lt_name(lt.kind);
 }
 
-/* What to do instead of an expert-only transition. */
-static const char *expert_alternative(Builtin op, LTypeKind s, LTypeKind d) {
-  if (s == LT_R && d == LT_P)
-    return "reinterpret(R, P) multiplies the value by the axis size; to keep the value use convert(x, a, src=R, dst=P)";
-  if (s == LT_R && d == LT_V)
-    return "to shard a replicated value use convert(x, a, src=R, dst=S(i))";
+/* The call that does src -> dst on the value written `x` (the seed's
+ * state-transition table, as source text for help lines).  A V side is
+ * S(d) when its dim is known, the stacked form V otherwise. */
+const char *transition_fix(Checker *k, const char *x, const char *ax, LType src, LType dst) {
+  Compiler *c = k->c;
+  LTypeKind s = base(src), d = base(dst);
+  const char *fs = form_text(c, src), *fd = form_text(c, dst);
+  if (d == LT_V && dst.kind != LT_S)
+    fd = "S(0)";
+#define T(a, b) (s == LT_##a && d == LT_##b)
+  if (T(R, I))
+    return arena_sprintf(&c->arena, "reinterpret(%s, %s, src=R, dst=I, expert=true)", x, ax);
+  if (T(R, V) || T(I, V))
+    return arena_sprintf(&c->arena, "convert(%s, %s, src=%s, dst=%s)", x, ax, lt_name(s), fd);
+  if (T(R, P))
+    return arena_sprintf(&c->arena, "convert(%s, %s, src=R, dst=P)", x, ax);
+  if (T(I, R))
+    return arena_sprintf(&c->arena, "convert(%s, %s, src=I, dst=R)", x, ax);
+  if (T(I, P))
+    return arena_sprintf(&c->arena, "convert(convert(%s, %s, src=I, dst=R), %s, src=R, dst=P)", x, ax, ax);
+  if (T(V, R) || T(V, I))
+    return arena_sprintf(&c->arena, "all_gather(%s, %s, src=%s, dst=%s)", x, ax, fs, lt_name(d));
+  if (T(V, V))
+    return arena_sprintf(&c->arena, "all_to_all(%s, %s, src=%s, dst=%s)", x, ax, fs,
+                         dst.kind == LT_S ? fd : src.kind == LT_S && src.sdim == 0 ? "S(1)" : "S(0)");
+  if (T(V, P))
+    return arena_sprintf(&c->arena, "reinterpret(%s, %s, src=%s, dst=P)", x, ax, fs);
+  if (T(P, R) || T(P, I))
+    return arena_sprintf(&c->arena, "all_reduce(%s, %s, src=P, dst=%s)", x, ax, lt_name(d));
+  if (T(P, V))
+    return arena_sprintf(&c->arena, "reduce_scatter(%s, %s, src=P, dst=%s)", x, ax, fd);
+#undef T
+  return arena_sprintf(&c->arena, "%s", x);
+}
+
+/* The form a value of type t has on axis a, for src=: S(d) if the axis
+ * shards a dim (global code), else its letter. */
+LType ltype_on(const Type *t, int axis) {
+  int d;
+  if (!t->local && type_spec_has(t, axis, &d))
+    return (LType){LT_S, d};
+  return (LType){t->lt[axis], 0};
+}
+
+/* One sentence on why an op does not make a transition, or why it is
+ * gated behind expert=true. */
+static const char *transition_why(Builtin op, LTypeKind s, LTypeKind d) {
+  if (op == BI_REINTERPRET && s == LT_R && d == LT_P)
+    return "reinterpret(R, P) keeps every rank's copy as a term of the sum, so the value becomes the axis size times larger";
+  if (op == BI_REINTERPRET && s == LT_R && d == LT_V)
+    return "reinterpret(R, V) keeps the whole copy on every rank, so a later gather or sum sees it once per rank";
   if (s == LT_R && d == LT_I)
-    return "R -> I drops the pending sum of the gradient; keep parameters I and use convert(w, a, src=I, dst=R) where they are computed with";
+    return "R -> I drops the pending sum of the gradient: its backward is convert(I, P), which keeps one rank's gradient";
+  if (op == BI_CONVERT && s == LT_I && d == LT_P)
+    return "convert(I, P) zero-fills all ranks but one; its backward, reinterpret(R, I), is expert-only too";
+  if (op == BI_CONVERT && s == LT_V && d == LT_P)
+    return "convert(V, P) zero-fills each rank's block into the whole value; it exists as the backward of convert(R, V)";
+  if (s == d)
+    return "the value already has that type";
+  if (d == LT_P && (s == LT_R || s == LT_I))
+    return "P is made from R with convert (keep the value) or reinterpret (sum the copies)";
+  if (s == LT_P)
+    return "a pending sum (P) is only resolved by communication: all_reduce or reduce_scatter";
+  if (s == LT_V && (d == LT_R || d == LT_I))
+    return "values that differ per rank become the same only by communication: all_gather";
+  if (d == LT_V)
+    return "R and I become V by convert (take this rank's block) or reinterpret (keep the copy)";
+  return "the seed's state-transition table has no such entry for this op";
+}
+
+/* What to write instead of an expert-only transition, as source text. */
+static const char *expert_alternative(Checker *k, Builtin op, LType src, LType dst, const char *x, const char *ax) {
+  Compiler *c = k->c;
+  LTypeKind s = base(src), d = base(dst);
+  if (s == LT_R && d == LT_P)
+    return arena_sprintf(&c->arena, "to keep the value (reinterpret multiplies it by the size of '%s'): convert(%s, %s, src=R, dst=P)",
+                         ax, x, ax);
+  if (s == LT_R && d == LT_V)
+    return arena_sprintf(&c->arena, "to shard a replicated value: convert(%s, %s, src=R, dst=%s)", x, ax,
+                         dst.kind == LT_S ? form_text(c, dst) : "S(0)");
+  if (s == LT_R && d == LT_I)
+    return arena_sprintf(&c->arena, "produce the value as I where it is reduced, e.g. all_reduce(y, %s, src=P, dst=I) rather than dst=R; "
+                         "for a parameter, keep it I and use convert(w, %s, src=I, dst=R) where it is computed with", ax, ax);
   if (s == LT_I && d == LT_P)
-    return "use convert(x, a, src=I, dst=R) and then convert(..., src=R, dst=P)";
-  if (s == LT_V && d == LT_P)
-    return op == BI_CONVERT ? "to sum the parts per rank use reinterpret(x, a, src=V, dst=P); to assemble the value use all_gather(x, a, src=S(i), dst=R)"
-                            : "";
+    return arena_sprintf(&c->arena, "convert(convert(%s, %s, src=I, dst=R), %s, src=R, dst=P)", x, ax, ax);
+  if (s == LT_V && d == LT_P && op == BI_CONVERT)
+    return arena_sprintf(&c->arena, "to sum the parts: reinterpret(%s, %s, src=%s, dst=P); to assemble the value: all_gather(%s, %s, src=%s, dst=R)",
+                         x, ax, form_text(c, src), x, ax, src.kind == LT_S ? form_text(c, src) : "V");
   return "";
 }
 
@@ -143,8 +208,26 @@ static Type *relayout(Checker *k, Expr *call, Builtin op, const Type *x, const T
   bool global = k->local_depth == 0;
   Size n = axes_size(k, axes);
   Form fs = form_of(src), fd = form_of(dst);
-  if (op == BI_REINTERPRET)
-    fs = fd = FORM_WHOLE; /* a no-op on the local value */
+  if (op == BI_REINTERPRET) {
+    /* A no-op on the local value.  In global code an S(d) side changes
+     * the global size of dim d: each rank's block becomes the whole value
+     * (src) or the whole value becomes a block (dst). */
+    if (global && fs == FORM_SHARD) {
+      for (int i = 0; i < axes->naxes; i++)
+        type_spec_remove(r, axes->axes[i]);
+      r->shape[src.sdim] = size_div(r->shape[src.sdim], n);
+    }
+    if (global && fd == FORM_SHARD) {
+      r->shape[dst.sdim] = size_mul(r->shape[dst.sdim], n);
+      for (int i = 0; i < axes->naxes; i++)
+        type_spec_add(r, dst.sdim, axes->axes[i]);
+    }
+    for (int i = 0; i < axes->naxes; i++)
+      r->lt[axes->axes[i]] = base(dst);
+    return r;
+  }
+  if (op == BI_ALL_REDUCE || op == BI_REDUCE_SCATTER)
+    fs = FORM_WHOLE; /* src=V is read as P: a whole value per rank */
   if (global && (fs == FORM_STACK || fd == FORM_STACK) && op != BI_REINTERPRET) {
     check_error(k, call->span, "the V (stacked) form of %s() is local-only: in global code write S(dim)",
                 builtin_name[op]);
@@ -153,6 +236,7 @@ static Type *relayout(Checker *k, Expr *call, Builtin op, const Type *x, const T
   }
   if ((fs == FORM_STACK && fd == FORM_SHARD) || (fs == FORM_SHARD && fd == FORM_STACK)) {
     check_error(k, call->span, "%s() cannot mix the stacked V form with S(i)", builtin_name[op]);
+    help(k->c, "write both sides as S(i) (concatenate and split dims) or both as V (stack and unstack dim 0)");
     return type_error();
   }
   if (fs == FORM_SHARD) {
@@ -202,6 +286,7 @@ static Type *relayout(Checker *k, Expr *call, Builtin op, const Type *x, const T
     if (r->ndim == 0 || !size_eq(r->shape[0], n)) {
       check_error(k, call->span, "all_to_all with V exchanges blocks of the leading dim, which must have size %s",
                   size_str(k->c, k->mesh, n));
+      help(k->c, "exchange blocks of another dim with src=S(i), dst=S(j)");
       return type_error();
     }
   }
@@ -245,40 +330,82 @@ Type *check_collective(Checker *k, Expr *call, Builtin op) {
   if (!has_src || !has_dst) {
     check_error(k, call->span, "%s() needs %s", name, !has_src && !has_dst ? "src= and dst=" : !has_src ? "src=" : "dst=");
     note_at(k->c, (Span){0, 0, 0}, "the source type is always written down, so that erasing the types leaves a program with the same meaning");
-    help(k->c, "%s(%s, %s, src=%s, dst=...)", name, "x", axes_text(k, axes), lt_name(x->lt[axes->axes[0]]));
+    help(k->c, "%s(%s, %s, src=%s, dst=%s)", name, src_text(k, xa->value), axes_text(k, axes),
+         lt_text(k->c, has_src ? src : ltype_on(x, axes->axes[0])), has_dst ? lt_text(k->c, dst) : "R");
     return type_error();
   }
   Arg *ex = call_named(k, call, "expert");
   bool expert = ex && ex->value->kind == EX_BOOL && ex->value->ival;
   if (ex && ex->value->kind != EX_BOOL) {
     check_error(k, ex->value->span, "expert= takes true or false");
+    help(k->c, "write expert=true");
     return type_error();
   }
   if (!resolve_sdim(k, call->span, &src, x->ndim))
     return type_error();
+  const char *xs = src_text(k, xa->value), *as = axes_text(k, axes);
   /* every listed axis must carry the same type, and it must be src */
   for (int i = 0; i < axes->naxes; i++) {
     int a = axes->axes[i];
     LTypeKind have = x->lt[a];
     if (have != base(src)) {
-      check_error(k, xa->value->span, "src=%s, but '%s' is %s on mesh axis '%s'", lt_text(k->c, src),
-                  xa->value->kind == EX_NAME ? xa->value->name : "the operand", lt_name(have), k->mesh->axes[a].name);
-      if (axes->naxes > 1)
-        note_at(k->c, (Span){0, 0, 0}, "a collective over %s needs the same type on every listed axis", axes_text(k, axes));
-      else
-        help(k->c, "write src=%s", lt_name(have));
+      check_error(k, xa->value->span, "src=%s, but '%s' is %s on mesh axis '%s'", lt_text(k->c, src), xs,
+                  lt_text(k->c, ltype_on(x, a)), k->mesh->axes[a].name);
+      note_at(k->c, (Span){0, 0, 0}, "'%s' is %s", xs, ck_type(k, x));
+      if (axes->naxes > 1) {
+        note_at(k->c, (Span){0, 0, 0}, "a collective over %s needs the same type on every listed axis", as);
+        help(k->c, "bring '%s' to %s first: %s", k->mesh->axes[a].name, lt_name(base(src)),
+             transition_fix(k, xs, k->mesh->axes[a].name, ltype_on(x, a), src));
+      } else {
+        help(k->c, "write src=%s: %s(%s, %s, src=%s, dst=%s)", lt_text(k->c, ltype_on(x, a)), name, xs, as,
+             lt_text(k->c, ltype_on(x, a)), lt_text(k->c, dst));
+      }
       return type_error();
     }
   }
-  if (src.kind == LT_S && k->local_depth == 0 && !spec_ends_with(x, src.sdim, axes)) {
-    check_error(k, call->span, "src=S(%d), but dim %d of %s is not sharded on %s as its last axes", src.sdim, src.sdim,
-                ck_type(k, x), axes_text(k, axes));
+  bool global = k->local_depth == 0;
+  if (src.kind == LT_S && global && !spec_ends_with(x, src.sdim, axes)) {
     int d;
-    if (type_spec_has(x, axes->axes[0], &d))
-      help(k->c, "write src=S(%d)", d);
+    check_error(k, call->span, "src=S(%d), but dim %d of '%s' is not sharded on %s as its last axes", src.sdim,
+                src.sdim, xs, as);
+    note_at(k->c, (Span){0, 0, 0}, "'%s' is %s", xs, ck_type(k, x));
+    if (type_spec_has(x, axes->axes[0], &d) && spec_ends_with(x, d, axes))
+      help(k->c, "write src=S(%d): %s(%s, %s, src=S(%d), dst=%s)", d, name, xs, as, d, lt_text(k->c, dst));
+    else if (type_spec_has(x, axes->axes[0], &d))
+      help(k->c, "only the last axes of a dim can be moved on their own: first gather the axes after them, or use redistribute(%s, T)", xs);
+    else
+      help(k->c, "'%s' has no layout on %s; inside local_map write src=V", xs, as);
     return type_error();
   }
-  if (src.kind == LT_S && k->local_depth && x->ndim <= src.sdim) {
+  if (src.kind == LT_V && global && op != BI_ALL_REDUCE && op != BI_REDUCE_SCATTER) {
+    int d;
+    for (int i = 0; i < axes->naxes; i++)
+      if (type_spec_has(x, axes->axes[i], &d)) {
+        check_error(k, call->span, "src=V, but '%s' is S(%d) on mesh axis '%s'", xs, d, k->mesh->axes[axes->axes[i]].name);
+        note_at(k->c, (Span){0, 0, 0}, "in global code the source names its layout, so that the global shape is known");
+        help(k->c, "write src=S(%d): %s(%s, %s, src=S(%d), dst=%s)", d, name, xs, as, d, lt_text(k->c, dst));
+        return type_error();
+      }
+  }
+  if ((op == BI_ALL_REDUCE || op == BI_REDUCE_SCATTER) && global) {
+    int d;
+    for (int i = 0; i < axes->naxes; i++)
+      if (type_spec_has(x, axes->axes[i], &d)) {
+        check_error(k, call->span, "%s() sums whole values, but '%s' is S(%d) on mesh axis '%s'", name, xs, d,
+                    k->mesh->axes[axes->axes[i]].name);
+        note_at(k->c, (Span){0, 0, 0}, "summing the blocks of a sharded dim changes its global size; say so with a reinterpret");
+        help(k->c, "declare the blocks terms of a sum first: %s(reinterpret(%s, %s, src=S(%d), dst=P), %s, src=P, dst=%s)",
+             name, xs, as, d, as, lt_text(k->c, dst));
+        return type_error();
+      }
+  }
+  if (src.kind == LT_S && (op == BI_ALL_REDUCE || op == BI_REDUCE_SCATTER)) {
+    check_error(k, call->span, "%s() takes src=P or src=V, not src=S(%d)", name, src.sdim);
+    note_at(k->c, (Span){0, 0, 0}, "it sums one whole value per rank; S(i) would say the values are blocks of one tensor");
+    help(k->c, "write src=V: %s(%s, %s, src=V, dst=%s)", name, xs, as, lt_text(k->c, dst));
+    return type_error();
+  }
+  if (src.kind == LT_S && !global && x->ndim <= src.sdim) {
     check_error(k, call->span, "S(%d) is out of range", src.sdim);
     return type_error();
   }
@@ -288,24 +415,34 @@ Type *check_collective(Checker *k, Expr *call, Builtin op) {
     return type_error();
   Allowed ok = allowed(op, base(src), base(dst));
   if (op == BI_ALL_REDUCE && (src.kind == LT_R || src.kind == LT_I)) {
-    check_error(k, call->span, "all_reduce() of a %s value: it is already the same on every rank", lt_name(src.kind));
+    check_error(k, call->span, "all_reduce() of an %s value on %s: it is already the same on every rank", lt_name(src.kind), as);
     note_at(k->c, (Span){0, 0, 0}, "all_reduce sums pending values (P); summing copies would multiply by the axis size");
-    help(k->c, "if that sum is meant, make the copies terms of a sum first: reinterpret(x, %s, src=%s, dst=P%s)",
-         axes_text(k, axes), lt_name(src.kind), src.kind == LT_R ? ", expert=true" : "");
+    if (src.kind == LT_R)
+      help(k->c, "if that sum is meant, make the copies terms of a sum first: all_reduce(reinterpret(%s, %s, src=R, dst=P, expert=true), %s, src=P, dst=%s)",
+           xs, as, as, lt_text(k->c, dst));
+    else
+      help(k->c, "if that sum is meant, make the copies terms of a sum first: all_reduce(reinterpret(%s, %s, src=I, dst=V), %s, src=V, dst=%s)",
+           xs, as, as, lt_text(k->c, dst));
     return type_error();
   }
   if (ok == NO) {
     check_error(k, call->span, "%s() cannot go from %s to %s", name, lt_text(k->c, src), lt_text(k->c, dst));
-    if (base(src) != base(dst) || base(src) == LT_V)
-      help(k->c, "for %s -> %s use %s", lt_name(base(src)), lt_name(base(dst)), transition_call(base(src), base(dst)));
+    if (base(src) != base(dst) || base(src) == LT_V) {
+      note_at(k->c, (Span){0, 0, 0}, "%s", transition_why(op, base(src), base(dst)));
+      help(k->c, "for %s -> %s write %s", lt_name(base(src)), lt_name(base(dst)), transition_fix(k, xs, as, src, dst));
+    } else {
+      note_at(k->c, (Span){0, 0, 0}, "'%s' is already %s on %s", xs, lt_name(base(src)), as);
+      help(k->c, "drop the call and use '%s' as it is", xs);
+    }
     return type_error();
   }
   if (ok == EXPERT && !expert) {
     check_error(k, call->span, "%s(%s -> %s) is rarely meant in forward code; it needs expert=true", name,
                 lt_text(k->c, src), lt_text(k->c, dst));
-    const char *alt = expert_alternative(op, base(src), base(dst));
-    if (*alt)
-      help(k->c, "%s", alt);
+    note_at(k->c, (Span){0, 0, 0}, "%s", transition_why(op, base(src), base(dst)));
+    const char *alt = expert_alternative(k, op, src, dst, xs, as);
+    help(k->c, "%s", *alt ? alt : arena_sprintf(&k->c->arena, "if it is meant: %s(%s, %s, src=%s, dst=%s, expert=true)", name, xs, as,
+                                                lt_text(k->c, src), lt_text(k->c, dst)));
     return type_error();
   }
   if (op == BI_ALL_REDUCE) {
@@ -314,6 +451,7 @@ Type *check_collective(Checker *k, Expr *call, Builtin op) {
       const char *o = opa->value->kind == EX_NAME ? opa->value->name : "";
       if (strcmp(o, "sum") && strcmp(o, "avg") && strcmp(o, "max") && strcmp(o, "min")) {
         check_error(k, opa->value->span, "op= takes sum, avg, max or min");
+        help(k->c, "all_reduce(%s, %s, src=%s, dst=%s, op=sum)", xs, as, lt_text(k->c, src), lt_text(k->c, dst));
         return type_error();
       }
     }

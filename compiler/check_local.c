@@ -54,6 +54,8 @@ static const char *src(Checker *k, Expr *e) {
   return arena_strndup(&k->c->arena, f->text + e->span.begin, n);
 }
 
+const char *src_text(Checker *k, Expr *e) { return src(k, e); }
+
 static const char *axis_name(Checker *k, int a) { return k->mesh->axes[a].name; }
 
 /* ---- arguments ---- */
@@ -363,8 +365,11 @@ static bool determines_all(Checker *k, Span sp, const bool named[MAX_MESH_AXES],
 }
 
 /* Whether `actual` fits `want` on the axes `want` names (and in shape). */
-static bool fits(Checker *k, Span sp, const Type *want, const bool named[MAX_MESH_AXES],
-                 const Type *actual, const char *what) {
+static LTypeKind base_kind(LType lt) { return lt.kind == LT_S ? LT_V : lt.kind; }
+
+/* fits(), with the source text of the value for the help line. */
+static bool fits_x(Checker *k, Span sp, const Type *want, const bool named[MAX_MESH_AXES], const Type *actual,
+                   const char *what, const char *xtext) {
   if (actual->kind == TY_ERROR)
     return true;
   if (actual->kind != TY_TENSOR) {
@@ -389,6 +394,14 @@ static bool fits(Checker *k, Span sp, const Type *want, const bool named[MAX_MES
                   as ? arena_sprintf(&k->c->arena, "S(%d)", ad) : lt_name(actual->lt[a]));
       note_at(k->c, (Span){0, 0, 0}, "expected %s", ck_type(k, want));
       note_at(k->c, (Span){0, 0, 0}, "     got %s", ck_type(k, actual));
+      LType have = ltype_on(actual, a), need = ltype_on(want, a);
+      if (want->local && need.kind == LT_V)
+        need.kind = LT_S, need.sdim = 0;
+      if (have.kind == LT_NONE || need.kind == LT_NONE)
+        help(k->c, "give the value a type on '%s'", axis_name(k, a));
+      else
+        help(k->c, "to get %s on '%s': %s", lt_name(base_kind(need)), axis_name(k, a),
+             transition_fix(k, xtext ? xtext : "x", axis_name(k, a), have, need));
       return false;
     }
   }
@@ -403,6 +416,17 @@ typedef struct Operand {
   Expr *e;
   const Type *t;
 } Operand;
+
+/* note: the operands and their types, after a rule was broken. */
+static void note_operands(Checker *k, Operand *ops, int n) {
+  StrBuf sb;
+  sb_init(&sb, &k->c->arena);
+  for (int i = 0; i < n; i++)
+    if (ops[i].t->kind == TY_TENSOR && !ops[i].t->literal)
+      sb_printf(&sb, "%s'%s' is %s", sb.len ? ", " : "", src(k, ops[i].e), ck_type(k, ops[i].t));
+  if (sb.len)
+    note_at(k->c, (Span){0, 0, 0}, "%s", sb.data);
+}
 
 /* The result type on each axis of an op of rule `rule` over `ops`, or false
  * after reporting why not.  Scalar literals and host numbers adopt the
@@ -426,8 +450,9 @@ static bool combine(Checker *k, Rule rule, const char *opname, Span sp, Operand 
       case LT_I: ni++; break;
       case LT_V: nv++; break;
       default:
-        check_error(k, ops[i].e->span, "the type of this operand on mesh axis '%s' is not known",
+        check_error(k, ops[i].e->span, "the type of '%s' on mesh axis '%s' is not known", src(k, ops[i].e),
                     axis_name(k, a));
+        help(k->c, "name the axis in its type, e.g. {%s: R}", axis_name(k, a));
         return false;
       }
       if (t->lt[a] != LT_P && first_other < 0)
@@ -445,9 +470,15 @@ static bool combine(Checker *k, Rule rule, const char *opname, Span sp, Operand 
       check_error(k, sp, "%s mixes I with %s on mesh axis '%s'", opname, lt_name(ops[bad].t->lt[a]),
                   axis_name(k, a));
       note_at(k->c, (Span){0, 0, 0}, "an I value's gradient must be the same on every rank, so it combines only with I values");
+      note_operands(k, ops, n);
+      if (ops[bad].t->lt[a] == LT_P && rule != RULE_MULTILINEAR) {
+        help(k->c, "reduce the pending sum to I first: all_reduce(%s, %s, src=P, dst=I)", src(k, ops[bad].e),
+             axis_name(k, a));
+        return false;
+      }
       for (int i = 0; i < n; i++)
         if (!ops[i].t->literal && ops[i].t->kind == TY_TENSOR && ops[i].t->lt[a] == LT_I) {
-          help(k->c, "use the parameter as R where it is computed with: convert(%s, %s, src=I, dst=R)",
+          help(k->c, "use the I value as R where it is computed with: convert(%s, %s, src=I, dst=R)",
                src(k, ops[i].e), axis_name(k, a));
           break;
         }
@@ -462,6 +493,7 @@ static bool combine(Checker *k, Rule rule, const char *opname, Span sp, Operand 
     if (nv) {
       check_error(k, sp, "%s mixes P with V on mesh axis '%s'", opname, axis_name(k, a));
       note_at(k->c, (Span){0, 0, 0}, "a pending sum (P) cannot meet a value that differs per rank (V)");
+      note_operands(k, ops, n);
       help(k->c, "reduce the partial operand first: %s", fix);
       return false;
     }
@@ -470,6 +502,7 @@ static bool combine(Checker *k, Rule rule, const char *opname, Span sp, Operand 
       check_error(k, sp, "%s is not linear, but '%s' is P (a pending sum) on mesh axis '%s'", opname,
                   src(k, pe), axis_name(k, a));
       note_at(k->c, (Span){0, 0, 0}, "f(a) + f(b) is not f(a + b): the sum must happen first");
+      note_operands(k, ops, n);
       help(k->c, "reduce it first: %s", fix);
       return false;
     case RULE_LINEAR:
@@ -479,6 +512,7 @@ static bool combine(Checker *k, Rule rule, const char *opname, Span sp, Operand 
                     nr && !(ops[first_other].t->literal || ops[first_other].t->kind != TY_TENSOR) ? "R" : "a literal",
                     axis_name(k, a));
         note_at(k->c, (Span){0, 0, 0}, "the other term would be counted once per rank when the pending sum is done");
+        note_operands(k, ops, n);
         help(k->c, "reduce the P operand first: %s", fix);
         return false;
       }
@@ -486,14 +520,20 @@ static bool combine(Checker *k, Rule rule, const char *opname, Span sp, Operand 
       continue;
     case RULE_MULTILINEAR:
     case RULE_DIVIDE:
-      if (rule == RULE_DIVIDE && first_p != 0) {
+      bool p_divisor = false;
+      for (int i = 1; i < n; i++)
+        p_divisor |= ops[i].t->kind == TY_TENSOR && !ops[i].t->literal && ops[i].t->lt[a] == LT_P;
+      if (rule == RULE_DIVIDE && (first_p != 0 || p_divisor)) {
         check_error(k, sp, "division by a P value (a pending sum) on mesh axis '%s'", axis_name(k, a));
+        note_at(k->c, (Span){0, 0, 0}, "x / (a1 + a2) is not x/a1 + x/a2: only the numerator may be a pending sum");
+        note_operands(k, ops, n);
         help(k->c, "reduce the divisor first: %s", fix);
         return false;
       }
       if (np > 1) {
         check_error(k, sp, "%s has multiple factors that are P on mesh axis '%s'", opname, axis_name(k, a));
         note_at(k->c, (Span){0, 0, 0}, "(a1 + a2) * (b1 + b2) is not a1*b1 + a2*b2: only one factor may be a pending sum");
+        note_operands(k, ops, n);
         help(k->c, "reduce one factor first: %s", fix);
         return false;
       }
@@ -571,6 +611,7 @@ static Type *broadcast(Checker *k, Span sp, const char *opname, Operand *ops, in
       } else if (!t_one && !size_eq(r->shape[rd], t->shape[d])) {
         check_error(k, sp, "%s: shapes do not broadcast: dim %d is %s in one operand and %s in another", opname,
                     rd, size_str(k->c, k->mesh, r->shape[rd]), size_str(k->c, k->mesh, t->shape[d]));
+        note_operands(k, ops, n);
         return type_error();
       } else if (!t_one && memcmp(r->spec[rd], t->spec[d], sizeof r->spec[rd]) != 0 && !k->local_depth) {
         if (t->spec[d][0] < 0 || r->spec[rd][0] < 0) {
@@ -587,6 +628,7 @@ static Type *broadcast(Checker *k, Span sp, const char *opname, Operand *ops, in
             if (!other_r) {
               check_error(k, sp, "%s: dim %d is sharded on '%s' in one operand but not in another", opname, rd,
                           axis_name(k, ax));
+              help(k->c, "give both operands the same layout on '%s': redistribute one, or broadcast an R value", axis_name(k, ax));
               return type_error();
             }
             if (r->spec[rd][0] < 0)
@@ -638,13 +680,28 @@ static bool apply_out_partial(Checker *k, Expr *call, Type *r, const bool contra
         check_error(k, opa->value->span, "out_partial_axes names '%s', but the result is %s there",
                     axis_name(k, a), lt_name(r->lt[a]));
         note_at(k->c, (Span){0, 0, 0}, "only a result that varies per rank (V) can be declared a pending sum");
-        help(k->c, "to make an %s value P without changing it: convert(x, %s, src=R, dst=P)",
-             lt_name(r->lt[a]), axis_name(k, a));
+        if (r->lt[a] == LT_R)
+          help(k->c, "drop '%s' from out_partial_axes; if a P value is needed, convert the result without changing it: "
+               "convert(y, %s, src=R, dst=P)", axis_name(k, a), axis_name(k, a));
+        else
+          help(k->c, "drop '%s' from out_partial_axes", axis_name(k, a));
+        return false;
+      }
+      int sd;
+      if (!k->local_depth && !contracted[a] && type_spec_has(r, a, &sd)) {
+        check_error(k, opa->value->span, "out_partial_axes names '%s', but no contracted dim is sharded on '%s'",
+                    axis_name(k, a), axis_name(k, a));
+        note_at(k->c, (Span){0, 0, 0}, "dim %d of the result is sharded on '%s': its blocks are parts of a tensor, not terms of a sum",
+                sd, axis_name(k, a));
+        help(k->c, "drop '%s' from out_partial_axes", axis_name(k, a));
         return false;
       }
       if (r->lt[a] == LT_P) {
         check_error(k, opa->value->span, "out_partial_axes names '%s', but the result is already P there",
                     axis_name(k, a));
+        note_at(k->c, (Span){0, 0, 0}, "one operand is P on '%s', so the result is a pending sum without being declared one",
+                axis_name(k, a));
+        help(k->c, "drop '%s' from out_partial_axes", axis_name(k, a));
         return false;
       }
       r->lt[a] = LT_P;
@@ -845,11 +902,21 @@ static Type *check_creation(Checker *k, Expr *call, Builtin op) {
   Type *t = type_from(k, ta->value->type, named);
   if (!t || !determines_all(k, ta->value->span, named, arena_sprintf(&k->c->arena, "the type given to %s()", builtin_name[op])))
     return type_error();
-  if (op == BI_RANDN || op == BI_UNIFORM || op == BI_LOAD)
+  /* P: every rank's copy would be a term of the sum.  zeros() is the one
+   * exception: a zero pending sum is the usual accumulator. */
+  if (op != BI_ZEROS)
     for (int a = 0; a < k->naxes; a++)
       if (t->lt[a] == LT_P) {
         check_error(k, ta->value->span, "%s() cannot make a P value (on mesh axis '%s')", builtin_name[op], axis_name(k, a));
-        help(k->c, "make it R, then convert(x, %s, src=R, dst=P)", axis_name(k, a));
+        note_at(k->c, (Span){0, 0, 0}, "each rank would hold the whole value, and the pending sum would count it once per rank");
+        Type *rt = type_clone(k->c, t);
+        for (int b = 0; b < k->naxes; b++)
+          if (rt->lt[b] == LT_P)
+            rt->lt[b] = LT_R;
+        SourceFile *f = source_file(k->c, call->span.file);
+        Span ts = ta->value->span;
+        help(k->c, "make it R, then convert: convert(%.*s%s%.*s, %s, src=R, dst=P)", (int)(ts.begin - call->span.begin),
+             f->text + call->span.begin, ck_type(k, rt), (int)(call->span.end - ts.end), f->text + ts.end, axis_name(k, a));
         return type_error();
       }
   if (op == BI_LOAD) {
@@ -881,11 +948,13 @@ static Type *check_print(Checker *k, Expr *call) {
       if (t->lt[x] != LT_R && t->lt[x] != LT_I) {
         check_error(k, a->value->span, "print() shows one value, but '%s' is %s on mesh axis '%s'", src(k, a->value),
                     lt_name(t->lt[x]), axis_name(k, x));
+        note_at(k->c, (Span){0, 0, 0}, "'%s' is %s; rank 0 prints, so only R and I values (the same on every rank) can be shown",
+                src(k, a->value), ck_type(k, t));
         if (t->lt[x] == LT_P)
           help(k->c, "reduce it first: all_reduce(%s, %s, src=P, dst=R)", src(k, a->value), axis_name(k, x));
         else
-          help(k->c, "gather it first: all_gather(%s, %s, src=%s, dst=R)", src(k, a->value), axis_name(k, x),
-               type_spec_has(t, x, NULL) ? "S(i)" : "V");
+          help(k->c, "gather it first: %s", transition_fix(k, src(k, a->value), axis_name(k, x), ltype_on(t, x),
+                                                            (LType){LT_R, 0}));
         break;
       }
   }
@@ -902,7 +971,7 @@ static Type *check_assert_type(Checker *k, Expr *call) {
   bool named[MAX_MESH_AXES];
   Type *want = type_from(k, ta->value->type, named);
   if (want)
-    fits(k, call->span, want, named, t, "assert_type");
+    fits_x(k, call->span, want, named, t, "assert_type", src(k, x->value));
   return type_new(k->c, TY_VOID);
 }
 
@@ -983,6 +1052,38 @@ static Type *check_misc(Checker *k, Expr *call, Builtin op) {
         return type_error();
       res->ndim++;
     }
+    if (op == BI_EXPAND) {
+      int shift = res->ndim - r->ndim;
+      for (int d = 0; d < r->ndim && shift >= 0; d++) {
+        long long one;
+        if (!(size_is_int(r->shape[d], &one) && one == 1) && !size_eq(r->shape[d], res->shape[d + shift])) {
+          check_error(k, call->span, "expand() can only grow dims of size 1, but dim %d is %s and the new size is %s", d,
+                      size_str(k->c, k->mesh, r->shape[d]), size_str(k->c, k->mesh, res->shape[d + shift]));
+          help(k->c, "keep the size of dim %d: %s", d, size_str(k->c, k->mesh, r->shape[d]));
+          return type_error();
+        }
+        memcpy(res->spec[d + shift], r->spec[d], sizeof res->spec[0]);
+      }
+      if (shift < 0) {
+        check_error(k, call->span, "expand() cannot drop dims: %s has %d, the new shape %d", src(k, call_arg(call, 0)->value),
+                    r->ndim, res->ndim);
+        help(k->c, "list every dim, adding leading ones if needed");
+        return type_error();
+      }
+      return res;
+    }
+    Size before = size_int(1), after = size_int(1);
+    for (int d = 0; d < r->ndim; d++)
+      before = size_mul(before, r->shape[d]);
+    for (int d = 0; d < res->ndim; d++)
+      after = size_mul(after, res->shape[d]);
+    if (!size_eq(before, after)) {
+      check_error(k, call->span, "reshape() cannot change the number of elements: %s has %s, the new shape %s",
+                  src(k, call_arg(call, 0)->value), size_str(k->c, k->mesh, before), size_str(k->c, k->mesh, after));
+      note_at(k->c, (Span){0, 0, 0}, "'%s' is %s", src(k, call_arg(call, 0)->value), ck_type(k, r));
+      help(k->c, "give sizes whose product is %s", size_str(k->c, k->mesh, before));
+      return type_error();
+    }
     for (int d = 0; d < r->ndim; d++)
       if (r->spec[d][0] >= 0 && !k->local_depth) {
         /* the outermost factor rule of SPEC 7: keep the spec when dim 0 is sharded and kept */
@@ -992,6 +1093,7 @@ static Type *check_misc(Checker *k, Expr *call, Builtin op) {
         }
         check_error(k, call->span, "%s() of a dim sharded on '%s' is only allowed on the outermost dim", builtin_name[op],
                     axis_name(k, r->spec[d][0]));
+        help(k->c, "gather the dim first (all_gather(x, %s, src=S(%d), dst=R)), or reshape inside local_map", axis_name(k, r->spec[d][0]), d);
         return type_error();
       }
     return res;
@@ -1005,6 +1107,7 @@ static Type *check_misc(Checker *k, Expr *call, Builtin op) {
       return type_error();
     if (r->spec[d][0] >= 0 && !k->local_depth) {
       check_error(k, call->span, "slice() of a dim sharded on '%s'", axis_name(k, r->spec[d][0]));
+      help(k->c, "gather the dim first: all_gather(%s, %s, src=S(%d), dst=R), or slice per rank inside local_map", src(k, call_arg(call, 0)->value), axis_name(k, r->spec[d][0]), d);
       return type_error();
     }
     long long full;
@@ -1072,6 +1175,7 @@ static Type *check_concat(Checker *k, Expr *call) {
   }
   if (r->spec[d][0] >= 0 && !k->local_depth) {
     check_error(k, call->span, "concat() along a dim sharded on '%s'", axis_name(k, r->spec[d][0]));
+    help(k->c, "concatenate along an unsharded dim, or gather first: all_gather(x, %s, src=S(%d), dst=R)", axis_name(k, r->spec[d][0]), d);
     return type_error();
   }
   r->shape[d] = total;
@@ -1124,6 +1228,7 @@ static Type *check_nn(Checker *k, Expr *call, Builtin op) {
   if (x->spec[x->ndim - 1][0] >= 0 && !k->local_depth) {
     check_error(k, call->span, "%s() normalises over the last dim, which is sharded on '%s'", builtin_name[op],
                 axis_name(k, x->spec[x->ndim - 1][0]));
+    help(k->c, "gather it first: all_gather(%s, %s, src=S(%d), dst=R)", src(k, ops[0].e), axis_name(k, x->spec[x->ndim - 1][0]), x->ndim - 1);
     return type_error();
   }
   return elementwise(k, call->span, arena_sprintf(&k->c->arena, "%s()", builtin_name[op]), RULE_NONLINEAR, ops, n);
@@ -1320,6 +1425,7 @@ static Type *check_builtin(Checker *k, Expr *call, Builtin op) {
 
 static void check_block(Checker *k, Stmt *block);
 static void check_fn_body(Checker *k, FnDecl *fn);
+static void dump_binding(Checker *k, Binding *b, Type *t);
 
 static Instance *new_instance(Checker *k, FnDecl *fn, int nargs, Type **args) {
   Instance *in = arena_alloc(&k->c->arena, sizeof(Instance));
@@ -1354,6 +1460,7 @@ static Type *check_fn_call(Checker *k, Expr *call, FnDecl *fn) {
   for (Inst *i = k->inst; i; i = i->parent)
     if (i->fn == fn) {
       check_error(k, call->span, "'%s' calls itself; recursion is not supported", fn->name);
+      help(k->c, "write the repetition as a for loop");
       return type_error();
     }
   if ((fn->flags & FN_LOCAL) && !k->local_depth) {
@@ -1387,8 +1494,10 @@ static Type *check_fn_call(Checker *k, Expr *call, FnDecl *fn) {
     if (p->type->is_axis) {
       Type *t = check_expr(k, argx[i]);
       if (t->kind != TY_AXES || t->naxes != 1) {
-        if (t->kind != TY_ERROR)
+        if (t->kind != TY_ERROR) {
           check_error(k, argx[i]->span, "parameter '%s' of '%s' takes one mesh axis", p->name->name, fn->name);
+          help(k->c, "pass a mesh axis name, e.g. %s(..., tp)", fn->name);
+        }
         return type_error();
       }
       args[i] = t;
@@ -1448,8 +1557,8 @@ static Type *check_fn_call(Checker *k, Expr *call, FnDecl *fn) {
     bool named[MAX_MESH_AXES];
     Type *want = type_from(k, p->type, named);
     Inst *saved = k->inst;
-    if (!want || !fits(k, argx[i]->span, want, named, args[i],
-                       arena_sprintf(&k->c->arena, "argument '%s' of '%s'", p->name->name, fn->name))) {
+    if (!want || !fits_x(k, argx[i]->span, want, named, args[i],
+                         arena_sprintf(&k->c->arena, "argument '%s' of '%s'", p->name->name, fn->name), src(k, argx[i]))) {
       ok = false;
       k->inst = saved;
       continue;
@@ -1471,6 +1580,9 @@ static Type *check_fn_call(Checker *k, Expr *call, FnDecl *fn) {
     return type_error();
   }
   k->inst = &inst;
+  for (Param *p = fn->params; p && k->dump; p = p->next)
+    if (!p->type->is_axis)
+      dump_binding(k, p->name, p->name->sym->info);
   int saved_lm = k->lm_level;
   k->lm_level = 0;
   run_instance(k, self, &inst);
@@ -1503,6 +1615,7 @@ static Type *check_autodiff(Checker *k, Expr *call, Builtin op) {
   if (v->kind != TY_TENSOR || v->ndim != 0) {
     check_error(k, fa->value->span, "%s() differentiates a scalar, but '%s' returns %s", builtin_name[op],
                 fa->value->lhs->sym->name, ck_type(k, v));
+    help(k->c, "return a scalar loss, e.g. sum(y, out_partial_axes=...) / N");
     return type_error();
   }
   for (int a = 0; a < k->naxes; a++)
@@ -1524,11 +1637,13 @@ static Type *check_autodiff(Checker *k, Expr *call, Builtin op) {
       passed |= a->value->kind == EX_NAME && w->kind == EX_NAME && a->value->sym == w->sym && w->sym;
     if (!passed) {
       check_error(k, w->span, "wrt= names '%s', which is not an argument of the call", src(k, w));
+      help(k->c, "pass it to the function and name it: %s(f(..., %s), wrt=%s)", builtin_name[op], src(k, w), src(k, w));
       return type_error();
     }
     Type *t = check_expr(k, w);
     if (t->kind != TY_TENSOR || t->dtype == DT_I32) {
       check_error(k, w->span, "cannot differentiate with respect to '%s' (%s)", src(k, w), ck_type(k, t));
+      help(k->c, "differentiate with respect to float tensors only");
       return type_error();
     }
     if (n++ < 64)
@@ -1726,6 +1841,7 @@ static Type *check_local_map(Checker *k, Expr *e, TypeExpr *want_te) {
   if (!ok) {
     check_error(k, e->span, "the local_map block returns %s, but the declared type is %s (locally %s)",
                 ck_type(k, got), ck_type(k, want), ck_type(k, wl));
+    help(k->c, "declare the type the block returns: on each local axis a V result is S(i) of a dim i that is the axis size times larger");
     return type_error();
   }
   Type *r = type_clone(k->c, want);
@@ -1808,6 +1924,7 @@ static Type *check_expr_kind(Checker *k, Expr *e) {
     }
     if (x->spec[0][0] >= 0 && !k->local_depth) {
       check_error(k, e->span, "indexing selects from dim 0, which is sharded on '%s'", axis_name(k, x->spec[0][0]));
+      help(k->c, "keep the leading dim (the layer index) unsharded, e.g. f32[L, D, H@%s]", axis_name(k, x->spec[0][0]));
       return type_error();
     }
     Type *r = type_clone(k->c, x);
@@ -1869,6 +1986,7 @@ static void check_condition(Checker *k, Expr *e, const char *what) {
     return;
   if (t->kind != TY_TENSOR || t->ndim != 0) {
     check_error(k, e->span, "%s must be a host boolean or a scalar comparison, not %s", what, ck_type(k, t));
+    help(k->c, "compare a scalar that is the same on every rank, e.g. if sum(x) > 0.0 with x R or I");
     return;
   }
   for (int a = 0; a < k->naxes; a++)
@@ -1907,7 +2025,10 @@ static void bind_value(Checker *k, Stmt *s) {
   if (s->type && t->kind != TY_ERROR && t->kind != TY_TUPLE && s->value->kind != EX_LOCAL_MAP) {
     bool named[MAX_MESH_AXES];
     Type *want = type_from(k, s->type, named);
-    if (want && !fits(k, s->value->span, want, named, t, arena_sprintf(&k->c->arena, "'%s'", s->targets->name)))
+    if (want && want->ndim == 0 && (t->kind == TY_INT || t->kind == TY_FLOAT))
+      t = as_tensor(k, s->value, t); /* a host number becomes a scalar tensor of the annotated type */
+    if (want && !fits_x(k, s->value->span, want, named, t, arena_sprintf(&k->c->arena, "'%s'", s->targets->name),
+                        src(k, s->value)))
       t = type_error();
     else if (want && t->kind == TY_TENSOR && t->literal) {
       t = want; /* a literal takes the annotated type */
@@ -1938,17 +2059,29 @@ static void check_assign(Checker *k, Stmt *s) {
     return;
   if (t->kind == TY_TENSOR && t->literal && was->kind == TY_TENSOR && was->ndim == 0)
     return;
-  if ((was->kind == TY_INT || was->kind == TY_FLOAT) && (t->kind == TY_INT || t->kind == TY_FLOAT))
+  if (was->kind == TY_FLOAT && t->kind == TY_INT)
     return;
+  if (was->kind == TY_INT && t->kind == TY_FLOAT) {
+    check_error(k, s->value->span, "assigning a host float to '%s', which is a host integer", b->name);
+    help(k->c, "declare it as a float: var %s = 0.0;", b->name);
+    return;
+  }
   if (!type_same(was, t, k->naxes)) {
     check_error(k, s->value->span, "assigning %s to '%s', which is %s", ck_type(k, t), b->name, ck_type(k, was));
     note_at(k->c, (Span){0, 0, 0}, "a var keeps its type: every assignment must give exactly the same type");
-    for (int a = 0; a < k->naxes && t->kind == TY_TENSOR && was->kind == TY_TENSOR; a++)
-      if (t->lt[a] == LT_P && was->lt[a] != LT_P) {
-        help(k->c, "the new value is a pending sum on '%s': all_reduce(..., %s, src=P, dst=%s)", axis_name(k, a),
-             axis_name(k, a), lt_name(was->lt[a]));
-        break;
-      }
+    bool helped = false;
+    for (int a = 0; a < k->naxes && t->kind == TY_TENSOR && was->kind == TY_TENSOR && !helped; a++) {
+      LType have = ltype_on(t, a), need = ltype_on(was, a);
+      if (have.kind == need.kind && have.sdim == need.sdim)
+        continue;
+      if (was->local && need.kind == LT_V)
+        need = (LType){LT_S, 0};
+      help(k->c, "on '%s' the new value is %s and '%s' is %s: %s = %s;", axis_name(k, a), lt_name(t->lt[a]), b->name,
+           lt_name(was->lt[a]), b->name, transition_fix(k, src(k, s->value), axis_name(k, a), have, need));
+      helped = true;
+    }
+    if (!helped)
+      help(k->c, "declare a new name for a value of another type: let %s2 = %s;", b->name, src(k, s->value));
   }
 }
 
@@ -1969,8 +2102,10 @@ static void check_return(Checker *k, Stmt *s) {
       t->kind = TY_VOID;
   }
   if (inst->returned) {
-    if (inst->ret && t->kind != TY_ERROR && inst->ret->kind != TY_ERROR && !type_same(inst->ret, t, k->naxes))
+    if (inst->ret && t->kind != TY_ERROR && inst->ret->kind != TY_ERROR && !type_same(inst->ret, t, k->naxes)) {
       check_error(k, s->span, "this returns %s, but an earlier return gave %s", ck_type(k, t), ck_type(k, inst->ret));
+      help(k->c, "every return of a function must give the same type");
+    }
     return;
   }
   inst->returned = true;
@@ -1993,11 +2128,13 @@ static void check_return(Checker *k, Stmt *s) {
     return;
   }
   int i = 0;
-  for (TypeExpr *r = fn->ret; r; r = r->next, i++) {
+  Expr *rx = s->value;
+  for (TypeExpr *r = fn->ret; r; r = r->next, i++, rx = rx ? rx->next : NULL) {
     Type *got = n == 1 ? t : t->elems[i];
     bool named[MAX_MESH_AXES];
     Type *want = type_from(k, r, named);
-    if (!want || !fits(k, s->span, want, named, got, arena_sprintf(&k->c->arena, "the result of '%s'", fn->name))) {
+    if (!want || !fits_x(k, s->span, want, named, got, arena_sprintf(&k->c->arena, "the result of '%s'", fn->name),
+                         rx ? src(k, rx) : NULL)) {
       inst->ret = type_error();
       return;
     }
@@ -2031,6 +2168,8 @@ static void check_stmt(Checker *k, Stmt *s) {
       Type *t = check_expr(k, b);
       if (t->kind != TY_INT && t->kind != TY_ERROR)
         check_error(k, b->span, "a loop bound must be a host integer, not %s", ck_type(k, t));
+      if (t->kind != TY_INT && t->kind != TY_ERROR)
+        help(k->c, "loop over a constant or a host integer expression, e.g. for i in 0..N");
     }
     check_block(k, s->then);
     return;

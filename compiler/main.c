@@ -8,9 +8,14 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "check.h"
+#include <sys/stat.h>
+#include <sys/wait.h>
 
-typedef enum { MODE_COMPILE, MODE_CHECK, MODE_DUMP_AST, MODE_DUMP_TYPES, MODE_COMM_REPORT, MODE_EMIT_C, MODE_RUN } Mode;
+#include "ir.h"
+
+typedef enum {
+  MODE_COMPILE, MODE_CHECK, MODE_DUMP_AST, MODE_DUMP_TYPES, MODE_DUMP_IR, MODE_COMM_REPORT, MODE_EMIT_C, MODE_RUN
+} Mode;
 
 typedef struct Driver {
   Mode mode;
@@ -34,6 +39,7 @@ static const char usage_text[] =
     "  --check           parse and type-check only\n"
     "  --dump-ast        print the syntax tree\n"
     "  --dump-types      print every binding with its inferred type\n"
+    "  --dump-ir         print the IR after autodiff\n"
     "  --comm-report     list every collective, forward and backward, with bytes per rank\n"
     "options:\n"
     "  -D NAME=VALUE     override `const NAME` with an integer or float VALUE\n"
@@ -125,6 +131,8 @@ static void parse_args(Driver *d, Compiler *c, int argc, char **argv) {
       set_mode(d, MODE_DUMP_AST, a);
     } else if (strcmp(a, "--dump-types") == 0) {
       set_mode(d, MODE_DUMP_TYPES, a);
+    } else if (strcmp(a, "--dump-ir") == 0) {
+      set_mode(d, MODE_DUMP_IR, a);
     } else if (strcmp(a, "--comm-report") == 0) {
       set_mode(d, MODE_COMM_REPORT, a);
     } else if (strcmp(a, "-S") == 0) {
@@ -180,10 +188,106 @@ static bool want_color(const char *setting) {
 static const char *mode_flag(Mode m) {
   switch (m) {
   case MODE_COMM_REPORT: return "--comm-report";
-  case MODE_EMIT_C: return "-S";
-  case MODE_RUN: return "run";
-  default: return "compiling to an executable (-o)";
+  default: return "this mode";
   }
+}
+
+/* Writes the C of the program to path atomically (a temporary, then rename). */
+static bool write_c(Compiler *c, IrProgram *prog, const char *path, const char *source) {
+  char *tmp = arena_sprintf(&c->arena, "%s.tmp.%ld", path, (long)getpid());
+  FILE *fp = fopen(tmp, "w");
+  if (!fp) {
+    fprintf(stderr, "spmdc: error: cannot write '%s': %s\n", tmp, strerror(errno));
+    return false;
+  }
+  emit_c(c, prog, fp, source);
+  bool ok = !ferror(fp);
+  ok &= fclose(fp) == 0;
+  if (!ok || rename(tmp, path) != 0) {
+    fprintf(stderr, "spmdc: error: cannot write '%s': %s\n", path, strerror(errno));
+    remove(tmp);
+    return false;
+  }
+  return true;
+}
+
+static const char *env_or(const char *name, const char *dflt) {
+  const char *v = getenv(name);
+  return v && *v ? v : dflt;
+}
+
+/* Runs argv, waiting for it; returns its exit status (or 127). */
+static int run_command(char **argv) {
+  pid_t pid = fork();
+  if (pid < 0)
+    return 127;
+  if (pid == 0) {
+    execvp(argv[0], argv);
+    fprintf(stderr, "spmdc: error: cannot run '%s': %s\n", argv[0], strerror(errno));
+    _exit(127);
+  }
+  int status;
+  while (waitpid(pid, &status, 0) < 0)
+    if (errno != EINTR)
+      return 127;
+  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
+/* mpicc the generated C into an executable linked with libspmdrt and BLAS. */
+static bool compile_c(Compiler *c, const char *cfile, const char *exe, int opt) {
+  char *argv[32];
+  int n = 0;
+  argv[n++] = (char *)env_or("SPMDC_CC", "mpicc");
+  argv[n++] = "-std=c17";
+  argv[n++] = arena_sprintf(&c->arena, "-O%d", opt);
+  argv[n++] = "-Wall";
+  argv[n++] = "-Wextra";
+  const char *extra = getenv("SPMDC_CFLAGS"); /* e.g. -Werror in tests */
+  if (extra && *extra)
+    argv[n++] = (char *)extra;
+  argv[n++] = arena_sprintf(&c->arena, "-I%s", env_or("SPMDC_RT_INCLUDE", SPMD_RT_INCLUDE));
+  argv[n++] = (char *)cfile;
+  argv[n++] = "-o";
+  argv[n++] = (char *)exe;
+  argv[n++] = (char *)env_or("SPMDC_RT_LIB", SPMD_RT_LIB);
+  argv[n++] = (char *)env_or("SPMDC_BLAS_LIB", SPMD_BLAS_LIB);
+  argv[n++] = "-lm";
+  argv[n] = NULL;
+  int rc = run_command(argv);
+  if (rc != 0)
+    fprintf(stderr, "spmdc: error: the C compiler failed (exit %d) on %s\n", rc, cfile);
+  return rc == 0;
+}
+
+static const char *stem(Compiler *c, const char *path) {
+  const char *base = strrchr(path, '/') ? strrchr(path, '/') + 1 : path;
+  const char *dot = strrchr(base, '.');
+  return arena_strndup(&c->arena, base, dot ? (size_t)(dot - base) : strlen(base));
+}
+
+/* spmdc run: compile into a per-user cache, then exec mpirun. */
+static int run_program(Compiler *c, Driver *d, IrProgram *prog) {
+  const char *cache = arena_sprintf(&c->arena, "%s/spmdc-cache-%ld", env_or("TMPDIR", "/tmp"), (long)getuid());
+  mkdir(cache, 0700);
+  const char *cfile = arena_sprintf(&c->arena, "%s/%s.c", cache, stem(c, d->input));
+  const char *exe = arena_sprintf(&c->arena, "%s/%s", cache, stem(c, d->input));
+  if (!write_c(c, prog, cfile, d->input) || !compile_c(c, cfile, exe, d->opt_level))
+    return 1;
+  char **argv = arena_alloc(&c->arena, sizeof(char *) * (size_t)(d->nrun_args + 12));
+  int n = 0;
+  argv[n++] = (char *)env_or("SPMDC_MPIRUN", "mpirun");
+  if (getuid() == 0) {
+    argv[n++] = "--allow-run-as-root";
+    argv[n++] = "--oversubscribe";
+  }
+  argv[n++] = "-np";
+  argv[n++] = arena_sprintf(&c->arena, "%d", d->nprocs);
+  argv[n++] = (char *)exe;
+  for (int i = 0; i < d->nrun_args; i++)
+    argv[n++] = d->run_args[i];
+  argv[n] = NULL;
+  fflush(stdout);
+  return run_command(argv);
 }
 
 int main(int argc, char **argv) {
@@ -193,7 +297,7 @@ int main(int argc, char **argv) {
   Driver d = {.mode = MODE_COMPILE, .opt_level = 2};
   parse_args(&d, c, argc, argv);
   c->color = want_color(d.color);
-  c->stdlib_dir = getenv("SPMDC_STDLIB") ? getenv("SPMDC_STDLIB") : SPMD_STDLIB_DIR;
+  c->stdlib_dir = env_or("SPMDC_STDLIB", SPMD_STDLIB_DIR);
 
   Mesh mesh;
   bool ok = resolve_program(c, d.input, &mesh);
@@ -205,20 +309,44 @@ int main(int argc, char **argv) {
       return 2;
     }
   int status = 0;
+  IrProgram prog;
   if (d.mode == MODE_DUMP_AST && c->main) {
     for (Module *m = c->modules; m; m = m->next)
       ast_dump_module(c, m, stdout);
   } else if (!ok) {
     status = 1;
-  } else if (!check_program(c, &mesh, d.mode == MODE_DUMP_TYPES ? stdout : NULL)) {
-    status = 1;
-  } else if (d.mode != MODE_CHECK && d.mode != MODE_DUMP_TYPES) {
+  } else if (d.mode == MODE_CHECK || d.mode == MODE_DUMP_TYPES) {
+    status = check_program(c, &mesh, d.mode == MODE_DUMP_TYPES ? stdout : NULL) ? 0 : 1;
+  } else if (d.mode == MODE_COMM_REPORT) {
     fprintf(stderr, "spmdc: error: %s is not implemented yet; `spmdc --check` checks the program\n",
             mode_flag(d.mode));
     status = 2;
+  } else if (!lower_program(c, &mesh, &prog)) {
+    status = 1;
+  } else {
+    ad_differentiate(c, &prog);
+    if (c->nerrors) {
+      status = 1;
+    } else if (d.mode == MODE_DUMP_IR) {
+      ir_dump(c, &prog, stdout);
+    } else if (!prog.main && d.mode != MODE_EMIT_C) {
+      fprintf(stderr, "spmdc: error: %s has no `fn main()`, so there is no program to build\n", d.input);
+      status = 1;
+    } else if (d.mode == MODE_EMIT_C) {
+      const char *out = d.output ? d.output : arena_sprintf(&c->arena, "%s.c", stem(c, d.input));
+      status = strcmp(out, "-") == 0 ? (emit_c(c, &prog, stdout, d.input), 0) : write_c(c, &prog, out, d.input) ? 0 : 1;
+    } else if (d.mode == MODE_RUN) {
+      status = run_program(c, &d, &prog);
+    } else {
+      const char *exe = d.output ? d.output : stem(c, d.input);
+      const char *cfile = arena_sprintf(&c->arena, "%s.spmdc.%ld.c", exe, (long)getpid());
+      status = write_c(c, &prog, cfile, d.input) && compile_c(c, cfile, exe, d.opt_level) ? 0 : 1;
+      if (!getenv("SPMDC_KEEP_C"))
+        remove(cfile);
+    }
   }
   if (c->nerrors)
-    status = 1;
+    status = status ? status : 1;
   if (c->nerrors > 1 && !c->too_many)
     fprintf(stderr, "%d errors\n", c->nerrors);
   compiler_free(c);

@@ -125,23 +125,17 @@ static Symbol *new_symbol(Resolver *r, SymKind kind, Name name, Span sp) {
 
 /* ---- messages ---- */
 
-static const char *sym_kind_name(SymKind k) {
-  switch (k) {
-  case SYM_AXIS: return "mesh axis";
-  case SYM_AXIS_PARAM: return "axis parameter";
-  case SYM_CONST: return "constant";
-  case SYM_FN: return "function";
-  case SYM_MODULE: return "module";
-  case SYM_BUILTIN: return "built-in function";
-  case SYM_PARAM: return "parameter";
-  case SYM_LET: return "variable";
-  case SYM_VAR: return "variable";
-  case SYM_LOOP: return "loop index";
-  case SYM_SHAPEVAR: return "shape variable";
-  }
-  return "name";
+/* The kind with its article, for "'x' is a constant" / "an axis parameter". */
+static const char *a_kind(SymKind k) {
+  return k == SYM_AXIS_PARAM ? "an axis parameter" : k == SYM_MODULE ? "a module" :
+         k == SYM_AXIS ? "a mesh axis" : k == SYM_CONST ? "a constant" :
+         k == SYM_FN ? "a function" : k == SYM_BUILTIN ? "a built-in function" :
+         k == SYM_PARAM ? "a parameter" : k == SYM_LOOP ? "a loop index" :
+         k == SYM_SHAPEVAR ? "a shape variable" : "a variable";
 }
 
+/* Optimal string alignment distance: edits, with a swap of two neighbours
+ * counted as one (`rleu` is one step from `relu`). */
 static int edit_distance(const char *a, const char *b) {
   int la = (int)strlen(a), lb = (int)strlen(b);
   if (la > 32 || lb > 32)
@@ -158,6 +152,8 @@ static int edit_distance(const char *a, const char *b) {
         best = d[i - 1][j] + 1;
       if (d[i][j - 1] + 1 < best)
         best = d[i][j - 1] + 1;
+      if (i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1] && d[i - 2][j - 2] + 1 < best)
+        best = d[i - 2][j - 2] + 1;
       d[i][j] = best;
     }
   return d[la][lb];
@@ -208,7 +204,7 @@ static void resolve_axis(Resolver *r, AxisRef *a) {
     return;
   }
   if (s)
-    error_at(r->c, a->span, "'%s' is a %s, not a mesh axis", a->name, sym_kind_name(s->kind));
+    error_at(r->c, a->span, "'%s' is %s, not a mesh axis", a->name, a_kind(s->kind));
   else
     error_at(r->c, a->span, "unknown mesh axis '%s'", a->name);
   Name best = suggest(r, a->name, is_axis_sym);
@@ -252,8 +248,8 @@ static void resolve_size(Resolver *r, Expr *e, bool rest) {
   if (s && (s->kind == SYM_CONST || is_axis_sym(s) || s->kind == SYM_SHAPEVAR)) {
     if (rest != (s->kind == SYM_SHAPEVAR && s->is_rest)) {
       if (rest)
-        error_at(r->c, e->span, "'..%s' needs a shape variable, but '%s' is a %s", e->name,
-                 e->name, sym_kind_name(s->kind));
+        error_at(r->c, e->span, "'..%s' needs a shape variable, but '%s' is %s", e->name,
+                 e->name, a_kind(s->kind));
       else
         error_at(r->c, e->span, "'%s' stands for several dims; write it as '..%s'", e->name,
                  e->name);
@@ -269,8 +265,8 @@ static void resolve_size(Resolver *r, Expr *e, bool rest) {
     return;
   }
   if (s) {
-    error_at(r->c, e->span, "'%s' is a %s; a size must be a constant, a mesh axis or a shape variable",
-             e->name, sym_kind_name(s->kind));
+    error_at(r->c, e->span, "'%s' is %s; a size must be a constant, a mesh axis or a shape variable",
+             e->name, a_kind(s->kind));
     return;
   }
   error_at(r->c, e->span, "unknown size '%s'", e->name);
@@ -332,7 +328,7 @@ static void resolve_field(Resolver *r, Expr *e) {
   if (!m || m->kind != SYM_MODULE) {
     resolve_expr(r, e->lhs);
     if (m)
-      error_at(r->c, e->span, "'%s' is a %s, not a module", e->lhs->name, sym_kind_name(m->kind));
+      error_at(r->c, e->span, "'%s' is %s, not a module", e->lhs->name, a_kind(m->kind));
     return;
   }
   e->lhs->sym = m;
@@ -354,8 +350,8 @@ static void resolve_local_map(Resolver *r, Expr *e) {
     Symbol *s = lookup(r, v->name);
     if (!s || (s->kind != SYM_PARAM && s->kind != SYM_LET && s->kind != SYM_VAR)) {
       if (s)
-        error_at(r->c, v->span, "local_map takes variables, but '%s' is a %s", v->name,
-                 sym_kind_name(s->kind));
+        error_at(r->c, v->span, "local_map takes variables, but '%s' is %s", v->name,
+                 a_kind(s->kind));
       else
         report_undefined(r, v->name, v->span);
       continue;
@@ -426,8 +422,8 @@ static void bind_targets(Resolver *r, Binding *targets, SymKind kind) {
       }
     Symbol *old = lookup(r, b->name);
     if (old && (old->kind == SYM_BUILTIN || old->kind == SYM_AXIS || old->kind == SYM_AXIS_PARAM)) {
-      error_at(r->c, b->span, "'%s' is a %s and cannot be used as a variable name", b->name,
-               sym_kind_name(old->kind));
+      error_at(r->c, b->span, "'%s' is %s and cannot be used as a variable name", b->name,
+               a_kind(old->kind));
       continue;
     }
     b->sym = new_symbol(r, kind, b->name, b->span);
@@ -452,8 +448,8 @@ static void resolve_stmt(Resolver *r, Stmt *s) {
     if (!sym) {
       report_undefined(r, b->name, b->span);
     } else if (sym->kind != SYM_VAR) {
-      error_at(r->c, b->span, "cannot assign to '%s': it is a %s%s", b->name,
-               sym_kind_name(sym->kind), sym->kind == SYM_LET ? " declared with 'let'" : "");
+      error_at(r->c, b->span, "cannot assign to '%s': it is %s%s", b->name,
+               a_kind(sym->kind), sym->kind == SYM_LET ? " declared with 'let'" : "");
       if (sym->kind == SYM_LET && sym->span.file) {
         note_at(r->c, sym->span, "'%s' is declared here", b->name);
         help(r->c, "declare it with 'var' to make it assignable: var %s = ...;", b->name);
@@ -546,6 +542,8 @@ static bool const_value(Resolver *r, Expr *e, bool *is_float, long long *iv, dou
 static bool eval_symbol(Resolver *r, Symbol *s, Span use) {
   if (s->evaluated)
     return true;
+  if (s->eval_failed) /* reported once, where it failed */
+    return false;
   if (s->evaluating) {
     error_at(r->c, use, "constant '%s' is defined in terms of itself", s->name);
     return false;
@@ -555,7 +553,45 @@ static bool eval_symbol(Resolver *r, Symbol *s, Span use) {
   bool ok = const_value(&sub, s->item->value, &s->is_float, &s->ival, &s->fval);
   s->evaluating = false;
   s->evaluated = ok;
+  s->eval_failed = !ok;
   return ok;
+}
+
+/* l op r on constants: integers stay exact (an overflow is an error, not
+ * undefined behaviour), floats follow C; division by zero is an error. */
+static bool const_binary(Resolver *r, Expr *e, long long li, long long ri, double ld, double rd,
+                         bool is_float, long long *iv, double *fv) {
+  bool over = false;
+  switch (e->op) {
+  case OP_ADD: over = __builtin_add_overflow(li, ri, iv); *fv = ld + rd; break;
+  case OP_SUB: over = __builtin_sub_overflow(li, ri, iv); *fv = ld - rd; break;
+  case OP_MUL: over = __builtin_mul_overflow(li, ri, iv); *fv = ld * rd; break;
+  case OP_DIV:
+  case OP_MOD:
+    if (e->op == OP_MOD && is_float) {
+      error_at(r->c, e->span, "'%%' needs integer constants");
+      return false;
+    }
+    if (is_float ? rd == 0.0 : ri == 0) {
+      error_at(r->c, e->span, "division by zero in a constant");
+      return false;
+    }
+    if (!is_float && li == -__LONG_LONG_MAX__ - 1 && ri == -1) {
+      over = true;
+      break;
+    }
+    *iv = is_float ? 0 : e->op == OP_MOD ? li % ri : li / ri;
+    *fv = e->op == OP_DIV ? ld / rd : (double)*iv;
+    break;
+  default:
+    error_at(r->c, e->span, "a constant must be a number or arithmetic (+ - * / %%) on numbers and other constants");
+    return false;
+  }
+  if (over && !is_float) {
+    error_at(r->c, e->span, "integer overflow in a constant");
+    return false;
+  }
+  return true;
 }
 
 static bool const_value(Resolver *r, Expr *e, bool *is_float, long long *iv, double *fv) {
@@ -571,7 +607,7 @@ static bool const_value(Resolver *r, Expr *e, bool *is_float, long long *iv, dou
     if (!s)
       return false;
     if (s->kind != SYM_CONST) {
-      error_at(r->c, e->span, "'%s' is a %s, not a constant", s->name, sym_kind_name(s->kind));
+      error_at(r->c, e->span, "'%s' is %s, not a constant", s->name, a_kind(s->kind));
       return false;
     }
     if (!eval_symbol(r, s, e->span))
@@ -582,8 +618,14 @@ static bool const_value(Resolver *r, Expr *e, bool *is_float, long long *iv, dou
     return true;
   }
   case EX_UNARY:
-    if (e->op != OP_NEG || !const_value(r, e->lhs, is_float, iv, fv))
+    if (e->op != OP_NEG)
       break;
+    if (!const_value(r, e->lhs, is_float, iv, fv))
+      return false;
+    if (*iv == -__LONG_LONG_MAX__ - 1 && !*is_float) {
+      error_at(r->c, e->span, "integer overflow in a constant");
+      return false;
+    }
     *iv = -*iv;
     *fv = -*fv;
     return true;
@@ -594,25 +636,7 @@ static bool const_value(Resolver *r, Expr *e, bool *is_float, long long *iv, dou
     if (!const_value(r, e->lhs, &lf, &li, &ld) || !const_value(r, e->rhs, &rf, &ri, &rd))
       return false;
     *is_float = lf || rf;
-    switch (e->op) {
-    case OP_ADD: *iv = li + ri; *fv = ld + rd; return true;
-    case OP_SUB: *iv = li - ri; *fv = ld - rd; return true;
-    case OP_MUL: *iv = li * ri; *fv = ld * rd; return true;
-    case OP_DIV:
-    case OP_MOD:
-      if ((!*is_float && ri == 0) || (e->op == OP_MOD && *is_float)) {
-        error_at(r->c, e->span, *is_float ? "'%%' needs integer constants" : "division by zero in a constant");
-        return false;
-      }
-      if (e->op == OP_MOD)
-        *iv = li % ri;
-      else if (!*is_float)
-        *iv = li / ri;
-      *fv = e->op == OP_DIV ? ld / rd : (double)*iv;
-      return true;
-    default: break;
-    }
-    break;
+    return const_binary(r, e, li, ri, ld, rd, *is_float, iv, fv);
   }
   default: break;
   }
@@ -635,7 +659,7 @@ static void declare(Resolver *r, Module *m, Symbol *s) {
     if (t->name == s->name)
       old = t;
   if (old) {
-    error_at(r->c, s->span, "'%s' is already defined as a %s", s->name, sym_kind_name(old->kind));
+    error_at(r->c, s->span, "'%s' is already defined as %s", s->name, a_kind(old->kind));
     note_at(r->c, old->span, "'%s' is first defined here", s->name);
     return;
   }
@@ -717,9 +741,13 @@ static void declare_mesh(Resolver *r, Module *m, Item *it, bool is_main) {
   m->scope_has_mesh = true;
   int i = 0;
   for (MeshAxisDecl *a = it->axes; a; a = a->next, i++) {
-    for (MeshAxisDecl *b = it->axes; b != a; b = b->next)
-      if (b->name == a->name)
+    bool twice = false;
+    for (MeshAxisDecl *b = it->axes; b != a && !twice; b = b->next)
+      if (b->name == a->name) {
         error_at(r->c, a->span, "mesh axis '%s' is declared twice", a->name);
+        note_at(r->c, b->span, "first declared here");
+        twice = true;
+      }
     if (i >= MAX_MESH_AXES) {
       error_at(r->c, a->span, "a mesh has at most %d axes", MAX_MESH_AXES);
       break;
@@ -738,7 +766,8 @@ static void declare_mesh(Resolver *r, Module *m, Item *it, bool is_main) {
     s->span = a->span;
     s->index = i;
     s->module = m;
-    declare(r, m, s);
+    if (!twice)
+      declare(r, m, s);
   }
   if (is_main) {
     mesh->naxes = i < MAX_MESH_AXES ? i : MAX_MESH_AXES;

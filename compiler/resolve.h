@@ -49,6 +49,7 @@ struct Symbol {
   bool is_rest;       /* SYM_SHAPEVAR from `..Name` */
   /* constants */
   bool evaluated, evaluating, is_float;
+  bool eval_failed;   /* its error is reported; uses of it stay quiet */
   long long ival;
   double fval;
   int lm_level;       /* locals: how many local_map blocks enclose it */

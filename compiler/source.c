@@ -15,6 +15,9 @@ void compiler_init(Compiler *c) {
   c->files = arena_alloc(&c->arena, sizeof(SourceFile) * (size_t)c->capfiles);
   c->files[0].path = "<nowhere>";
   c->files[0].text = "";
+  /* Never NULL, so that copying the first -I list (memcpy of 0 entries) is
+   * defined behaviour. */
+  c->include_dirs = arena_alloc(&c->arena, sizeof(char *));
 }
 
 void compiler_free(Compiler *c) {

@@ -260,6 +260,8 @@ const char *type_str(Compiler *c, const Mesh *m, const Type *t) {
     bool sharded = type_spec_has(t, a, &dim);
     if (sharded && !t->local)
       continue;
+    if (!sharded && t->lt[a] == LT_NONE)
+      continue; /* a written type that leaves this axis open */
     sb_puts(&sb, open ? ", " : "{");
     open = true;
     if (sharded)

@@ -1,0 +1,871 @@
+/* autodiff.c: reverse-mode differentiation of the IR (SPEC section 9).
+ * For each value_and_grad/grad call of f with respect to a set of its
+ * parameters, this pass generates, once per (f, set):
+ *   f_fwd: f's body that also pushes on a tape the residuals its backward
+ *          needs (only for instructions on a path from a wrt parameter);
+ *   f_bwd: the backward, walking f's body in reverse, popping residuals and
+ *          applying each instruction's backward rule (bwd_rule() below: the
+ *          one place where each op's backward is defined, following the
+ *          seed's forward/backward table for collectives and casts);
+ *   f_vjp: runs f_fwd, seeds the cotangent 1.0, runs f_bwd.
+ * Loops run backwards in the backward; ifs take the branch the forward took;
+ * calls differentiate their callee the same way. */
+#include <string.h>
+
+#include "ir.h"
+
+typedef struct Variant {
+  IrFn *f;
+  long long mask;
+  IrFn *fwd, *bwd, *vjp;
+  struct Variant *next;
+} Variant;
+
+typedef struct AD {
+  Compiler *c;
+  IrProgram *p;
+  Variant *variants;
+  IrFn *new_fns;        /* generated functions, added to the program at the end */
+} AD;
+
+/* Per variant being built. */
+typedef struct Rev {
+  AD *ad;
+  IrFn *f;              /* the forward function (its values) */
+  IrFn *b;              /* the backward function being built */
+  char *active;         /* per forward value */
+  char *active_var;     /* per forward var slot */
+  IrBlock **def_block;  /* per forward value: the block defining it */
+  char *needs_slot;     /* per forward value: used in a block nested below its own */
+  int *adj;             /* per forward value: its adjoint in b so far (-1: zero) */
+  int *slot;            /* per forward value: adjoint var slot in b (-1: none) */
+  int *adj_var;         /* per forward var slot: adjoint var slot in b */
+  IrBlock *out;         /* where b's instructions go */
+} Rev;
+
+static Variant *variant(AD *ad, IrFn *f, long long mask);
+static int res_lookup(const int *f, const int *b, int n, int v);
+
+/* ---- which instructions are differentiable, and with respect to what ---- */
+
+static bool is_comparison(const char *s) {
+  return s && (!strcmp(s, "EQ") || !strcmp(s, "NE") || !strcmp(s, "LT") || !strcmp(s, "LE") || !strcmp(s, "GT") ||
+               !strcmp(s, "GE"));
+}
+
+/* Whether argument i of `in` carries a gradient. */
+static bool diff_arg(IrFn *f, IrInst *in, int i) {
+  Type *t = f->values[in->args[i]].type;
+  if (t->kind != TY_TENSOR || t->dtype == DT_I32)
+    return false;
+  switch (in->op) {
+  case IR_UNARY: case IR_MATMUL: case IR_EINSUM: case IR_SUM: case IR_MEAN: case IR_AMAX: case IR_CUMSUM:
+  case IR_SOFTMAX: case IR_LOG_SOFTMAX: case IR_LAYER_NORM: case IR_RMS_NORM: case IR_TRANSPOSE: case IR_PERMUTE:
+  case IR_RESHAPE: case IR_EXPAND: case IR_SLICE: case IR_ASTYPE: case IR_ALL_GATHER: case IR_REDUCE_SCATTER:
+  case IR_ALL_TO_ALL: case IR_CONVERT: case IR_REINTERPRET: case IR_CALL: case IR_RETURN: case IR_VAR_SET:
+    return true;
+  case IR_BINARY: case IR_BINARY_SCALAR: return !is_comparison(in->s) && i < 2 && !(in->op == IR_BINARY_SCALAR && i == 1);
+  case IR_ALL_REDUCE: return in->i[0] <= 1; /* sum, avg */
+  case IR_CROSS_ENTROPY: return i == 0;
+  case IR_EMBEDDING: return i == 1;
+  case IR_INDEX: return i == 0;
+  case IR_COPY: return in->i[0] == 0; /* detach stops gradients */
+  default: return false;
+  }
+}
+
+static bool mark_active(Rev *r, IrBlock *b) {
+  bool changed = false;
+  for (IrInst *in = b->head; in; in = in->next) {
+    if (in->op == IR_FOR || in->op == IR_IF) {
+      changed |= mark_active(r, &in->body);
+      changed |= mark_active(r, &in->els);
+      continue;
+    }
+    bool any = false;
+    for (int i = 0; i < in->nargs; i++)
+      any |= r->active[in->args[i]] && diff_arg(r->f, in, i);
+    if (in->op == IR_VAR_GET)
+      any = r->active_var[in->i[0]];
+    if (!any)
+      continue;
+    if (in->op == IR_VAR_SET && !r->active_var[in->i[0]]) {
+      r->active_var[in->i[0]] = 1;
+      changed = true;
+    }
+    for (int d = 0; d < in->ndst; d++)
+      if (in->dst[d] >= 0 && !r->active[in->dst[d]] && r->f->values[in->dst[d]].type->kind == TY_TENSOR) {
+        r->active[in->dst[d]] = 1;
+        changed = true;
+      }
+  }
+  return changed;
+}
+
+static bool inst_active(Rev *r, IrInst *in) {
+  if (in->op == IR_FOR || in->op == IR_IF) {
+    for (IrInst *x = in->body.head; x; x = x->next)
+      if (inst_active(r, x))
+        return true;
+    for (IrInst *x = in->els.head; x; x = x->next)
+      if (inst_active(r, x))
+        return true;
+    return false;
+  }
+  if (in->op == IR_VAR_GET)
+    return r->active_var[in->i[0]];
+  for (int i = 0; i < in->nargs; i++)
+    if (r->active[in->args[i]] && diff_arg(r->f, in, i))
+      return true;
+  return false;
+}
+
+static void find_blocks(Rev *r, IrBlock *b, int depth, int *depth_of_block_val) {
+  for (IrInst *in = b->head; in; in = in->next) {
+    for (int i = 0; i < in->nargs; i++) {
+      int v = in->args[i];
+      if (depth_of_block_val[v] >= 0 && depth_of_block_val[v] < depth)
+        r->needs_slot[v] = 1;
+    }
+    if (in->op == IR_FOR && in->ndst)
+      depth_of_block_val[in->dst[0]] = depth + 1, r->def_block[in->dst[0]] = &in->body;
+    if (in->op == IR_FOR || in->op == IR_IF) {
+      find_blocks(r, &in->body, depth + 1, depth_of_block_val);
+      find_blocks(r, &in->els, depth + 1, depth_of_block_val);
+    }
+    for (int d = 0; d < in->ndst; d++)
+      if (in->dst[d] >= 0 && in->op != IR_FOR) {
+        depth_of_block_val[in->dst[d]] = depth;
+        r->def_block[in->dst[d]] = b;
+      }
+  }
+}
+
+/* ---- building the backward ---- */
+
+static int bval(Rev *r, Type *t) { return ir_value(r->ad->c, r->b, t, NULL); }
+
+static IrInst *bemit(Rev *r, IrOp op, Span sp, int nargs, const int *args) {
+  IrInst *in = ir_emit(r->ad->c, r->out, op, sp);
+  ir_set_args(r->ad->c, in, nargs, args);
+  return in;
+}
+
+static int bemit1(Rev *r, IrOp op, Span sp, Type *t, int nargs, const int *args) {
+  IrInst *in = bemit(r, op, sp, nargs, args);
+  in->dst[0] = bval(r, t);
+  in->ndst = 1;
+  return in->dst[0];
+}
+
+static Type *ftype(Rev *r, int v) { return r->f->values[v].type; }
+
+/* Adds contribution c (a b-value) to the adjoint of forward value v. */
+static void contribute(Rev *r, IrBlock *here, int v, int c, Span sp) {
+  if (c < 0)
+    return;
+  if (r->slot[v] >= 0 && r->def_block[v] != here) {
+    IrInst *g = bemit(r, IR_VAR_GET, sp, 0, NULL);
+    g->i[0] = r->slot[v];
+    g->dst[0] = bval(r, ftype(r, v));
+    g->ndst = 1;
+    int sum = bemit1(r, IR_ACCUM, sp, ftype(r, v), 2, (int[]){g->dst[0], c});
+    IrInst *s = bemit(r, IR_VAR_SET, sp, 1, &sum);
+    s->i[0] = r->slot[v];
+    return;
+  }
+  if (r->adj[v] < 0)
+    r->adj[v] = c;
+  else
+    r->adj[v] = bemit1(r, IR_ACCUM, sp, ftype(r, v), 2, (int[]){r->adj[v], c});
+}
+
+/* The whole adjoint of v at its definition: the SSA part plus the slot. */
+static int adjoint(Rev *r, int v, Span sp) {
+  if (r->slot[v] < 0)
+    return r->adj[v];
+  IrInst *g = bemit(r, IR_VAR_GET, sp, 0, NULL);
+  g->i[0] = r->slot[v];
+  g->dst[0] = bval(r, ftype(r, v));
+  g->ndst = 1;
+  if (r->adj[v] < 0)
+    return g->dst[0];
+  return bemit1(r, IR_ACCUM, sp, ftype(r, v), 2, (int[]){r->adj[v], g->dst[0]});
+}
+
+/* Which forward values the backward of `in` needs (pushed by f_fwd). */
+static int residuals(IrInst *in, int *out) {
+  int n = 0;
+  switch (in->op) {
+  case IR_UNARY: case IR_BINARY: case IR_BINARY_SCALAR: case IR_MATMUL: case IR_EINSUM: case IR_SUM: case IR_MEAN:
+  case IR_AMAX: case IR_LAYER_NORM: case IR_RMS_NORM: case IR_CROSS_ENTROPY: case IR_EMBEDDING: case IR_EXPAND:
+  case IR_SLICE: case IR_INDEX:
+    for (int i = 0; i < in->nargs; i++)
+      out[n++] = in->args[i];
+    return n;
+  case IR_SOFTMAX: case IR_LOG_SOFTMAX:
+    out[n++] = in->dst[0];
+    return n;
+  case IR_ASTYPE:
+    out[n++] = in->args[0];
+    return n;
+  default: return 0;
+  }
+}
+
+static IrInst *coll(Rev *r, IrOp op, IrInst *fwd, int dy, Type *t) {
+  IrInst *in = bemit(r, op, fwd->span, 1, &dy);
+  in->naxes = fwd->naxes;
+  memcpy(in->axes, fwd->axes, sizeof in->axes);
+  in->dst[0] = bval(r, t);
+  in->ndst = 1;
+  return in;
+}
+
+enum { RT_R_ = 0, RT_I_ = 1, RT_V_ = 2, RT_P_ = 3 };
+
+/* The backward of a cast (reinterpret or convert) src -> dst: the seed's
+ * forward/backward table, with reinterpret(I,V) -> all_reduce(V -> I). */
+static int cast_bwd(Rev *r, IrInst *in, int dy, Type *xt) {
+  long long s = in->i[0], d = in->i[1], dim = in->i[2];
+  bool conv = in->op == IR_CONVERT;
+  IrInst *b;
+  if (s == d)
+    return bemit1(r, IR_COPY, in->span, xt, 1, &dy);
+  if (s == RT_I_ && d == RT_R_) /* P -> I */
+    return coll(r, IR_ALL_REDUCE, in, dy, xt)->dst[0];
+  if (s == RT_I_ && d == RT_V_) {
+    if (!conv)
+      return coll(r, IR_ALL_REDUCE, in, dy, xt)->dst[0];
+    b = coll(r, IR_ALL_GATHER, in, dy, xt);
+    b->i[0] = dim;
+    return b->dst[0];
+  }
+  if (s == RT_I_ && d == RT_P_) /* R -> I: a no-op */
+    return bemit1(r, IR_COPY, in->span, xt, 1, &dy);
+  /* the others are local: cast the cotangent back, no communication */
+  static const int back[4][4][2] = {
+      /* src R */ {[RT_I_] = {RT_I_, RT_P_}, [RT_V_] = {RT_V_, RT_P_}, [RT_P_] = {RT_R_, RT_P_}},
+      /* src I */ {{0}},
+      /* src V */ {[RT_P_] = {RT_R_, RT_V_}},
+      /* src P */ {{0}},
+  };
+  b = coll(r, conv || (s == RT_R_ && d == RT_I_) ? IR_CONVERT : IR_REINTERPRET, in, dy, xt);
+  b->i[0] = back[s][d][0];
+  b->i[1] = back[s][d][1];
+  b->i[2] = dim;
+  return b->dst[0];
+}
+
+static void reverse_block(Rev *r, IrBlock *fb);
+
+/* Emits the backward of one active instruction, given the adjoint dy of
+ * its (first) result and its residuals (forward id -> backward id). */
+static void bwd_rule(Rev *r, IrInst *in, IrBlock *here, int dy, const int *res_f, const int *res_b, int nres) {
+  Compiler *c = r->ad->c;
+  Span sp = in->span;
+#define RES(fv) res_lookup(res_f, res_b, nres, (fv))
+  int a0 = in->nargs > 0 ? in->args[0] : -1;
+  bool want0 = in->nargs > 0 && r->active[a0] && diff_arg(r->f, in, 0);
+  bool want1 = in->nargs > 1 && r->active[in->args[1]] && diff_arg(r->f, in, 1);
+  switch (in->op) {
+  case IR_UNARY: {
+    IrInst *b = bemit(r, IR_UNARY_BWD, sp, 2, (int[]){RES(a0), dy});
+    b->s = in->s;
+    b->dst[0] = bval(r, ftype(r, a0));
+    b->ndst = 1;
+    contribute(r, here, a0, b->dst[0], sp);
+    return;
+  }
+  case IR_BINARY:
+  case IR_BINARY_SCALAR: {
+    int a = RES(in->args[0]), bb = RES(in->args[1]);
+    if (in->op == IR_BINARY_SCALAR) { /* make the host scalar a 0-d tensor */
+      Type *st = type_scalar(c, ftype(r, a0)->dtype, 0, LT_R);
+      bb = bemit1(r, IR_SCALAR, sp, st, 1, &bb);
+      if (in->i[1]) {
+        int t = a;
+        a = bb;
+        bb = t;
+      }
+    }
+    IrInst *b = bemit(r, IR_BINARY_BWD, sp, 3, (int[]){a, bb, dy});
+    b->s = in->s;
+    b->ndst = 2;
+    bool left_tensor = in->op == IR_BINARY || !in->i[1];
+    bool want_a = in->op == IR_BINARY ? want0 : (left_tensor && want0);
+    bool want_b = in->op == IR_BINARY ? want1 : (!left_tensor && want0);
+    b->dst[0] = want_a ? bval(r, ftype(r, in->args[0])) : -1;
+    b->dst[1] = want_b ? bval(r, ftype(r, in->op == IR_BINARY ? in->args[1] : in->args[0])) : -1;
+    if (in->op == IR_BINARY) {
+      contribute(r, here, in->args[0], b->dst[0], sp);
+      contribute(r, here, in->args[1], b->dst[1], sp);
+    } else {
+      contribute(r, here, in->args[0], left_tensor ? b->dst[0] : b->dst[1], sp);
+    }
+    return;
+  }
+  case IR_MATMUL: {
+    IrInst *b = bemit(r, IR_MATMUL_BWD, sp, 3, (int[]){RES(in->args[0]), RES(in->args[1]), dy});
+    b->ndst = 2;
+    b->dst[0] = want0 ? bval(r, ftype(r, in->args[0])) : -1;
+    b->dst[1] = want1 ? bval(r, ftype(r, in->args[1])) : -1;
+    contribute(r, here, in->args[0], b->dst[0], sp);
+    contribute(r, here, in->args[1], b->dst[1], sp);
+    return;
+  }
+  case IR_EINSUM: {
+    int args[5], n = 0;
+    for (int i = 0; i < in->nargs; i++)
+      args[n++] = RES(in->args[i]);
+    args[n++] = dy;
+    IrInst *b = bemit(r, IR_EINSUM_BWD, sp, n, args);
+    b->s = in->s;
+    b->ndst = in->nargs;
+    for (int i = 0; i < in->nargs; i++)
+      b->dst[i] = r->active[in->args[i]] ? bval(r, ftype(r, in->args[i])) : -1;
+    for (int i = 0; i < in->nargs; i++)
+      contribute(r, here, in->args[i], b->dst[i], sp);
+    return;
+  }
+  case IR_SUM:
+  case IR_MEAN:
+  case IR_AMAX: {
+    IrInst *b = bemit(r, IR_REDUCE_BWD, sp, 2, (int[]){RES(a0), dy});
+    b->i[0] = in->op;
+    b->i[1] = in->i[0];
+    b->dst[0] = bval(r, ftype(r, a0));
+    b->ndst = 1;
+    contribute(r, here, a0, b->dst[0], sp);
+    return;
+  }
+  case IR_CUMSUM: {
+    IrInst *b = bemit(r, IR_CUMSUM_BWD, sp, 1, &dy);
+    b->i[0] = in->i[0];
+    b->dst[0] = bval(r, ftype(r, a0));
+    b->ndst = 1;
+    contribute(r, here, a0, b->dst[0], sp);
+    return;
+  }
+  case IR_SOFTMAX:
+  case IR_LOG_SOFTMAX: {
+    IrInst *b = bemit(r, in->op == IR_SOFTMAX ? IR_SOFTMAX_BWD : IR_LOG_SOFTMAX_BWD, sp, 2, (int[]){RES(in->dst[0]), dy});
+    b->i[0] = in->i[0];
+    b->dst[0] = bval(r, ftype(r, a0));
+    b->ndst = 1;
+    contribute(r, here, a0, b->dst[0], sp);
+    return;
+  }
+  case IR_LAYER_NORM:
+  case IR_RMS_NORM: {
+    int args[3] = {RES(a0), in->nargs > 1 ? RES(in->args[1]) : RES(a0), dy};
+    IrInst *b = bemit(r, in->op == IR_LAYER_NORM ? IR_LAYER_NORM_BWD : IR_RMS_NORM_BWD, sp, 3, args);
+    b->i[1] = in->nargs > 1;
+    b->f = in->f;
+    b->ndst = in->op == IR_LAYER_NORM ? 3 : 2;
+    for (int i = 0; i < b->ndst; i++)
+      b->dst[i] = i < in->nargs && r->active[in->args[i]] ? bval(r, ftype(r, in->args[i])) : -1;
+    for (int i = 0; i < b->ndst && i < in->nargs; i++)
+      contribute(r, here, in->args[i], b->dst[i], sp);
+    return;
+  }
+  case IR_CROSS_ENTROPY: {
+    int v = bemit1(r, IR_CROSS_ENTROPY_BWD, sp, ftype(r, a0), 3, (int[]){RES(a0), RES(in->args[1]), dy});
+    contribute(r, here, a0, v, sp);
+    return;
+  }
+  case IR_EMBEDDING: {
+    int v = bemit1(r, IR_EMBEDDING_BWD, sp, ftype(r, in->args[1]), 3, (int[]){RES(a0), dy, RES(in->args[1])});
+    contribute(r, here, in->args[1], v, sp);
+    return;
+  }
+  case IR_TRANSPOSE: {
+    IrInst *b = bemit(r, IR_TRANSPOSE, sp, 1, &dy);
+    b->i[0] = in->i[0];
+    b->i[1] = in->i[1];
+    b->dst[0] = bval(r, ftype(r, a0));
+    b->ndst = 1;
+    contribute(r, here, a0, b->dst[0], sp);
+    return;
+  }
+  case IR_PERMUTE: {
+    IrInst *b = bemit(r, IR_PERMUTE, sp, 1, &dy);
+    for (int i = 0; i < ftype(r, a0)->ndim; i++)
+      b->i[in->i[i]] = i;
+    b->dst[0] = bval(r, ftype(r, a0));
+    b->ndst = 1;
+    contribute(r, here, a0, b->dst[0], sp);
+    return;
+  }
+  case IR_RESHAPE: {
+    IrInst *b = bemit(r, IR_RESHAPE, sp, 1, &dy);
+    b->t = ftype(r, a0);
+    b->dst[0] = bval(r, ftype(r, a0));
+    b->ndst = 1;
+    contribute(r, here, a0, b->dst[0], sp);
+    return;
+  }
+  case IR_EXPAND:
+    contribute(r, here, a0, bemit1(r, IR_SUM_TO_SHAPE, sp, ftype(r, a0), 2, (int[]){dy, RES(a0)}), sp);
+    return;
+  case IR_SLICE: {
+    IrInst *b = bemit(r, IR_SLICE_BWD, sp, 2, (int[]){dy, RES(a0)});
+    b->i[0] = in->i[0];
+    b->i[1] = in->i[1];
+    b->dst[0] = bval(r, ftype(r, a0));
+    b->ndst = 1;
+    contribute(r, here, a0, b->dst[0], sp);
+    return;
+  }
+  case IR_INDEX:
+    contribute(r, here, a0, bemit1(r, IR_INDEX_BWD, sp, ftype(r, a0), 3, (int[]){dy, RES(a0), RES(in->args[1])}), sp);
+    return;
+  case IR_ASTYPE: {
+    IrInst *b = bemit(r, IR_ASTYPE, sp, 1, &dy);
+    b->i[0] = ftype(r, a0)->dtype;
+    b->dst[0] = bval(r, ftype(r, a0));
+    b->ndst = 1;
+    contribute(r, here, a0, b->dst[0], sp);
+    return;
+  }
+  case IR_COPY: contribute(r, here, a0, bemit1(r, IR_COPY, sp, ftype(r, a0), 1, &dy), sp); return;
+  case IR_ALL_REDUCE: {
+    /* to R: the cotangent (P) is all-reduced; to I: a no-op (I -> R) */
+    LTypeKind dst = ftype(r, in->dst[0])->lt[in->axes[0]];
+    int v;
+    if (dst == LT_R) {
+      IrInst *b = coll(r, IR_ALL_REDUCE, in, dy, ftype(r, a0));
+      b->i[0] = in->i[0];
+      v = b->dst[0];
+    } else {
+      v = bemit1(r, IR_COPY, sp, ftype(r, a0), 1, &dy);
+      if (in->i[0] == 1) { /* avg: each rank's share */
+        IrInst *b = coll(r, IR_ALL_REDUCE, in, v, ftype(r, a0));
+        b->i[0] = 1;
+        v = b->dst[0];
+      }
+    }
+    contribute(r, here, a0, v, sp);
+    return;
+  }
+  case IR_ALL_GATHER: {
+    LTypeKind dst = ftype(r, in->dst[0])->lt[in->axes[0]];
+    IrInst *b;
+    if (dst == LT_R) {
+      b = coll(r, IR_REDUCE_SCATTER, in, dy, ftype(r, a0));
+      b->i[0] = in->i[0];
+    } else {
+      b = coll(r, IR_CONVERT, in, dy, ftype(r, a0));
+      b->i[0] = RT_I_;
+      b->i[1] = RT_V_;
+      b->i[2] = in->i[0];
+    }
+    contribute(r, here, a0, b->dst[0], sp);
+    return;
+  }
+  case IR_REDUCE_SCATTER: {
+    IrInst *b = coll(r, IR_ALL_GATHER, in, dy, ftype(r, a0));
+    b->i[0] = in->i[0];
+    contribute(r, here, a0, b->dst[0], sp);
+    return;
+  }
+  case IR_ALL_TO_ALL: {
+    IrInst *b = coll(r, IR_ALL_TO_ALL, in, dy, ftype(r, a0));
+    b->i[0] = in->i[1];
+    b->i[1] = in->i[0];
+    contribute(r, here, a0, b->dst[0], sp);
+    return;
+  }
+  case IR_CONVERT:
+  case IR_REINTERPRET: contribute(r, here, a0, cast_bwd(r, in, dy, ftype(r, a0)), sp); return;
+  default:
+    error_at(c, sp, "internal error: no backward for IR %s", ir_op_name[in->op]);
+    return;
+  }
+#undef RES
+}
+
+static int res_lookup(const int *f, const int *b, int n, int v) {
+  for (int i = n - 1; i >= 0; i--)
+    if (f[i] == v)
+      return b[i];
+  return -1;
+}
+
+static void init_slots(Rev *r, IrBlock *fb, Span sp) {
+  for (IrInst *in = fb->head; in; in = in->next)
+    for (int d = 0; d < in->ndst; d++) {
+      int v = in->dst[d];
+      if (v < 0 || !r->active[v] || !r->needs_slot[v] || in->op == IR_FOR)
+        continue;
+      if (r->slot[v] < 0)
+        r->slot[v] = ir_var(r->ad->c, r->b, ftype(r, v), r->f->values[v].hint ? r->f->values[v].hint : "adj");
+      IrInst *z = bemit(r, IR_FILL, sp, 0, NULL);
+      z->t = ftype(r, v);
+      z->dst[0] = bval(r, ftype(r, v));
+      z->ndst = 1;
+      IrInst *s = bemit(r, IR_VAR_SET, sp, 1, &z->dst[0]);
+      s->i[0] = r->slot[v];
+    }
+}
+
+/* The backward of a call: the callee's own backward, on the tape. */
+static void call_bwd(Rev *r, IrInst *in, IrBlock *here) {
+  long long mask = 0;
+  for (int i = 0; i < in->nargs; i++)
+    if (r->active[in->args[i]] && diff_arg(r->f, in, i))
+      mask |= 1LL << i;
+  Variant *v = variant(r->ad, in->callee, mask);
+  int dys[IR_MAX_DST], n = 0;
+  for (int d = 0; d < in->ndst; d++) {
+    int a = in->dst[d] >= 0 && r->active[in->dst[d]] ? adjoint(r, in->dst[d], in->span) : -1;
+    if (a < 0) {
+      IrInst *z = bemit(r, IR_FILL, in->span, 0, NULL);
+      z->t = ftype(r, in->dst[d]);
+      z->dst[0] = a = bval(r, z->t);
+      z->ndst = 1;
+    }
+    dys[n++] = a;
+  }
+  IrInst *b = bemit(r, IR_CALL, in->span, n, dys);
+  b->callee = v->bwd;
+  for (int i = 0; i < in->nargs; i++)
+    if (mask & (1LL << i))
+      b->dst[b->ndst++] = bval(r, ftype(r, in->args[i]));
+  int k = 0;
+  for (int i = 0; i < in->nargs; i++)
+    if (mask & (1LL << i))
+      contribute(r, here, in->args[i], b->dst[k++], in->span);
+}
+
+static void reverse_inst(Rev *r, IrInst *in, IrBlock *fb) {
+  Compiler *c = r->ad->c;
+  Span sp = in->span;
+  if (in->op == IR_FOR) {
+    IrInst *pop = bemit(r, IR_POP, sp, 0, NULL);
+    pop->ndst = 2;
+    pop->dst[0] = bval(r, type_new(c, TY_INT));
+    pop->dst[1] = bval(r, type_new(c, TY_INT));
+    IrInst *loop = bemit(r, IR_FOR, sp, 2, pop->dst);
+    loop->i[1] = 1; /* runs backwards */
+    loop->dst[0] = bval(r, type_new(c, TY_INT));
+    loop->ndst = 1;
+    IrBlock *saved = r->out;
+    r->out = &loop->body;
+    reverse_block(r, &in->body);
+    r->out = saved;
+    return;
+  }
+  if (in->op == IR_IF) {
+    IrInst *pop = bemit(r, IR_POP, sp, 0, NULL);
+    pop->ndst = 1;
+    pop->dst[0] = bval(r, type_new(c, TY_BOOL));
+    IrInst *br = bemit(r, IR_IF, sp, 1, pop->dst);
+    IrBlock *saved = r->out;
+    r->out = &br->body;
+    reverse_block(r, &in->body);
+    r->out = &br->els;
+    reverse_block(r, &in->els);
+    r->out = saved;
+    return;
+  }
+  if (in->op == IR_VAR_GET) {
+    int a = adjoint(r, in->dst[0], sp);
+    if (a < 0)
+      return;
+    int slot = r->adj_var[in->i[0]];
+    IrInst *g = bemit(r, IR_VAR_GET, sp, 0, NULL);
+    g->i[0] = slot;
+    g->dst[0] = bval(r, ftype(r, in->dst[0]));
+    g->ndst = 1;
+    int sum = bemit1(r, IR_ACCUM, sp, ftype(r, in->dst[0]), 2, (int[]){g->dst[0], a});
+    IrInst *s = bemit(r, IR_VAR_SET, sp, 1, &sum);
+    s->i[0] = slot;
+    return;
+  }
+  if (in->op == IR_VAR_SET) {
+    int v = in->args[0];
+    int slot = r->adj_var[in->i[0]];
+    IrInst *g = bemit(r, IR_VAR_GET, sp, 0, NULL);
+    g->i[0] = slot;
+    g->dst[0] = bval(r, ftype(r, v));
+    g->ndst = 1;
+    contribute(r, fb, v, g->dst[0], sp);
+    IrInst *z = bemit(r, IR_FILL, sp, 0, NULL);
+    z->t = ftype(r, v);
+    z->dst[0] = bval(r, z->t);
+    z->ndst = 1;
+    IrInst *s = bemit(r, IR_VAR_SET, sp, 1, &z->dst[0]);
+    s->i[0] = slot;
+    return;
+  }
+  if (in->op == IR_RETURN)
+    return; /* seeded by the caller of reverse_block */
+  if (in->op == IR_CALL) {
+    call_bwd(r, in, fb);
+    return;
+  }
+  /* residuals come off the tape in reverse order */
+  int res_f[8], res_b[8];
+  int nres = residuals(in, res_f);
+  if (nres) {
+    IrInst *pop = bemit(r, IR_POP, sp, 0, NULL);
+    pop->ndst = nres;
+    for (int i = 0; i < nres; i++)
+      pop->dst[i] = res_b[i] = bval(r, ftype(r, res_f[i]));
+  }
+  int dy = in->ndst ? adjoint(r, in->dst[0], sp) : -1;
+  if (dy < 0) {
+    /* no cotangent reached this result: its inputs get nothing from it */
+    return;
+  }
+  bwd_rule(r, in, fb, dy, res_f, res_b, nres);
+}
+
+static void reverse_block(Rev *r, IrBlock *fb) {
+  init_slots(r, fb, fb->head ? fb->head->span : r->f->span);
+  int n = 0;
+  for (IrInst *in = fb->head; in; in = in->next)
+    n++;
+  IrInst **list = arena_alloc(&r->ad->c->arena, sizeof(IrInst *) * (size_t)(n ? n : 1));
+  n = 0;
+  for (IrInst *in = fb->head; in; in = in->next)
+    list[n++] = in;
+  for (int i = n - 1; i >= 0; i--)
+    if (inst_active(r, list[i]))
+      reverse_inst(r, list[i], fb);
+}
+
+/* ---- the forward with pushes ---- */
+
+static IrBlock clone_with_pushes(Rev *r, IrBlock *src) {
+  Compiler *c = r->ad->c;
+  IrBlock out = {0};
+  for (IrInst *in = src->head; in; in = in->next) {
+    IrInst *n = arena_alloc(&c->arena, sizeof(IrInst));
+    *n = *in;
+    n->next = NULL;
+    if (out.tail)
+      out.tail->next = n;
+    else
+      out.head = n;
+    out.tail = n;
+    bool active = inst_active(r, in);
+    if (in->op == IR_FOR || in->op == IR_IF) {
+      n->body = clone_with_pushes(r, &in->body);
+      n->els = clone_with_pushes(r, &in->els);
+      if (!active)
+        continue;
+      IrInst *p = ir_emit(c, &out, IR_PUSH, in->span);
+      if (in->op == IR_FOR)
+        ir_set_args(c, p, 2, in->args);
+      else
+        ir_set_args(c, p, 1, in->args);
+      continue;
+    }
+    if (!active)
+      continue;
+    if (in->op == IR_CALL) {
+      long long mask = 0;
+      for (int i = 0; i < in->nargs; i++)
+        if (r->active[in->args[i]] && diff_arg(r->f, in, i))
+          mask |= 1LL << i;
+      n->callee = variant(r->ad, in->callee, mask)->fwd;
+      continue;
+    }
+    int res[8];
+    int nres = residuals(in, res);
+    if (nres) {
+      IrInst *p = ir_emit(c, &out, IR_PUSH, in->span);
+      ir_set_args(c, p, nres, res);
+    }
+    if (in->op == IR_ALL_REDUCE && in->i[0] > 1)
+      error_at(c, in->span, "all_reduce with op=%s has no gradient, but this value needs one",
+               in->i[0] == 2 ? "max" : "min");
+  }
+  return out;
+}
+
+static Variant *variant(AD *ad, IrFn *f, long long mask) {
+  for (Variant *v = ad->variants; v; v = v->next)
+    if (v->f == f && v->mask == mask)
+      return v;
+  Compiler *c = ad->c;
+  Variant *v = arena_alloc(&c->arena, sizeof(Variant));
+  v->f = f;
+  v->mask = mask;
+  v->next = ad->variants;
+  ad->variants = v;
+  Rev r = {.ad = ad, .f = f};
+  size_t nv = (size_t)f->nvalues + 1;
+  r.active = arena_alloc(&c->arena, nv);
+  r.active_var = arena_alloc(&c->arena, (size_t)f->nvars + 1);
+  r.def_block = arena_alloc(&c->arena, sizeof(IrBlock *) * nv);
+  r.needs_slot = arena_alloc(&c->arena, nv);
+  r.adj = arena_alloc(&c->arena, sizeof(int) * nv);
+  r.slot = arena_alloc(&c->arena, sizeof(int) * nv);
+  r.adj_var = arena_alloc(&c->arena, sizeof(int) * ((size_t)f->nvars + 1));
+  int *depth = arena_alloc(&c->arena, sizeof(int) * nv);
+  for (size_t i = 0; i < nv; i++) {
+    r.adj[i] = r.slot[i] = -1;
+    depth[i] = -1;
+  }
+  for (int i = 0; i < f->nparams; i++) {
+    depth[f->params[i]] = 0;
+    r.def_block[f->params[i]] = &f->body;
+    if (mask & (1LL << i))
+      r.active[f->params[i]] = 1;
+  }
+  while (mark_active(&r, &f->body))
+    ;
+  find_blocks(&r, &f->body, 0, depth);
+
+  /* the forward: f's values, f's body with pushes */
+  v->fwd = ir_fn_new(c, arena_sprintf(&c->arena, "%s_fwd%lld", f->cname, mask));
+  *v->fwd = *f;
+  v->fwd->cname = arena_sprintf(&c->arena, "%s_fwd%lld", f->cname, mask);
+  v->fwd->uses_tape = true;
+  v->fwd->is_main = false;
+  v->fwd->next = NULL;
+
+  /* the backward: cotangents of the results in, gradients of the masked
+   * parameters out */
+  IrFn *b = v->bwd = ir_fn_new(c, arena_sprintf(&c->arena, "%s_bwd%lld", f->cname, mask));
+  b->uses_tape = true;
+  b->span = f->span;
+  b->fn = f->fn;
+  r.b = b;
+  r.out = &b->body;
+  b->params = arena_alloc(&c->arena, sizeof(int) * (size_t)(f->nret + 1));
+  for (int i = 0; i < f->nret; i++)
+    b->params[b->nparams++] = ir_value(c, b, f->ret_types[i], "dy");
+  int ngrad = 0;
+  for (int i = 0; i < f->nparams; i++)
+    ngrad += (mask >> i) & 1;
+  b->nret = ngrad;
+  b->ret_types = arena_alloc(&c->arena, sizeof(Type *) * (size_t)(ngrad + 1));
+  for (int i = 0, k = 0; i < f->nparams; i++)
+    if (mask & (1LL << i))
+      b->ret_types[k++] = type_dual(c, f->values[f->params[i]].type, ad->p->mesh->naxes);
+  for (int s = 0; s < f->nvars; s++) {
+    r.adj_var[s] = ir_var(c, b, f->vars[s].type, f->vars[s].name);
+    IrInst *z = bemit(&r, IR_FILL, f->span, 0, NULL);
+    z->t = f->vars[s].type;
+    z->dst[0] = bval(&r, z->t);
+    z->ndst = 1;
+    IrInst *set = bemit(&r, IR_VAR_SET, f->span, 1, &z->dst[0]);
+    set->i[0] = r.adj_var[s];
+  }
+  /* parameters used inside loops accumulate in slots */
+  for (int i = 0; i < f->nparams; i++) {
+    int p = f->params[i];
+    if (!r.active[p] || !r.needs_slot[p])
+      continue;
+    r.slot[p] = ir_var(c, b, ftype(&r, p), f->values[p].hint);
+    IrInst *z = bemit(&r, IR_FILL, f->span, 0, NULL);
+    z->t = ftype(&r, p);
+    z->dst[0] = bval(&r, z->t);
+    z->ndst = 1;
+    IrInst *set = bemit(&r, IR_VAR_SET, f->span, 1, &z->dst[0]);
+    set->i[0] = r.slot[p];
+  }
+  /* seed: the results' cotangents */
+  IrInst *ret = f->body.tail && f->body.tail->op == IR_RETURN ? f->body.tail : NULL;
+  for (int i = 0; ret && i < ret->nargs && i < b->nparams; i++)
+    if (r.active[ret->args[i]])
+      contribute(&r, &f->body, ret->args[i], b->params[i], ret->span);
+  v->fwd->body = clone_with_pushes(&r, &f->body);
+  reverse_block(&r, &f->body);
+  IrInst *bret = bemit(&r, IR_RETURN, f->span, 0, NULL);
+  int *grads = arena_alloc(&c->arena, sizeof(int) * (size_t)(ngrad + 1));
+  for (int i = 0, k = 0; i < f->nparams; i++) {
+    if (!(mask & (1LL << i)))
+      continue;
+    int p = f->params[i];
+    int g = r.active[p] ? adjoint(&r, p, f->span) : -1;
+    if (g < 0) {
+      IrInst *z = bemit(&r, IR_FILL, f->span, 0, NULL);
+      z->t = ftype(&r, p);
+      z->dst[0] = g = bval(&r, z->t);
+      z->ndst = 1;
+    }
+    grads[k++] = g;
+  }
+  /* the RETURN must come last: move it */
+  IrInst **pp = &b->body.head;
+  while (*pp != bret)
+    pp = &(*pp)->next;
+  *pp = bret->next;
+  if (b->body.tail == bret) {
+    IrInst *t = b->body.head;
+    while (t && t->next)
+      t = t->next;
+    b->body.tail = t;
+  }
+  bret->next = NULL;
+  ir_set_args(c, bret, ngrad, grads);
+  if (b->body.tail)
+    b->body.tail->next = bret;
+  else
+    b->body.head = bret;
+  b->body.tail = bret;
+
+  /* the wrapper value_and_grad calls */
+  IrFn *w = v->vjp = ir_fn_new(c, arena_sprintf(&c->arena, "%s_vjp%lld", f->cname, mask));
+  w->span = f->span;
+  w->fn = f->fn;
+  w->vjp_fwd = v->fwd;
+  w->vjp_bwd = b;
+  w->vjp_ngrads = ngrad;
+  w->values = f->values;
+  w->nvalues = f->nvalues;
+  w->params = f->params;
+  w->nparams = f->nparams;
+  w->nret = 1 + ngrad;
+  w->ret_types = arena_alloc(&c->arena, sizeof(Type *) * (size_t)(ngrad + 1));
+  w->ret_types[0] = f->ret_types[0];
+  for (int i = 0; i < ngrad; i++)
+    w->ret_types[1 + i] = b->ret_types[i];
+
+  /* callees first: fwd, bwd, then the wrapper */
+  IrFn **tail = &ad->new_fns;
+  while (*tail)
+    tail = &(*tail)->next;
+  *tail = v->fwd;
+  v->fwd->next = b;
+  b->next = w;
+  w->next = NULL;
+  return v;
+}
+
+static void rewrite_calls(AD *ad, IrBlock *b) {
+  for (IrInst *in = b->head; in; in = in->next) {
+    rewrite_calls(ad, &in->body);
+    rewrite_calls(ad, &in->els);
+    if (in->op != IR_VJP_CALL || !in->callee)
+      continue;
+    Variant *v = variant(ad, in->callee, in->i[0]);
+    in->callee = v->vjp;
+    if (!in->i[1]) { /* grad(): no value wanted */
+      for (int d = in->ndst; d > 0; d--)
+        in->dst[d] = in->dst[d - 1];
+      in->dst[0] = -1;
+      in->ndst++;
+    }
+  }
+}
+
+void ad_differentiate(Compiler *c, IrProgram *p) {
+  AD ad = {.c = c, .p = p};
+  for (IrFn *f = p->fns; f; f = f->next)
+    rewrite_calls(&ad, &f->body);
+  if (!ad.new_fns)
+    return;
+  /* generated functions go before the first user of any of them: simplest,
+   * before everything that is not their dependency.  C needs only
+   * declarations, which emit_c writes first, so order is free. */
+  IrFn **tail = &p->fns;
+  while (*tail)
+    tail = &(*tail)->next;
+  *tail = ad.new_fns;
+}

@@ -1,0 +1,679 @@
+/* emit_c.c: C from the IR.  Each IrFn becomes a static C function named
+ * after its source function; each value a C variable named after the source
+ * variable it came from; each instruction one runtime call with a
+ * comment giving its source line.  Tensor values are owned by their
+ * variable and freed right after their last use in the block that defines
+ * them; parameters are borrowed; results are returned as new references. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "ir.h"
+
+typedef struct Emitter {
+  Compiler *c;
+  IrProgram *p;
+  FILE *out;
+  IrFn *f;
+  int *lastuse;     /* per value: index of its last use in the current block */
+} Emitter;
+
+static void out(Emitter *E, int indent, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static void out(Emitter *E, int indent, const char *fmt, ...) {
+  fprintf(E->out, "%*s", indent * 2, "");
+  va_list ap;
+  va_start(ap, fmt);
+  vfprintf(E->out, fmt, ap);
+  va_end(ap);
+}
+
+static const char *vname(Emitter *E, int v) {
+  IrValue *val = &E->f->values[v];
+  return arena_sprintf(&E->c->arena, "%s_%d", val->hint ? val->hint : "t", v);
+}
+
+static const char *varname(Emitter *E, int slot) {
+  return arena_sprintf(&E->c->arena, "var_%s_%d", E->f->vars[slot].name, slot);
+}
+
+static bool is_tensor(Emitter *E, int v) { return E->f->values[v].type->kind == TY_TENSOR; }
+
+static const char *ctype_of(const Type *t) {
+  switch (t->kind) {
+  case TY_INT: return "int64_t";
+  case TY_FLOAT: return "double";
+  case TY_BOOL: return "bool";
+  default: return "rt_tensor *";
+  }
+}
+
+static const char *dtype_c(DType d) { return d == DT_F64 ? "RT_F64" : d == DT_I32 ? "RT_I32" : "RT_F32"; }
+
+/* A size as a C expression over the runtime mesh sizes. */
+static const char *size_c(Emitter *E, Size s) {
+  StrBuf sb;
+  sb_init(&sb, &E->c->arena);
+  sb_printf(&sb, "((int64_t)%lld", s.num);
+  for (int i = 0; i < s.nf; i++)
+    for (int k = 0; k < s.f[i].exp; k++)
+      sb_printf(&sb, " * rt_axis_size(ctx, %d)", s.f[i].axis);
+  if (s.den != 1)
+    sb_printf(&sb, " / %lld", s.den);
+  for (int i = 0; i < s.nf; i++)
+    for (int k = 0; k < -s.f[i].exp; k++)
+      sb_printf(&sb, " / rt_axis_size(ctx, %d)", s.f[i].axis);
+  sb_putc(&sb, ')');
+  return sb.data;
+}
+
+/* Declares shape_[] (local shape) and, for global types, the layout. */
+static void emit_shape(Emitter *E, int ind, const Type *t, const char *name) {
+  out(E, ind, "int64_t global_[%d] = {", t->ndim ? t->ndim : 1);
+  for (int d = 0; d < t->ndim; d++)
+    fprintf(E->out, "%s%s", d ? ", " : "", size_c(E, t->shape[d]));
+  fprintf(E->out, "%s};\n", t->ndim ? "" : "0");
+  if (t->local) {
+    out(E, ind, "rt_layout layout_ = rt_layout_full(%d, global_);\n", t->ndim);
+    return;
+  }
+  out(E, ind, "rt_axes axes_[%d] = {", t->ndim ? t->ndim : 1);
+  for (int d = 0; d < t->ndim; d++) {
+    int n = 0;
+    while (n < MAX_MESH_AXES && t->spec[d][n] >= 0)
+      n++;
+    fprintf(E->out, "%s{.n = %d, .idx = {", d ? ", " : "", n);
+    for (int k = 0; k < n; k++)
+      fprintf(E->out, "%s%d", k ? ", " : "", t->spec[d][k]);
+    fputs("}}", E->out);
+  }
+  fprintf(E->out, "%s};\n", t->ndim ? "" : "{.n = 0}");
+  out(E, ind, "rt_layout layout_ = rt_layout_of(ctx, \"%s\", %d, global_, axes_);\n", name, t->ndim);
+}
+
+static const char *c_string(Emitter *E, const char *s) {
+  StrBuf sb;
+  sb_init(&sb, &E->c->arena);
+  sb_putc(&sb, '"');
+  for (; *s; s++) {
+    unsigned char ch = (unsigned char)*s;
+    if (ch == '"' || ch == '\\')
+      sb_printf(&sb, "\\%c", ch);
+    else if (ch == '\n')
+      sb_puts(&sb, "\\n");
+    else if (ch < 0x20 || ch >= 0x7f)
+      sb_printf(&sb, "\\%03o", ch);
+    else
+      sb_putc(&sb, (char)ch);
+  }
+  sb_putc(&sb, '"');
+  return sb.data;
+}
+
+static const char *axes_c(Emitter *E, IrInst *in) {
+  StrBuf sb;
+  sb_init(&sb, &E->c->arena);
+  sb_printf(&sb, "(rt_axes){.n = %d, .idx = {", in->naxes);
+  for (int i = 0; i < in->naxes; i++)
+    sb_printf(&sb, "%s%d", i ? ", " : "", in->axes[i]);
+  sb_puts(&sb, "}}");
+  return sb.data;
+}
+
+static const char *A(Emitter *E, IrInst *in, int i) { return vname(E, in->args[i]); }
+static const char *D(Emitter *E, IrInst *in, int i) { return vname(E, in->dst[i]); }
+
+static const char *host_op(OpKind op) {
+  switch (op) {
+  case OP_AND: return "&&";
+  case OP_OR: return "||";
+  default: return op_spelling[op];
+  }
+}
+
+static void emit_block(Emitter *E, IrBlock *b, int ind);
+
+static void uses(IrInst *in, int j, int *lastuse) {
+  for (int i = 0; i < in->nargs; i++)
+    lastuse[in->args[i]] = j;
+  for (IrInst *x = in->body.head; x; x = x->next)
+    uses(x, j, lastuse);
+  for (IrInst *x = in->els.head; x; x = x->next)
+    uses(x, j, lastuse);
+}
+
+static void emit_inst(Emitter *E, IrInst *in, int ind) {
+  int line, col;
+  source_position(E->c, in->span, &line, &col);
+  const char *loc = arena_sprintf(&E->c->arena, "/* %s:%d */", source_file(E->c, in->span.file)->path, line);
+  switch (in->op) {
+  case IR_HOST_CONST:
+    if (in->t->kind == TY_FLOAT)
+      out(E, ind, "%s = %.17g; %s\n", D(E, in, 0), in->f, loc);
+    else if (in->t->kind == TY_BOOL)
+      out(E, ind, "%s = %s; %s\n", D(E, in, 0), in->i[0] ? "true" : "false", loc);
+    else
+      out(E, ind, "%s = %lld; %s\n", D(E, in, 0), in->i[0], loc);
+    return;
+  case IR_HOST_SIZE: out(E, ind, "%s = %s; %s\n", D(E, in, 0), size_c(E, in->size), loc); return;
+  case IR_HOST_BINARY:
+    if (in->i[0] == OP_DIV && E->f->values[in->dst[0]].type->kind == TY_INT)
+      out(E, ind, "%s = %s / %s; %s\n", D(E, in, 0), A(E, in, 0), A(E, in, 1), loc);
+    else
+      out(E, ind, "%s = %s %s %s; %s\n", D(E, in, 0), A(E, in, 0), host_op((OpKind)in->i[0]), A(E, in, 1), loc);
+    return;
+  case IR_HOST_NEG: out(E, ind, "%s = -%s;\n", D(E, in, 0), A(E, in, 0)); return;
+  case IR_HOST_NOT: out(E, ind, "%s = !%s;\n", D(E, in, 0), A(E, in, 0)); return;
+  case IR_HOST_ITEM: out(E, ind, "%s = rt_item(ctx, %s) != 0; %s\n", D(E, in, 0), A(E, in, 0), loc); return;
+  case IR_SCALAR:
+    out(E, ind, "%s = rt_scalar(ctx, %s, (double)%s); %s\n", D(E, in, 0),
+        dtype_c(E->f->values[in->dst[0]].type->dtype), A(E, in, 0), loc);
+    return;
+  case IR_UNARY: out(E, ind, "%s = rt_unary(ctx, RT_%s, %s); %s\n", D(E, in, 0), in->s, A(E, in, 0), loc); return;
+  case IR_BINARY:
+    out(E, ind, "%s = rt_binary(ctx, RT_%s, %s, %s); %s\n", D(E, in, 0), in->s, A(E, in, 0), A(E, in, 1), loc);
+    return;
+  case IR_BINARY_SCALAR:
+    out(E, ind, "%s = rt_binary_scalar(ctx, RT_%s, %s, (double)%s, %s); %s\n", D(E, in, 0), in->s, A(E, in, 0),
+        A(E, in, 1), in->i[1] ? "true" : "false", loc);
+    return;
+  case IR_MATMUL: out(E, ind, "%s = rt_matmul(ctx, %s, %s); %s\n", D(E, in, 0), A(E, in, 0), A(E, in, 1), loc); return;
+  case IR_EINSUM: {
+    out(E, ind, "{ const rt_tensor *xs_[] = {");
+    for (int i = 0; i < in->nargs; i++)
+      fprintf(E->out, "%s%s", i ? ", " : "", A(E, in, i));
+    fprintf(E->out, "}; %s = rt_einsum(ctx, %s, %d, xs_); } %s\n", D(E, in, 0), c_string(E, in->s), in->nargs, loc);
+    return;
+  }
+  case IR_SUM:
+  case IR_MEAN:
+  case IR_AMAX: {
+    const char *fn = in->op == IR_SUM ? "sum" : in->op == IR_MEAN ? "mean" : "amax";
+    if (in->i[0] == -1000)
+      out(E, ind, "%s = rt_%s_all(ctx, %s); %s\n", D(E, in, 0), fn, A(E, in, 0), loc);
+    else
+      out(E, ind, "%s = rt_%s(ctx, %s, %lld, %s); %s\n", D(E, in, 0), fn, A(E, in, 0), in->i[0],
+          in->i[1] ? "true" : "false", loc);
+    return;
+  }
+  case IR_CUMSUM: out(E, ind, "%s = rt_cumsum(ctx, %s, %lld); %s\n", D(E, in, 0), A(E, in, 0), in->i[0], loc); return;
+  case IR_SOFTMAX:
+  case IR_LOG_SOFTMAX:
+    out(E, ind, "%s = rt_%s(ctx, %s, %lld); %s\n", D(E, in, 0), in->op == IR_SOFTMAX ? "softmax" : "log_softmax",
+        A(E, in, 0), in->i[0], loc);
+    return;
+  case IR_LAYER_NORM:
+    out(E, ind, "%s = rt_layer_norm(ctx, %s, %s, %s, %.17g); %s\n", D(E, in, 0), A(E, in, 0),
+        in->nargs > 1 ? A(E, in, 1) : "NULL", in->nargs > 2 ? A(E, in, 2) : "NULL", in->f, loc);
+    return;
+  case IR_RMS_NORM:
+    out(E, ind, "%s = rt_rms_norm(ctx, %s, %s, %.17g); %s\n", D(E, in, 0), A(E, in, 0),
+        in->nargs > 1 ? A(E, in, 1) : "NULL", in->f, loc);
+    return;
+  case IR_CROSS_ENTROPY:
+    out(E, ind, "%s = rt_cross_entropy(ctx, %s, %s); %s\n", D(E, in, 0), A(E, in, 0), A(E, in, 1), loc);
+    return;
+  case IR_EMBEDDING:
+    out(E, ind, "%s = rt_embedding(ctx, %s, %s); %s\n", D(E, in, 0), A(E, in, 1), A(E, in, 0), loc);
+    return;
+  case IR_TRANSPOSE:
+    out(E, ind, "%s = rt_transpose(ctx, %s, %lld, %lld); %s\n", D(E, in, 0), A(E, in, 0), in->i[0], in->i[1], loc);
+    return;
+  case IR_PERMUTE: {
+    int nd = E->f->values[in->args[0]].type->ndim;
+    out(E, ind, "{ int perm_[] = {");
+    for (int i = 0; i < nd; i++)
+      fprintf(E->out, "%s%lld", i ? ", " : "", in->i[i]);
+    fprintf(E->out, "}; %s = rt_permute(ctx, %s, perm_); } %s\n", D(E, in, 0), A(E, in, 0), loc);
+    return;
+  }
+  case IR_RESHAPE:
+  case IR_EXPAND: {
+    out(E, ind, "{ %s\n", loc);
+    emit_shape(E, ind + 1, in->t, "reshape");
+    out(E, ind + 1, "%s = rt_%s(ctx, %s, %d, layout_.local);\n", D(E, in, 0),
+        in->op == IR_RESHAPE ? "reshape" : "expand", A(E, in, 0), in->t->ndim);
+    out(E, ind, "}\n");
+    return;
+  }
+  case IR_CONCAT: {
+    out(E, ind, "{ const rt_tensor *xs_[] = {");
+    for (int i = 0; i < in->nargs; i++)
+      fprintf(E->out, "%s%s", i ? ", " : "", A(E, in, i));
+    fprintf(E->out, "}; %s = rt_concat(ctx, %d, xs_, %lld); } %s\n", D(E, in, 0), in->nargs, in->i[0], loc);
+    return;
+  }
+  case IR_SLICE:
+    out(E, ind, "%s = rt_slice(ctx, %s, %lld, %lld, %lld); %s\n", D(E, in, 0), A(E, in, 0), in->i[0], in->i[1],
+        in->i[2], loc);
+    return;
+  case IR_ASTYPE:
+    out(E, ind, "%s = rt_astype(ctx, %s, %s); %s\n", D(E, in, 0), A(E, in, 0), dtype_c((DType)in->i[0]), loc);
+    return;
+  case IR_INDEX: out(E, ind, "%s = rt_index(ctx, %s, %s); %s\n", D(E, in, 0), A(E, in, 0), A(E, in, 1), loc); return;
+  case IR_COPY: out(E, ind, "%s = rt_retain(%s); %s\n", D(E, in, 0), A(E, in, 0), loc); return;
+  case IR_FILL:
+  case IR_RANDN:
+  case IR_UNIFORM:
+  case IR_LOAD: {
+    const char *name = E->f->values[in->dst[0]].hint ? E->f->values[in->dst[0]].hint : "tensor";
+    out(E, ind, "{ %s\n", loc);
+    emit_shape(E, ind + 1, in->t, name);
+    const char *dt = dtype_c(in->t->dtype);
+    if (in->op == IR_FILL)
+      out(E, ind + 1, "%s = rt_full(ctx, %s, %d, layout_.local, %.17g);\n", D(E, in, 0), dt, in->t->ndim, in->f);
+    else if (in->op == IR_RANDN)
+      out(E, ind + 1, "%s = rt_randn(ctx, %s, &layout_, %lldu, %.17g);\n", D(E, in, 0), dt, in->i[0], in->f);
+    else if (in->op == IR_UNIFORM)
+      out(E, ind + 1, "%s = rt_uniform(ctx, %s, &layout_, %lldu, %.17g, %.17g);\n", D(E, in, 0), dt, in->i[0], in->f,
+          in->f2);
+    else
+      out(E, ind + 1, "%s = rt_load_npy(ctx, %s, %s, &layout_);\n", D(E, in, 0), c_string(E, in->s), dt);
+    out(E, ind, "}\n");
+    return;
+  }
+  case IR_SAVE:
+    out(E, ind, "{ %s\n", loc);
+    emit_shape(E, ind + 1, in->t, "save");
+    out(E, ind + 1, "rt_save_npy(ctx, %s, %s, &layout_);\n", c_string(E, in->s), A(E, in, 0));
+    out(E, ind, "}\n");
+    return;
+  case IR_PRINT: {
+    out(E, ind, "if (rt_rank(ctx) == 0) { %s\n", loc);
+    int a = 0;
+    for (int i = 0; i < in->i[0]; i++) {
+      const char *sep = i ? "\" \"" : "\"\"";
+      if (in->strs[i]) {
+        out(E, ind + 1, "printf(%s \"%%s\", %s);\n", sep, c_string(E, in->strs[i]));
+        continue;
+      }
+      int v = in->args[a++];
+      Type *t = E->f->values[v].type;
+      const char *n = vname(E, v);
+      if (t->kind == TY_INT)
+        out(E, ind + 1, "printf(%s \"%%lld\", (long long)%s);\n", sep, n);
+      else if (t->kind == TY_FLOAT)
+        out(E, ind + 1, "printf(%s \"%%.6g\", %s);\n", sep, n);
+      else if (t->kind == TY_BOOL)
+        out(E, ind + 1, "printf(%s \"%%s\", %s ? \"true\" : \"false\");\n", sep, n);
+      else if (t->ndim == 0)
+        out(E, ind + 1, "printf(%s \"%%.6g\", rt_item(ctx, %s));\n", sep, n);
+      else
+        out(E, ind + 1, "printf(\"\\n\"), rt_print(ctx, \"\", %s);\n", n);
+    }
+    out(E, ind + 1, "printf(\"\\n\");\n");
+    out(E, ind + 1, "fflush(stdout);\n");
+    out(E, ind, "}\n");
+    return;
+  }
+  case IR_ALL_REDUCE:
+    out(E, ind, "%s = rt_all_reduce(ctx, %s, %s, %s); %s\n", D(E, in, 0), A(E, in, 0), axes_c(E, in),
+        (const char *[]){"RT_RED_SUM", "RT_RED_AVG", "RT_RED_MAX", "RT_RED_MIN"}[in->i[0]], loc);
+    return;
+  case IR_ALL_GATHER:
+  case IR_REDUCE_SCATTER:
+    out(E, ind, "%s = rt_%s(ctx, %s, %s, %s); %s\n", D(E, in, 0), in->op == IR_ALL_GATHER ? "all_gather" : "reduce_scatter",
+        A(E, in, 0), axes_c(E, in), in->i[0] < 0 ? "RT_STACK" : arena_sprintf(&E->c->arena, "%lld", in->i[0]), loc);
+    return;
+  case IR_ALL_TO_ALL:
+    out(E, ind, "%s = rt_all_to_all(ctx, %s, %s, %s, %s); %s\n", D(E, in, 0), A(E, in, 0), axes_c(E, in),
+        in->i[0] < 0 ? "RT_STACK" : arena_sprintf(&E->c->arena, "%lld", in->i[0]),
+        in->i[1] < 0 ? "RT_STACK" : arena_sprintf(&E->c->arena, "%lld", in->i[1]), loc);
+    return;
+  case IR_CONVERT:
+  case IR_REINTERPRET: {
+    static const char *const lt[] = {"RT_R", "RT_I", "RT_V", "RT_P"};
+    if (in->op == IR_CONVERT)
+      out(E, ind, "%s = rt_convert(ctx, %s, %s, %s, %s, %s); %s\n", D(E, in, 0), A(E, in, 0), axes_c(E, in),
+          lt[in->i[0]], lt[in->i[1]], in->i[2] < 0 ? "RT_STACK" : arena_sprintf(&E->c->arena, "%lld", in->i[2]), loc);
+    else
+      out(E, ind, "%s = rt_reinterpret(ctx, %s, %s, %s, %s); %s\n", D(E, in, 0), A(E, in, 0), axes_c(E, in),
+          lt[in->i[0]], lt[in->i[1]], loc);
+    return;
+  }
+  case IR_UNARY_BWD:
+    out(E, ind, "%s = rt_unary_bwd(ctx, RT_%s, %s, %s); %s\n", D(E, in, 0), in->s, A(E, in, 0), A(E, in, 1), loc);
+    return;
+  case IR_BINARY_BWD:
+    out(E, ind, "rt_binary_bwd(ctx, RT_%s, %s, %s, %s, %s, %s); %s\n", in->s, A(E, in, 0), A(E, in, 1), A(E, in, 2),
+        in->dst[0] >= 0 ? arena_sprintf(&E->c->arena, "&%s", D(E, in, 0)) : "NULL",
+        in->dst[1] >= 0 ? arena_sprintf(&E->c->arena, "&%s", D(E, in, 1)) : "NULL", loc);
+    return;
+  case IR_SUM_TO_SHAPE:
+    out(E, ind, "%s = rt_sum_to_shape(ctx, %s, %s->ndim, %s->shape); %s\n", D(E, in, 0), A(E, in, 0), A(E, in, 1),
+        A(E, in, 1), loc);
+    return;
+  case IR_MATMUL_BWD:
+    out(E, ind, "rt_matmul_bwd(ctx, %s, %s, %s, %s, %s); %s\n", A(E, in, 0), A(E, in, 1), A(E, in, 2),
+        in->dst[0] >= 0 ? arena_sprintf(&E->c->arena, "&%s", D(E, in, 0)) : "NULL",
+        in->dst[1] >= 0 ? arena_sprintf(&E->c->arena, "&%s", D(E, in, 1)) : "NULL", loc);
+    return;
+  case IR_EINSUM_BWD: {
+    out(E, ind, "{ const rt_tensor *xs_[] = {");
+    for (int i = 0; i + 1 < in->nargs; i++)
+      fprintf(E->out, "%s%s", i ? ", " : "", A(E, in, i));
+    fprintf(E->out, "}; rt_tensor *dxs_[4] = {0}; rt_einsum_bwd(ctx, %s, %d, xs_, %s, dxs_);", c_string(E, in->s),
+            in->nargs - 1, A(E, in, in->nargs - 1));
+    for (int i = 0; i < in->ndst; i++)
+      if (in->dst[i] >= 0)
+        fprintf(E->out, " %s = dxs_[%d]; dxs_[%d] = NULL;", D(E, in, i), i, i);
+    fprintf(E->out, " for (int k_ = 0; k_ < 4; k_++) rt_free(ctx, dxs_[k_]); } %s\n", loc);
+    return;
+  }
+  case IR_REDUCE_BWD: {
+    const char *fn = in->i[0] == IR_SUM ? "sum" : in->i[0] == IR_MEAN ? "mean" : "amax";
+    out(E, ind, "%s = rt_%s_bwd(ctx, %s, %s, %s); %s\n", D(E, in, 0), fn, A(E, in, 0),
+        in->i[1] == -1000 ? "RT_ALL" : arena_sprintf(&E->c->arena, "%lld", in->i[1]), A(E, in, 1), loc);
+    return;
+  }
+  case IR_CUMSUM_BWD: out(E, ind, "%s = rt_cumsum_bwd(ctx, %s, %lld); %s\n", D(E, in, 0), A(E, in, 0), in->i[0], loc); return;
+  case IR_SOFTMAX_BWD:
+  case IR_LOG_SOFTMAX_BWD:
+    out(E, ind, "%s = rt_%s_bwd(ctx, %s, %s, %lld); %s\n", D(E, in, 0), in->op == IR_SOFTMAX_BWD ? "softmax" : "log_softmax",
+        A(E, in, 0), A(E, in, 1), in->i[0], loc);
+    return;
+  case IR_LAYER_NORM_BWD:
+  case IR_RMS_NORM_BWD: {
+    bool ln = in->op == IR_LAYER_NORM_BWD;
+    bool has_w = in->i[1];
+    const char *w = has_w ? A(E, in, 1) : "NULL";
+    const char *dy = A(E, in, in->nargs - 1);
+    const char *d0 = in->dst[0] >= 0 ? arena_sprintf(&E->c->arena, "&%s", D(E, in, 0)) : "NULL";
+    const char *d1 = in->ndst > 1 && in->dst[1] >= 0 ? arena_sprintf(&E->c->arena, "&%s", D(E, in, 1)) : "NULL";
+    const char *d2 = in->ndst > 2 && in->dst[2] >= 0 ? arena_sprintf(&E->c->arena, "&%s", D(E, in, 2)) : "NULL";
+    if (ln)
+      out(E, ind, "rt_layer_norm_bwd(ctx, %s, %s, %.17g, %s, %s, %s, %s); %s\n", A(E, in, 0), w, in->f, dy, d0, d1, d2, loc);
+    else
+      out(E, ind, "rt_rms_norm_bwd(ctx, %s, %s, %.17g, %s, %s, %s); %s\n", A(E, in, 0), w, in->f, dy, d0, d1, loc);
+    return;
+  }
+  case IR_CROSS_ENTROPY_BWD:
+    out(E, ind, "%s = rt_cross_entropy_bwd(ctx, %s, %s, %s); %s\n", D(E, in, 0), A(E, in, 0), A(E, in, 1), A(E, in, 2), loc);
+    return;
+  case IR_EMBEDDING_BWD:
+    out(E, ind, "%s = rt_embedding_bwd(ctx, %s, %s, %s->shape[0]); %s\n", D(E, in, 0), A(E, in, 0), A(E, in, 1),
+        A(E, in, 2), loc);
+    return;
+  case IR_SLICE_BWD:
+    out(E, ind, "%s = rt_slice_bwd(ctx, %s, %s->ndim, %s->shape, %lld, %lld); %s\n", D(E, in, 0), A(E, in, 0),
+        A(E, in, 1), A(E, in, 1), in->i[0], in->i[1], loc);
+    return;
+  case IR_INDEX_BWD:
+    out(E, ind, "%s = rt_index_bwd(ctx, %s, %s->ndim, %s->shape, %s); %s\n", D(E, in, 0), A(E, in, 0), A(E, in, 1),
+        A(E, in, 1), A(E, in, 2), loc);
+    return;
+  case IR_ACCUM: out(E, ind, "%s = rt_binary(ctx, RT_ADD, %s, %s); %s\n", D(E, in, 0), A(E, in, 0), A(E, in, 1), loc); return;
+  case IR_ZEROS_LIKE:
+  case IR_ONES_LIKE:
+    out(E, ind, "%s = rt_full(ctx, %s->dtype, %s->ndim, %s->shape, %s); %s\n", D(E, in, 0), A(E, in, 0), A(E, in, 0),
+        A(E, in, 0), in->op == IR_ONES_LIKE ? "1.0" : "0.0", loc);
+    return;
+  case IR_CALL:
+  case IR_VJP_CALL: {
+    out(E, ind, "f_%s(ctx%s", in->callee->cname, in->callee->uses_tape ? ", tape" : "");
+    for (int i = 0; i < in->nargs; i++)
+      fprintf(E->out, ", %s", A(E, in, i));
+    for (int i = 0; i < in->ndst; i++)
+      fprintf(E->out, ", %s", in->dst[i] >= 0 ? arena_sprintf(&E->c->arena, "&%s", D(E, in, i)) : "NULL");
+    fprintf(E->out, "); %s\n", loc);
+    return;
+  }
+  case IR_VAR_SET:
+    if (is_tensor(E, in->args[0]))
+      out(E, ind, "rt_free(ctx, %s); %s = rt_retain(%s); %s\n", varname(E, (int)in->i[0]), varname(E, (int)in->i[0]),
+          A(E, in, 0), loc);
+    else
+      out(E, ind, "%s = %s; %s\n", varname(E, (int)in->i[0]), A(E, in, 0), loc);
+    return;
+  case IR_VAR_GET:
+    if (is_tensor(E, in->dst[0]))
+      out(E, ind, "%s = rt_retain(%s);\n", D(E, in, 0), varname(E, (int)in->i[0]));
+    else
+      out(E, ind, "%s = %s;\n", D(E, in, 0), varname(E, (int)in->i[0]));
+    return;
+  case IR_FOR:
+    if (in->i[1]) /* a backward loop */
+      out(E, ind, "for (%s = %s - 1; %s >= %s; %s--) { %s\n", D(E, in, 0), A(E, in, 1), D(E, in, 0), A(E, in, 0),
+          D(E, in, 0), loc);
+    else
+      out(E, ind, "for (%s = %s; %s < %s; %s++) { %s\n", D(E, in, 0), A(E, in, 0), D(E, in, 0), A(E, in, 1),
+          D(E, in, 0), loc);
+    emit_block(E, &in->body, ind + 1);
+    out(E, ind, "}\n");
+    return;
+  case IR_IF:
+    out(E, ind, "if (%s) { %s\n", A(E, in, 0), loc);
+    emit_block(E, &in->body, ind + 1);
+    if (in->els.head) {
+      out(E, ind, "} else {\n");
+      emit_block(E, &in->els, ind + 1);
+    }
+    out(E, ind, "}\n");
+    return;
+  case IR_RETURN:
+    for (int i = 0; i < in->nargs; i++)
+      out(E, ind, "*ret%d = rt_retain(%s); %s\n", i, A(E, in, i), loc);
+    return;
+  case IR_PUSH:
+    for (int i = 0; i < in->nargs; i++) {
+      int v = in->args[i];
+      if (is_tensor(E, v))
+        out(E, ind, "tape_push(ctx, tape, rt_retain(%s), 0);\n", vname(E, v));
+      else
+        out(E, ind, "tape_push(ctx, tape, NULL, (double)%s);\n", vname(E, v));
+    }
+    return;
+  case IR_POP:
+    for (int i = in->ndst - 1; i >= 0; i--) {
+      int v = in->dst[i];
+      if (is_tensor(E, v))
+        out(E, ind, "%s = tape_pop(tape, NULL);\n", vname(E, v));
+      else
+        out(E, ind, "{ double h_; tape_pop(tape, &h_); %s = (%s)h_; }\n", vname(E, v), ctype_of(E->f->values[v].type));
+    }
+    return;
+  case IR_FREE: out(E, ind, "rt_free(ctx, %s); %s = NULL;\n", A(E, in, 0), A(E, in, 0)); return;
+  case IR_COUNT: return;
+  }
+}
+
+static bool is_param(Emitter *E, int v) {
+  for (int i = 0; i < E->f->nparams; i++)
+    if (E->f->params[i] == v)
+      return true;
+  return false;
+}
+
+/* Emits a block; each tensor it defines is freed after its last use in it. */
+static void emit_block(Emitter *E, IrBlock *b, int ind) {
+  int n = 0;
+  for (IrInst *in = b->head; in; in = in->next)
+    n++;
+  IrInst **insts = arena_alloc(&E->c->arena, sizeof(IrInst *) * (size_t)(n ? n : 1));
+  int j = 0;
+  for (IrInst *in = b->head; in; in = in->next)
+    insts[j++] = in;
+  /* free lists: values to free after instruction j */
+  int *free_after = arena_alloc(&E->c->arena, sizeof(int) * (size_t)(n ? n : 1));
+  int *next_free = arena_alloc(&E->c->arena, sizeof(int) * (size_t)(E->f->nvalues + 1));
+  for (j = 0; j < n; j++)
+    free_after[j] = -1;
+  for (j = 0; j < n; j++)
+    for (int d = 0; d < insts[j]->ndst; d++)
+      if (insts[j]->dst[d] >= 0)
+        E->lastuse[insts[j]->dst[d]] = -1;
+  for (j = 0; j < n; j++)
+    uses(insts[j], j, E->lastuse);
+  for (j = 0; j < n; j++)
+    for (int d = 0; d < insts[j]->ndst; d++) {
+      int v = insts[j]->dst[d];
+      if (v < 0 || !is_tensor(E, v) || is_param(E, v) || insts[j]->op == IR_FOR)
+        continue;
+      int last = E->lastuse[v] > j ? E->lastuse[v] : j;
+      next_free[v] = free_after[last];
+      free_after[last] = v;
+    }
+  for (j = 0; j < n; j++) {
+    emit_inst(E, insts[j], ind);
+    for (int v = free_after[j]; v >= 0; v = next_free[v])
+      out(E, ind, "rt_free(ctx, %s); %s = NULL;\n", vname(E, v), vname(E, v));
+  }
+}
+
+static void emit_signature(Emitter *E, IrFn *f, bool decl) {
+  fprintf(E->out, "static %svoid f_%s(rt_ctx *ctx", E->p->main ? "" : "__attribute__((unused)) ", f->cname);
+  if (f->uses_tape)
+    fputs(", tape_t *tape", E->out);
+  for (int i = 0; i < f->nparams; i++)
+    fprintf(E->out, ", %s%s", ctype_of(f->values[f->params[i]].type), decl ? "" : vname(E, f->params[i]));
+  for (int i = 0; i < f->nret; i++)
+    fprintf(E->out, ", %s*ret%d", ctype_of(f->ret_types[i]), i);
+  fputs(decl ? ");\n" : ") {\n", E->out);
+}
+
+/* value_and_grad: forward with a tape, seed 1.0, backward. */
+static void emit_vjp(Emitter *E, IrFn *w) {
+  emit_signature(E, w, false);
+  out(E, 1, "tape_t tape_ = {0};\n");
+  out(E, 1, "rt_tensor *value_ = NULL;\n");
+  out(E, 1, "f_%s(ctx, &tape_", w->vjp_fwd->cname);
+  for (int i = 0; i < w->nparams; i++)
+    fprintf(E->out, ", %s", vname(E, w->params[i]));
+  fputs(", &value_);\n", E->out);
+  out(E, 1, "rt_tensor *seed_ = rt_full(ctx, value_->dtype, value_->ndim, value_->shape, 1.0);\n");
+  out(E, 1, "f_%s(ctx, &tape_, seed_", w->vjp_bwd->cname);
+  for (int i = 0; i < w->vjp_ngrads; i++)
+    fprintf(E->out, ", ret%d", i + 1);
+  fputs(");\n", E->out);
+  out(E, 1, "rt_free(ctx, seed_);\n");
+  out(E, 1, "RT_CHECK(ctx, tape_.n == 0, \"internal error: autodiff tape not empty\");\n");
+  out(E, 1, "free(tape_.t);\n");
+  out(E, 1, "free(tape_.h);\n");
+  out(E, 1, "if (ret0)\n");
+  out(E, 2, "*ret0 = value_;\n");
+  out(E, 1, "else\n");
+  out(E, 2, "rt_free(ctx, value_);\n");
+  fputs("}\n\n", E->out);
+}
+
+static void emit_fn(Emitter *E, IrFn *f) {
+  E->f = f;
+  if (f->vjp_fwd) {
+    emit_vjp(E, f);
+    return;
+  }
+  E->lastuse = arena_alloc(&E->c->arena, sizeof(int) * (size_t)(f->nvalues + 1));
+  int line, col;
+  source_position(E->c, f->span, &line, &col);
+  fprintf(E->out, "/* %s:%d: %s */\n", source_file(E->c, f->span.file)->path, line, f->fn ? f->fn->name : f->cname);
+  emit_signature(E, f, false);
+  for (int v = 0; v < f->nvalues; v++) {
+    if (is_param(E, v))
+      continue;
+    const char *ct = ctype_of(f->values[v].type);
+    out(E, 1, "%s%s%s = %s;\n", ct, ct[strlen(ct) - 1] == '*' ? "" : " ", vname(E, v),
+        f->values[v].type->kind == TY_TENSOR || f->values[v].type->kind >= TY_AXES ? "NULL" : "0");
+  }
+  for (int s = 0; s < f->nvars; s++) {
+    const char *ct = ctype_of(f->vars[s].type);
+    out(E, 1, "%s%s%s = %s;\n", ct, ct[strlen(ct) - 1] == '*' ? "" : " ", varname(E, s),
+        f->vars[s].type->kind == TY_TENSOR ? "NULL" : "0");
+  }
+  emit_block(E, &f->body, 1);
+  for (int s = 0; s < f->nvars; s++)
+    if (f->vars[s].type->kind == TY_TENSOR)
+      out(E, 1, "rt_free(ctx, %s);\n", varname(E, s));
+  /* values that are never read still need no cleanup: each was freed */
+  for (int v = 0; v < f->nvalues; v++)
+    if (!is_tensor(E, v))
+      out(E, 1, "(void)%s;\n", vname(E, v));
+  fputs("}\n\n", E->out);
+}
+
+static const char prelude[] =
+    "#include <stdbool.h>\n"
+    "#include <stdint.h>\n"
+    "#include <stdio.h>\n"
+    "#include <stdlib.h>\n"
+    "#include \"spmdrt.h\"\n"
+    "\n"
+    "/* The tape of a differentiated function: the residuals its backward\n"
+    " * needs, pushed by the forward and popped in reverse by the backward. */\n"
+    "typedef struct tape_t {\n"
+    "  rt_tensor **t;\n"
+    "  double *h;\n"
+    "  size_t n, cap;\n"
+    "} tape_t;\n"
+    "\n"
+    "static __attribute__((unused)) void tape_push(rt_ctx *ctx, tape_t *tp, rt_tensor *t, double h) {\n"
+    "  if (tp->n == tp->cap) {\n"
+    "    tp->cap = tp->cap ? 2 * tp->cap : 64;\n"
+    "    tp->t = realloc(tp->t, tp->cap * sizeof *tp->t);\n"
+    "    tp->h = realloc(tp->h, tp->cap * sizeof *tp->h);\n"
+    "    RT_CHECK(ctx, tp->t && tp->h, \"out of memory for the autodiff tape\");\n"
+    "  }\n"
+    "  tp->t[tp->n] = t;\n"
+    "  tp->h[tp->n++] = h;\n"
+    "}\n"
+    "\n"
+    "static __attribute__((unused)) rt_tensor *tape_pop(tape_t *tp, double *h) {\n"
+    "  tp->n--;\n"
+    "  if (h)\n"
+    "    *h = tp->h[tp->n];\n"
+    "  return tp->t[tp->n];\n"
+    "}\n\n";
+
+static void mark_reachable(IrFn *f);
+
+static void mark_block(IrBlock *b) {
+  for (IrInst *in = b->head; in; in = in->next) {
+    if (in->callee)
+      mark_reachable(in->callee);
+    mark_block(&in->body);
+    mark_block(&in->els);
+  }
+}
+
+/* Only functions that main can reach are emitted (all, for a library). */
+static void mark_reachable(IrFn *f) {
+  if (f->emitted)
+    return;
+  f->emitted = true;
+  if (f->vjp_fwd) {
+    mark_reachable(f->vjp_fwd);
+    mark_reachable(f->vjp_bwd);
+  }
+  mark_block(&f->body);
+}
+
+bool emit_c(Compiler *c, IrProgram *p, FILE *fp, const char *source_path) {
+  Emitter E = {.c = c, .p = p, .out = fp};
+  for (IrFn *f = p->fns; f; f = f->next)
+    f->emitted = !p->main;
+  if (p->main)
+    mark_reachable(p->main);
+  fprintf(fp, "/* Generated by spmdc %s from %s.  Do not edit. */\n", SPMDC_VERSION, source_path);
+  fputs(prelude, fp);
+  for (IrFn *f = p->fns; f; f = f->next) {
+    E.f = f;
+    if (f->emitted)
+      emit_signature(&E, f, true);
+  }
+  fputc('\n', fp);
+  for (IrFn *f = p->fns; f; f = f->next)
+    if (f->emitted)
+      emit_fn(&E, f);
+  if (!p->main)
+    return true;
+  Mesh *m = p->mesh;
+  fputs("int main(int argc, char **argv) {\n", fp);
+  fprintf(fp, "  static const char *const axis_names[] = {");
+  for (int i = 0; i < m->naxes; i++)
+    fprintf(fp, "%s\"%s\"", i ? ", " : "", m->axes[i].name);
+  fprintf(fp, "%s};\n  static const int axis_sizes[] = {", m->naxes ? "" : "NULL");
+  for (int i = 0; i < m->naxes; i++)
+    fprintf(fp, "%s%lld", i ? ", " : "", m->axes[i].size ? m->axes[i].size : -1);
+  fprintf(fp, "%s};\n", m->naxes ? "" : "0");
+  fprintf(fp, "  rt_ctx *ctx = rt_init(&argc, &argv, %d, axis_names, axis_sizes);\n", m->naxes);
+  fprintf(fp, "  f_%s(ctx);\n", p->main->cname);
+  fputs("  return rt_finalize(ctx);\n}\n", fp);
+  return true;
+}

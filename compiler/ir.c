@@ -1,0 +1,145 @@
+/* ir.c: building, printing (--dump-ir) and verifying the IR. */
+#include <string.h>
+
+#include "ir.h"
+
+const char *const ir_op_name[IR_COUNT] = {
+#define IROP(id, name) [IR_##id] = name,
+#include "irops.def"
+#undef IROP
+};
+
+IrFn *ir_fn_new(Compiler *c, const char *cname) {
+  IrFn *f = arena_alloc(&c->arena, sizeof(IrFn));
+  f->cname = cname;
+  return f;
+}
+
+int ir_value(Compiler *c, IrFn *f, Type *t, Name hint) {
+  if (f->nvalues == f->capvalues) {
+    int cap = f->capvalues ? 2 * f->capvalues : 32;
+    IrValue *v = arena_alloc(&c->arena, sizeof(IrValue) * (size_t)cap);
+    if (f->nvalues)
+      memcpy(v, f->values, sizeof(IrValue) * (size_t)f->nvalues);
+    f->values = v;
+    f->capvalues = cap;
+  }
+  f->values[f->nvalues] = (IrValue){t, hint};
+  return f->nvalues++;
+}
+
+int ir_var(Compiler *c, IrFn *f, Type *t, Name name) {
+  if (f->nvars == f->capvars) {
+    int cap = f->capvars ? 2 * f->capvars : 8;
+    IrVar *v = arena_alloc(&c->arena, sizeof(IrVar) * (size_t)cap);
+    if (f->nvars)
+      memcpy(v, f->vars, sizeof(IrVar) * (size_t)f->nvars);
+    f->vars = v;
+    f->capvars = cap;
+  }
+  f->vars[f->nvars] = (IrVar){t, name};
+  return f->nvars++;
+}
+
+IrInst *ir_emit(Compiler *c, IrBlock *b, IrOp op, Span sp) {
+  IrInst *in = arena_alloc(&c->arena, sizeof(IrInst));
+  in->op = op;
+  in->span = sp;
+  if (b->tail)
+    b->tail->next = in;
+  else
+    b->head = in;
+  b->tail = in;
+  return in;
+}
+
+void ir_set_args(Compiler *c, IrInst *in, int n, const int *args) {
+  in->args = arena_alloc(&c->arena, sizeof(int) * (size_t)(n ? n : 1));
+  memcpy(in->args, args, sizeof(int) * (size_t)n);
+  in->nargs = n;
+}
+
+bool ir_is_host(const Type *t) { return t->kind == TY_INT || t->kind == TY_FLOAT || t->kind == TY_BOOL; }
+
+static void dump_block(Compiler *c, IrProgram *p, IrFn *f, IrBlock *b, int indent, FILE *out) {
+  for (IrInst *in = b->head; in; in = in->next) {
+    fprintf(out, "%*s", indent * 2, "");
+    for (int i = 0; i < in->ndst; i++)
+      fprintf(out, "%s%%%d", i ? ", " : "", in->dst[i]);
+    if (in->ndst)
+      fputs(" = ", out);
+    fputs(ir_op_name[in->op], out);
+    if (in->callee)
+      fprintf(out, " @%s", in->callee->cname);
+    for (int i = 0; i < in->nargs; i++)
+      fprintf(out, "%s%%%d", i ? ", " : " ", in->args[i]);
+    if (in->naxes) {
+      fputs(" axes(", out);
+      for (int i = 0; i < in->naxes; i++)
+        fprintf(out, "%s%s", i ? "," : "", p->mesh->axes[in->axes[i]].name);
+      fputc(')', out);
+    }
+    if (in->op == IR_VAR_SET || in->op == IR_VAR_GET)
+      fprintf(out, " $%s", f->vars[in->i[0]].name);
+    int line, col;
+    source_position(c, in->span, &line, &col);
+    if (in->ndst && in->dst[0] >= 0 && in->dst[0] < f->nvalues)
+      fprintf(out, "  : %s", type_str(c, p->mesh, f->values[in->dst[0]].type));
+    fprintf(out, "  @%d:%d\n", line, col);
+    if (in->body.head || in->op == IR_FOR || in->op == IR_IF)
+      dump_block(c, p, f, &in->body, indent + 1, out);
+    if (in->els.head) {
+      fprintf(out, "%*selse\n", indent * 2, "");
+      dump_block(c, p, f, &in->els, indent + 1, out);
+    }
+  }
+}
+
+void ir_dump(Compiler *c, IrProgram *p, FILE *out) {
+  for (IrFn *f = p->fns; f; f = f->next) {
+    fprintf(out, "fn %s(", f->cname);
+    for (int i = 0; i < f->nparams; i++)
+      fprintf(out, "%s%%%d: %s", i ? ", " : "", f->params[i], type_str(c, p->mesh, f->values[f->params[i]].type));
+    fputs(") {\n", out);
+    dump_block(c, p, f, &f->body, 1, out);
+    fputs("}\n", out);
+  }
+}
+
+/* Each value is defined once, before it is used, in an enclosing block. */
+static bool verify_block(Compiler *c, IrFn *f, IrBlock *b, char *defined) {
+  bool ok = true;
+  for (IrInst *in = b->head; in; in = in->next) {
+    for (int i = 0; i < in->nargs; i++)
+      if (in->args[i] < 0 || in->args[i] >= f->nvalues || !defined[in->args[i]]) {
+        error_at(c, in->span, "internal error: IR %s in %s uses %%%d before it is defined", ir_op_name[in->op],
+                 f->cname, in->args[i]);
+        ok = false;
+      }
+    if (in->op == IR_FOR && in->ndst)
+      defined[in->dst[0]] = 1;
+    if (in->body.head)
+      ok &= verify_block(c, f, &in->body, defined);
+    if (in->els.head)
+      ok &= verify_block(c, f, &in->els, defined);
+    for (int i = 0; i < in->ndst; i++) {
+      int d = in->dst[i];
+      if (d < 0)
+        continue;
+      if (d >= f->nvalues || (defined[d] && in->op != IR_FOR)) {
+        error_at(c, in->span, "internal error: IR %s in %s defines %%%d twice", ir_op_name[in->op], f->cname, d);
+        ok = false;
+      }
+      if (d < f->nvalues)
+        defined[d] = 1;
+    }
+  }
+  return ok;
+}
+
+bool ir_verify(Compiler *c, IrFn *f) {
+  char *defined = arena_alloc(&c->arena, (size_t)f->nvalues + 1);
+  for (int i = 0; i < f->nparams; i++)
+    defined[f->params[i]] = 1;
+  return verify_block(c, f, &f->body, defined);
+}

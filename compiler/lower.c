@@ -1,0 +1,808 @@
+/* lower.c: from the checked AST to the IR, one IrFn per function instance.
+ * The checker calls lower_instance() right after it checks an instance's
+ * body, while every expression of that body carries the instance's types
+ * (Expr.ty) and every call its callee's instance (Expr.inst).  Lowering
+ * decides nothing about types: it only spells out values and operations. */
+#include <string.h>
+
+#include "ir.h"
+
+typedef struct Lower {
+  Compiler *c;
+  Checker *k;
+  IrProgram *prog;
+  IrFn *f;
+  IrBlock *b;
+  /* symbol -> value id (or var slot), an open-addressing map */
+  struct { Symbol *sym; int id; bool is_var; } *map;
+  size_t cap, count;
+  bool failed;
+} Lower;
+
+static void bind(Lower *L, Symbol *s, int id, bool is_var) {
+  if ((L->count + 1) * 2 > L->cap) {
+    size_t oldcap = L->cap;
+    __typeof__(L->map) old = L->map;
+    L->cap = oldcap ? oldcap * 2 : 64;
+    L->map = arena_alloc(&L->c->arena, sizeof(*L->map) * L->cap);
+    L->count = 0;
+    for (size_t i = 0; i < oldcap; i++)
+      if (old[i].sym)
+        bind(L, old[i].sym, old[i].id, old[i].is_var);
+  }
+  size_t i = ((uintptr_t)s >> 4) & (L->cap - 1);
+  while (L->map[i].sym && L->map[i].sym != s)
+    i = (i + 1) & (L->cap - 1);
+  if (!L->map[i].sym)
+    L->count++;
+  L->map[i].sym = s;
+  L->map[i].id = id;
+  L->map[i].is_var = is_var;
+}
+
+static bool lookup(Lower *L, Symbol *s, int *id, bool *is_var) {
+  if (!L->cap)
+    return false;
+  size_t i = ((uintptr_t)s >> 4) & (L->cap - 1);
+  while (L->map[i].sym && L->map[i].sym != s)
+    i = (i + 1) & (L->cap - 1);
+  if (!L->map[i].sym)
+    return false;
+  *id = L->map[i].id;
+  *is_var = L->map[i].is_var;
+  return true;
+}
+
+static void unsupported(Lower *L, Span sp, const char *what) {
+  error_at(L->c, sp, "%s is not supported by the code generator yet", what);
+  L->failed = true;
+}
+
+static int value(Lower *L, Type *t, Name hint) { return ir_value(L->c, L->f, t, hint); }
+
+static IrInst *emit(Lower *L, IrOp op, Span sp) { return ir_emit(L->c, L->b, op, sp); }
+
+static int emit1(Lower *L, IrOp op, Span sp, Type *t, int nargs, const int *args) {
+  IrInst *in = emit(L, op, sp);
+  ir_set_args(L->c, in, nargs, args);
+  in->dst[0] = value(L, t, NULL);
+  in->ndst = 1;
+  return in->dst[0];
+}
+
+static int lower_expr(Lower *L, Expr *e);
+
+static Type *host_type(Lower *L, TypeKind kind) { return type_new(L->c, kind); }
+
+static int host_const(Lower *L, Span sp, TypeKind kind, long long iv, double fv) {
+  IrInst *in = emit(L, IR_HOST_CONST, sp);
+  in->t = host_type(L, kind);
+  in->i[0] = iv;
+  in->f = fv;
+  in->dst[0] = value(L, in->t, NULL);
+  in->ndst = 1;
+  return in->dst[0];
+}
+
+static long long int_arg(Expr *e) {
+  if (e->kind == EX_INT)
+    return e->ival;
+  if (e->kind == EX_UNARY && e->lhs->kind == EX_INT)
+    return -e->lhs->ival;
+  if (e->sym && e->sym->kind == SYM_CONST)
+    return e->sym->ival;
+  return 0;
+}
+
+static int norm_dim(long long d, int ndim) { return (int)(d < 0 ? d + ndim : d); }
+
+static const char *unary_rt(Builtin op) {
+  switch (op) {
+  case BI_EXP: return "EXP";
+  case BI_LOG: return "LOG";
+  case BI_SQRT: return "SQRT";
+  case BI_RSQRT: return "RSQRT";
+  case BI_TANH: return "TANH";
+  case BI_SIGMOID: return "SIGMOID";
+  case BI_RELU: return "RELU";
+  case BI_GELU: return "GELU";
+  case BI_GELU_TANH: return "GELU_TANH";
+  case BI_SILU: return "SILU";
+  case BI_ABS: return "ABS";
+  case BI_SQUARE: return "SQUARE";
+  case BI_SIN: return "SIN";
+  case BI_COS: return "COS";
+  default: return NULL;
+  }
+}
+
+static const char *binary_rt(OpKind op) {
+  switch (op) {
+  case OP_ADD: return "ADD";
+  case OP_SUB: return "SUB";
+  case OP_MUL: return "MUL";
+  case OP_DIV: return "DIV";
+  case OP_LT: return "LT";
+  case OP_LE: return "LE";
+  case OP_GT: return "GT";
+  case OP_GE: return "GE";
+  case OP_EQ: return "EQ";
+  case OP_NE: return "NE";
+  default: return NULL;
+  }
+}
+
+/* a op b for tensors and host values, in any mix. */
+static int lower_arith(Lower *L, Span sp, Type *rt, const char *rtop, OpKind hostop, Expr *a, Expr *b) {
+  int va = lower_expr(L, a), vb = lower_expr(L, b);
+  bool ha = ir_is_host(a->ty), hb = ir_is_host(b->ty);
+  if (ha && hb) {
+    IrInst *in = emit(L, IR_HOST_BINARY, sp);
+    ir_set_args(L->c, in, 2, (int[]){va, vb});
+    in->i[0] = hostop;
+    in->dst[0] = value(L, rt, NULL);
+    in->ndst = 1;
+    return in->dst[0];
+  }
+  if (ha || hb) {
+    IrInst *in = emit(L, IR_BINARY_SCALAR, sp);
+    ir_set_args(L->c, in, 2, ha ? (int[]){vb, va} : (int[]){va, vb});
+    in->s = rtop;
+    in->i[1] = ha;
+    in->dst[0] = value(L, rt, NULL);
+    in->ndst = 1;
+    return in->dst[0];
+  }
+  IrInst *in = emit(L, IR_BINARY, sp);
+  ir_set_args(L->c, in, 2, (int[]){va, vb});
+  in->s = rtop;
+  in->dst[0] = value(L, rt, NULL);
+  in->ndst = 1;
+  return in->dst[0];
+}
+
+static Expr *pos_arg(Expr *call, int i) {
+  Arg *a = call_arg(call, i);
+  return a ? a->value : NULL;
+}
+
+static Expr *named(Lower *L, Expr *call, const char *name) {
+  Arg *a = call_named(L->k, call, name);
+  return a ? a->value : NULL;
+}
+
+static double num_arg(Expr *e, double dflt) {
+  if (!e)
+    return dflt;
+  if (e->kind == EX_FLOAT)
+    return e->fval;
+  if (e->kind == EX_INT)
+    return (double)e->ival;
+  if (e->kind == EX_UNARY)
+    return -num_arg(e->lhs, -dflt);
+  if (e->sym && e->sym->kind == SYM_CONST)
+    return e->sym->is_float ? e->sym->fval : (double)e->sym->ival;
+  return dflt;
+}
+
+static int ltype_rt(LType lt) { return lt.kind == LT_R ? 0 : lt.kind == LT_I ? 1 : lt.kind == LT_P ? 3 : 2; }
+
+static int sdim_of(Expr *e, int ndim) {
+  if (!e || e->kind != EX_LTYPE || e->lt.kind != LT_S)
+    return -1; /* RT_STACK */
+  return norm_dim(int_arg(e->lhs), ndim);
+}
+
+static void set_axes(IrInst *in, Type *axes) {
+  in->naxes = axes->naxes;
+  memcpy(in->axes, axes->axes, sizeof in->axes);
+}
+
+static int lower_collective(Lower *L, Expr *call, Builtin op) {
+  Expr *x = pos_arg(call, 0), *axes = pos_arg(call, 1);
+  if (axes->kind == EX_TYPE) {
+    unsupported(L, call->span, "redistribute(x, T)");
+    return -1;
+  }
+  int vx = lower_expr(L, x);
+  Expr *src = named(L, call, "src"), *dst = named(L, call, "dst");
+  LType ls = src ? src->ty->ltv : (LType){LT_P, 0}, ld = dst->ty->ltv;
+  int nd = x->ty->ndim;
+  IrOp irop;
+  switch (op) {
+  case BI_ALL_REDUCE: irop = IR_ALL_REDUCE; break;
+  case BI_ALL_GATHER: irop = IR_ALL_GATHER; break;
+  case BI_REDUCE_SCATTER: irop = IR_REDUCE_SCATTER; break;
+  case BI_ALL_TO_ALL: irop = IR_ALL_TO_ALL; break;
+  case BI_REINTERPRET: irop = IR_REINTERPRET; break;
+  case BI_CONVERT: irop = IR_CONVERT; break;
+  default: {
+    /* redistribute(x, a, src, dst): the one collective that does it */
+    LTypeKind s = ls.kind == LT_S ? LT_V : ls.kind, d = ld.kind == LT_S ? LT_V : ld.kind;
+    if (s == LT_P && (d == LT_R || d == LT_I))
+      irop = IR_ALL_REDUCE;
+    else if (s == LT_V && (d == LT_R || d == LT_I))
+      irop = IR_ALL_GATHER;
+    else if (s == LT_P && d == LT_V)
+      irop = IR_REDUCE_SCATTER;
+    else if (s == LT_V && d == LT_V)
+      irop = IR_ALL_TO_ALL;
+    else
+      irop = IR_CONVERT;
+  }
+  }
+  IrInst *in = emit(L, irop, call->span);
+  ir_set_args(L->c, in, 1, &vx);
+  set_axes(in, axes->ty);
+  switch (irop) {
+  case IR_ALL_REDUCE: {
+    Expr *o = named(L, call, "op");
+    const char *on = o && o->kind == EX_NAME ? o->name : "sum";
+    in->i[0] = !strcmp(on, "avg") ? 1 : !strcmp(on, "max") ? 2 : !strcmp(on, "min") ? 3 : 0;
+    break;
+  }
+  case IR_ALL_GATHER: in->i[0] = sdim_of(src, nd); break;
+  case IR_REDUCE_SCATTER: in->i[0] = sdim_of(dst, nd); break;
+  case IR_ALL_TO_ALL:
+    in->i[0] = sdim_of(src, nd);
+    in->i[1] = sdim_of(dst, nd);
+    break;
+  case IR_CONVERT:
+  case IR_REINTERPRET:
+    in->i[0] = ltype_rt(ls);
+    in->i[1] = ltype_rt(ld);
+    in->i[2] = ld.kind == LT_S ? sdim_of(dst, nd) : ls.kind == LT_S ? sdim_of(src, nd) : -1;
+    break;
+  default: break;
+  }
+  in->dst[0] = value(L, call->ty, NULL);
+  in->ndst = 1;
+  return in->dst[0];
+}
+
+static int lower_args(Lower *L, Expr *call, int *out, int max) {
+  int n = 0;
+  for (Arg *a = call->args; a && n < max; a = a->next)
+    if (!a->name)
+      out[n++] = lower_expr(L, a->value);
+  return n;
+}
+
+static int lower_builtin(Lower *L, Expr *call, Builtin op) {
+  Span sp = call->span;
+  Type *rt = call->ty;
+  int args[8];
+  const char *u = unary_rt(op);
+  if (u) {
+    int x = lower_expr(L, pos_arg(call, 0));
+    IrInst *in = emit(L, IR_UNARY, sp);
+    ir_set_args(L->c, in, 1, &x);
+    in->s = u;
+    in->dst[0] = value(L, rt, NULL);
+    in->ndst = 1;
+    return in->dst[0];
+  }
+  switch (op) {
+  case BI_POW:
+  case BI_MAX:
+  case BI_MIN:
+    return lower_arith(L, sp, rt, op == BI_POW ? "POW" : op == BI_MAX ? "MAX" : "MIN", OP_ADD, pos_arg(call, 0),
+                       pos_arg(call, 1));
+  case BI_SUM:
+  case BI_MEAN:
+  case BI_AMAX:
+  case BI_CUMSUM:
+  case BI_SOFTMAX:
+  case BI_LOG_SOFTMAX: {
+    Expr *x = pos_arg(call, 0);
+    int v = lower_expr(L, x);
+    Expr *d = named(L, call, "dim"), *kd = named(L, call, "keepdim");
+    static const IrOp ops[] = {[BI_SUM] = IR_SUM, [BI_MEAN] = IR_MEAN, [BI_AMAX] = IR_AMAX,
+                               [BI_CUMSUM] = IR_CUMSUM, [BI_SOFTMAX] = IR_SOFTMAX, [BI_LOG_SOFTMAX] = IR_LOG_SOFTMAX};
+    IrInst *in = emit(L, ops[op], sp);
+    ir_set_args(L->c, in, 1, &v);
+    int nd = x->ty->ndim;
+    bool whole = op == BI_SUM || op == BI_MEAN || op == BI_AMAX;
+    in->i[0] = d ? norm_dim(int_arg(d), nd) : whole ? -1000 : nd - 1;
+    in->i[1] = kd && kd->kind == EX_BOOL && kd->ival;
+    in->dst[0] = value(L, rt, NULL);
+    in->ndst = 1;
+    return in->dst[0];
+  }
+  case BI_LAYER_NORM:
+  case BI_RMS_NORM: {
+    int n = lower_args(L, call, args, 3);
+    IrInst *in = emit(L, op == BI_LAYER_NORM ? IR_LAYER_NORM : IR_RMS_NORM, sp);
+    ir_set_args(L->c, in, n, args);
+    in->f = num_arg(named(L, call, "eps"), op == BI_LAYER_NORM ? 1e-5 : 1e-6);
+    in->dst[0] = value(L, rt, NULL);
+    in->ndst = 1;
+    return in->dst[0];
+  }
+  case BI_CROSS_ENTROPY:
+    lower_args(L, call, args, 2);
+    return emit1(L, IR_CROSS_ENTROPY, sp, rt, 2, args);
+  case BI_EMBEDDING:
+    lower_args(L, call, args, 2);
+    return emit1(L, IR_EMBEDDING, sp, rt, 2, args);
+  case BI_MATMUL:
+    lower_args(L, call, args, 2);
+    return emit1(L, IR_MATMUL, sp, rt, 2, args);
+  case BI_EINSUM: {
+    int n = 0;
+    for (Arg *a = call->args->next; a && n < 4; a = a->next)
+      if (!a->name)
+        args[n++] = lower_expr(L, a->value);
+    IrInst *in = emit(L, IR_EINSUM, sp);
+    ir_set_args(L->c, in, n, args);
+    in->s = pos_arg(call, 0)->str;
+    in->dst[0] = value(L, rt, NULL);
+    in->ndst = 1;
+    return in->dst[0];
+  }
+  case BI_TRANSPOSE: {
+    Expr *x = pos_arg(call, 0);
+    int v = lower_expr(L, x);
+    IrInst *in = emit(L, IR_TRANSPOSE, sp);
+    ir_set_args(L->c, in, 1, &v);
+    in->i[0] = norm_dim(int_arg(pos_arg(call, 1)), x->ty->ndim);
+    in->i[1] = norm_dim(int_arg(pos_arg(call, 2)), x->ty->ndim);
+    in->dst[0] = value(L, rt, NULL);
+    in->ndst = 1;
+    return in->dst[0];
+  }
+  case BI_PERMUTE: {
+    Expr *x = pos_arg(call, 0);
+    int v = lower_expr(L, x);
+    IrInst *in = emit(L, IR_PERMUTE, sp);
+    ir_set_args(L->c, in, 1, &v);
+    int i = 0;
+    for (Expr *d = pos_arg(call, 1)->elems; d && i < 7; d = d->next)
+      in->i[i++] = norm_dim(int_arg(d), x->ty->ndim);
+    in->dst[0] = value(L, rt, NULL);
+    in->ndst = 1;
+    return in->dst[0];
+  }
+  case BI_RESHAPE:
+  case BI_EXPAND: {
+    int v = lower_expr(L, pos_arg(call, 0));
+    IrInst *in = emit(L, op == BI_RESHAPE ? IR_RESHAPE : IR_EXPAND, sp);
+    ir_set_args(L->c, in, 1, &v);
+    in->t = rt;
+    in->dst[0] = value(L, rt, NULL);
+    in->ndst = 1;
+    return in->dst[0];
+  }
+  case BI_CONCAT: {
+    int n = 0;
+    for (Expr *x = pos_arg(call, 0)->elems; x && n < 8; x = x->next)
+      args[n++] = lower_expr(L, x);
+    IrInst *in = emit(L, IR_CONCAT, sp);
+    ir_set_args(L->c, in, n, args);
+    in->i[0] = norm_dim(int_arg(named(L, call, "dim")), rt->ndim);
+    in->dst[0] = value(L, rt, NULL);
+    in->ndst = 1;
+    return in->dst[0];
+  }
+  case BI_SLICE: {
+    Expr *x = pos_arg(call, 0);
+    int v = lower_expr(L, x);
+    IrInst *in = emit(L, IR_SLICE, sp);
+    ir_set_args(L->c, in, 1, &v);
+    int d = norm_dim(int_arg(named(L, call, "dim")), x->ty->ndim);
+    in->i[0] = d;
+    in->i[1] = named(L, call, "start") ? int_arg(named(L, call, "start")) : 0;
+    long long full = 0;
+    size_is_int(x->ty->shape[d], &full);
+    in->i[2] = named(L, call, "end") ? int_arg(named(L, call, "end")) : full;
+    in->dst[0] = value(L, rt, NULL);
+    in->ndst = 1;
+    return in->dst[0];
+  }
+  case BI_ASTYPE: {
+    int v = lower_expr(L, pos_arg(call, 0));
+    IrInst *in = emit(L, IR_ASTYPE, sp);
+    ir_set_args(L->c, in, 1, &v);
+    in->i[0] = rt->dtype;
+    in->dst[0] = value(L, rt, NULL);
+    in->ndst = 1;
+    return in->dst[0];
+  }
+  case BI_DETACH: {
+    int v = lower_expr(L, pos_arg(call, 0));
+    IrInst *in = emit(L, IR_COPY, sp);
+    ir_set_args(L->c, in, 1, &v);
+    in->i[0] = 1; /* no gradient flows through */
+    in->dst[0] = value(L, rt, NULL);
+    in->ndst = 1;
+    return in->dst[0];
+  }
+  case BI_ZEROS:
+  case BI_ONES:
+  case BI_FULL: {
+    IrInst *in = emit(L, IR_FILL, sp);
+    in->t = rt;
+    in->f = op == BI_ZEROS ? 0.0 : op == BI_ONES ? 1.0 : num_arg(pos_arg(call, 1), 0.0);
+    in->dst[0] = value(L, rt, NULL);
+    in->ndst = 1;
+    return in->dst[0];
+  }
+  case BI_RANDN:
+  case BI_UNIFORM: {
+    IrInst *in = emit(L, op == BI_RANDN ? IR_RANDN : IR_UNIFORM, sp);
+    in->t = rt;
+    in->i[0] = (long long)num_arg(named(L, call, "seed"), 0);
+    if (op == BI_RANDN) {
+      in->f = num_arg(named(L, call, "std"), 1.0);
+      in->f2 = num_arg(named(L, call, "mean"), 0.0);
+    } else {
+      in->f = num_arg(named(L, call, "lo"), 0.0);
+      in->f2 = num_arg(named(L, call, "hi"), 1.0);
+    }
+    in->dst[0] = value(L, rt, NULL);
+    in->ndst = 1;
+    return in->dst[0];
+  }
+  case BI_LOAD: {
+    IrInst *in = emit(L, IR_LOAD, sp);
+    in->t = rt;
+    in->s = pos_arg(call, 0)->str;
+    in->dst[0] = value(L, rt, NULL);
+    in->ndst = 1;
+    return in->dst[0];
+  }
+  case BI_SAVE: {
+    int v = lower_expr(L, pos_arg(call, 1));
+    IrInst *in = emit(L, IR_SAVE, sp);
+    ir_set_args(L->c, in, 1, &v);
+    in->s = pos_arg(call, 0)->str;
+    in->t = pos_arg(call, 1)->ty;
+    return -1;
+  }
+  case BI_PRINT: {
+    int n = 0;
+    for (Arg *a = call->args; a; a = a->next)
+      n++;
+    const char **strs = arena_alloc(&L->c->arena, sizeof(char *) * (size_t)(n ? n : 1));
+    int *vals = arena_alloc(&L->c->arena, sizeof(int) * (size_t)(n ? n : 1));
+    int i = 0;
+    for (Arg *a = call->args; a; a = a->next, i++) {
+      if (a->value->kind == EX_STRING) {
+        strs[i] = a->value->str;
+        vals[i] = -1;
+      } else {
+        vals[i] = lower_expr(L, a->value);
+      }
+    }
+    IrInst *in = emit(L, IR_PRINT, sp);
+    in->strs = strs;
+    /* only real values are operands; PRINT keeps the mix in strs/i order */
+    int nv = 0;
+    for (int j = 0; j < n; j++)
+      if (vals[j] >= 0)
+        vals[nv++] = vals[j];
+    ir_set_args(L->c, in, nv, vals);
+    in->i[0] = n;
+    return -1;
+  }
+  case BI_ASSERT_TYPE: return -1;
+  case BI_VALUE_AND_GRAD:
+  case BI_GRAD: {
+    Expr *fc = pos_arg(call, 0);
+    int n = lower_args(L, fc, args, 8);
+    Expr *wrt = named(L, call, "wrt");
+    long long mask = 0;
+    for (Expr *w = wrt->kind == EX_TUPLE ? wrt->elems : wrt; w; w = wrt->kind == EX_TUPLE ? w->next : NULL) {
+      int i = 0;
+      for (Arg *a = fc->args; a; a = a->next, i++)
+        if (a->value->kind == EX_NAME && a->value->sym == w->sym)
+          mask |= 1LL << i;
+    }
+    IrInst *in = emit(L, IR_VJP_CALL, sp);
+    ir_set_args(L->c, in, n, args);
+    in->callee = fc->inst ? fc->inst->ir : NULL;
+    in->i[0] = mask;
+    in->i[1] = op == BI_VALUE_AND_GRAD;
+    if (rt->kind == TY_TUPLE) {
+      for (int i = 0; i < rt->nelems && i < IR_MAX_DST; i++)
+        in->dst[in->ndst++] = value(L, rt->elems[i], NULL);
+      if (rt->nelems > IR_MAX_DST)
+        unsupported(L, sp, "differentiating with respect to more than 2 arguments at once");
+    } else {
+      in->dst[in->ndst++] = value(L, rt, NULL);
+    }
+    return in->dst[0];
+  }
+  default:
+    if (builtin_class[op] == OPC_COLLECTIVE)
+      return lower_collective(L, call, op);
+    unsupported(L, sp, builtin_name[op]);
+    return -1;
+  }
+}
+
+static int lower_call(Lower *L, Expr *call) {
+  Symbol *s = call->lhs->sym;
+  if (s->kind == SYM_BUILTIN)
+    return lower_builtin(L, call, (Builtin)s->index);
+  IrFn *callee = call->inst ? call->inst->ir : NULL;
+  if (!callee) {
+    unsupported(L, call->span, "this call");
+    return -1;
+  }
+  int args[64], n = 0;
+  Param *p = s->fn->params;
+  for (Arg *a = call->args; a && n < 64; a = a->next, p = p ? p->next : NULL)
+    if (!(p && p->type->is_axis))
+      args[n++] = lower_expr(L, a->value);
+  IrInst *in = emit(L, IR_CALL, call->span);
+  ir_set_args(L->c, in, n, args);
+  in->callee = callee;
+  Type *rt = call->ty;
+  if (rt->kind == TY_TUPLE) {
+    for (int i = 0; i < rt->nelems && i < IR_MAX_DST; i++)
+      in->dst[in->ndst++] = value(L, rt->elems[i], NULL);
+  } else if (rt->kind != TY_VOID) {
+    in->dst[in->ndst++] = value(L, rt, NULL);
+  }
+  return in->ndst ? in->dst[0] : -1;
+}
+
+static void lower_block(Lower *L, Stmt *block);
+
+static int lower_expr(Lower *L, Expr *e) {
+  Type *t = e->ty;
+  switch (e->kind) {
+  case EX_INT: return host_const(L, e->span, TY_INT, e->ival, (double)e->ival);
+  case EX_FLOAT: return host_const(L, e->span, TY_FLOAT, 0, e->fval);
+  case EX_BOOL: return host_const(L, e->span, TY_BOOL, e->ival, 0);
+  case EX_NAME:
+  case EX_FIELD: {
+    Symbol *s = e->sym;
+    if (!s)
+      break;
+    if (s->kind == SYM_CONST)
+      return host_const(L, e->span, s->is_float ? TY_FLOAT : TY_INT, s->ival, s->is_float ? s->fval : (double)s->ival);
+    if (s->kind == SYM_SHAPEVAR && s->info && !s->is_rest) {
+      IrInst *in = emit(L, IR_HOST_SIZE, e->span);
+      in->size = *(Size *)s->info;
+      in->dst[0] = value(L, host_type(L, TY_INT), NULL);
+      in->ndst = 1;
+      return in->dst[0];
+    }
+    int id;
+    bool is_var;
+    Symbol *key = s->outer ? s->outer : s;
+    while (key->outer)
+      key = key->outer;
+    if (!lookup(L, key, &id, &is_var))
+      break;
+    if (!is_var)
+      return id;
+    IrInst *in = emit(L, IR_VAR_GET, e->span);
+    in->i[0] = id;
+    in->dst[0] = value(L, L->f->vars[id].type, s->name);
+    in->ndst = 1;
+    return in->dst[0];
+  }
+  case EX_UNARY: {
+    int x = lower_expr(L, e->lhs);
+    if (ir_is_host(e->lhs->ty)) {
+      IrInst *in = emit(L, e->op == OP_NOT ? IR_HOST_NOT : IR_HOST_NEG, e->span);
+      ir_set_args(L->c, in, 1, &x);
+      in->dst[0] = value(L, t, NULL);
+      in->ndst = 1;
+      return in->dst[0];
+    }
+    IrInst *in = emit(L, IR_UNARY, e->span);
+    ir_set_args(L->c, in, 1, &x);
+    in->s = "NEG";
+    in->dst[0] = value(L, t, NULL);
+    in->ndst = 1;
+    return in->dst[0];
+  }
+  case EX_BINARY:
+    if (e->op == OP_MATMUL) {
+      int args[2] = {lower_expr(L, e->lhs), lower_expr(L, e->rhs)};
+      return emit1(L, IR_MATMUL, e->span, t, 2, args);
+    }
+    if (e->op == OP_AND || e->op == OP_OR || e->op == OP_MOD)
+      return lower_arith(L, e->span, t, NULL, e->op, e->lhs, e->rhs);
+    return lower_arith(L, e->span, t, binary_rt(e->op), e->op, e->lhs, e->rhs);
+  case EX_CALL: return lower_call(L, e);
+  case EX_INDEX: {
+    int args[2] = {lower_expr(L, e->lhs), lower_expr(L, e->rhs)};
+    return emit1(L, IR_INDEX, e->span, t, 2, args);
+  }
+  case EX_LOCAL_MAP: {
+    /* the local tensors are the global ones' blocks: the body runs as is */
+    Inst *dummy = NULL;
+    (void)dummy;
+    int result = -1;
+    for (Stmt *s = e->body->body; s; s = s->next) {
+      if (s->kind == ST_RETURN) {
+        result = lower_expr(L, s->value);
+        break;
+      }
+      lower_block(L, s);
+    }
+    if (result < 0)
+      break;
+    IrInst *in = emit(L, IR_COPY, e->span);
+    ir_set_args(L->c, in, 1, &result);
+    in->dst[0] = value(L, t, NULL);
+    in->ndst = 1;
+    return in->dst[0];
+  }
+  default: break;
+  }
+  unsupported(L, e->span, "this expression");
+  return host_const(L, e->span, TY_INT, 0, 0);
+}
+
+static void lower_stmt(Lower *L, Stmt *s) {
+  switch (s->kind) {
+  case ST_LET: {
+    int v = lower_expr(L, s->value);
+    IrInst *last = L->b->tail;
+    int i = 0;
+    for (Binding *b = s->targets; b; b = b->next, i++) {
+      int id = (s->targets->next && last && i < last->ndst) ? last->dst[i] : v;
+      if (id >= 0 && b->sym) {
+        bind(L, b->sym, id, false);
+        if (!L->f->values[id].hint)
+          L->f->values[id].hint = b->name;
+      }
+    }
+    return;
+  }
+  case ST_VAR: {
+    int v = lower_expr(L, s->value);
+    Binding *b = s->targets;
+    int slot = ir_var(L->c, L->f, L->f->values[v].type, b->name);
+    bind(L, b->sym, slot, true);
+    IrInst *in = emit(L, IR_VAR_SET, s->span);
+    ir_set_args(L->c, in, 1, &v);
+    in->i[0] = slot;
+    return;
+  }
+  case ST_ASSIGN: {
+    int v = lower_expr(L, s->value);
+    int slot;
+    bool is_var;
+    if (!lookup(L, s->targets->sym, &slot, &is_var) || !is_var) {
+      unsupported(L, s->span, "this assignment");
+      return;
+    }
+    IrInst *in = emit(L, IR_VAR_SET, s->span);
+    ir_set_args(L->c, in, 1, &v);
+    in->i[0] = slot;
+    return;
+  }
+  case ST_RETURN: {
+    int vals[16], n = 0;
+    for (Expr *e = s->value; e && n < 16; e = e->next)
+      vals[n++] = lower_expr(L, e);
+    IrInst *in = emit(L, IR_RETURN, s->span);
+    ir_set_args(L->c, in, n, vals);
+    return;
+  }
+  case ST_EXPR: lower_expr(L, s->value); return;
+  case ST_FOR: {
+    int lo = lower_expr(L, s->lo), hi = lower_expr(L, s->hi);
+    IrInst *in = emit(L, IR_FOR, s->span);
+    ir_set_args(L->c, in, 2, (int[]){lo, hi});
+    in->dst[0] = value(L, host_type(L, TY_INT), s->targets->name);
+    in->ndst = 1;
+    bind(L, s->targets->sym, in->dst[0], false);
+    IrBlock *saved = L->b;
+    L->b = &in->body;
+    lower_block(L, s->then);
+    L->b = saved;
+    return;
+  }
+  case ST_IF: {
+    int cond = lower_expr(L, s->cond);
+    if (!ir_is_host(s->cond->ty)) {
+      IrInst *it = emit(L, IR_HOST_ITEM, s->cond->span);
+      ir_set_args(L->c, it, 1, &cond);
+      it->dst[0] = cond = value(L, host_type(L, TY_BOOL), NULL);
+      it->ndst = 1;
+    }
+    IrInst *in = emit(L, IR_IF, s->span);
+    ir_set_args(L->c, in, 1, &cond);
+    IrBlock *saved = L->b;
+    L->b = &in->body;
+    lower_block(L, s->then);
+    if (s->els) {
+      L->b = &in->els;
+      lower_block(L, s->els);
+    }
+    L->b = saved;
+    return;
+  }
+  case ST_BLOCK: lower_block(L, s); return;
+  }
+}
+
+static void lower_block(Lower *L, Stmt *block) {
+  if (block->kind != ST_BLOCK) {
+    lower_stmt(L, block);
+    return;
+  }
+  for (Stmt *s = block->body; s; s = s->next) {
+    if (s->kind == ST_RETURN && s->next)
+      unsupported(L, s->next->span, "code after return");
+    lower_stmt(L, s);
+  }
+}
+
+static bool returns_last(Stmt *body) {
+  Stmt *last = NULL;
+  for (Stmt *s = body->body; s; s = s->next) {
+    if (s->kind == ST_RETURN && s->next)
+      return false;
+    last = s;
+  }
+  (void)last;
+  for (Stmt *s = body->body; s; s = s->next)
+    if ((s->kind == ST_IF || s->kind == ST_FOR)) {
+      /* a return nested in if/for is not lowered yet */
+      for (Stmt *t = s->then ? s->then->body : NULL; t; t = t->next)
+        if (t->kind == ST_RETURN)
+          return false;
+    }
+  return true;
+}
+
+static void lower_instance(Checker *k, Instance *inst, void *arg) {
+  IrProgram *prog = arg;
+  Compiler *c = k->c;
+  FnDecl *fn = inst->fn;
+  bool is_main = strcmp(fn->name, "main") == 0 && fn->module == c->main && !fn->params;
+  const char *cname = arena_sprintf(&c->arena, "%s%s_%d", fn->module == c->main ? "" : arena_sprintf(&c->arena, "%s_", fn->module->name),
+                                    fn->name, inst->id);
+  IrFn *f = ir_fn_new(c, cname);
+  f->inst = inst;
+  f->fn = fn;
+  f->span = fn->span;
+  f->is_main = is_main;
+  Lower L = {.c = c, .k = k, .prog = prog, .f = f, .b = &f->body};
+  int i = 0, np = 0;
+  for (Param *p = fn->params; p; p = p->next)
+    np++;
+  f->params = arena_alloc(&c->arena, sizeof(int) * (size_t)(np ? np : 1));
+  for (Param *p = fn->params; p; p = p->next, i++) {
+    if (p->type->is_axis)
+      continue;
+    int v = ir_value(c, f, inst->args[i], p->name->name);
+    f->params[f->nparams++] = v;
+    bind(&L, p->name->sym, v, false);
+  }
+  if (inst->ret) {
+    f->nret = inst->ret->kind == TY_TUPLE ? inst->ret->nelems : 1;
+    f->ret_types = inst->ret->kind == TY_TUPLE ? inst->ret->elems : arena_alloc(&c->arena, sizeof(Type *));
+    if (inst->ret->kind != TY_TUPLE)
+      f->ret_types[0] = inst->ret;
+  }
+  if (!returns_last(fn->body))
+    unsupported(&L, fn->span, "a return that is not the last statement");
+  lower_block(&L, fn->body);
+  inst->ir = f;
+  IrFn **tail = &prog->fns;
+  while (*tail)
+    tail = &(*tail)->next;
+  *tail = f;
+  if (is_main)
+    prog->main = f;
+  if (!L.failed)
+    ir_verify(c, f);
+}
+
+bool lower_program(Compiler *c, Mesh *mesh, IrProgram *out) {
+  memset(out, 0, sizeof *out);
+  out->mesh = mesh;
+  int before = c->nerrors;
+  check_and_lower(c, mesh, lower_instance, out, NULL);
+  return c->nerrors == before;
+}
