@@ -41,6 +41,7 @@ typedef struct Rev {
   int *slot;            /* per forward value: adjoint var slot in b (-1: none) */
   int *adj_var;         /* per forward var slot: adjoint var slot in b */
   IrBlock *out;         /* where b's instructions go */
+  bool reported;        /* an error about this function was given */
 } Rev;
 
 static Variant *variant(AD *ad, IrFn *f, long long mask);
@@ -62,6 +63,7 @@ static bool diff_arg(IrFn *f, IrInst *in, int i) {
   case IR_UNARY: case IR_MATMUL: case IR_EINSUM: case IR_SUM: case IR_MEAN: case IR_AMAX: case IR_CUMSUM:
   case IR_SOFTMAX: case IR_LOG_SOFTMAX: case IR_LAYER_NORM: case IR_RMS_NORM: case IR_TRANSPOSE: case IR_PERMUTE:
   case IR_RESHAPE: case IR_EXPAND: case IR_SLICE: case IR_ASTYPE: case IR_ALL_GATHER: case IR_REDUCE_SCATTER:
+  case IR_CONCAT:
   case IR_ALL_TO_ALL: case IR_CONVERT: case IR_REINTERPRET: case IR_CALL: case IR_RETURN: case IR_VAR_SET:
     return true;
   case IR_BINARY: case IR_BINARY_SCALAR: return !is_comparison(in->s) && i < 2 && !(in->op == IR_BINARY_SCALAR && i == 1);
@@ -70,6 +72,17 @@ static bool diff_arg(IrFn *f, IrInst *in, int i) {
   case IR_EMBEDDING: return i == 1;
   case IR_INDEX: return i == 0;
   case IR_COPY: return in->i[0] == 0; /* detach stops gradients */
+  default: return false;
+  }
+}
+
+/* Instructions that stop gradients by design; any other that takes an
+ * active value without a backward rule is an error, never a silent zero. */
+static bool stops_gradient(IrInst *in) {
+  switch (in->op) {
+  case IR_COPY: return in->i[0] == 1; /* detach */
+  case IR_BINARY: case IR_BINARY_SCALAR: return is_comparison(in->s);
+  case IR_HOST_ITEM: case IR_PRINT: case IR_SAVE: case IR_PUSH: case IR_FOR: case IR_IF: return true;
   default: return false;
   }
 }
@@ -83,8 +96,16 @@ static bool mark_active(Rev *r, IrBlock *b) {
       continue;
     }
     bool any = false;
-    for (int i = 0; i < in->nargs; i++)
+    for (int i = 0; i < in->nargs; i++) {
       any |= r->active[in->args[i]] && diff_arg(r->f, in, i);
+      if (r->active[in->args[i]] && !diff_arg(r->f, in, i) && !stops_gradient(in) && in->ndst &&
+          r->f->values[in->args[i]].type->kind == TY_TENSOR && !r->reported) {
+        r->reported = true;
+        error_at(r->ad->c, in->span, "%s has no gradient, but a value it uses needs one here",
+                 in->op == IR_ALL_REDUCE ? "all_reduce with op=max or op=min" : ir_op_name[in->op]);
+        help(r->ad->c, "stop the gradient explicitly with detach(x) if that is meant");
+      }
+    }
     if (in->op == IR_VAR_GET)
       any = r->active_var[in->i[0]];
     if (!any)
@@ -199,7 +220,7 @@ static int residuals(IrInst *in, int *out) {
   switch (in->op) {
   case IR_UNARY: case IR_BINARY: case IR_BINARY_SCALAR: case IR_MATMUL: case IR_EINSUM: case IR_SUM: case IR_MEAN:
   case IR_AMAX: case IR_LAYER_NORM: case IR_RMS_NORM: case IR_CROSS_ENTROPY: case IR_EMBEDDING: case IR_EXPAND:
-  case IR_SLICE: case IR_INDEX:
+  case IR_SLICE: case IR_INDEX: case IR_CONCAT:
     for (int i = 0; i < in->nargs; i++)
       out[n++] = in->args[i];
     return n;
@@ -417,6 +438,20 @@ static void bwd_rule(Rev *r, IrInst *in, IrBlock *here, int dy, const int *res_f
     contribute(r, here, a0, b->dst[0], sp);
     return;
   }
+  case IR_CONCAT: {
+    int args[9], n = 0;
+    args[n++] = dy;
+    for (int i = 0; i < in->nargs && n < 9; i++)
+      args[n++] = RES(in->args[i]);
+    IrInst *b = bemit(r, IR_CONCAT_BWD, sp, n, args);
+    b->i[0] = in->i[0];
+    b->ndst = in->nargs;
+    for (int i = 0; i < in->nargs; i++)
+      b->dst[i] = r->active[in->args[i]] ? bval(r, ftype(r, in->args[i])) : -1;
+    for (int i = 0; i < in->nargs; i++)
+      contribute(r, here, in->args[i], b->dst[i], sp);
+    return;
+  }
   case IR_INDEX:
     contribute(r, here, a0, bemit1(r, IR_INDEX_BWD, sp, ftype(r, a0), 3, (int[]){dy, RES(a0), RES(in->args[1])}), sp);
     return;
@@ -439,9 +474,17 @@ static void bwd_rule(Rev *r, IrInst *in, IrBlock *here, int dy, const int *res_f
       v = b->dst[0];
     } else {
       v = bemit1(r, IR_COPY, sp, ftype(r, a0), 1, &dy);
-      if (in->i[0] == 1) { /* avg: each rank's share */
-        IrInst *b = coll(r, IR_ALL_REDUCE, in, v, ftype(r, a0));
-        b->i[0] = 1;
+      if (in->i[0] == 1) { /* avg: each term's share is 1/n of the cotangent */
+        IrInst *n = bemit(r, IR_HOST_SIZE, sp, 0, NULL);
+        n->size = size_int(1);
+        for (int i = 0; i < in->naxes; i++)
+          n->size = size_mul(n->size, size_axis(in->axes[i]));
+        n->dst[0] = bval(r, type_new(c, TY_INT));
+        n->ndst = 1;
+        IrInst *b = bemit(r, IR_BINARY_SCALAR, sp, 2, (int[]){v, n->dst[0]});
+        b->s = "DIV";
+        b->dst[0] = bval(r, ftype(r, a0));
+        b->ndst = 1;
         v = b->dst[0];
       }
     }
@@ -679,9 +722,6 @@ static IrBlock clone_with_pushes(Rev *r, IrBlock *src) {
       IrInst *p = ir_emit(c, &out, IR_PUSH, in->span);
       ir_set_args(c, p, nres, res);
     }
-    if (in->op == IR_ALL_REDUCE && in->i[0] > 1)
-      error_at(c, in->span, "all_reduce with op=%s has no gradient, but this value needs one",
-               in->i[0] == 2 ? "max" : "min");
   }
   return out;
 }
@@ -859,6 +899,19 @@ void ad_differentiate(Compiler *c, IrProgram *p) {
   AD ad = {.c = c, .p = p};
   for (IrFn *f = p->fns; f; f = f->next)
     rewrite_calls(&ad, &f->body);
+  /* an export fn gets NAME_vjp: its gradient for every float parameter */
+  for (IrFn *f = p->fns; f; f = f->next) {
+    if (!f->fn || !(f->fn->flags & FN_EXPORT) || f->nret != 1 || f->vjp_fwd || f->uses_tape || f->inst->id != 0)
+      continue;
+    long long mask = 0;
+    for (int i = 0; i < f->nparams; i++)
+      if (f->values[f->params[i]].type->dtype != DT_I32)
+        mask |= 1LL << i;
+    Variant *v = variant(&ad, f, mask);
+    f->exp_fwd = v->fwd;
+    f->exp_bwd = v->bwd;
+    f->exp_mask = mask;
+  }
   if (!ad.new_fns)
     return;
   /* generated functions go before the first user of any of them: simplest,

@@ -65,10 +65,12 @@ struct Checker {
   struct { uint32_t file, begin; uint64_t hash; } *seen; /* reported errors */
   size_t nseen, capseen;
   int dump_indent;
+  Inst *chain;         /* the call chain of the last error, noted after its help */
 };
 
 /* check_local.c */
 void check_error(Checker *k, Span sp, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+void check_flush_chain(Checker *k);
 Type *check_expr(Checker *k, Expr *e);
 Type *check_type_expr(Checker *k, TypeExpr *te, bool named[MAX_MESH_AXES]);
 const char *ck_type(Checker *k, const Type *t);

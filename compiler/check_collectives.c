@@ -103,8 +103,16 @@ static const char *transition_why(Builtin op, LTypeKind s, LTypeKind d) {
     return "convert(I, P) zero-fills all ranks but one; its backward, reinterpret(R, I), is expert-only too";
   if (op == BI_CONVERT && s == LT_V && d == LT_P)
     return "convert(V, P) zero-fills each rank's block into the whole value; it exists as the backward of convert(R, V)";
-  if (s == d)
+  if (s == d && s != LT_V)
     return "the value already has that type";
+  if (op == BI_ALL_GATHER)
+    return "all_gather assembles the whole value on every rank: it goes from V to R or I";
+  if (op == BI_ALL_REDUCE)
+    return "all_reduce finishes a pending sum on every rank: it goes from P (or V) to R or I";
+  if (op == BI_REDUCE_SCATTER)
+    return "reduce_scatter finishes a pending sum and keeps one block per rank: it goes from P (or V) to V";
+  if (op == BI_ALL_TO_ALL)
+    return "all_to_all exchanges blocks between ranks: it goes from V to V";
   if (d == LT_P && (s == LT_R || s == LT_I))
     return "P is made from R with convert (keep the value) or reinterpret (sum the copies)";
   if (s == LT_P)
@@ -356,6 +364,11 @@ Type *check_collective(Checker *k, Expr *call, Builtin op) {
         note_at(k->c, (Span){0, 0, 0}, "a collective over %s needs the same type on every listed axis", as);
         help(k->c, "bring '%s' to %s first: %s", k->mesh->axes[a].name, lt_name(base(src)),
              transition_fix(k, xs, k->mesh->axes[a].name, ltype_on(x, a), src));
+      } else if (have == base(dst) && have != LT_V) {
+        help(k->c, "'%s' is %s on '%s' already: drop the call", xs, lt_name(have), as);
+      } else if (allowed(op, have, base(dst)) == NO) {
+        help(k->c, "for %s -> %s write %s", lt_name(have), lt_text(k->c, dst),
+             transition_fix(k, xs, as, ltype_on(x, a), dst));
       } else {
         help(k->c, "write src=%s: %s(%s, %s, src=%s, dst=%s)", lt_text(k->c, ltype_on(x, a)), name, xs, as,
              lt_text(k->c, ltype_on(x, a)), lt_text(k->c, dst));

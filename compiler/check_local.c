@@ -24,6 +24,7 @@ void check_error(Checker *k, Span sp, const char *fmt, ...) {
     h = (h ^ (unsigned char)*p) * 1099511628211ull;
   for (size_t i = 0; i < k->nseen; i++)
     if (k->seen[i].file == sp.file && k->seen[i].begin == sp.begin && k->seen[i].hash == h) {
+      check_flush_chain(k);
       k->c->suppress = true; /* drop the notes and help that follow */
       return;
     }
@@ -37,10 +38,18 @@ void check_error(Checker *k, Span sp, const char *fmt, ...) {
   k->seen[k->nseen].file = sp.file;
   k->seen[k->nseen].begin = sp.begin;
   k->seen[k->nseen++].hash = h;
+  check_flush_chain(k);
   error_at(k->c, sp, "%s", msg);
-  for (Inst *i = k->inst; i && i->parent; i = i->parent)
+  k->chain = k->inst;
+}
+
+/* Notes the call chain of the last error (after its own notes and help):
+ * the same body may be fine for one caller and not another. */
+void check_flush_chain(Checker *k) {
+  for (Inst *i = k->chain; i && i->parent; i = i->parent)
     if (i->call.file)
       note_at(k->c, i->call, "in this call of '%s'", i->fn->name);
+  k->chain = NULL;
 }
 
 const char *ck_type(Checker *k, const Type *t) { return type_str(k->c, k->mesh, t); }
@@ -399,6 +408,10 @@ static bool fits_x(Checker *k, Span sp, const Type *want, const bool named[MAX_M
         need.kind = LT_S, need.sdim = 0;
       if (have.kind == LT_NONE || need.kind == LT_NONE)
         help(k->c, "give the value a type on '%s'", axis_name(k, a));
+      else if (have.kind == LT_R && need.kind == LT_I)
+        help(k->c, "make it I where it is reduced (all_reduce(..., %s, src=P, dst=I) rather than dst=R); if the copies are "
+             "meant as they are: reinterpret(%s, %s, src=R, dst=I, expert=true)", axis_name(k, a), xtext ? xtext : "x",
+             axis_name(k, a));
       else
         help(k->c, "to get %s on '%s': %s", lt_name(base_kind(need)), axis_name(k, a),
              transition_fix(k, xtext ? xtext : "x", axis_name(k, a), have, need));
@@ -421,9 +434,13 @@ typedef struct Operand {
 static void note_operands(Checker *k, Operand *ops, int n) {
   StrBuf sb;
   sb_init(&sb, &k->c->arena);
-  for (int i = 0; i < n; i++)
-    if (ops[i].t->kind == TY_TENSOR && !ops[i].t->literal)
+  for (int i = 0; i < n; i++) {
+    bool dup = false;
+    for (int j = 0; j < i; j++)
+      dup |= ops[j].e->span.begin == ops[i].e->span.begin || strcmp(src(k, ops[j].e), src(k, ops[i].e)) == 0;
+    if (ops[i].t->kind == TY_TENSOR && !ops[i].t->literal && !dup)
       sb_printf(&sb, "%s'%s' is %s", sb.len ? ", " : "", src(k, ops[i].e), ck_type(k, ops[i].t));
+  }
   if (sb.len)
     note_at(k->c, (Span){0, 0, 0}, "%s", sb.data);
 }
@@ -1603,10 +1620,12 @@ static Type *check_autodiff(Checker *k, Expr *call, Builtin op) {
       (fa->value->lhs->sym->kind != SYM_FN)) {
     check_error(k, fa ? fa->value->span : call->span, "%s() takes a call of a function, as in %s(loss(x, w), wrt=w)",
                 builtin_name[op], builtin_name[op]);
+    help(k->c, "wrap the expression in a fn returning the scalar loss, and differentiate a call of it");
     return type_error();
   }
   if (!wrt) {
     check_error(k, call->span, "%s() needs wrt=: the arguments to differentiate with respect to", builtin_name[op]);
+    help(k->c, "name them: %s(%s, wrt=...)", builtin_name[op], src(k, fa->value));
     return type_error();
   }
   Type *v = check_expr(k, fa->value);
@@ -1993,7 +2012,12 @@ static void check_condition(Checker *k, Expr *e, const char *what) {
     if (t->lt[a] == LT_V || t->lt[a] == LT_P) {
       check_error(k, e->span, "%s is %s on mesh axis '%s': ranks could take different paths and deadlock in a collective",
                   what, lt_name(t->lt[a]), axis_name(k, a));
-      help(k->c, "make it the same on every rank first, e.g. all_reduce(x, %s, src=%s, dst=R)", axis_name(k, a),
+      Expr *x = e;
+      if (e->kind == EX_BINARY && e->lhs->ty && e->lhs->ty->kind == TY_TENSOR && e->lhs->ty->lt[a] == t->lt[a])
+        x = e->lhs;
+      else if (e->kind == EX_BINARY && e->rhs->ty && e->rhs->ty->kind == TY_TENSOR && e->rhs->ty->lt[a] == t->lt[a])
+        x = e->rhs;
+      help(k->c, "make it the same on every rank first, e.g. all_reduce(%s, %s, src=%s, dst=I)", src(k, x), axis_name(k, a),
            lt_name(t->lt[a]));
       return;
     }
@@ -2012,10 +2036,12 @@ static void bind_value(Checker *k, Stmt *s) {
     if (ntargets != t->nelems) {
       check_error(k, s->span, "the value has %d parts, but %d name%s bound", t->nelems, ntargets,
                   ntargets == 1 ? " is" : "s are");
+      help(k->c, "bind one name per part: let %s;", t->nelems == 2 ? "a, b = ..." : "a, b, ... = ...");
       t = type_error();
     }
   } else if (ntargets != 1 && t->kind != TY_ERROR) {
     check_error(k, s->span, "one value, but %d names are bound", ntargets);
+    help(k->c, "bind one name: let %s = ...;", s->targets->name);
     t = type_error();
   }
   if (t->kind == TY_VOID) {
@@ -2057,8 +2083,8 @@ static void check_assign(Checker *k, Stmt *s) {
   Type *was = b->sym->info;
   if (!was || was->kind == TY_ERROR)
     return;
-  if (t->kind == TY_TENSOR && t->literal && was->kind == TY_TENSOR && was->ndim == 0)
-    return;
+  if ((is_scalar_like(t) || (t->kind == TY_TENSOR && t->literal)) && was->kind == TY_TENSOR && was->ndim == 0)
+    return; /* a number takes the scalar variable's type */
   if (was->kind == TY_FLOAT && t->kind == TY_INT)
     return;
   if (was->kind == TY_INT && t->kind == TY_FLOAT) {
@@ -2151,7 +2177,14 @@ static void check_return(Checker *k, Stmt *s) {
   }
 }
 
+static void check_stmt_kind(Checker *k, Stmt *s);
+
 static void check_stmt(Checker *k, Stmt *s) {
+  check_stmt_kind(k, s);
+  check_flush_chain(k);
+}
+
+static void check_stmt_kind(Checker *k, Stmt *s) {
   switch (s->kind) {
   case ST_LET:
   case ST_VAR: bind_value(k, s); return;

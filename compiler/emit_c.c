@@ -396,6 +396,18 @@ static void emit_inst(Emitter *E, IrInst *in, int ind) {
     out(E, ind, "%s = rt_slice_bwd(ctx, %s, %s->ndim, %s->shape, %lld, %lld); %s\n", D(E, in, 0), A(E, in, 0),
         A(E, in, 1), A(E, in, 1), in->i[0], in->i[1], loc);
     return;
+  case IR_CONCAT_BWD: {
+    out(E, ind, "{ int64_t off_ = 0; %s\n", loc);
+    for (int i = 1; i < in->nargs; i++) {
+      const char *x = A(E, in, i);
+      if (in->dst[i - 1] >= 0)
+        out(E, ind + 1, "%s = rt_slice(ctx, %s, %lld, off_, off_ + %s->shape[%lld]);\n", D(E, in, i - 1), A(E, in, 0),
+            in->i[0], x, in->i[0]);
+      out(E, ind + 1, "off_ += %s->shape[%lld];\n", x, in->i[0]);
+    }
+    out(E, ind, "}\n");
+    return;
+  }
   case IR_INDEX_BWD:
     out(E, ind, "%s = rt_index_bwd(ctx, %s, %s->ndim, %s->shape, %s); %s\n", D(E, in, 0), A(E, in, 0), A(E, in, 1),
         A(E, in, 1), A(E, in, 2), loc);
@@ -577,6 +589,8 @@ static void emit_fn(Emitter *E, IrFn *f) {
     out(E, 1, "%s%s%s = %s;\n", ct, ct[strlen(ct) - 1] == '*' ? "" : " ", varname(E, s),
         f->vars[s].type->kind == TY_TENSOR ? "NULL" : "0");
   }
+  for (int i = 0; i < f->nparams; i++)
+    out(E, 1, "(void)%s;\n", vname(E, f->params[i]));
   emit_block(E, &f->body, 1);
   for (int s = 0; s < f->nvars; s++)
     if (f->vars[s].type->kind == TY_TENSOR)
@@ -623,6 +637,190 @@ static const char prelude[] =
 
 static void mark_reachable(IrFn *f);
 
+bool ir_has_exports(IrProgram *p) {
+  for (IrFn *f = p->fns; f; f = f->next)
+    if (f->exp_fwd)
+      return true;
+  return false;
+}
+
+static const char *param_decls(Emitter *E, IrFn *f, bool names) {
+  StrBuf sb;
+  sb_init(&sb, &E->c->arena);
+  for (int i = 0; i < f->nparams; i++)
+    sb_printf(&sb, ", const rt_tensor *%s", names ? f->values[f->params[i]].hint : "");
+  return sb.data;
+}
+
+static const char *grad_decls(IrFn *f, Compiler *c, bool names) {
+  StrBuf sb;
+  sb_init(&sb, &c->arena);
+  for (int i = 0; i < f->nparams; i++)
+    if (f->exp_mask & (1LL << i))
+      sb_printf(&sb, ", rt_tensor **%s%s", names ? "d_" : "", names ? f->values[f->params[i]].hint : "");
+  return sb.data;
+}
+
+/* The C prototypes of an export fn, for the header and the definitions. */
+static void export_protos(Emitter *E, IrFn *f, bool names, const char *end) {
+  const char *n = f->fn->name;
+  fprintf(E->out, "void %s(rt_ctx *ctx%s, rt_tensor **%s)%s", n, param_decls(E, f, names), names ? "out" : "", end);
+  fprintf(E->out, "void %s_vjp(rt_ctx *ctx%s, const rt_tensor *%s%s)%s", n, param_decls(E, f, names),
+          names ? "dout" : "", grad_decls(f, E->c, names), end);
+}
+
+static void emit_arg_info(Emitter *E, const Type *t, const char *name, bool diff) {
+  Mesh *m = E->p->mesh;
+  fprintf(E->out, "{\"%s\", %s, %d, {", name, dtype_c(t->dtype), t->ndim);
+  for (int d = 0; d < t->ndim; d++) {
+    long long v = 0;
+    if (!size_is_int(t->shape[d], &v))
+      v = -1;
+    fprintf(E->out, "%s%lld", d ? ", " : "", v);
+  }
+  fputs("}, {", E->out);
+  for (int d = 0; d < t->ndim; d++) {
+    int n = 0;
+    while (n < MAX_MESH_AXES && t->spec[d][n] >= 0)
+      n++;
+    fprintf(E->out, "%s{.n = %d, .idx = {", d ? ", " : "", n);
+    for (int k = 0; k < n; k++)
+      fprintf(E->out, "%s%d", k ? ", " : "", t->spec[d][k]);
+    fputs("}}", E->out);
+  }
+  fputs("}, {", E->out);
+  static const char *const lt[] = {"RT_R", "RT_R", "RT_I", "RT_V", "RT_P"};
+  for (int a = 0; a < m->naxes; a++)
+    fprintf(E->out, "%s%s", a ? ", " : "", lt[t->lt[a]]);
+  fprintf(E->out, "}, %s}", diff ? "true" : "false");
+}
+
+static void emit_exports(Emitter *E) {
+  FILE *fp = E->out;
+  int nexp = 0;
+  for (IrFn *f = E->p->fns; f; f = f->next) {
+    if (!f->exp_fwd)
+      continue;
+    nexp++;
+    E->f = f;
+    const char *n = f->fn->name;
+    for (int i = 0; i < f->nparams; i++) {
+      const Type *t = f->values[f->params[i]].type;
+      for (int d = 0; d < t->ndim; d++) {
+        long long v;
+        if (!size_is_int(t->shape[d], &v))
+          error_at(E->c, f->fn->name_span, "export fn '%s': the sizes of its parameters must be integers", n);
+      }
+    }
+    fprintf(fp, "/* export fn %s */\n", n);
+    fprintf(fp, "void %s(rt_ctx *ctx%s, rt_tensor **out) {\n", n, param_decls(E, f, true));
+    fprintf(fp, "  f_%s(ctx", f->cname);
+    for (int i = 0; i < f->nparams; i++)
+      fprintf(fp, ", (rt_tensor *)%s", f->values[f->params[i]].hint);
+    fputs(", out);\n}\n\n", fp);
+    fprintf(fp, "void %s_vjp(rt_ctx *ctx%s, const rt_tensor *dout%s) {\n", n, param_decls(E, f, true),
+            grad_decls(f, E->c, true));
+    fputs("  tape_t tape_ = {0};\n  rt_tensor *value_ = NULL;\n", fp);
+    fprintf(fp, "  f_%s(ctx, &tape_", f->exp_fwd->cname);
+    for (int i = 0; i < f->nparams; i++)
+      fprintf(fp, ", (rt_tensor *)%s", f->values[f->params[i]].hint);
+    fputs(", &value_);\n  rt_free(ctx, value_);\n", fp);
+    fprintf(fp, "  f_%s(ctx, &tape_, (rt_tensor *)dout", f->exp_bwd->cname);
+    for (int i = 0; i < f->nparams; i++)
+      if (f->exp_mask & (1LL << i))
+        fprintf(fp, ", d_%s", f->values[f->params[i]].hint);
+    fputs(");\n  RT_CHECK(ctx, tape_.n == 0, \"internal error: autodiff tape not empty\");\n", fp);
+    fputs("  free(tape_.t);\n  free(tape_.h);\n}\n\n", fp);
+    fprintf(fp, "static void %s_a(rt_ctx *ctx, const rt_tensor *const *args, rt_tensor **out) {\n  %s(ctx", n, n);
+    for (int i = 0; i < f->nparams; i++)
+      fprintf(fp, ", args[%d]", i);
+    fputs(", out);\n}\n\n", fp);
+    fprintf(fp, "static void %s_vjp_a(rt_ctx *ctx, const rt_tensor *const *args, const rt_tensor *dout, rt_tensor **grads) {\n  %s_vjp(ctx", n, n);
+    for (int i = 0; i < f->nparams; i++)
+      fprintf(fp, ", args[%d]", i);
+    fputs(", dout", fp);
+    for (int i = 0; i < f->nparams; i++)
+      if (f->exp_mask & (1LL << i))
+        fprintf(fp, ", &grads[%d]", i);
+    fputs(");\n}\n\n", fp);
+    fprintf(fp, "const spmd_export_info %s_info = {\"%s\", %d, {", n, n, f->nparams);
+    for (int i = 0; i < f->nparams; i++) {
+      fputs(i ? ",\n  " : "\n  ", fp);
+      emit_arg_info(E, f->values[f->params[i]].type, f->values[f->params[i]].hint, (f->exp_mask >> i) & 1);
+    }
+    fputs("},\n  ", fp);
+    emit_arg_info(E, f->ret_types[0], "result", false);
+    fprintf(fp, ",\n  %s_a, %s_vjp_a};\n\n", n, n);
+  }
+  if (!nexp)
+    return;
+  Mesh *m = E->p->mesh;
+  fputs("const spmd_export_info *const spmd_exports[] = {", fp);
+  for (IrFn *f = E->p->fns; f; f = f->next)
+    if (f->exp_fwd)
+      fprintf(fp, "&%s_info, ", f->fn->name);
+  fputs("NULL};\n", fp);
+  fprintf(fp, "const int spmd_mesh_naxes = %d;\nconst char *const spmd_mesh_names[] = {", m->naxes);
+  for (int i = 0; i < m->naxes; i++)
+    fprintf(fp, "\"%s\", ", m->axes[i].name);
+  fputs("NULL};\nconst int spmd_mesh_sizes[] = {", fp);
+  for (int i = 0; i < m->naxes; i++)
+    fprintf(fp, "%lld, ", m->axes[i].size ? m->axes[i].size : -1);
+  fputs("0};\n\n", fp);
+}
+
+static const char export_types[] =
+    "#ifndef SPMD_EXPORT_TYPES_H\n"
+    "#define SPMD_EXPORT_TYPES_H\n"
+    "/* One parameter or result of an export fn: its global shape, the mesh\n"
+    " * axes sharding each dim, and its local SPMD type on each mesh axis. */\n"
+    "typedef struct spmd_export_arg {\n"
+    "  const char *name;\n"
+    "  rt_dtype dtype;\n"
+    "  int ndim;\n"
+    "  int64_t global[RT_MAX_DIMS];\n"
+    "  rt_axes dim_axes[RT_MAX_DIMS];\n"
+    "  rt_ltype ltype[RT_MAX_AXES];\n"
+    "  bool differentiable;\n"
+    "} spmd_export_arg;\n"
+    "\n"
+    "/* An export fn, for generic hosts: its signature and array-form entry\n"
+    " * points (grads[i] is left NULL for a parameter that has no gradient). */\n"
+    "typedef struct spmd_export_info {\n"
+    "  const char *name;\n"
+    "  int nargs;\n"
+    "  spmd_export_arg args[16];\n"
+    "  spmd_export_arg result;\n"
+    "  void (*fn)(rt_ctx *ctx, const rt_tensor *const *args, rt_tensor **out);\n"
+    "  void (*vjp)(rt_ctx *ctx, const rt_tensor *const *args, const rt_tensor *dout, rt_tensor **grads);\n"
+    "} spmd_export_info;\n"
+    "#endif\n\n";
+
+bool emit_header(Compiler *c, IrProgram *p, FILE *fp, const char *source_path, const char *guard) {
+  Emitter E = {.c = c, .p = p, .out = fp};
+  fprintf(fp, "/* Generated by spmdc %s from %s: the C entry points of its export fns.\n", SPMDC_VERSION, source_path);
+  fputs(" * Arguments are this rank's blocks, borrowed; results and gradients are\n"
+        " * new references the caller frees with rt_free.  Call rt_init first with\n"
+        " * spmd_mesh_names and spmd_mesh_sizes. */\n", fp);
+  fprintf(fp, "#ifndef %s\n#define %s\n\n#include <stdbool.h>\n#include \"spmdrt.h\"\n\n", guard, guard);
+  fputs(export_types, fp);
+  for (IrFn *f = p->fns; f; f = f->next) {
+    if (!f->exp_fwd)
+      continue;
+    E.f = f;
+    int line, col;
+    source_position(c, f->fn->span, &line, &col);
+    fprintf(fp, "/* %s:%d: export fn %s */\n", source_file(c, f->fn->span.file)->path, line, f->fn->name);
+    export_protos(&E, f, true, ";\n");
+    fprintf(fp, "extern const spmd_export_info %s_info;\n\n", f->fn->name);
+  }
+  fputs("/* every export fn, NULL-terminated; the program's mesh */\n", fp);
+  fputs("extern const spmd_export_info *const spmd_exports[];\n", fp);
+  fputs("extern const int spmd_mesh_naxes;\nextern const char *const spmd_mesh_names[];\nextern const int spmd_mesh_sizes[];\n", fp);
+  fprintf(fp, "\n#endif\n");
+  return true;
+}
+
 static void mark_block(IrBlock *b) {
   for (IrInst *in = b->head; in; in = in->next) {
     if (in->callee)
@@ -637,6 +835,10 @@ static void mark_reachable(IrFn *f) {
   if (f->emitted)
     return;
   f->emitted = true;
+  if (f->exp_fwd) {
+    mark_reachable(f->exp_fwd);
+    mark_reachable(f->exp_bwd);
+  }
   if (f->vjp_fwd) {
     mark_reachable(f->vjp_fwd);
     mark_reachable(f->vjp_bwd);
@@ -650,8 +852,13 @@ bool emit_c(Compiler *c, IrProgram *p, FILE *fp, const char *source_path) {
     f->emitted = !p->main;
   if (p->main)
     mark_reachable(p->main);
+  for (IrFn *f = p->fns; f; f = f->next)
+    if (f->exp_fwd)
+      mark_reachable(f);
   fprintf(fp, "/* Generated by spmdc %s from %s.  Do not edit. */\n", SPMDC_VERSION, source_path);
   fputs(prelude, fp);
+  if (ir_has_exports(p))
+    fputs(export_types, fp);
   for (IrFn *f = p->fns; f; f = f->next) {
     E.f = f;
     if (f->emitted)
@@ -661,6 +868,7 @@ bool emit_c(Compiler *c, IrProgram *p, FILE *fp, const char *source_path) {
   for (IrFn *f = p->fns; f; f = f->next)
     if (f->emitted)
       emit_fn(&E, f);
+  emit_exports(&E);
   if (!p->main)
     return true;
   Mesh *m = p->mesh;

@@ -77,6 +77,9 @@ struct IrFn {
   /* a value_and_grad wrapper: runs vjp_fwd, seeds 1.0, runs vjp_bwd */
   IrFn *vjp_fwd, *vjp_bwd;
   int vjp_ngrads;
+  /* an export fn: its forward and backward for NAME_vjp */
+  IrFn *exp_fwd, *exp_bwd;
+  long long exp_mask;
   IrFn *next;
 };
 
@@ -104,5 +107,8 @@ void ad_differentiate(Compiler *c, IrProgram *p);
 
 /* emit_c.c */
 bool emit_c(Compiler *c, IrProgram *p, FILE *out, const char *source_path);
+/* The header of the program's export fns; false if it has none. */
+bool emit_header(Compiler *c, IrProgram *p, FILE *out, const char *source_path, const char *guard);
+bool ir_has_exports(IrProgram *p);
 
 #endif

@@ -17,6 +17,8 @@ typedef struct Lower {
   struct { Symbol *sym; int id; bool is_var; } *map;
   size_t cap, count;
   bool failed;
+  int ret_slots[16];    /* results of a function that returns from an if/else */
+  int nret_slots;
 } Lower;
 
 static void bind(Lower *L, Symbol *s, int id, bool is_var) {
@@ -683,6 +685,14 @@ static void lower_stmt(Lower *L, Stmt *s) {
     int vals[16], n = 0;
     for (Expr *e = s->value; e && n < 16; e = e->next)
       vals[n++] = lower_expr(L, e);
+    if (L->nret_slots) {
+      for (int r = 0; r < n && r < L->nret_slots; r++) {
+        IrInst *in = emit(L, IR_VAR_SET, s->span);
+        ir_set_args(L->c, in, 1, &vals[r]);
+        in->i[0] = L->ret_slots[r];
+      }
+      return;
+    }
     IrInst *in = emit(L, IR_RETURN, s->span);
     ir_set_args(L->c, in, n, vals);
     return;
@@ -730,29 +740,41 @@ static void lower_block(Lower *L, Stmt *block) {
     lower_stmt(L, block);
     return;
   }
-  for (Stmt *s = block->body; s; s = s->next) {
-    if (s->kind == ST_RETURN && s->next)
-      unsupported(L, s->next->span, "code after return");
+  for (Stmt *s = block->body; s; s = s->next)
     lower_stmt(L, s);
-  }
 }
 
-static bool returns_last(Stmt *body) {
+/* Whether every path through the block ends in its last statement's return
+ * (a return, or an if/else whose branches both end so). */
+static bool ends_in_return(Stmt *block) {
+  if (block->kind == ST_IF)
+    return block->els && ends_in_return(block->then) && ends_in_return(block->els);
   Stmt *last = NULL;
-  for (Stmt *s = body->body; s; s = s->next) {
-    if (s->kind == ST_RETURN && s->next)
-      return false;
+  for (Stmt *s = block->body; s; s = s->next)
     last = s;
-  }
-  (void)last;
-  for (Stmt *s = body->body; s; s = s->next)
-    if ((s->kind == ST_IF || s->kind == ST_FOR)) {
-      /* a return nested in if/for is not lowered yet */
-      for (Stmt *t = s->then ? s->then->body : NULL; t; t = t->next)
-        if (t->kind == ST_RETURN)
-          return false;
+  if (!last)
+    return false;
+  if (last->kind == ST_RETURN)
+    return true;
+  return last->kind == ST_IF && ends_in_return(last);
+}
+
+/* Whether a return appears anywhere but in tail position. */
+static bool early_return(Stmt *s, bool tail) {
+  for (; s; s = s->next) {
+    bool t = tail && !s->next;
+    if (s->kind == ST_RETURN && !t)
+      return true;
+    if (s->kind == ST_FOR && early_return(s->then->body, false))
+      return true;
+    if (s->kind == ST_IF) {
+      if (early_return(s->then->body, t))
+        return true;
+      if (s->els && early_return(s->els->kind == ST_IF ? s->els : s->els->body, t))
+        return true;
     }
-  return true;
+  }
+  return false;
 }
 
 static void lower_instance(Checker *k, Instance *inst, void *arg) {
@@ -785,9 +807,29 @@ static void lower_instance(Checker *k, Instance *inst, void *arg) {
     if (inst->ret->kind != TY_TUPLE)
       f->ret_types[0] = inst->ret;
   }
-  if (!returns_last(fn->body))
-    unsupported(&L, fn->span, "a return that is not the last statement");
+  if (early_return(fn->body->body, true) || (fn->ret && !ends_in_return(fn->body)))
+    unsupported(&L, fn->span, "a return before the end of the function");
+  Stmt *last = fn->body->body;
+  while (last && last->next)
+    last = last->next;
+  if (fn->ret && last && last->kind == ST_IF) {
+    /* returns in both branches of a final if/else: results go through slots */
+    for (int r = 0; r < f->nret; r++)
+      L.ret_slots[r] = ir_var(c, f, f->ret_types[r], intern_cstr(c, "result"));
+    L.nret_slots = f->nret;
+  }
   lower_block(&L, fn->body);
+  if (L.nret_slots) {
+    int vals[16];
+    for (int r = 0; r < L.nret_slots; r++) {
+      IrInst *g = ir_emit(c, &f->body, IR_VAR_GET, last->span);
+      g->i[0] = L.ret_slots[r];
+      g->dst[0] = vals[r] = ir_value(c, f, f->ret_types[r], NULL);
+      g->ndst = 1;
+    }
+    IrInst *ret = ir_emit(c, &f->body, IR_RETURN, last->span);
+    ir_set_args(c, ret, L.nret_slots, vals);
+  }
   inst->ir = f;
   IrFn **tail = &prog->fns;
   while (*tail)

@@ -211,6 +211,35 @@ static bool write_c(Compiler *c, IrProgram *prog, const char *path, const char *
   return true;
 }
 
+/* NAME.h beside NAME.c: the C entry points of the export fns. */
+static bool write_header(Compiler *c, IrProgram *prog, const char *cpath, const char *source) {
+  size_t n = strlen(cpath);
+  const char *base = n > 2 && strcmp(cpath + n - 2, ".c") == 0 ? arena_strndup(&c->arena, cpath, n - 2) : cpath;
+  const char *path = arena_sprintf(&c->arena, "%s.h", base);
+  const char *file = strrchr(base, '/') ? strrchr(base, '/') + 1 : base;
+  StrBuf guard;
+  sb_init(&guard, &c->arena);
+  sb_puts(&guard, "SPMD_");
+  for (const char *p = file; *p; p++)
+    sb_putc(&guard, (char)((*p >= 'a' && *p <= 'z') ? *p - 32 : ((*p >= 'A' && *p <= 'Z') || (*p >= '0' && *p <= '9')) ? *p : '_'));
+  sb_puts(&guard, "_H");
+  char *tmp = arena_sprintf(&c->arena, "%s.tmp.%ld", path, (long)getpid());
+  FILE *fp = fopen(tmp, "w");
+  if (!fp) {
+    fprintf(stderr, "spmdc: error: cannot write '%s': %s\n", tmp, strerror(errno));
+    return false;
+  }
+  emit_header(c, prog, fp, source, guard.data);
+  bool ok = !ferror(fp);
+  ok &= fclose(fp) == 0;
+  if (!ok || rename(tmp, path) != 0) {
+    fprintf(stderr, "spmdc: error: cannot write '%s': %s\n", path, strerror(errno));
+    remove(tmp);
+    return false;
+  }
+  return true;
+}
+
 static const char *env_or(const char *name, const char *dflt) {
   const char *v = getenv(name);
   return v && *v ? v : dflt;
@@ -335,6 +364,8 @@ int main(int argc, char **argv) {
     } else if (d.mode == MODE_EMIT_C) {
       const char *out = d.output ? d.output : arena_sprintf(&c->arena, "%s.c", stem(c, d.input));
       status = strcmp(out, "-") == 0 ? (emit_c(c, &prog, stdout, d.input), 0) : write_c(c, &prog, out, d.input) ? 0 : 1;
+      if (status == 0 && strcmp(out, "-") != 0 && ir_has_exports(&prog))
+        status = write_header(c, &prog, out, d.input) ? 0 : 1;
     } else if (d.mode == MODE_RUN) {
       status = run_program(c, &d, &prog);
     } else {

@@ -3,7 +3,9 @@
 
 Each line of a test file may end with `// ERROR "re" ["re" ...]`: every regex
 must match the message of an error that spmdc reports on that line, and every
-error spmdc reports must be matched by a regex on its line.  A file without
+error spmdc reports must be matched by a regex on its line.  `// ERROR@+N` and
+`// ERROR@-N` put the expectation on the line N below or above, for lines
+that cannot hold a comment (an unterminated string swallows it).  A file without
 ERROR comments must be accepted (exit 0).  A first line `// ARGS: ...` adds
 command-line arguments (default: --check).  Any exit status other than 0
 or 1, and any sanitizer report, fails the test.
@@ -14,7 +16,7 @@ import shlex
 import subprocess
 import sys
 
-ERROR_RE = re.compile(r'//\s*ERROR\s+((?:"(?:[^"\\]|\\.)*"\s*)+)\s*$')
+ERROR_RE = re.compile(r'//\s*ERROR(?:@(?P<off>[+-]\d+))?\s+(?P<res>(?:"(?:[^"\\]|\\.)*"\s*)+)\s*$')
 DIAG_RE = re.compile(r'^(?P<file>[^:\s][^:]*):(?P<line>\d+):(?P<col>\d+): error: (?P<msg>.*)$')
 SANITIZER_RE = re.compile(r'AddressSanitizer|LeakSanitizer|runtime error:|UndefinedBehaviorSanitizer')
 
@@ -28,8 +30,9 @@ def expectations(path):
                 args = shlex.split(line[len('// ARGS:'):])
             m = ERROR_RE.search(line)
             if m:
-                regs = re.findall(r'"((?:[^"\\]|\\.)*)"', m.group(1))
-                want[n] = [re.compile(r.replace('\\"', '"')) for r in regs]
+                regs = re.findall(r'"((?:[^"\\]|\\.)*)"', m.group('res'))
+                at = n + int(m.group('off') or 0)
+                want.setdefault(at, []).extend(re.compile(r.replace('\\"', '"')) for r in regs)
     return args, want
 
 

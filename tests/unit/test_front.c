@@ -98,8 +98,8 @@ Test(front, recovers_and_reports_every_error) {
   Fixture f;
   parse_text(&f, "fn f() {\n  let a = 1 +;\n  let b = (2;\n  let c = 3;\n}\nconst = 4;\nfn g() { return 1 }\n");
   cr_assert_eq(f.c.nerrors, 4, "got %d errors:\n%s", f.c.nerrors, f.diag);
-  cr_assert(strstr(f.diag, "t.spmd:2:14: error: expected an expression, found ';'"), "%s", f.diag);
-  cr_assert(strstr(f.diag, "t.spmd:6:7: error: expected a name, found '='"), "%s", f.diag);
+  cr_assert(strstr(f.diag, "t.spmd:2:14: error: expected an expression after '+', found ';'"), "%s", f.diag);
+  cr_assert(strstr(f.diag, "t.spmd:6:7: error: expected a name after 'const', found '='"), "%s", f.diag);
   done(&f);
 }
 
@@ -126,5 +126,64 @@ Test(front, string_escapes_are_decoded) {
   cr_assert_eq(e->kind, EX_STRING);
   cr_assert_eq(e->slen, 7);
   cr_assert_eq(memcmp(e->str, "a\"b\\c\nd", 7), 0);
+  done(&f);
+}
+
+/* A '}' missing before a declaration: the lexer closes the block, so the
+ * next function is parsed (and its own error found). */
+Test(front, declaration_keyword_closes_open_blocks) {
+  Fixture f;
+  parse_text(&f, "fn f() {\n  let x = (1 +\nfn g() { let y = ; }\nconst A = 1;\n");
+  cr_assert_eq(f.c.nerrors, 2, "%s", f.diag);
+  cr_assert(strstr(f.diag, "t.spmd:3:1: error: expected ')' before keyword 'fn'"), "%s", f.diag);
+  cr_assert(strstr(f.diag, "t.spmd:3:18: error: expected an expression after '='"), "%s", f.diag);
+  Item *g = f.m->items->next;
+  cr_assert(g && g->kind == IT_FN && strcmp(g->fn->name, "g") == 0, "g is parsed");
+  cr_assert(g->next && g->next->kind == IT_CONST, "and so is the const after it");
+  done(&f);
+}
+
+/* Recovery at '}' must not stop inside the braces of a type. */
+Test(front, type_braces_do_not_end_recovery) {
+  Fixture f;
+  parse_text(&f, "fn f(x: f32[4]{tp: Q}) { let y = 1; }\nconst A = 1;\n");
+  cr_assert_eq(f.c.nerrors, 1, "%s", f.diag);
+  cr_assert_eq(f.m->items->kind, IT_CONST, "the broken fn is skipped, the const is kept");
+  done(&f);
+}
+
+Test(front, reserved_words_are_reported_where_names_are_declared) {
+  Fixture f;
+  parse_text(&f, "fn f() { let fn = 1; var R = 2; }\n");
+  cr_assert_eq(f.c.nerrors, 2, "%s", f.diag);
+  cr_assert(strstr(f.diag, "error: 'fn' is a reserved word and cannot be used as a name"), "%s", f.diag);
+  cr_assert(strstr(f.diag, "error: 'R' is a type letter and cannot be used as a name"), "%s", f.diag);
+  done(&f);
+}
+
+Test(front, numbers_and_ranges_lex_apart) {
+  Fixture f;
+  parse_text(&f, "fn f() { for i in 0..4 { let a = x.0; } }\nconst B = 1.5e3;\n");
+  cr_assert_eq(f.c.nerrors, 1, "only x.0 is wrong: %s", f.diag);
+  cr_assert(strstr(f.diag, "expected a name after '.', found number 0"), "%s", f.diag);
+  cr_assert_eq(f.m->items->next->value->fval, 1500.0);
+  done(&f);
+}
+
+Test(front, byte_order_mark_and_utf8_are_handled) {
+  Fixture f;
+  parse_text(&f, "\xef\xbb\xbf" "const A = 1;\nconst B\xc3\xa9 = 2;\n");
+  cr_assert_eq(f.c.nerrors, 1, "%s", f.diag);
+  cr_assert(strstr(f.diag, "t.spmd:2:8: error: unexpected character U+00E9"), "%s", f.diag);
+  cr_assert_eq(f.m->items->kind, IT_CONST);
+  done(&f);
+}
+
+Test(front, error_at_end_of_file_names_the_open_bracket) {
+  Fixture f;
+  parse_text(&f, "fn f() {\n  if true {\n    let x = 1;\n");
+  cr_assert_eq(f.c.nerrors, 1, "%s", f.diag);
+  cr_assert(strstr(f.diag, "t.spmd:3:14: error: expected '}' at end of file"), "%s", f.diag);
+  cr_assert(strstr(f.diag, "t.spmd:2:11: note: to close this '{'"), "%s", f.diag);
   done(&f);
 }
