@@ -2228,8 +2228,11 @@ static void check_block(Checker *k, Stmt *block) {
 
 static void check_fn_body(Checker *k, FnDecl *fn) {
   check_block(k, fn->body);
-  if (fn->ret && !k->inst->returned)
+  if (fn->ret && !k->inst->returned) {
     check_error(k, fn->name_span, "'%s' must end with a return", fn->name);
+    help(k->c, "end the body with: return ...;");
+  }
+  check_flush_chain(k);
 }
 
 /* ---- the program ---- */
@@ -2306,6 +2309,7 @@ static bool check_all(Checker *k) {
       if (fn->params == NULL || fully_typed(k, fn))
         check_standalone(k, fn);
     }
+  check_flush_chain(k);
   free(k->seen);
   return c->nerrors == before;
 }

@@ -591,6 +591,8 @@ static void emit_fn(Emitter *E, IrFn *f) {
   }
   for (int i = 0; i < f->nparams; i++)
     out(E, 1, "(void)%s;\n", vname(E, f->params[i]));
+  if (f->uses_tape)
+    out(E, 1, "(void)tape;\n");
   emit_block(E, &f->body, 1);
   for (int s = 0; s < f->nvars; s++)
     if (f->vars[s].type->kind == TY_TENSOR)
