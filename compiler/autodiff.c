@@ -185,6 +185,8 @@ static Type *ftype(Rev *r, int v) { return r->f->values[v].type; }
 static void contribute(Rev *r, IrBlock *here, int v, int c, Span sp) {
   if (c < 0)
     return;
+  if (!r->b->values[c].hint && r->f->values[v].hint) /* name gradients d_x after x */
+    r->b->values[c].hint = arena_sprintf(&r->ad->c->arena, "d_%s", r->f->values[v].hint);
   if (r->slot[v] >= 0 && r->def_block[v] != here) {
     IrInst *g = bemit(r, IR_VAR_GET, sp, 0, NULL);
     g->i[0] = r->slot[v];
@@ -654,8 +656,10 @@ static void reverse_inst(Rev *r, IrInst *in, IrBlock *fb) {
   if (nres) {
     IrInst *pop = bemit(r, IR_POP, sp, 0, NULL);
     pop->ndst = nres;
-    for (int i = 0; i < nres; i++)
+    for (int i = 0; i < nres; i++) {
       pop->dst[i] = res_b[i] = bval(r, ftype(r, res_f[i]));
+      r->b->values[res_b[i]].hint = r->f->values[res_f[i]].hint;
+    }
   }
   int dy = in->ndst ? adjoint(r, in->dst[0], sp) : -1;
   if (dy < 0) {

@@ -1522,6 +1522,8 @@ static Type *check_fn_call(Checker *k, Expr *call, FnDecl *fn) {
       args[i] = check_expr(k, argx[i]);
       if (args[i]->kind == TY_ERROR)
         return type_error();
+      if (args[i]->kind == TY_INT || args[i]->kind == TY_FLOAT)
+        args[i] = as_tensor(k, argx[i], args[i]); /* a number passed for a tensor parameter */
     }
   }
   for (Instance *in = k->instances; in; in = in->next) {
@@ -1992,10 +1994,19 @@ static void dump_binding(Checker *k, Binding *b, Type *t) {
   source_position(k->c, b->span, &line, &col);
   StrBuf chain;
   sb_init(&chain, &k->c->arena);
-  for (Inst *i = k->inst; i && i->fn; i = i->parent)
-    sb_printf(&chain, "%s%s", chain.len ? " <- " : "", i->fn->name);
-  fprintf(k->dump, "%s:%d:%d: %s: %s  [%s]\n", source_file(k->c, b->span.file)->path, line, col, b->name,
-          ck_type(k, t), chain.len ? chain.data : "-");
+  for (Inst *i = k->inst; i && i->fn; i = i->parent) {
+    bool lm = i->call.file == 0 && i->parent && i->parent->fn == i->fn; /* a local_map block */
+    sb_printf(&chain, "%s%s", chain.len ? " <- " : "", lm ? "local_map" : i->fn->name);
+  }
+  /* files of the installed library print as <stdlib>/NAME, so that the
+   * output does not depend on where spmdc is installed */
+  const char *path = source_file(k->c, b->span.file)->path;
+  const char *lib = k->c->stdlib_dir;
+  size_t n = lib ? strlen(lib) : 0;
+  if (n && strncmp(path, lib, n) == 0 && path[n] == '/')
+    path = arena_sprintf(&k->c->arena, "<stdlib>%s", path + n);
+  fprintf(k->dump, "%s:%d:%d: %s: %s  [%s]\n", path, line, col, b->name, ck_type(k, t),
+          chain.len ? chain.data : "-");
 }
 
 /* Whether a condition is the same on every rank (SPEC section 3). */

@@ -28,7 +28,7 @@ static void out(Emitter *E, int indent, const char *fmt, ...) {
 
 static const char *vname(Emitter *E, int v) {
   IrValue *val = &E->f->values[v];
-  return arena_sprintf(&E->c->arena, "%s_%d", val->hint ? val->hint : "t", v);
+  return arena_sprintf(&E->c->arena, "%s_%d", val->hint ? val->hint : "tmp", v);
 }
 
 static const char *varname(Emitter *E, int slot) {
@@ -80,13 +80,26 @@ static void emit_shape(Emitter *E, int ind, const Type *t, const char *name) {
     int n = 0;
     while (n < MAX_MESH_AXES && t->spec[d][n] >= 0)
       n++;
-    fprintf(E->out, "%s{.n = %d, .idx = {", d ? ", " : "", n);
+    fprintf(E->out, "%s{.n = %d", d ? ", " : "", n);
     for (int k = 0; k < n; k++)
-      fprintf(E->out, "%s%d", k ? ", " : "", t->spec[d][k]);
-    fputs("}}", E->out);
+      fprintf(E->out, "%s%d", k ? ", " : ", .idx = {", t->spec[d][k]);
+    fputs(n ? "}}" : "}", E->out);
   }
   fprintf(E->out, "%s};\n", t->ndim ? "" : "{.n = 0}");
   out(E, ind, "rt_layout layout_ = rt_layout_of(ctx, \"%s\", %d, global_, axes_);\n", name, t->ndim);
+}
+
+/* The shortest text that reads back as exactly v. */
+static const char *num(Emitter *E, double v) {
+  char buf[40];
+  for (int prec = 1; prec <= 17; prec++) {
+    snprintf(buf, sizeof buf, "%.*g", prec, v);
+    if (strtod(buf, NULL) == v)
+      break;
+  }
+  if (!strpbrk(buf, ".eEni"))
+    strcat(buf, ".0");
+  return arena_strndup(&E->c->arena, buf, strlen(buf));
 }
 
 static const char *c_string(Emitter *E, const char *s) {
@@ -147,7 +160,7 @@ static void emit_inst(Emitter *E, IrInst *in, int ind) {
   switch (in->op) {
   case IR_HOST_CONST:
     if (in->t->kind == TY_FLOAT)
-      out(E, ind, "%s = %.17g; %s\n", D(E, in, 0), in->f, loc);
+      out(E, ind, "%s = %s; %s\n", D(E, in, 0), num(E, in->f), loc);
     else if (in->t->kind == TY_BOOL)
       out(E, ind, "%s = %s; %s\n", D(E, in, 0), in->i[0] ? "true" : "false", loc);
     else
@@ -201,12 +214,12 @@ static void emit_inst(Emitter *E, IrInst *in, int ind) {
         A(E, in, 0), in->i[0], loc);
     return;
   case IR_LAYER_NORM:
-    out(E, ind, "%s = rt_layer_norm(ctx, %s, %s, %s, %.17g); %s\n", D(E, in, 0), A(E, in, 0),
-        in->nargs > 1 ? A(E, in, 1) : "NULL", in->nargs > 2 ? A(E, in, 2) : "NULL", in->f, loc);
+    out(E, ind, "%s = rt_layer_norm(ctx, %s, %s, %s, %s); %s\n", D(E, in, 0), A(E, in, 0),
+        in->nargs > 1 ? A(E, in, 1) : "NULL", in->nargs > 2 ? A(E, in, 2) : "NULL", num(E, in->f), loc);
     return;
   case IR_RMS_NORM:
-    out(E, ind, "%s = rt_rms_norm(ctx, %s, %s, %.17g); %s\n", D(E, in, 0), A(E, in, 0),
-        in->nargs > 1 ? A(E, in, 1) : "NULL", in->f, loc);
+    out(E, ind, "%s = rt_rms_norm(ctx, %s, %s, %s); %s\n", D(E, in, 0), A(E, in, 0),
+        in->nargs > 1 ? A(E, in, 1) : "NULL", num(E, in->f), loc);
     return;
   case IR_CROSS_ENTROPY:
     out(E, ind, "%s = rt_cross_entropy(ctx, %s, %s); %s\n", D(E, in, 0), A(E, in, 0), A(E, in, 1), loc);
@@ -259,12 +272,12 @@ static void emit_inst(Emitter *E, IrInst *in, int ind) {
     emit_shape(E, ind + 1, in->t, name);
     const char *dt = dtype_c(in->t->dtype);
     if (in->op == IR_FILL)
-      out(E, ind + 1, "%s = rt_full(ctx, %s, %d, layout_.local, %.17g);\n", D(E, in, 0), dt, in->t->ndim, in->f);
+      out(E, ind + 1, "%s = rt_full(ctx, %s, %d, layout_.local, %s);\n", D(E, in, 0), dt, in->t->ndim, num(E, in->f));
     else if (in->op == IR_RANDN)
-      out(E, ind + 1, "%s = rt_randn(ctx, %s, &layout_, %lldu, %.17g);\n", D(E, in, 0), dt, in->i[0], in->f);
+      out(E, ind + 1, "%s = rt_randn(ctx, %s, &layout_, %lldu, %s);\n", D(E, in, 0), dt, in->i[0], num(E, in->f));
     else if (in->op == IR_UNIFORM)
-      out(E, ind + 1, "%s = rt_uniform(ctx, %s, &layout_, %lldu, %.17g, %.17g);\n", D(E, in, 0), dt, in->i[0], in->f,
-          in->f2);
+      out(E, ind + 1, "%s = rt_uniform(ctx, %s, &layout_, %lldu, %s, %s);\n", D(E, in, 0), dt, in->i[0], num(E, in->f),
+          num(E, in->f2));
     else
       out(E, ind + 1, "%s = rt_load_npy(ctx, %s, %s, &layout_);\n", D(E, in, 0), c_string(E, in->s), dt);
     out(E, ind, "}\n");
@@ -380,9 +393,9 @@ static void emit_inst(Emitter *E, IrInst *in, int ind) {
     const char *d1 = in->ndst > 1 && in->dst[1] >= 0 ? arena_sprintf(&E->c->arena, "&%s", D(E, in, 1)) : "NULL";
     const char *d2 = in->ndst > 2 && in->dst[2] >= 0 ? arena_sprintf(&E->c->arena, "&%s", D(E, in, 2)) : "NULL";
     if (ln)
-      out(E, ind, "rt_layer_norm_bwd(ctx, %s, %s, %.17g, %s, %s, %s, %s); %s\n", A(E, in, 0), w, in->f, dy, d0, d1, d2, loc);
+      out(E, ind, "rt_layer_norm_bwd(ctx, %s, %s, %s, %s, %s, %s, %s); %s\n", A(E, in, 0), w, num(E, in->f), dy, d0, d1, d2, loc);
     else
-      out(E, ind, "rt_rms_norm_bwd(ctx, %s, %s, %.17g, %s, %s, %s); %s\n", A(E, in, 0), w, in->f, dy, d0, d1, loc);
+      out(E, ind, "rt_rms_norm_bwd(ctx, %s, %s, %s, %s, %s, %s); %s\n", A(E, in, 0), w, num(E, in->f), dy, d0, d1, loc);
     return;
   }
   case IR_CROSS_ENTROPY_BWD:

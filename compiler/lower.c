@@ -666,6 +666,8 @@ static void lower_stmt(Lower *L, Stmt *s) {
     IrInst *in = emit(L, IR_VAR_SET, s->span);
     ir_set_args(L->c, in, 1, &v);
     in->i[0] = slot;
+    if (!L->f->values[v].hint)
+      L->f->values[v].hint = b->name;
     return;
   }
   case ST_ASSIGN: {

@@ -340,12 +340,14 @@ rt_tensor *rt_convert(rt_ctx *ctx, const rt_tensor *x, rt_axes axes, rt_ltype sr
 {
     rt_group *g = rt_group_get(ctx, axes);
     bool rep = src == RT_R || src == RT_I;
+    /* the data do not change: share them (tensors are written only when
+     * refs == 1) */
     if (rep && (dst == RT_R || dst == RT_I))
-        return rt_copy(ctx, x);
+        return rt_retain((rt_tensor *)x);
     if (rep && dst == RT_V)
         return own_block(ctx, g, x, check_dim(ctx, x, dim, "convert"));
     if (rep && dst == RT_P)
-        return g->rank == 0 ? rt_copy(ctx, x) : rt_zeros(ctx, x->dtype, x->ndim, x->shape);
+        return g->rank == 0 ? rt_retain((rt_tensor *)x) : rt_zeros(ctx, x->dtype, x->ndim, x->shape);
     if (src == RT_V && dst == RT_P)
         return place_block(ctx, g, x, check_dim(ctx, x, dim, "convert"));
     rt_fail(ctx, "convert(%s, %s) is not a local conversion", ltype_name(src), ltype_name(dst));

@@ -291,7 +291,7 @@ static rt_tensor *einsum2(rt_ctx *ctx, const char *eq, const eqn *e, const rt_te
         RT_CHECK(ctx, !has(lb, *c) || label_size(A, la, *c) == label_size(B, lb, *c),
                  "einsum '%s': label '%c' has size %lld and %lld", eq, *c,
                  (long long)label_size(A, la, *c), (long long)label_size(B, lb, *c));
-    char pa[2 * RT_MAX_DIMS + 1], pb[2 * RT_MAX_DIMS + 1];
+    char pa[3 * RT_MAX_DIMS + 1], pb[3 * RT_MAX_DIMS + 1]; /* batch, free and contracted labels */
     snprintf(pa, sizeof pa, "%s%s%s", batch, fa, con);
     snprintf(pb, sizeof pb, "%s%s%s", batch, con, fb);
     int nd = 0;
