@@ -1449,7 +1449,8 @@ static Instance *new_instance(Checker *k, FnDecl *fn, int nargs, Type **args) {
   in->fn = fn;
   in->nargs = nargs;
   in->args = arena_alloc(&k->c->arena, sizeof(Type *) * (size_t)(nargs ? nargs : 1));
-  memcpy(in->args, args, sizeof(Type *) * (size_t)nargs);
+  if (nargs)
+    memcpy(in->args, args, sizeof(Type *) * (size_t)nargs);
   for (Instance *o = k->instances; o; o = o->next)
     in->id += o->fn == fn;
   Instance **tail = &k->instances;

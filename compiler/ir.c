@@ -55,7 +55,8 @@ IrInst *ir_emit(Compiler *c, IrBlock *b, IrOp op, Span sp) {
 
 void ir_set_args(Compiler *c, IrInst *in, int n, const int *args) {
   in->args = arena_alloc(&c->arena, sizeof(int) * (size_t)(n ? n : 1));
-  memcpy(in->args, args, sizeof(int) * (size_t)n);
+  if (n)
+    memcpy(in->args, args, sizeof(int) * (size_t)n);
   in->nargs = n;
 }
 

@@ -90,7 +90,8 @@ static void add_define(Compiler *c, const char *arg) {
 
 static void add_include(Compiler *c, const char *dir) {
   const char **dirs = arena_alloc(&c->arena, sizeof(char *) * (size_t)(c->ninclude + 1));
-  memcpy(dirs, c->include_dirs, sizeof(char *) * (size_t)c->ninclude);
+  if (c->ninclude)
+    memcpy(dirs, c->include_dirs, sizeof(char *) * (size_t)c->ninclude);
   dirs[c->ninclude++] = dir;
   c->include_dirs = dirs;
 }
@@ -271,6 +272,8 @@ static bool compile_c(Compiler *c, const char *cfile, const char *exe, int opt) 
   argv[n++] = arena_sprintf(&c->arena, "-O%d", opt);
   argv[n++] = "-Wall";
   argv[n++] = "-Wextra";
+  if (*SPMD_RT_CFLAGS) /* a sanitizer build of libspmdrt */
+    argv[n++] = SPMD_RT_CFLAGS;
   const char *extra = getenv("SPMDC_CFLAGS"); /* e.g. -Werror in tests */
   if (extra && *extra)
     argv[n++] = (char *)extra;

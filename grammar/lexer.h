@@ -20,10 +20,23 @@ typedef struct Lexer {
   /* Open brackets, to tell the user which one a missing closer belongs to. */
   struct {
     char ch;
+    bool type;             /* a '{' of axis types: closed by TYPE_RBRACE */
     Span span;
   } open[MAX_BRACKETS];
   int nopen;
+  Span unmatched;          /* the last closer that matched no open bracket */
+  /* The innermost bracket that the last closer closed implicitly (`[` in
+   * `f([1)`), and that closer: the syntax error there names it. */
+  struct {
+    char ch;
+    Span span;
+  } skipped;
+  Span skipped_by;
   Span last_error;         /* to drop a second syntax error at one place */
+  /* After a declaration keyword inside open brackets the lexer returns the
+   * missing closers (innermost first) before the keyword itself, so that the
+   * parser recovers at the declaration instead of deep inside it. */
+  bool closing;
 } Lexer;
 
 #endif

@@ -19,20 +19,71 @@ static Span span_at(Lexer *lx, const char *from, const char *to) {
 
 /* Brackets are tracked so that a syntax error at a closer or at the end of
  * the file can name the bracket that is still open. */
-static void bracket_open(Lexer *lx, char ch) {
+static void bracket_open(Lexer *lx, char ch, bool type) {
   if (lx->nopen < MAX_BRACKETS) {
     lx->open[lx->nopen].ch = ch;
+    lx->open[lx->nopen].type = type;
     lx->open[lx->nopen].span = tok_span(lx);
   }
   lx->nopen++;
 }
 
-static void bracket_close(Lexer *lx, char ch) {
-  static const char pair[] = {['('] = ')', ['['] = ']', ['{'] = '}'};
-  if (lx->nopen == 0)
-    return;
-  if (lx->nopen > MAX_BRACKETS || pair[(unsigned char)lx->open[lx->nopen - 1].ch] == ch)
+static char closer_of(char open) { return open == '(' ? ')' : open == '[' ? ']' : '}'; }
+
+/* A closer pops its opener together with any bracket left open inside it
+ * (`{ f(1 }` closes both); a closer that matches no open bracket is
+ * remembered so that the syntax error can say so.  Returns the token: the
+ * '}' of axis types is TYPE_RBRACE, so that error recovery, which skips to
+ * a '}', stops at the end of a block rather than inside a type. */
+static int bracket_close(Lexer *lx, char ch) {
+  if (lx->nopen > MAX_BRACKETS) { /* too deep to know: assume it matches */
     lx->nopen--;
+    return ch;
+  }
+  for (int i = lx->nopen - 1; i >= 0; i--)
+    if (closer_of(lx->open[i].ch) == ch) {
+      if (i < lx->nopen - 1) {
+        lx->skipped.ch = lx->open[lx->nopen - 1].ch;
+        lx->skipped.span = lx->open[lx->nopen - 1].span;
+        lx->skipped_by = tok_span(lx);
+      }
+      lx->nopen = i;
+      return lx->open[i].type ? TYPE_RBRACE : ch;
+    }
+  lx->unmatched = tok_span(lx);
+  return ch;
+}
+
+/* The closer for the innermost open bracket, popping it; used to close
+ * brackets the user left open before a declaration. */
+static int bracket_pop(Lexer *lx) {
+  lx->nopen--;
+  if (lx->nopen >= MAX_BRACKETS)
+    return '}';
+  return lx->open[lx->nopen].type ? TYPE_RBRACE : closer_of(lx->open[lx->nopen].ch);
+}
+
+/* Whether the current token starts its line, in column 1, as top-level
+ * declarations do (an indented `const` is more likely a misplaced one). */
+static bool at_line_start(Lexer *lx) {
+  return lx->tok == lx->start || lx->tok[-1] == '\n';
+}
+
+/* A declaration keyword can only start a top-level item, so inside open
+ * brackets it means that closers are missing.  The lexer reports that once,
+ * here, and then hands the parser the missing closers before the keyword
+ * (see `closing`), so the parser resumes at the declaration instead of
+ * discarding it while it looks for a ';' or '}'. */
+static int decl_keyword(Lexer *lx, int t) {
+  if (lx->nopen == 0 || !at_line_start(lx))
+    return t; /* elsewhere (`let fn = 1;`) the parser's message is better */
+  int top = (lx->nopen < MAX_BRACKETS ? lx->nopen : MAX_BRACKETS) - 1;
+  error_at(lx->c, tok_span(lx), "expected '%c' before keyword '%.*s'", closer_of(lx->open[top].ch),
+           (int)(lx->cur - lx->tok), lx->tok);
+  note_at(lx->c, lx->open[top].span, "to close this '%c'", lx->open[top].ch);
+  lx->closing = true;
+  lx->cur = lx->tok; /* read the keyword again once the brackets are closed */
+  return YYerror;
 }
 
 /* The "*" "/" that ends a block comment opened before p, or NULL. */
@@ -65,11 +116,20 @@ static bool is_ident_char(char ch) {
          ch == '_';
 }
 
+/* Whether p starts one of the type letters R I V P S as a whole word. */
+static bool is_type_letter(Lexer *lx, const char *p) {
+  return p < lx->lim && *p && strchr("RIVPS", *p) && !(p + 1 < lx->lim && is_ident_char(p[1]));
+}
+
 /* A '{' opens the axis entries of a type when it is followed by `name :` or
  * `* :`; no statement can start that way, so the parser needs no second
- * token of lookahead to tell `-> f32[4] {tp: R} {` from `-> f32[4] {`. */
+ * token of lookahead to tell `-> f32[4] {tp: R} {` from `-> f32[4] {`.
+ * `{:` and `{tp R,` or `{tp R}` (a missing ':') cannot start a block
+ * either, so they are taken as entries too, for a message about the ':'. */
 static bool opens_entries(Lexer *lx) {
   const char *p = skip_blank(lx, lx->cur);
+  if (p < lx->lim && *p == ':')
+    return true;
   if (p < lx->lim && *p == '*') {
     p++;
   } else {
@@ -80,7 +140,12 @@ static bool opens_entries(Lexer *lx) {
       return false;
   }
   p = skip_blank(lx, p);
-  return p < lx->lim && *p == ':';
+  if (p < lx->lim && *p == ':')
+    return true;
+  if (!is_type_letter(lx, p))
+    return false;
+  p = skip_blank(lx, p + 1);
+  return p < lx->lim && (*p == ',' || *p == '}');
 }
 
 static int lex_string(Lexer *lx, YYSTYPE *lval) {
@@ -92,7 +157,8 @@ static int lex_string(Lexer *lx, YYSTYPE *lval) {
     if (p >= lx->lim || *p == '\n') {
       lx->cur = p;
       error_at(c, span_at(lx, lx->tok, lx->tok + 1), "missing closing '\"' of this string");
-      break;
+      help(c, "a string ends on the line where it starts; write a line break as \\n");
+      return YYerror; /* the parser recovers without a second message */
     }
     if (*p == '"') {
       lx->cur = p + 1;
@@ -148,6 +214,51 @@ static int lex_float(Lexer *lx, YYSTYPE *lval) {
   return FLOAT;
 }
 
+/* The length of the UTF-8 character at p (2 to 4 bytes), or 0. */
+static int utf8_len(Lexer *lx, const char *p, unsigned *code) {
+  unsigned char ch = (unsigned char)*p;
+  int n = ch >= 0xf0 && ch < 0xf5 ? 4 : ch >= 0xe0 ? 3 : ch >= 0xc2 && ch < 0xe0 ? 2 : 0;
+  if (n == 0 || lx->lim - p < n)
+    return 0;
+  *code = ch & (0x7f >> n);
+  for (int i = 1; i < n; i++) {
+    if (((unsigned char)p[i] & 0xc0) != 0x80)
+      return 0;
+    *code = (*code << 6) | ((unsigned char)p[i] & 0x3f);
+  }
+  return n;
+}
+
+static bool is_binary(unsigned char ch) {
+  return ch >= 0x80 || ch == 0x7f || (ch < 0x20 && ch != '\t' && ch != '\n' && ch != '\r');
+}
+
+/* A character that cannot start a token.  A UTF-8 character is consumed
+ * whole and a run of other non-text bytes as one, so that a binary file
+ * gives a few errors rather than one per byte.  Returns YYerror: the parser
+ * then recovers without reporting the same place again. */
+static int bad_char(Lexer *lx) {
+  Compiler *c = lx->c;
+  unsigned char ch = (unsigned char)lx->tok[0];
+  unsigned code;
+  int n;
+  if (!is_binary(ch)) {
+    error_at(c, tok_span(lx), "unexpected character '%c'", ch);
+    if (ch == '\'')
+      help(c, "strings are written in double quotes: \"...\"");
+  } else if ((n = utf8_len(lx, lx->tok, &code)) > 0) {
+    lx->cur = lx->tok + n;
+    error_at(c, tok_span(lx), "unexpected character U+%04X; outside strings and comments, .spmd text is ASCII",
+             code);
+  } else {
+    while (lx->cur < lx->lim && is_binary((unsigned char)*lx->cur) &&
+           !utf8_len(lx, lx->cur, &code))
+      lx->cur++;
+    error_at(c, tok_span(lx), "unexpected byte 0x%02x (is this a .spmd text file?)", ch);
+  }
+  return YYerror;
+}
+
 /*!re2c
   re2c:define:YYCTYPE = char;
   re2c:define:YYCURSOR = lx->cur;
@@ -166,8 +277,13 @@ int yylex(YYSTYPE *lval, Span *lloc, Lexer *lx) {
   for (;;) {
     lx->tok = lx->cur;
     int t = -1;
+    if (lx->closing && lx->nopen > 0) {
+      t = bracket_pop(lx);
+      goto done;
+    }
+    lx->closing = false;
     /*!re2c
-      $                 { *lloc = tok_span(lx); return YYEOF; }
+      $                 { t = YYEOF; goto done; }
       [ \t\r\n]+        { continue; }
       "//" [^\n]*       { continue; }
       "/*"              {
@@ -176,17 +292,19 @@ int yylex(YYSTYPE *lval, Span *lloc, Lexer *lx) {
                             error_at(lx->c, tok_span(lx), "this comment is never closed");
                             help(lx->c, "end it with */");
                             lx->cur = lx->lim;
+                            t = YYerror;
+                            goto done;
                           } else {
                             lx->cur = end + 2;
                           }
                           continue;
                         }
 
-      "mesh"      { t = MESH; goto done; }
-      "const"     { t = CONST; goto done; }
-      "fn"        { t = FN; goto done; }
-      "local"     { t = LOCAL; goto done; }
-      "export"    { t = EXPORT; goto done; }
+      "mesh"      { t = decl_keyword(lx, MESH); goto done; }
+      "const"     { t = decl_keyword(lx, CONST); goto done; }
+      "fn"        { t = decl_keyword(lx, FN); goto done; }
+      "local"     { t = decl_keyword(lx, LOCAL); goto done; }
+      "export"    { t = decl_keyword(lx, EXPORT); goto done; }
       "let"       { t = LET; goto done; }
       "var"       { t = VAR; goto done; }
       "return"    { t = RETURN; goto done; }
@@ -194,7 +312,7 @@ int yylex(YYSTYPE *lval, Span *lloc, Lexer *lx) {
       "in"        { t = IN; goto done; }
       "if"        { t = IF; goto done; }
       "else"      { t = ELSE; goto done; }
-      "import"    { t = IMPORT; goto done; }
+      "import"    { t = decl_keyword(lx, IMPORT); goto done; }
       "axis"      { t = AXIS; goto done; }
       "local_map" { t = LOCAL_MAP; goto done; }
       "over"      { t = OVER; goto done; }
@@ -212,12 +330,38 @@ int yylex(YYSTYPE *lval, Span *lloc, Lexer *lx) {
 
       digit+                                      { t = lex_int(lx, lval); goto done; }
       digit+ "." digit+ exp? | digit+ exp         { t = lex_float(lx, lval); goto done; }
-      digit+ ident                                {
+      digit+ "." digit+ exp? ident | digit+ ident {
                                                     error_at(lx->c, tok_span(lx), "invalid number '%.*s'",
                                                              (int)(lx->cur - lx->tok), lx->tok);
-                                                    lval->ival = 0; t = INT; goto done;
+                                                    t = YYerror; goto done;
                                                   }
+      digit+ "."  {
+                    if (*lx->cur == '.') { /* `0..4`: the '.' belongs to '..' */
+                      lx->cur--;
+                      t = lex_int(lx, lval);
+                      goto done;
+                    }
+                    error_at(lx->c, tok_span(lx), "a number cannot end with '.'; write %.*s0",
+                             (int)(lx->cur - lx->tok), lx->tok);
+                    lval->fval = 0; t = FLOAT; goto done;
+                  }
+      "." digit+ exp? {
+                    char before = lx->tok > lx->start ? lx->tok[-1] : ' ';
+                    if (is_ident_char(before) || before == ')' || before == ']') {
+                      lx->cur = lx->tok + 1; /* `x.1`: a '.' then a number */
+                      t = '.';
+                      goto done;
+                    }
+                    error_at(lx->c, tok_span(lx), "a number must start with a digit; write 0%.*s",
+                             (int)(lx->cur - lx->tok), lx->tok);
+                    lval->fval = 0; t = FLOAT; goto done;
+                  }
       ["]         { t = lex_string(lx, lval); goto done; }
+      ['] [^'\n]* ['] {
+                    error_at(lx->c, tok_span(lx), "strings are written in double quotes: \"%.*s\"",
+                             (int)(lx->cur - lx->tok - 2), lx->tok + 1);
+                    t = YYerror; goto done;
+                  }
 
       "=="  { t = EQ; goto done; }
       "!="  { t = NE; goto done; }
@@ -227,19 +371,12 @@ int yylex(YYSTYPE *lval, Span *lloc, Lexer *lx) {
       "||"  { t = OROR; goto done; }
       "->"  { t = ARROW; goto done; }
       ".."  { t = DOTDOT; goto done; }
-      "{"   { bracket_open(lx, '{'); t = opens_entries(lx) ? TYPE_LBRACE : '{'; goto done; }
-      "(" | "["  { bracket_open(lx, lx->tok[0]); t = lx->tok[0]; goto done; }
-      ")" | "]" | "}"  { bracket_close(lx, lx->tok[0]); t = lx->tok[0]; goto done; }
+      "{"   { t = opens_entries(lx) ? TYPE_LBRACE : '{'; bracket_open(lx, '{', t == TYPE_LBRACE); goto done; }
+      "(" | "["  { bracket_open(lx, lx->tok[0], false); t = lx->tok[0]; goto done; }
+      ")" | "]" | "}"  { t = bracket_close(lx, lx->tok[0]); goto done; }
       [,;:=+\-*/%@<>!.] { t = lx->tok[0]; goto done; }
 
-      *     {
-              unsigned char ch = (unsigned char)lx->tok[0];
-              if (ch >= 0x20 && ch < 0x7f)
-                error_at(lx->c, tok_span(lx), "unexpected character '%c'", ch);
-              else
-                error_at(lx->c, tok_span(lx), "unexpected byte 0x%02x (is this a .spmd text file?)", ch);
-              continue;
-            }
+      *     { t = bad_char(lx); goto done; }
     */
   done:
     *lloc = tok_span(lx);

@@ -90,6 +90,8 @@ static void yyerror(Span *loc, Lexer *lx, const char *msg);
 #define NEW(T) ((T *)arena_alloc(&C->arena, sizeof(T)))
 
 static void add_item(Lexer *lx, Item *it);
+static void forget_brackets(Lexer *lx, Span skipped);
+static Name reserved_name(Lexer *lx, Span sp);
 static Item *new_item(Lexer *lx, ItemKind kind, Span sp);
 static Stmt *new_stmt(Lexer *lx, StmtKind kind, Span sp);
 static AxisRef *new_axis(Lexer *lx, Name name, Span sp);
@@ -112,7 +114,7 @@ static Expr *new_seq(Lexer *lx, ExprKind kind, Expr *elems, Span sp);
 %token OVER "over"
 %token EQ "==" NE "!=" LE "<=" GE ">=" ANDAND "&&" OROR "||"
 %token ARROW "->" DOTDOT ".."
-%token TYPE_LBRACE "{ (of axis types)"
+%token TYPE_LBRACE "{ (of axis types)" TYPE_RBRACE "} (of axis types)"
 
 %type <expr> expr postfix primary size ltype_expr local_map arg_value
 %type <exprs> expr_list expr_list_opt
@@ -133,6 +135,7 @@ static Expr *new_seq(Lexer *lx, ExprKind kind, Expr *elems, Span sp);
 %type <param> param
 %type <params> params params_opt
 %type <bind> binding
+%type <name> name
 %type <binds> bindings
 %type <maxis> mesh_axis
 %type <maxes> mesh_axes
@@ -156,10 +159,10 @@ program
 
 /* item: import | mesh | const | fn */
 item
-  : IMPORT IDENT ';'                   { Item *it = new_item(lx, IT_IMPORT, @$); it->name = $2; it->name_span = @2; add_item(lx, it); }
+  : IMPORT name ';'                    { Item *it = new_item(lx, IT_IMPORT, @$); it->name = $2; it->name_span = @2; add_item(lx, it); }
   | MESH '(' mesh_axes ')' ';'         { Item *it = new_item(lx, IT_MESH, @$); it->axes = $3.head; add_item(lx, it); }
-  | CONST IDENT '=' expr ';'           { Item *it = new_item(lx, IT_CONST, @$); it->name = $2; it->name_span = @2; it->value = $4; add_item(lx, it); }
-  | fn_flags FN IDENT '(' params_opt ')' fn_ret block
+  | CONST name '=' expr ';'            { Item *it = new_item(lx, IT_CONST, @$); it->name = $2; it->name_span = @2; it->value = $4; add_item(lx, it); }
+  | fn_flags FN name '(' params_opt ')' fn_ret block
       {
         Item *it = new_item(lx, IT_FN, @$);
         FnDecl *fn = it->fn = NEW(FnDecl);
@@ -167,8 +170,14 @@ item
         fn->params = $5.head; fn->ret = $7.t; fn->ret_tuple = $7.tuple; fn->body = $8;
         add_item(lx, it);
       }
-  | error ';'
-  | error '}'
+  /* Recovery: skip to the end of the broken declaration.  A block after
+   * the error (the body of a function whose signature is broken) is parsed,
+   * so errors inside it are still found; a declaration keyword ends the
+   * error without being skipped. */
+  | error ';'          { forget_brackets(lx, @1); yyerrok; }
+  | error '}'          { forget_brackets(lx, @1); yyerrok; }
+  | error block        { forget_brackets(lx, @1); yyerrok; }
+  | error              { forget_brackets(lx, @1); }
   ;
 
 fn_flags
@@ -184,8 +193,8 @@ mesh_axes
   | mesh_axes ',' mesh_axis    { LIST_ADD($$, $1, $3); }
   ;
 mesh_axis
-  : IDENT           { $$ = NEW(MeshAxisDecl); $$->span = @$; $$->name = $1; }
-  | IDENT ':' expr  { $$ = NEW(MeshAxisDecl); $$->span = @$; $$->name = $1; $$->size = $3; }
+  : name            { $$ = NEW(MeshAxisDecl); $$->span = @$; $$->name = $1; }
+  | name ':' expr   { $$ = NEW(MeshAxisDecl); $$->span = @$; $$->name = $1; $$->size = $3; }
   ;
 
 params_opt
@@ -199,8 +208,8 @@ params
   ;
 /* param: name ':' type | name ':' 'axis' */
 param
-  : IDENT ':' type  { $$ = NEW(Param); $$->span = @$; $$->name = new_binding(lx, $1, @1); $$->type = $3; }
-  | IDENT ':' AXIS
+  : name ':' type   { $$ = NEW(Param); $$->span = @$; $$->name = new_binding(lx, $1, @1); $$->type = $3; }
+  | name ':' AXIS
       {
         $$ = NEW(Param); $$->span = @$; $$->name = new_binding(lx, $1, @1);
         $$->type = NEW(TypeExpr); $$->type->span = @3; $$->type->is_axis = true;
@@ -269,8 +278,8 @@ axis_name
   ;
 entries_opt
   : %empty                          { LIST_EMPTY($$); }
-  | TYPE_LBRACE entries '}'         { $$ = $2; }
-  | TYPE_LBRACE entries ',' '}'     { $$ = $2; }
+  | TYPE_LBRACE entries TYPE_RBRACE      { $$ = $2; }
+  | TYPE_LBRACE entries ',' TYPE_RBRACE  { $$ = $2; }
   ;
 entries
   : entry                  { LIST_ONE($$, $1); }
@@ -291,7 +300,7 @@ ltype
 /* block: '{' stmt* '}' */
 block
   : '{' stmts '}'          { $$ = new_stmt(lx, ST_BLOCK, @$); $$->body = $2.head; }
-  | '{' stmts error '}'    { $$ = new_stmt(lx, ST_BLOCK, @$); $$->body = $2.head; }
+  | '{' stmts error '}'    { $$ = new_stmt(lx, ST_BLOCK, @$); $$->body = $2.head; yyerrok; }
   ;
 stmts
   : %empty           { LIST_EMPTY($$); }
@@ -319,7 +328,11 @@ stmt
   | expr ';'
       { $$ = new_stmt(lx, ST_EXPR, @$); $$->value = $1; }
   | error ';'
-      { $$ = NULL; }
+      { $$ = NULL; forget_brackets(lx, @1); yyerrok; }
+  | error block
+      { $$ = NULL; forget_brackets(lx, @1); yyerrok; }
+  | error block ';'
+      { $$ = NULL; forget_brackets(lx, @1); yyerrok; }
   ;
 if_stmt
   : IF expr block                  { $$ = new_stmt(lx, ST_IF, @$); $$->cond = $2; $$->then = $3; }
@@ -331,7 +344,17 @@ bindings
   | bindings ',' binding     { LIST_ADD($$, $1, $3); }
   ;
 binding
-  : IDENT                    { $$ = new_binding(lx, $1, @1); }
+  : name                     { $$ = new_binding(lx, $1, @1); }
+  ;
+/* name: a new name being declared.  A reserved word there is reported by
+ * this rule, so the parser goes on as if it were a name. */
+name
+  : IDENT
+  | reserved                 { $$ = reserved_name(lx, @1); }
+  ;
+reserved
+  : MESH | CONST | FN | LOCAL | EXPORT | LET | VAR | RETURN | FOR | IN | IF | ELSE
+  | IMPORT | AXIS | LOCAL_MAP | OVER | TRUE | FALSE | DTYPE | LTYPE | SHARD
   ;
 
 expr
@@ -419,6 +442,28 @@ arg_value
   ;
 
 %%
+
+/* After recovery, brackets opened in the skipped text are no longer open
+ * as far as messages are concerned (`let b = (2;` leaves its '(' behind). */
+static void forget_brackets(Lexer *lx, Span skipped) {
+  while (lx->nopen > 0 && lx->nopen <= MAX_BRACKETS &&
+         lx->open[lx->nopen - 1].span.begin >= skipped.begin &&
+         lx->open[lx->nopen - 1].span.begin < skipped.end)
+    lx->nopen--;
+}
+
+static Name reserved_name(Lexer *lx, Span sp) {
+  const char *text = lx->start + sp.begin;
+  int len = (int)(sp.end - sp.begin);
+  if (len == 1 && strchr("RIVPS", *text)) {
+    error_at(C, sp, "'%c' is a type letter and cannot be used as a name", *text);
+    help(C, "R, I, V, P and S are reserved for types; choose another name");
+  } else {
+    error_at(C, sp, "'%.*s' is a reserved word and cannot be used as a name", len, text);
+    help(C, "choose another name, such as '%.*s_'", len, text);
+  }
+  return intern(C, text, (size_t)len);
+}
 
 static Item *new_item(Lexer *lx, ItemKind kind, Span sp) {
   Item *it = NEW(Item);
@@ -508,6 +553,30 @@ static bool expects(const yysymbol_kind_t *exp, int n, yysymbol_kind_t k) {
   return false;
 }
 
+static bool is_keyword(yysymbol_kind_t k) { return k >= YYSYMBOL_MESH && k <= YYSYMBOL_OVER; }
+
+static bool is_decl_keyword(yysymbol_kind_t k) {
+  return k == YYSYMBOL_FN || k == YYSYMBOL_MESH || k == YYSYMBOL_CONST || k == YYSYMBOL_IMPORT ||
+         k == YYSYMBOL_LOCAL || k == YYSYMBOL_EXPORT;
+}
+
+static bool is_stmt_keyword(yysymbol_kind_t k) {
+  return k == YYSYMBOL_LET || k == YYSYMBOL_VAR || k == YYSYMBOL_RETURN || k == YYSYMBOL_FOR ||
+         k == YYSYMBOL_IF;
+}
+
+/* Words that cannot be names: keywords, dtypes, type letters, true/false. */
+static bool is_reserved(yysymbol_kind_t k) {
+  return is_keyword(k) || k == YYSYMBOL_DTYPE || k == YYSYMBOL_LTYPE || k == YYSYMBOL_SHARD ||
+         k == YYSYMBOL_TRUE || k == YYSYMBOL_FALSE;
+}
+
+static bool is_closer(yysymbol_kind_t k) {
+  return is_char(k, ')') || is_char(k, ']') || is_char(k, '}') || k == YYSYMBOL_TYPE_RBRACE;
+}
+
+static char opener_of(char closer) { return closer == ')' ? '(' : closer == ']' ? '[' : '{'; }
+
 /* What the user sees for a token the parser did not expect. */
 static const char *describe_found(Lexer *lx, yysymbol_kind_t k, Span sp) {
   const char *text = lx->start + sp.begin;
@@ -521,76 +590,132 @@ static const char *describe_found(Lexer *lx, yysymbol_kind_t k, Span sp) {
   case YYSYMBOL_FLOAT: return arena_sprintf(&C->arena, "number %.*s", len, text);
   case YYSYMBOL_STRING: return "a string";
   case YYSYMBOL_DTYPE: return arena_sprintf(&C->arena, "type '%.*s'", len, text);
-  case YYSYMBOL_TRUE:
-  case YYSYMBOL_FALSE:
   case YYSYMBOL_LTYPE:
-  case YYSYMBOL_SHARD: return arena_sprintf(&C->arena, "'%.*s'", len, text);
+  case YYSYMBOL_SHARD: return arena_sprintf(&C->arena, "type letter '%.*s'", len, text);
+  case YYSYMBOL_TRUE:
+  case YYSYMBOL_FALSE: return arena_sprintf(&C->arena, "'%.*s'", len, text);
   default:
-    if (k >= YYSYMBOL_MESH && k <= YYSYMBOL_OVER)
+    if (is_keyword(k))
       return arena_sprintf(&C->arena, "keyword '%.*s'", len, text);
+    if (is_closer(k) && sp.begin == lx->unmatched.begin && sp.file == lx->unmatched.file)
+      return arena_sprintf(&C->arena, "'%c' with no matching '%c'", *text, opener_of(*text));
     return arena_sprintf(&C->arena, "'%.*s'", len, text);
   }
 }
 
-/* Tokens that can start an expression, and operators that can follow one:
- * an expected set holding these is summarised in words. */
+/* Tokens that can start an expression (with - ! ( [), and the first
+ * characters of operators that can follow one: an expected set holding
+ * these is summarised in words. */
 static const yysymbol_kind_t expr_start[] = {
     YYSYMBOL_INT, YYSYMBOL_FLOAT, YYSYMBOL_STRING, YYSYMBOL_TRUE, YYSYMBOL_FALSE,
     YYSYMBOL_IDENT, YYSYMBOL_LTYPE, YYSYMBOL_SHARD, YYSYMBOL_LOCAL_MAP, YYSYMBOL_DTYPE};
 static const char *const operators = "+-*/%@<>.([";
 
-static const char *expected_words(Lexer *lx, const yysymbol_kind_t *exp, int n) {
-  const char *words[YYNTOKENS];
-  int nw = 0;
-  bool stmt = expects(exp, n, YYSYMBOL_LET) && expects(exp, n, YYSYMBOL_RETURN);
-  bool decl = expects(exp, n, YYSYMBOL_FN) && expects(exp, n, YYSYMBOL_MESH);
-  bool expr = expects(exp, n, YYSYMBOL_INT) && expects(exp, n, YYSYMBOL_IDENT);
-  bool after_expr = expects(exp, n, YYSYMBOL_OROR);
-  if (decl)
-    words[nw++] = "a declaration (fn, mesh, const or import)";
-  else if (stmt)
-    words[nw++] = "a statement";
-  else if (expr)
-    words[nw++] = "an expression";
-  for (int i = 0; i < n; i++) {
-    yysymbol_kind_t k = exp[i];
-    const char *name = yysymbol_name(k);
-    bool is_start = false;
-    for (size_t j = 0; j < sizeof expr_start / sizeof expr_start[0]; j++)
-      is_start |= expr_start[j] == k;
-    if (k == YYSYMBOL_YYEOF && decl)
-      continue;
-    if ((decl || stmt) && (k == YYSYMBOL_LET || k == YYSYMBOL_VAR || k == YYSYMBOL_RETURN ||
-                           k == YYSYMBOL_FOR || k == YYSYMBOL_IF || k == YYSYMBOL_FN ||
-                           k == YYSYMBOL_MESH || k == YYSYMBOL_CONST || k == YYSYMBOL_IMPORT ||
-                           k == YYSYMBOL_LOCAL || k == YYSYMBOL_EXPORT || k == YYSYMBOL_YYerror))
-      continue;
-    if ((expr || stmt) && (is_start || is_char(k, '-') || is_char(k, '!') || is_char(k, '(') ||
-                           is_char(k, '[')))
-      continue;
-    if (after_expr && ((name[0] == '\'' && name[1] && strchr(operators, name[1])) ||
-                       k == YYSYMBOL_OROR || k == YYSYMBOL_ANDAND || k == YYSYMBOL_EQ ||
-                       k == YYSYMBOL_NE || k == YYSYMBOL_LE || k == YYSYMBOL_GE))
-      continue;
-    if (k == YYSYMBOL_YYerror || k == YYSYMBOL_TYPE_LBRACE)
-      continue;
-    if (k == YYSYMBOL_IDENT)
-      words[nw++] = "a name";
-    else if (k == YYSYMBOL_INT)
-      words[nw++] = "an integer";
-    else if (k == YYSYMBOL_DTYPE)
-      words[nw++] = "a type (f32, f64 or i32)";
-    else if (k == YYSYMBOL_LTYPE)
-      words[nw++] = "R, I, V, P";
-    else if (k == YYSYMBOL_SHARD)
-      words[nw++] = "S(dim)";
-    else if (k == YYSYMBOL_YYEOF)
-      words[nw++] = "end of file";
-    else if (name[0] == '"' || name[0] == '\'')
-      words[nw++] = arena_sprintf(&C->arena, "'%.*s'", (int)strlen(name) - 2, name + 1);
-    else
-      words[nw++] = name;
+/* Expected sets that have a better name than the list of their tokens. */
+static const char *expected_phrase(const yysymbol_kind_t *exp, int n) {
+  if (n == 2 && expects(exp, n, YYSYMBOL_IDENT) && expects_char(exp, n, '('))
+    return "a mesh axis or a parenthesised list of axes";
+  if (n == 2 && expects(exp, n, YYSYMBOL_IDENT) && expects_char(exp, n, '*'))
+    return "a mesh axis or '*'";
+  if (n == 2 && expects(exp, n, YYSYMBOL_INT) && expects_char(exp, n, '-'))
+    return "a dim number such as 0 or -1";
+  return NULL;
+}
+
+/* One expected token in words. */
+static const char *token_words(Lexer *lx, yysymbol_kind_t k) {
+  const char *name = yysymbol_name(k);
+  switch (k) {
+  case YYSYMBOL_IDENT: return "a name";
+  case YYSYMBOL_INT: return "an integer";
+  case YYSYMBOL_DTYPE: return "a type (f32, f64 or i32)";
+  case YYSYMBOL_LTYPE: return "R, I, V, P";
+  case YYSYMBOL_SHARD: return "S(dim)";
+  case YYSYMBOL_YYEOF: return "end of file";
+  case YYSYMBOL_STRING: return "a string";
+  case YYSYMBOL_TYPE_RBRACE: return "'}'";
+  default:
+    if (name[0] == '\'')
+      return arena_sprintf(&C->arena, "'%.*s'", (int)strlen(name) - 2, name + 1);
+    return arena_sprintf(&C->arena, "'%s'", name); /* keywords and "==" "->" ".." ... */
   }
+}
+
+/* What kind of place the parser was in, judged from the expected set. */
+typedef struct Context {
+  bool new_name;   /* a name being declared (reserved words are accepted there,
+                      then reported by the grammar: not worth suggesting) */
+  bool stmt, decl; /* the start of a statement / of a declaration */
+  bool expr;       /* the start of an expression */
+  bool after_expr; /* after a complete expression: operators could follow */
+  bool size;       /* inside `[...]` of a type, where a size goes */
+  bool after_size; /* after a size: '@' ',' ']' matter more than arithmetic */
+  bool in_args;    /* after a call argument: `name=value` is rarely meant */
+} Context;
+
+static Context context_of(const yysymbol_kind_t *exp, int n) {
+  Context x;
+  x.new_name = expects(exp, n, YYSYMBOL_IDENT) && expects(exp, n, YYSYMBOL_OVER);
+  x.stmt = !x.new_name && expects(exp, n, YYSYMBOL_LET) && expects(exp, n, YYSYMBOL_RETURN);
+  x.decl = !x.new_name && expects(exp, n, YYSYMBOL_FN) && expects(exp, n, YYSYMBOL_MESH);
+  x.expr = expects(exp, n, YYSYMBOL_INT) && expects(exp, n, YYSYMBOL_IDENT);
+  x.after_expr = expects(exp, n, YYSYMBOL_OROR);
+  x.size = expects(exp, n, YYSYMBOL_DOTDOT) && expects(exp, n, YYSYMBOL_INT);
+  x.after_size = expects_char(exp, n, '@') && expects_char(exp, n, ']') && !x.after_expr;
+  x.in_args = expects_char(exp, n, ')') && expects_char(exp, n, ',');
+  return x;
+}
+
+static bool starts_expr(yysymbol_kind_t k) {
+  for (size_t j = 0; j < sizeof expr_start / sizeof expr_start[0]; j++)
+    if (expr_start[j] == k)
+      return true;
+  return is_char(k, '-') || is_char(k, '!') || is_char(k, '(') || is_char(k, '[');
+}
+
+static bool is_operator(yysymbol_kind_t k) {
+  const char *name = yysymbol_name(k);
+  return (name[0] == '\'' && name[1] && strchr(operators, name[1])) || k == YYSYMBOL_OROR ||
+         k == YYSYMBOL_ANDAND || k == YYSYMBOL_EQ || k == YYSYMBOL_NE || k == YYSYMBOL_LE ||
+         k == YYSYMBOL_GE;
+}
+
+/* Whether expected token k goes unsaid: covered by the summary word ("a
+ * statement", "an expression", ...), or not worth suggesting. */
+static bool unsaid(const Context *x, yysymbol_kind_t k) {
+  if (k == YYSYMBOL_YYerror || k == YYSYMBOL_TYPE_LBRACE || (k == YYSYMBOL_YYEOF && x->decl))
+    return true;
+  if ((x->decl || x->stmt) && (is_decl_keyword(k) || is_stmt_keyword(k)))
+    return true;
+  if ((x->expr || x->stmt || x->size) && starts_expr(k))
+    return true;
+  if (x->after_expr && is_operator(k))
+    return true;
+  if (x->after_size && (is_char(k, '*') || is_char(k, '/') || is_char(k, '+') || is_char(k, '-')))
+    return true;
+  return (x->in_args && is_char(k, '=')) || (x->new_name && is_reserved(k));
+}
+
+/* The expected set in words, or NULL when it is too long to help.  *level
+ * is set when the parser was looking for a statement or a declaration. */
+static const char *expected_words(Lexer *lx, const yysymbol_kind_t *exp, int n, bool *level) {
+  Context x = context_of(exp, n);
+  const char *words[YYNTOKENS + 1];
+  int nw = 0;
+  *level = x.stmt || x.decl;
+  if (expected_phrase(exp, n))
+    return expected_phrase(exp, n);
+  if (x.decl)
+    words[nw++] = "a declaration (fn, mesh, const or import)";
+  else if (x.stmt)
+    words[nw++] = "a statement";
+  else if (x.size)
+    words[nw++] = "a size";
+  else if (x.expr)
+    words[nw++] = "an expression";
+  for (int i = 0; i < n; i++)
+    if (!unsaid(&x, exp[i]))
+      words[nw++] = token_words(lx, exp[i]);
   if (nw == 0 || nw > 5)
     return NULL;
   StrBuf sb;
@@ -612,9 +737,71 @@ static int open_bracket(Lexer *lx, yysymbol_kind_t found, const yysymbol_kind_t 
   if (top < 0 || top >= MAX_BRACKETS)
     return -1;
   char ch = lx->open[top].ch;
+  if (lx->open[top].type)
+    return expects(exp, n, YYSYMBOL_TYPE_RBRACE) ? top : -1;
   return expects_char(exp, n, ch == '(' ? ')' : ch == '[' ? ']' : '}') ? top : -1;
 }
 
+/* " after 'x'" naming the token before the error, or "" when that would
+ * not help (nothing before it, or a long or invented token). */
+static const char *after_prev(Lexer *lx) {
+  Span p = lx->prev;
+  int len = (int)(p.end - p.begin);
+  if (!p.file || len == 0 || len > 12 || lx->start[p.begin] == '"')
+    return "";
+  return arena_sprintf(&C->arena, " after '%.*s'", len, lx->start + p.begin);
+}
+
+/* Whether the token before the error ends a statement or a block, so that
+ * whatever is missing belongs before the found token, not after it. */
+static bool prev_ends_something(Lexer *lx) {
+  Span p = lx->prev;
+  return p.end - p.begin == 1 && strchr(";{}", lx->start[p.begin]);
+}
+
+static void reserved_word_help(Lexer *lx, yysymbol_kind_t found, Span at) {
+  const char *text = lx->start + at.begin;
+  int len = (int)(at.end - at.begin);
+  if (found == YYSYMBOL_LTYPE || found == YYSYMBOL_SHARD)
+    help(C, "R, I, V, P and S are type letters and cannot be used as names");
+  else if (found == YYSYMBOL_DTYPE)
+    help(C, "'%.*s' is a dtype and cannot be used as a name", len, text);
+  else
+    help(C, "'%.*s' is a reserved word and cannot be used as a name; try '%.*s_'", len, text, len,
+         text);
+}
+
+static char closer_char(char open) { return open == '(' ? ')' : open == '[' ? ']' : '}'; }
+
+/* A help line for mistakes that the expected set alone does not explain. */
+static void explain(Lexer *lx, yysymbol_kind_t found, Span at, const yysymbol_kind_t *exp, int n,
+                    bool level) {
+  const char *text = lx->start + at.begin;
+  int len = (int)(at.end - at.begin);
+  Span p = lx->prev;
+  if (level && is_decl_keyword(found) && expects(exp, n, YYSYMBOL_RETURN))
+    help(C, "'%.*s' declarations belong at the top level, outside functions", len, text);
+  else if (level && is_stmt_keyword(found))
+    help(C, "statements belong in the body of a function, such as fn main() { ... }");
+  else if (level && is_char(found, ';') && p.end - p.begin == 1 && lx->start[p.begin] == '}')
+    help(C, "remove the ';': a block is not followed by one");
+  else if (!level && expects(exp, n, YYSYMBOL_IDENT) && is_reserved(found))
+    reserved_word_help(lx, found, at);
+  else if (expects_char(exp, n, '{') && !expects(exp, n, YYSYMBOL_OROR) &&
+           (expects(exp, n, YYSYMBOL_ARROW) || expects_char(exp, n, '[')) &&
+           !expects_char(exp, n, '='))
+    help(C, "every function has a body in braces, even an empty one: { }");
+  else if (is_char(found, '=') && expects_char(exp, n, ';') && !expects_char(exp, n, '='))
+    help(C, "only a variable can be assigned to, as in `x = value;`");
+}
+
+/* The message is one of:
+ *   expected X at end of file             (at the last token)
+ *   expected X after 'p', found Y on line N  (at p: a ';' or closer missing at
+ *                                          the end of the line before)
+ *   expected X[ after 'p'], found Y         (at the found token)
+ *   unexpected Y                           (when the expected set is too long)
+ * with a note naming the bracket a missing closer belongs to. */
 static int yyreport_syntax_error(const yypcontext_t *ctx, Lexer *lx) {
   enum { NEXP = YYNTOKENS };
   yysymbol_kind_t exp[NEXP];
@@ -626,31 +813,49 @@ static int yyreport_syntax_error(const yypcontext_t *ctx, Lexer *lx) {
   if (at.file == lx->last_error.file && at.begin == lx->last_error.begin && lx->last_error.file)
     return 0;
   lx->last_error = at;
-  const char *want = expected_words(lx, exp, n);
+  bool level;
+  const char *want = expected_words(lx, exp, n, &level);
   const char *what = describe_found(lx, found, at);
+  int ob = open_bracket(lx, found, exp, n);
   int prev_line, prev_col, at_line, at_col;
   Span prev = lx->prev;
+  int plen = (int)(prev.end - prev.begin);
   prev.begin = prev.end > prev.begin ? prev.end - 1 : prev.begin;
   source_position(C, prev, &prev_line, &prev_col);
   source_position(C, at, &at_line, &at_col);
-  if (want && prev.file && prev_line < at_line) {
-    /* What is missing belongs at the end of the line before (a ';' most often). */
-    int plen = (int)(lx->prev.end - lx->prev.begin);
-    if (expects_char(exp, n, ';'))
-      want = "';'";
-    if (plen <= 12)
-      error_at(C, prev, "expected %s after '%.*s', found %s on line %d", want, plen,
-               lx->start + lx->prev.begin, what, at_line);
+  if (found == YYSYMBOL_ELSE && level) {
+    error_at(C, at, "'else' without a matching 'if'");
+    help(C, "'else' follows the '}' of an if block: if c { ... } else { ... }");
+    return 0;
+  }
+  if (expects_char(exp, n, ';') && want && !level) /* after a complete expression, */
+    want = expects_char(exp, n, '=') ? "';' or '='" : "';'"; /* a ';' is what is missing */
+  if (found == YYSYMBOL_YYEOF && prev.file && plen > 0) {
+    if (ob >= 0)
+      want = arena_sprintf(&C->arena, "'%c'", lx->open[ob].ch == '(' ? ')' : lx->open[ob].ch == '[' ? ']' : '}');
+    if (want)
+      error_at(C, prev, "expected %s at end of file", want);
     else
-      error_at(C, prev, "expected %s after this, found %s on line %d", want, what, at_line);
+      error_at(C, prev, "unexpected end of file");
+    if (ob < 0 && lx->nopen > 0 && lx->nopen <= MAX_BRACKETS)
+      note_at(C, lx->open[lx->nopen - 1].span, "this '%c' is not closed", lx->open[lx->nopen - 1].ch);
+  } else if (want && prev.file && plen > 0 && prev_line < at_line && !prev_ends_something(lx) &&
+             (expects_char(exp, n, ';') || ob >= 0)) {
+    /* What is missing belongs at the end of the line before. */
+    error_at(C, prev, "expected %s%s, found %s on line %d", want,
+             *after_prev(lx) ? after_prev(lx) : " after this", what, at_line);
   } else if (want) {
-    error_at(C, at, "expected %s, found %s", want, what);
+    error_at(C, at, "expected %s%s, found %s", want,
+             !level && prev.file && prev_line == at_line ? after_prev(lx) : "", what);
   } else {
     error_at(C, at, "unexpected %s", what);
   }
-  int ob = open_bracket(lx, found, exp, n);
-  if (ob >= 0)
+  explain(lx, found, at, exp, n, level);
+  if (ob >= 0 && (!level || found == YYSYMBOL_YYEOF))
     note_at(C, lx->open[ob].span, "to close this '%c'", lx->open[ob].ch);
+  else if (at.begin == lx->skipped_by.begin && at.file == lx->skipped_by.file &&
+           expects_char(exp, n, closer_char(lx->skipped.ch)))
+    note_at(C, lx->skipped.span, "to close this '%c'", lx->skipped.ch);
   return 0;
 }
 
@@ -669,6 +874,8 @@ Module *parse_file(Compiler *c, int file, Name module_name) {
   lx->file = file;
   lx->start = lx->cur = f->text;
   lx->lim = f->text + f->len;
+  if (f->len >= 3 && memcmp(f->text, "\xef\xbb\xbf", 3) == 0)
+    lx->cur += 3; /* a UTF-8 byte order mark */
   lx->module = NEW(Module);
   lx->module->name = module_name;
   lx->module->file = file;

@@ -39,7 +39,7 @@ def expectations(path):
 def check(spmdc, path):
     args, want = expectations(path)
     env = dict(os.environ)
-    env.setdefault('ASAN_OPTIONS', 'exitcode=99:detect_leaks=1')
+    env['ASAN_OPTIONS'] = 'exitcode=99:detect_leaks=1'  # spmdc itself must not leak
     env.setdefault('UBSAN_OPTIONS', 'halt_on_error=1:exitcode=98:print_stacktrace=1')
     name = os.path.basename(path)
     cwd = os.path.dirname(os.path.abspath(path))

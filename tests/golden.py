@@ -22,7 +22,7 @@ def run(spmdc, path):
     name = os.path.basename(path)
     args = [a.replace('%s', name) for a in shlex.split(first[len('// RUN:'):])]
     env = dict(os.environ)
-    env.setdefault('ASAN_OPTIONS', 'exitcode=99:detect_leaks=1')
+    env['ASAN_OPTIONS'] = 'exitcode=99:detect_leaks=1'  # spmdc itself must not leak
     env.setdefault('UBSAN_OPTIONS', 'halt_on_error=1:exitcode=98:print_stacktrace=1')
     proc = subprocess.run([spmdc, '--color=never'] + args, cwd=os.path.dirname(os.path.abspath(path)),
                           capture_output=True, text=True, errors='replace', env=env, timeout=60)

@@ -18,7 +18,7 @@ SANITIZER_RE = re.compile(r'AddressSanitizer|LeakSanitizer|runtime error:|Undefi
 
 def run(spmdc, path, expect_ok=False):
     env = dict(os.environ)
-    env.setdefault('ASAN_OPTIONS', 'exitcode=99:detect_leaks=1')
+    env['ASAN_OPTIONS'] = 'exitcode=99:detect_leaks=1'  # spmdc itself must not leak
     env.setdefault('UBSAN_OPTIONS', 'halt_on_error=1:exitcode=98:print_stacktrace=1')
     proc = subprocess.run([spmdc, '--check', '--color=never', path], capture_output=True,
                           env=env, timeout=120)

@@ -393,8 +393,9 @@ def run_test(spmdc, path, name, srcdir, tmp, spmdc_args, meshes, rtol, atol, tim
             print('SKIP %s: spmdc cannot compile to an executable yet:\n%s' % (name, indent(err)))
             return SKIP
         what = 'timed out' if rc is None else 'exited %d' % rc if rc else 'wrote no program'
-        print('FAIL %s: compiling failed (%s): %s\n%s%s'
-              % (name, what, ' '.join(shlex.quote(c) for c in cmd), indent(out), indent(err)))
+        print('FAIL %s: compiling failed (%s): %s\n%s'
+              % (name, what, ' '.join(shlex.quote(c) for c in cmd),
+                 ''.join(indent(t) for t in (out, err) if t.strip()) or indent('')))
         return 1
     print('compiled %s in %.1f s' % (name, secs))
 

@@ -9,7 +9,7 @@ work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 name=$(basename "$file" .spmd)
 "$spmdc" -S "$file" -o "$work/$name.c"
-mpicc -std=c17 -O1 -Wall -Wextra -Werror -I"$rtinc" -include "$work/$name.h" \
+mpicc -std=c17 -O1 -Wall -Wextra -Werror ${SPMD_RT_CFLAGS:-} -I"$rtinc" -include "$work/$name.h" \
   "$work/$name.c" "$here/gradcheck.c" -o "$work/check" "$rtlib" "$blas" -lm
 meshes=$(sed -n 's|^// MESHES: ||p' "$file")
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OPENBLAS_NUM_THREADS=1
