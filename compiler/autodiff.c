@@ -41,6 +41,7 @@ typedef struct Rev {
   int *slot;            /* per forward value: adjoint var slot in b (-1: none) */
   int *adj_var;         /* per forward var slot: adjoint var slot in b */
   IrBlock *out;         /* where b's instructions go */
+  IrFn *fwd;            /* the forward being built (owns its extra values) */
   bool reported;        /* an error about this function was given */
 } Rev;
 
@@ -220,7 +221,10 @@ static int adjoint(Rev *r, int v, Span sp) {
 static int residuals(IrInst *in, int *out) {
   int n = 0;
   switch (in->op) {
-  case IR_UNARY: case IR_BINARY: case IR_BINARY_SCALAR: case IR_MATMUL: case IR_EINSUM: case IR_SUM: case IR_MEAN:
+  case IR_UNARY:
+    out[n++] = in->args[0]; /* stands for f'(x), which has x's type */
+    return n;
+  case IR_BINARY: case IR_BINARY_SCALAR: case IR_MATMUL: case IR_EINSUM: case IR_SUM: case IR_MEAN:
   case IR_AMAX: case IR_LAYER_NORM: case IR_RMS_NORM: case IR_CROSS_ENTROPY: case IR_EMBEDDING: case IR_EXPAND:
   case IR_SLICE: case IR_INDEX: case IR_CONCAT:
     for (int i = 0; i < in->nargs; i++)
@@ -292,9 +296,9 @@ static void bwd_rule(Rev *r, IrInst *in, IrBlock *here, int dy, const int *res_f
   bool want0 = in->nargs > 0 && r->active[a0] && diff_arg(r->f, in, 0);
   bool want1 = in->nargs > 1 && r->active[in->args[1]] && diff_arg(r->f, in, 1);
   switch (in->op) {
-  case IR_UNARY: {
-    IrInst *b = bemit(r, IR_UNARY_BWD, sp, 2, (int[]){RES(a0), dy});
-    b->s = in->s;
+  case IR_UNARY: { /* dx = dy * f'(x), with f'(x) kept by the forward */
+    IrInst *b = bemit(r, IR_BINARY, sp, 2, (int[]){dy, RES(a0)});
+    b->s = "MUL";
     b->dst[0] = bval(r, ftype(r, a0));
     b->ndst = 1;
     contribute(r, here, a0, b->dst[0], sp);
@@ -722,6 +726,12 @@ static IrBlock clone_with_pushes(Rev *r, IrBlock *src) {
     }
     int res[8];
     int nres = residuals(in, res);
+    if (in->op == IR_UNARY) { /* compute f'(x) with f(x) and keep it */
+      n->op = IR_UNARY_GRAD;
+      n->dst[1] = ir_value(c, r->fwd, ftype(r, in->args[0]), NULL);
+      n->ndst = 2;
+      res[0] = n->dst[1];
+    }
     if (nres) {
       IrInst *p = ir_emit(c, &out, IR_PUSH, in->span);
       ir_set_args(c, p, nres, res);
@@ -767,6 +777,10 @@ static Variant *variant(AD *ad, IrFn *f, long long mask) {
   /* the forward: f's values, f's body with pushes */
   v->fwd = ir_fn_new(c, arena_sprintf(&c->arena, "%s_fwd%lld", f->cname, mask));
   *v->fwd = *f;
+  /* the forward adds values of its own (f'(x) of unary ops): own the array */
+  v->fwd->values = arena_alloc(&c->arena, sizeof(IrValue) * (size_t)(f->nvalues + 1));
+  memcpy(v->fwd->values, f->values, sizeof(IrValue) * (size_t)f->nvalues);
+  v->fwd->capvalues = f->nvalues + 1;
   v->fwd->cname = arena_sprintf(&c->arena, "%s_fwd%lld", f->cname, mask);
   v->fwd->uses_tape = true;
   v->fwd->is_main = false;
@@ -818,6 +832,7 @@ static Variant *variant(AD *ad, IrFn *f, long long mask) {
   for (int i = 0; ret && i < ret->nargs && i < b->nparams; i++)
     if (r.active[ret->args[i]])
       contribute(&r, &f->body, ret->args[i], b->params[i], ret->span);
+  r.fwd = v->fwd;
   v->fwd->body = clone_with_pushes(&r, &f->body);
   reverse_block(&r, &f->body);
   IrInst *bret = bemit(&r, IR_RETURN, f->span, 0, NULL);

@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "check.h"
+#include "redistribute.h"
 
 /* The three forms a src/dst can take: a whole value (R I P), the stacked
  * V form, or S(i). */
@@ -473,24 +474,58 @@ Type *check_collective(Checker *k, Expr *call, Builtin op) {
   return relayout(k, call, op, x, axes, src, dst);
 }
 
-/* redistribute(x, T): the full target type.  The planner (SPEC section 8)
- * chooses the collectives; here the target must be a valid type with the
- * same global shape and dtype. */
+/* redistribute(x, T): the full target type.  The planner (SPEC section 8,
+ * redistribute.c) chooses the collectives; here the target must be a valid
+ * type with the same global shape and dtype that the planner can reach.
+ * An axis T leaves open keeps x's type there, and its place in x's
+ * partition spec when that place is unambiguous. */
 static Type *check_redistribute_to(Checker *k, Expr *call, Type *x) {
   Arg *ta = call_arg(call, 1);
   bool named[MAX_MESH_AXES];
   Type *t = check_type_expr(k, ta->value->type, named);
   if (!t)
     return type_error();
-  for (int a = 0; a < k->naxes; a++)
-    if (!named[a])
-      t->lt[a] = x->lt[a];
+  for (int a = 0; a < k->naxes; a++) {
+    int d;
+    if (named[a])
+      continue;
+    t->lt[a] = x->lt[a];
+    if (x->local || !type_spec_has(x, a, &d) || d >= t->ndim)
+      continue;
+    bool open_dim = true; /* every axis sharding dim d in x is left open */
+    for (int i = 0; i < MAX_MESH_AXES && x->spec[d][i] >= 0; i++)
+      open_dim &= !named[x->spec[d][i]];
+    if (!open_dim || t->spec[d][0] >= 0) {
+      check_error(k, call->span, "redistribute() target leaves mesh axis '%s' open, but it shards dim %d together with axes "
+                  "the target places", k->mesh->axes[a].name, d);
+      note_at(k->c, (Span){0, 0, 0}, "'%s' is %s", src_text(k, call_arg(call, 0)->value), ck_type(k, x));
+      help(k->c, "name '%s' in the target: [..@(...)] in the order you want", k->mesh->axes[a].name);
+      return type_error();
+    }
+  }
+  for (int d = 0; !x->local && d < x->ndim && d < t->ndim; d++)
+    if (t->spec[d][0] < 0 && x->spec[d][0] >= 0 && !named[x->spec[d][0]])
+      memcpy(t->spec[d], x->spec[d], sizeof t->spec[d]);
   bool same = t->dtype == x->dtype && t->ndim == x->ndim;
   for (int d = 0; same && d < t->ndim; d++)
     same = size_eq(t->shape[d], x->shape[d]);
   if (!same) {
     check_error(k, call->span, "redistribute() keeps the global shape and dtype: %s cannot become %s", ck_type(k, x),
                 ck_type(k, t));
+    const char *xs = src_text(k, call_arg(call, 0)->value);
+    if (t->dtype != x->dtype)
+      help(k->c, "change the dtype separately: astype(%s, %s)", xs, dtype_name(t->dtype));
+    else
+      help(k->c, "change the shape separately, with reshape(%s, [...]) before or after", xs);
+    return type_error();
+  }
+  RsPlan plan;
+  const char *why = NULL, *fix = NULL;
+  if (!rs_plan(k->c, k->mesh, x, t, true, &plan, src_text(k, call_arg(call, 0)->value), &why, &fix)) {
+    check_error(k, call->span, "%s", why);
+    note_at(k->c, (Span){0, 0, 0}, "'%s' is %s", src_text(k, call_arg(call, 0)->value), ck_type(k, x));
+    if (fix && *fix)
+      help(k->c, "%s", fix);
     return type_error();
   }
   return t;

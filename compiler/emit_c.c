@@ -181,6 +181,9 @@ static void emit_inst(Emitter *E, IrInst *in, int ind) {
         dtype_c(E->f->values[in->dst[0]].type->dtype), A(E, in, 0), loc);
     return;
   case IR_UNARY: out(E, ind, "%s = rt_unary(ctx, RT_%s, %s); %s\n", D(E, in, 0), in->s, A(E, in, 0), loc); return;
+  case IR_UNARY_GRAD:
+    out(E, ind, "rt_unary_with_grad(ctx, RT_%s, %s, &%s, &%s); %s\n", in->s, A(E, in, 0), D(E, in, 0), D(E, in, 1), loc);
+    return;
   case IR_BINARY:
     out(E, ind, "%s = rt_binary(ctx, RT_%s, %s, %s); %s\n", D(E, in, 0), in->s, A(E, in, 0), A(E, in, 1), loc);
     return;

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "ir.h"
+#include "redistribute.h"
 
 typedef struct Lower {
   Compiler *c;
@@ -203,8 +204,51 @@ static void set_axes(IrInst *in, Type *axes) {
 static int lower_collective(Lower *L, Expr *call, Builtin op) {
   Expr *x = pos_arg(call, 0), *axes = pos_arg(call, 1);
   if (axes->kind == EX_TYPE) {
-    unsupported(L, call->span, "redistribute(x, T)");
-    return -1;
+    /* redistribute(x, T): the planned steps (redistribute.c), each one IR
+     * collective or convert; `s` marks them for --comm-report */
+    int v = lower_expr(L, x);
+    RsPlan plan;
+    if (!rs_plan(L->c, L->k->mesh, x->ty, call->ty, true, &plan, NULL, NULL, NULL)) {
+      unsupported(L, call->span, "this redistribute(x, T)");
+      return -1;
+    }
+    const char *note = rs_plan_note(L->c, L->k->mesh, x->ty, call->ty);
+    static const IrOp irops[] = {[RS_ALL_REDUCE] = IR_ALL_REDUCE, [RS_ALL_GATHER] = IR_ALL_GATHER,
+                                 [RS_REDUCE_SCATTER] = IR_REDUCE_SCATTER, [RS_ALL_TO_ALL] = IR_ALL_TO_ALL,
+                                 [RS_CONVERT] = IR_CONVERT};
+    if (plan.nsteps == 0) {
+      IrInst *in = emit(L, IR_COPY, call->span);
+      ir_set_args(L->c, in, 1, &v);
+      in->s = note ? arena_sprintf(&L->c->arena, "redistribute: %s", note) : "redistribute";
+      in->dst[0] = value(L, call->ty, NULL);
+      in->ndst = 1;
+      return in->dst[0];
+    }
+    for (int i = 0; i < plan.nsteps; i++) {
+      RsStep *st = &plan.steps[i];
+      IrInst *in = emit(L, irops[st->op], call->span);
+      ir_set_args(L->c, in, 1, &v);
+      in->naxes = st->naxes;
+      memcpy(in->axes, st->axes, sizeof in->axes);
+      in->s = i == 0 && note ? arena_sprintf(&L->c->arena, "redistribute: %s", note) : "redistribute";
+      switch (st->op) {
+      case RS_ALL_REDUCE: in->i[0] = 0; break;
+      case RS_ALL_GATHER: in->i[0] = st->src_dim; break;
+      case RS_REDUCE_SCATTER: in->i[0] = st->dst_dim; break;
+      case RS_ALL_TO_ALL:
+        in->i[0] = st->src_dim;
+        in->i[1] = st->dst_dim;
+        break;
+      case RS_CONVERT:
+        in->i[0] = ltype_rt((LType){st->src, 0});
+        in->i[1] = ltype_rt((LType){st->dst, 0});
+        in->i[2] = st->dst_dim >= 0 ? st->dst_dim : st->src_dim;
+        break;
+      }
+      in->dst[0] = v = value(L, i + 1 == plan.nsteps ? call->ty : st->out, NULL);
+      in->ndst = 1;
+    }
+    return v;
   }
   int vx = lower_expr(L, x);
   Expr *src = named(L, call, "src"), *dst = named(L, call, "dst");

@@ -12,6 +12,7 @@
 #include <sys/wait.h>
 
 #include "ir.h"
+#include "comm_report.h"
 
 typedef enum {
   MODE_COMPILE, MODE_CHECK, MODE_DUMP_AST, MODE_DUMP_TYPES, MODE_DUMP_IR, MODE_COMM_REPORT, MODE_EMIT_C, MODE_RUN
@@ -186,13 +187,6 @@ static bool want_color(const char *setting) {
   return isatty(fileno(stderr)) && !getenv("NO_COLOR") && term && strcmp(term, "dumb") != 0;
 }
 
-static const char *mode_flag(Mode m) {
-  switch (m) {
-  case MODE_COMM_REPORT: return "--comm-report";
-  default: return "this mode";
-  }
-}
-
 /* Writes the C of the program to path atomically (a temporary, then rename). */
 static bool write_c(Compiler *c, IrProgram *prog, const char *path, const char *source) {
   char *tmp = arena_sprintf(&c->arena, "%s.tmp.%ld", path, (long)getpid());
@@ -349,10 +343,6 @@ int main(int argc, char **argv) {
     status = 1;
   } else if (d.mode == MODE_CHECK || d.mode == MODE_DUMP_TYPES) {
     status = check_program(c, &mesh, d.mode == MODE_DUMP_TYPES ? stdout : NULL) ? 0 : 1;
-  } else if (d.mode == MODE_COMM_REPORT) {
-    fprintf(stderr, "spmdc: error: %s is not implemented yet; `spmdc --check` checks the program\n",
-            mode_flag(d.mode));
-    status = 2;
   } else if (!lower_program(c, &mesh, &prog)) {
     status = 1;
   } else {
@@ -361,6 +351,8 @@ int main(int argc, char **argv) {
       status = 1;
     } else if (d.mode == MODE_DUMP_IR) {
       ir_dump(c, &prog, stdout);
+    } else if (d.mode == MODE_COMM_REPORT) {
+      comm_report(c, &prog, stdout, d.input);
     } else if (!prog.main && d.mode != MODE_EMIT_C) {
       fprintf(stderr, "spmdc: error: %s has no `fn main()`, so there is no program to build\n", d.input);
       status = 1;

@@ -1,47 +1,55 @@
 /* Local kernels: elementwise unary and binary ops (NumPy broadcasting),
  * their backwards, reductions over a dim or everything, and cumsum. The op
  * tables are the X-macros RT_UNARY_OPS / RT_BINARY_OPS of spmdrt.h: a formula
- * and its derivative are written once, side by side. Arithmetic is done in
- * double and rounded to the tensor's dtype. */
+ * and its derivative are written once, side by side. Unary ops compute in
+ * the tensor's own precision; binary ops in double, rounded to the dtype. */
 #include <math.h>
 #include <string.h>
+#include <tgmath.h>
 
 #include "rt_internal.h"
 
-/* ---- helpers named in the op tables */
+/* ---- helpers named in the op tables
+ * Each has a float and a double version; the tables' formulas pick one by
+ * the type of x (f32 tensors compute in float, as PyTorch does: about twice
+ * as fast for erf and exp, within float rounding). */
 
-static inline double rt_sigmoid_(double x)
-{
-    return x >= 0 ? 1.0 / (1.0 + exp(-x)) : exp(x) / (1.0 + exp(x));
-}
-
-static inline double rt_gelu_(double x)
-{
-    return 0.5 * x * (1.0 + erf(x * M_SQRT1_2));
-}
-
-static inline double rt_gelu_d_(double x)
-{
-    return 0.5 * (1.0 + erf(x * M_SQRT1_2)) + x * exp(-0.5 * x * x) * (0.5 * M_2_SQRTPI * M_SQRT1_2);
-}
-
+#define HELPERS(T, S, L)                                                                 \
+    static inline T rt_sigmoid_##S(T x)                                                  \
+    {                                                                                    \
+        return x >= 0 ? (T)1 / ((T)1 + exp(-x)) : exp(x) / ((T)1 + exp(x));             \
+    }                                                                                    \
+    static inline T rt_gelu_##S(T x) { return (T)0.5 * x * ((T)1 + erf(x * (T)M_SQRT1_2)); } \
+    static inline T rt_gelu_d_##S(T x)                                                   \
+    {                                                                                    \
+        return (T)0.5 * ((T)1 + erf(x * (T)M_SQRT1_2)) +                                 \
+               x * exp((T)-0.5 * x * x) * (T)(0.5 * M_2_SQRTPI * M_SQRT1_2);             \
+    }                                                                                    \
+    static inline T rt_gelu_tanh_##S(T x)                                                \
+    {                                                                                    \
+        return (T)0.5 * x * ((T)1 + tanh((T)GELU_C * (x + (T)0.044715 * x * x * x)));   \
+    }                                                                                    \
+    static inline T rt_gelu_tanh_d_##S(T x)                                              \
+    {                                                                                    \
+        T t = tanh((T)GELU_C * (x + (T)0.044715 * x * x * x));                           \
+        return (T)0.5 * ((T)1 + t) +                                                     \
+               (T)0.5 * x * ((T)1 - t * t) * (T)GELU_C * ((T)1 + (T)(3 * 0.044715) * x * x); \
+    }                                                                                    \
+    static inline T rt_silu_d_##S(T x)                                                   \
+    {                                                                                    \
+        T s = rt_sigmoid_##S(x);                                                         \
+        return s * ((T)1 + x * ((T)1 - s));                                              \
+    }
 #define GELU_C 0.7978845608028654 /* sqrt(2/pi) */
-static inline double rt_gelu_tanh_(double x)
-{
-    return 0.5 * x * (1.0 + tanh(GELU_C * (x + 0.044715 * x * x * x)));
-}
-
-static inline double rt_gelu_tanh_d_(double x)
-{
-    double t = tanh(GELU_C * (x + 0.044715 * x * x * x));
-    return 0.5 * (1.0 + t) + 0.5 * x * (1.0 - t * t) * GELU_C * (1.0 + 3 * 0.044715 * x * x);
-}
-
-static inline double rt_silu_d_(double x)
-{
-    double s = rt_sigmoid_(x);
-    return s * (1.0 + x * (1.0 - s));
-}
+HELPERS(float, f, F)
+HELPERS(double, d, D)
+#define PICK(name, x) _Generic((x), float: name##f, default: name##d)(x)
+#define rt_sigmoid_(x) PICK(rt_sigmoid_, x)
+#define rt_gelu_(x) PICK(rt_gelu_, x)
+#define rt_gelu_d_(x) PICK(rt_gelu_d_, x)
+#define rt_gelu_tanh_(x) PICK(rt_gelu_tanh_, x)
+#define rt_gelu_tanh_d_(x) PICK(rt_gelu_tanh_d_, x)
+#define rt_silu_d_(x) PICK(rt_silu_d_, x)
 
 static inline double rt_pow_db_(double a, double b)
 {
@@ -68,7 +76,7 @@ typedef void (*unary_bwd_fn)(const void *in, const void *dy, void *dx, int64_t n
         const T *X = in;                                                            \
         T *Y = out;                                                                 \
         for (int64_t i = 0; i < n; i++) {                                           \
-            double x = X[i];                                                        \
+            T x = X[i];                                                             \
             Y[i] = (T)(f);                                                          \
         }                                                                           \
     }                                                                               \
@@ -77,11 +85,31 @@ typedef void (*unary_bwd_fn)(const void *in, const void *dy, void *dx, int64_t n
         const T *X = in, *DY = dy;                                                  \
         T *DX = dx;                                                                 \
         for (int64_t i = 0; i < n; i++) {                                           \
-            double x = X[i], y = (f);                                               \
+            T x = X[i], y = (T)(f);                                                 \
             (void)y;                                                                \
             DX[i] = (T)(DY[i] * (d));                                               \
         }                                                                           \
     }
+#define UNARY_GRAD_T(NAME, name, f, d, T, sfx)                                       \
+    static void ung_##name##_##sfx(const void *in, void *out, void *grad, int64_t n) \
+    {                                                                               \
+        const T *X = in;                                                            \
+        T *Y = out, *G = grad;                                                      \
+        for (int64_t i = 0; i < n; i++) {                                           \
+            T x = X[i], y = (T)(f);                                                 \
+            Y[i] = y;                                                               \
+            G[i] = (T)(d);                                                          \
+        }                                                                           \
+    }
+#define UNARY_GRAD_DEFS(NAME, name, f, d) \
+    UNARY_GRAD_T(NAME, name, f, d, float, f32) UNARY_GRAD_T(NAME, name, f, d, double, f64)
+RT_UNARY_OPS(UNARY_GRAD_DEFS)
+typedef void (*unary_grad_fn)(const void *in, void *out, void *grad, int64_t n);
+#define UNG_F32(NAME, name, f, d) ung_##name##_f32,
+#define UNG_F64(NAME, name, f, d) ung_##name##_f64,
+static const unary_grad_fn unary_grad_f32[] = {RT_UNARY_OPS(UNG_F32)};
+static const unary_grad_fn unary_grad_f64[] = {RT_UNARY_OPS(UNG_F64)};
+
 #define UNARY_DEFS(NAME, name, f, d) \
     UNARY_T(NAME, name, f, d, float, f32) UNARY_T(NAME, name, f, d, double, f64)
 RT_UNARY_OPS(UNARY_DEFS)
@@ -123,6 +151,17 @@ rt_tensor *rt_unary_bwd(rt_ctx *ctx, rt_unary_op op, const rt_tensor *x, const r
     (x->dtype == RT_F32 ? unary_bwd_f32 : unary_bwd_f64)[op](x->data, dy->data, dx->data,
                                                               x->numel);
     return dx;
+}
+
+void rt_unary_with_grad(rt_ctx *ctx, rt_unary_op op, const rt_tensor *x, rt_tensor **y,
+                        rt_tensor **dydx)
+{
+    RT_CHECK(ctx, op >= 0 && op < RT_NUNARY, "unary: bad op %d", (int)op);
+    rt_check_float(ctx, x, unary_names[op]);
+    *y = rt_empty(ctx, x->dtype, x->ndim, x->shape);
+    *dydx = rt_empty(ctx, x->dtype, x->ndim, x->shape);
+    (x->dtype == RT_F32 ? unary_grad_f32 : unary_grad_f64)[op](x->data, (*y)->data, (*dydx)->data,
+                                                               x->numel);
 }
 
 rt_tensor *rt_scale(rt_ctx *ctx, const rt_tensor *x, double s)
@@ -295,10 +334,29 @@ static rt_tensor *grad_to(rt_ctx *ctx, rt_tensor *g64, const rt_tensor *like)
     return r;
 }
 
+/* The common case of a backward without broadcasting: +, -, * of tensors of
+ * one shape need no f64 copies and no reduction. */
+static bool binary_bwd_same_shape(rt_ctx *ctx, rt_binary_op op, const rt_tensor *a,
+                                  const rt_tensor *b, const rt_tensor *dy, rt_tensor **da,
+                                  rt_tensor **db)
+{
+    if (!rt_same_shape(a, b) || !rt_same_shape(a, dy) || a->dtype != b->dtype ||
+        a->dtype != dy->dtype || (op != RT_ADD && op != RT_SUB && op != RT_MUL))
+        return false;
+    if (da)
+        *da = op == RT_MUL ? rt_binary(ctx, RT_MUL, dy, b) : rt_retain((rt_tensor *)dy);
+    if (db)
+        *db = op == RT_MUL ? rt_binary(ctx, RT_MUL, dy, a)
+            : op == RT_SUB ? rt_unary(ctx, RT_NEG, dy) : rt_retain((rt_tensor *)dy);
+    return true;
+}
+
 void rt_binary_bwd(rt_ctx *ctx, rt_binary_op op, const rt_tensor *a, const rt_tensor *b,
                    const rt_tensor *dy, rt_tensor **da, rt_tensor **db)
 {
     rt_check_float(ctx, a, binary_names[op]);
+    if (binary_bwd_same_shape(ctx, op, a, b, dy, da, db))
+        return;
     bcast bc = broadcast(ctx, a, b, binary_names[op]);
     RT_CHECK(ctx, dy->ndim == bc.ndim && rt_numel_of(bc.ndim, bc.shape) == dy->numel,
              "%s backward: gradient shape differs from the result", binary_names[op]);
@@ -324,7 +382,7 @@ rt_tensor *rt_sum_to_shape(rt_ctx *ctx, const rt_tensor *g, int ndim, const int6
 {
     RT_CHECK(ctx, ndim <= g->ndim, "sum_to_shape: target has more dims than the gradient");
     if (ndim == g->ndim && memcmp(shape, g->shape, (size_t)ndim * sizeof *shape) == 0)
-        return rt_copy(ctx, g);
+        return rt_retain((rt_tensor *)g);
     rt_tensor tgt = {.dtype = g->dtype, .ndim = ndim};
     memcpy(tgt.shape, shape, (size_t)ndim * sizeof *shape);
     int64_t str[RT_MAX_DIMS], idx[RT_MAX_DIMS] = {0}, off = 0;

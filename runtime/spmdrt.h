@@ -193,6 +193,10 @@ const char *rt_unary_name(rt_unary_op op);
 const char *rt_binary_name(rt_binary_op op);
 rt_tensor *rt_unary(rt_ctx *ctx, rt_unary_op op, const rt_tensor *x);
 rt_tensor *rt_unary_bwd(rt_ctx *ctx, rt_unary_op op, const rt_tensor *x, const rt_tensor *dy);
+/* y = f(x) and dydx = f'(x) in one pass (a forward that keeps what its
+ * backward needs: dx = dy * dydx) */
+void rt_unary_with_grad(rt_ctx *ctx, rt_unary_op op, const rt_tensor *x, rt_tensor **y,
+                        rt_tensor **dydx);
 rt_tensor *rt_scale(rt_ctx *ctx, const rt_tensor *x, double s); /* x * s */
 /* NumPy broadcasting; both operands have the same dtype */
 rt_tensor *rt_binary(rt_ctx *ctx, rt_binary_op op, const rt_tensor *a, const rt_tensor *b);
