@@ -496,10 +496,11 @@ static Type *check_redistribute_to(Checker *k, Expr *call, Type *x) {
     for (int i = 0; i < MAX_MESH_AXES && x->spec[d][i] >= 0; i++)
       open_dim &= !named[x->spec[d][i]];
     if (!open_dim || t->spec[d][0] >= 0) {
-      check_error(k, call->span, "redistribute() target leaves mesh axis '%s' open, but it shards dim %d together with axes "
-                  "the target places", k->mesh->axes[a].name, d);
+      check_error(k, call->span, "redistribute() target leaves mesh axis '%s' open, but '%s' shards dim %d together with "
+                  "axes the target names", k->mesh->axes[a].name, k->mesh->axes[a].name, d);
       note_at(k->c, (Span){0, 0, 0}, "'%s' is %s", src_text(k, call_arg(call, 0)->value), ck_type(k, x));
-      help(k->c, "name '%s' in the target: [..@(...)] in the order you want", k->mesh->axes[a].name);
+      help(k->c, "say what '%s' becomes: a place in the partition spec (@%s, or @(...) in order) or a letter ({%s: R})",
+           k->mesh->axes[a].name, k->mesh->axes[a].name, k->mesh->axes[a].name);
       return type_error();
     }
   }

@@ -224,6 +224,33 @@ static long long gcd_ll(long long a, long long b) {
   return a ? a : 1;
 }
 
+/* s with the declared axis sizes multiplied in. */
+static Size substitute(Size s, const long long *sizes) {
+  Size r = size_int(1);
+  r.num = s.num;
+  r.den = s.den;
+  for (int k = 0; k < s.nf; k++) {
+    int ax = s.f[k].axis, e = s.f[k].exp;
+    for (int j = 0; j < (e > 0 ? e : -e); j++) {
+      if (sizes[ax] > 0 && e > 0)
+        r.num *= sizes[ax];
+      else if (sizes[ax] > 0)
+        r.den *= sizes[ax];
+      else
+        r = e > 0 ? size_mul(r, size_axis(ax)) : size_div(r, size_axis(ax));
+    }
+  }
+  long long g = gcd_ll(r.num, r.den);
+  r.num /= g;
+  r.den /= g;
+  return r;
+}
+
+static bool same_factors(Size a, Size b) {
+  a.num = b.num = a.den = b.den = 1;
+  return size_same(a, b);
+}
+
 const char *comm_cost_value(Compiler *c, const Mesh *m, const CommCost *cost) {
   long long sizes[MAX_MESH_AXES];
   for (int a = 0; a < m->naxes; a++)
@@ -231,66 +258,53 @@ const char *comm_cost_value(Compiler *c, const Mesh *m, const CommCost *cost) {
   double v;
   if (comm_cost_eval(m, cost, sizes, &v))
     return number_text(c, v);
-  /* substitute the declared sizes; the rest stays symbolic */
-  Size parts[64];
+  /* substitute the declared sizes; the rest stays symbolic: parts are
+   * coef * monomial [* (g-1)/g for a group of undeclared size g] */
+  struct { Size mono, group; bool sym; } parts[64];
   int np = 0;
   for (int i = 0; i < cost->n; i++) {
-    double g;
     const CommTerm *t = &cost->t[i];
-    if (!size_eval(t->group, sizes, &g) || t->bytes.unknown || !d_is_int(t->mult))
+    if (t->bytes.unknown || t->group.unknown || !d_is_int(t->mult))
       return "?";
-    long long gi = (long long)g;
-    Size s = t->bytes;
-    s.num *= (long long)t->mult * (gi - 1);
-    s.den *= gi;
-    Size rest = size_int(1);
-    for (int k = 0; k < t->bytes.nf; k++) {
-      int ax = t->bytes.f[k].axis, e = t->bytes.f[k].exp;
-      if (sizes[ax] > 0) {
-        for (int j = 0; j < (e > 0 ? e : -e); j++) {
-          if (e > 0)
-            s.num *= sizes[ax];
-          else
-            s.den *= sizes[ax];
-        }
-      } else {
-        for (int j = 0; j < (e > 0 ? e : -e); j++)
-          rest = e > 0 ? size_mul(rest, size_axis(ax)) : size_div(rest, size_axis(ax));
-      }
+    Size mono = substitute(t->bytes, sizes), g = substitute(t->group, sizes);
+    mono.num *= (long long)t->mult;
+    bool sym = g.nf > 0;
+    if (!sym) {
+      mono.num *= g.num - g.den;
+      mono.den *= g.num;
     }
-    long long gg = gcd_ll(s.num, s.den);
-    Size coef = size_int(1);
-    coef.num = s.num / gg;
-    coef.den = s.den / gg;
-    Size term = size_mul(coef, rest);
-    if (term.num == 0)
+    long long gg = gcd_ll(mono.num, mono.den);
+    mono.num /= gg;
+    mono.den /= gg;
+    if (mono.num == 0)
       continue;
     int j;
-    for (j = 0; j < np; j++) {
-      Size a = parts[j], b = term;
-      a.num = b.num = 1;
-      a.den = b.den = 1;
-      if (size_same(a, b))
+    for (j = 0; j < np; j++)
+      if (parts[j].sym == sym && same_factors(parts[j].mono, mono) && (!sym || size_same(parts[j].group, g)))
         break;
-    }
     if (j < np) {
-      Size p = parts[j];
-      long long num = p.num * term.den + term.num * p.den, den = p.den * term.den, g2 = gcd_ll(num, den);
-      parts[j].num = num / g2;
-      parts[j].den = den / g2;
+      Size p = parts[j].mono;
+      long long num = p.num * mono.den + mono.num * p.den, den = p.den * mono.den, g2 = gcd_ll(num, den);
+      parts[j].mono.num = num / g2;
+      parts[j].mono.den = den / g2;
     } else if (np < 64) {
-      parts[np++] = term;
+      parts[np].mono = mono;
+      parts[np].group = g;
+      parts[np++].sym = sym;
     } else {
       return "?";
     }
   }
-  if (np == 0)
-    return "0";
   StrBuf sb;
   sb_init(&sb, &c->arena);
-  for (int i = 0; i < np; i++)
-    sb_printf(&sb, "%s%s", i ? " + " : "", comm_size_text(c, m, parts[i]));
-  return sb.data;
+  for (int i = 0; i < np; i++) {
+    if (parts[i].mono.num == 0)
+      continue;
+    sb_printf(&sb, "%s%s", sb.len ? " + " : "", comm_size_text(c, m, parts[i].mono));
+    if (parts[i].sym)
+      sb_printf(&sb, "*%s", group_factor_text(c, m, parts[i].group));
+  }
+  return sb.len ? sb.data : "0";
 }
 
 /* ---- symbolic comparison: is b - a >= 0 for every n_axis >= 1?
@@ -1067,7 +1081,7 @@ static bool setup(Compiler *c, const Mesh *m, Planner *P, const Type *from, cons
       return false;
     }
     if (tx && !sx) {
-      *why = arena_sprintf(&c->arena, "the target is V on mesh axis '%s' without a layout, which says where no block goes", axis_name(m, a));
+      *why = arena_sprintf(&c->arena, "the target is V on mesh axis '%s' without a layout, so it does not say where the blocks go", axis_name(m, a));
       *fix = arena_sprintf(&c->arena, "say which dim '%s' shards: write @%s on that dim, or %s: S(i)", axis_name(m, a), axis_name(m, a),
                            axis_name(m, a));
       return false;
@@ -1151,6 +1165,34 @@ const char *rs_op_name(RsOp op) {
   return names[op];
 }
 
+/* Compares a and b at every size vector with each axis in {1, 2, 3, 4, 6,
+ * 8}: counts where a costs more and where it costs less.  False when the
+ * mesh has too many axes to try them all. */
+static bool sampled_compare(const Mesh *m, const CommCost *a, const CommCost *b, int *worse, int *better) {
+  static const long long vals[] = {1, 2, 3, 4, 6, 8};
+  enum { NV = 6 };
+  if (m->naxes > 5)
+    return false;
+  long long total = 1;
+  for (int x = 0; x < m->naxes; x++)
+    total *= NV;
+  for (long long i = 0; i < total; i++) {
+    long long sizes[MAX_MESH_AXES], r = i;
+    for (int x = 0; x < m->naxes; x++, r /= NV)
+      sizes[x] = vals[r % NV];
+    double va, vb;
+    if (!comm_cost_eval(m, a, sizes, &va) || !comm_cost_eval(m, b, sizes, &vb))
+      return false;
+    if (close_to(va, vb))
+      continue;
+    if (va > vb)
+      (*worse)++;
+    else
+      (*better)++;
+  }
+  return true;
+}
+
 const char *rs_plan_note(Compiler *c, const Mesh *m, const Type *from, const Type *to) {
   RsPlan p, a;
   if (!rs_plan(c, m, from, to, true, &p, NULL, NULL, NULL) || !rs_plan(c, m, from, to, false, &a, NULL, NULL, NULL))
@@ -1162,6 +1204,12 @@ const char *rs_plan_note(Compiler *c, const Mesh *m, const Type *from, const Typ
   case CMP_LESS: how = "fewer at every mesh size whose axes all have more than one rank"; break;
   case CMP_GREATER: how = "more at some mesh sizes"; break;
   default: {
+    int worse = 0, better = 0;
+    if (sampled_compare(m, &p.cost, &a.cost, &worse, &better) && worse == 0) {
+      how = better ? "fewer or the same at every mesh size of 1 to 8 ranks per axis, checked one by one"
+                   : "the same at every mesh size of 1 to 8 ranks per axis, checked one by one";
+      break;
+    }
     StrBuf sb;
     sb_init(&sb, &c->arena);
     sb_puts(&sb, "compared at ");
@@ -1170,6 +1218,10 @@ const char *rs_plan_note(Compiler *c, const Mesh *m, const Type *from, const Typ
     how = sb.data;
   }
   }
+  if (p.nsteps == 0 && a.nsteps == 0)
+    return "plan: nothing to do, the layouts are the same";
+  if (p.ncollectives == 0 && a.ncollectives == 0)
+    return "plan: local converts only, no collective";
   return arena_sprintf(&c->arena, "plan: %d collective%s, %s bytes; axis by axis: %d collective%s, %s bytes (%s)",
                        p.ncollectives, p.ncollectives == 1 ? "" : "s", comm_cost_value(c, m, &p.cost), a.ncollectives,
                        a.ncollectives == 1 ? "" : "s", comm_cost_value(c, m, &a.cost), how);
