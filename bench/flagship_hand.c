@@ -31,9 +31,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
-#include "spmdrt.h"
+#include "hand_common.h"
 
 typedef struct {
     long B, D, H, steps, every;
@@ -50,108 +49,26 @@ static const char usage[] =
     "  --every N prints the loss every N steps (10); --time reports the training time\n"
     "  on stderr.\n";
 
-/* usage errors happen before MPI starts: print once (rank 0 of mpirun) */
-static void usage_error(const char *fmt, const char *arg)
-{
-    const char *r = getenv("OMPI_COMM_WORLD_RANK");
-    if (!r)
-        r = getenv("PMI_RANK");
-    if (!r || strcmp(r, "0") == 0) {
-        fprintf(stderr, "flagship_hand: error: ");
-        fprintf(stderr, fmt, arg);
-        fprintf(stderr, "\n%s", usage);
-    }
-    exit(2);
-}
-
-static long parse_long(const char *name, const char *s, long min)
-{
-    char *end;
-    long v = strtol(s, &end, 10);
-    if (*s == '\0' || *end != '\0' || v < min)
-        usage_error(min > 0 ? "--%s needs a positive integer" : "--%s needs an integer", name);
-    return v;
-}
-
 static void parse_args(int argc, char **argv, options *o)
 {
     *o = (options){.B = 16, .D = 32, .H = 64, .steps = 50, .every = 10, .lr = 0.05};
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
-            fputs(usage, stdout);
-            exit(0);
-        }
-        if (strcmp(a, "--time") == 0) {
-            o->time = 1;
-            continue;
-        }
-        if (strncmp(a, "--", 2) != 0)
-            usage_error("unexpected argument '%s'", a);
-        char name[32];
-        const char *val, *eq = strchr(a, '=');
-        if (eq) { /* --B=16 */
-            size_t n = (size_t)(eq - a - 2);
-            if (n >= sizeof name)
-                usage_error("unknown option '%s'", a);
-            memcpy(name, a + 2, n);
-            name[n] = '\0';
-            val = eq + 1;
-        } else {
-            if (strlen(a + 2) >= sizeof name)
-                usage_error("unknown option '%s'", a);
-            strcpy(name, a + 2);
-            if (i + 1 >= argc)
-                usage_error("option '%s' needs a value", a);
-            val = argv[++i];
-        }
-        if (strcmp(name, "B") == 0) o->B = parse_long(name, val, 1);
-        else if (strcmp(name, "D") == 0) o->D = parse_long(name, val, 1);
-        else if (strcmp(name, "H") == 0) o->H = parse_long(name, val, 1);
-        else if (strcmp(name, "steps") == 0) o->steps = parse_long(name, val, 0);
-        else if (strcmp(name, "every") == 0) o->every = parse_long(name, val, 1);
-        else if (strcmp(name, "dp") == 0) o->dp = (int)parse_long(name, val, 1);
-        else if (strcmp(name, "tp") == 0) o->tp = (int)parse_long(name, val, 1);
-        else if (strcmp(name, "lr") == 0) {
-            char *end;
-            o->lr = strtod(val, &end);
-            if (*val == '\0' || *end != '\0')
-                usage_error("--%s needs a number", name);
-        } else
-            usage_error("unknown option '%s'", a);
-    }
+    const hand_opt opts[] = {
+        {"B", HAND_LONG, 1, &o->B},         {"D", HAND_LONG, 1, &o->D},
+        {"H", HAND_LONG, 1, &o->H},         {"steps", HAND_LONG, 0, &o->steps},
+        {"every", HAND_LONG, 1, &o->every}, {"lr", HAND_DOUBLE, 0, &o->lr},
+        {"dp", HAND_INT, 1, &o->dp},        {"tp", HAND_INT, 1, &o->tp},
+        {"time", HAND_FLAG, 0, &o->time},   {NULL, HAND_FLAG, 0, NULL},
+    };
+    hand_parse_args(argc, argv, "flagship_hand", usage, opts);
 }
 
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
-/* 64-byte aligned, pre-faulted */
-static float *alloc_f32(rt_ctx *ctx, long n)
-{
-    size_t bytes = ((size_t)n * sizeof(float) + 63) & ~(size_t)63;
-    float *p = aligned_alloc(64, bytes ? bytes : 64);
-    RT_CHECK(ctx, p != NULL, "out of memory (%zu bytes)", bytes);
-    memset(p, 0, bytes);
-    return p;
-}
-
-/* this rank's block of randn(f32[rows(@ra), cols(@ca)], seed, std), copied out */
+/* this rank's block of randn(f32[rows(@ra), cols(@ca)], seed, std) */
 static float *init_randn(rt_ctx *ctx, const char *name, long rows, long cols, int row_axis,
                          int col_axis, uint64_t seed, double std)
 {
     int64_t g[2] = {rows, cols};
-    rt_axes spec[2] = {row_axis >= 0 ? RT_AXES(row_axis) : RT_NO_AXES,
-                       col_axis >= 0 ? RT_AXES(col_axis) : RT_NO_AXES};
-    rt_layout l = rt_layout_of(ctx, name, 2, g, spec);
-    rt_tensor *t = rt_randn(ctx, RT_F32, &l, seed, std);
-    float *p = alloc_f32(ctx, (long)t->numel);
-    memcpy(p, t->data, (size_t)t->numel * sizeof(float));
-    rt_free(ctx, t);
-    return p;
+    int axis[2] = {row_axis, col_axis};
+    return hand_randn(ctx, name, 2, g, axis, seed, std, NULL);
 }
 
 int main(int argc, char **argv)
@@ -159,22 +76,13 @@ int main(int argc, char **argv)
     options o;
     parse_args(argc, argv, &o);
 
-    /* mesh (dp, tp: 2): sizes from the flags, one omitted size inferred */
-    static const char *const axis_names[] = {"dp", "tp"};
-    int sizes[2] = {o.dp ? o.dp : -1, o.tp ? o.tp : (o.dp ? -1 : 2)};
-    rt_ctx *ctx = rt_init(&argc, &argv, 2, axis_names, sizes);
-    const int rank = rt_rank(ctx);
-    const int n_dp = rt_axis_size(ctx, 0), n_tp = rt_axis_size(ctx, 1);
-    const int i_dp = rank / n_tp, i_tp = rank % n_tp; /* row-major layout */
-    RT_CHECK(ctx, i_dp == rt_axis_index(ctx, 0) && i_tp == rt_axis_index(ctx, 1),
-             "rank layout differs from the runtime's");
+    /* mesh (dp, tp: 2), our own communicators (hand_common.h) */
+    hand_mesh mesh = hand_mesh_init(&argc, &argv, o.dp, o.tp);
+    rt_ctx *ctx = mesh.ctx;
+    const int rank = mesh.rank, n_dp = mesh.n_dp, n_tp = mesh.n_tp;
+    MPI_Comm dp_comm = mesh.dp_comm, tp_comm = mesh.tp_comm;
     RT_CHECK(ctx, o.B % n_dp == 0, "B=%ld is not divisible by dp=%d", o.B, n_dp);
     RT_CHECK(ctx, o.H % n_tp == 0, "H=%ld is not divisible by tp=%d", o.H, n_tp);
-
-    /* our own communicators: the dp group shares i_tp, the tp group shares i_dp */
-    MPI_Comm dp_comm, tp_comm;
-    RT_CALL_MPI(ctx, MPI_Comm_split(MPI_COMM_WORLD, i_tp, i_dp, &dp_comm));
-    RT_CALL_MPI(ctx, MPI_Comm_split(MPI_COMM_WORLD, i_dp, i_tp, &tp_comm));
 
     const long B = o.B, D = o.D, H = o.H;
     const long Bl = B / n_dp, Hl = H / n_tp;
@@ -188,12 +96,12 @@ int main(int argc, char **argv)
     float *w1 = init_randn(ctx, "w1", D, H, -1, 1, 3, 0.1);
     float *w2 = init_randn(ctx, "w2", H, D, 1, -1, 4, 0.1);
 
-    float *h = alloc_f32(ctx, Bl * Hl);   /* a, then gelu(a) */
-    float *gd = alloc_f32(ctx, Bl * Hl);  /* gelu'(a) */
-    float *y = alloc_f32(ctx, Bl * D);    /* y, then dy */
-    float *dh = alloc_f32(ctx, Bl * Hl);  /* dh, then da */
-    float *dw1 = alloc_f32(ctx, D * Hl);
-    float *dw2 = alloc_f32(ctx, Hl * D);
+    float *h = hand_alloc_f32(ctx, Bl * Hl);   /* a, then gelu(a) */
+    float *gd = hand_alloc_f32(ctx, Bl * Hl);  /* gelu'(a) */
+    float *y = hand_alloc_f32(ctx, Bl * D);    /* y, then dy */
+    float *dh = hand_alloc_f32(ctx, Bl * Hl);  /* dh, then da */
+    float *dw1 = hand_alloc_f32(ctx, D * Hl);
+    float *dw2 = hand_alloc_f32(ctx, Hl * D);
 
     const float inv_sqrt2 = 0.70710678118654752f;
     const float inv_sqrt2pi = 0.39894228040143268f;
@@ -266,7 +174,5 @@ int main(int argc, char **argv)
 
     free(x); free(t); free(w1); free(w2);
     free(h); free(gd); free(y); free(dh); free(dw1); free(dw2);
-    MPI_Comm_free(&dp_comm);
-    MPI_Comm_free(&tp_comm);
-    return rt_finalize(ctx);
+    return hand_mesh_finalize(&mesh);
 }

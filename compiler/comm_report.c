@@ -25,8 +25,6 @@ typedef struct Report {
   FILE *out;
   FnTotal *fns;  /* reachable functions, in program order */
   int nfns, cap;
-  IrInst **def;  /* per value of the function being walked: its definition */
-  int ndef;
 } Report;
 
 static FnTotal *info(Report *R, IrFn *f) {
@@ -105,12 +103,25 @@ static void price(Report *R, IrFn *f, IrInst *in, CommCost *cost, double mult) {
 
 static void fn_total(Report *R, IrFn *f, CommCost *out);
 
-/* The trip count of a for loop whose bounds are constants, or -1. */
-static long long trip_count(Report *R, IrInst *loop) {
+static IrInst *find_def(IrBlock *b, int v) {
+  for (IrInst *in = b->head; in; in = in->next) {
+    for (int i = 0; i < in->ndst; i++)
+      if (in->dst[i] == v)
+        return in;
+    IrInst *d = find_def(&in->body, v);
+    if (!d)
+      d = find_def(&in->els, v);
+    if (d)
+      return d;
+  }
+  return NULL;
+}
+
+/* The trip count of a loop of g whose bounds are constants, or -1. */
+static long long const_trip(IrFn *g, IrInst *loop) {
   long long b[2];
   for (int i = 0; i < 2; i++) {
-    int v = loop->args[i];
-    IrInst *d = v >= 0 && v < R->ndef ? R->def[v] : NULL;
+    IrInst *d = find_def(&g->body, loop->args[i]);
     if (!d || d->op != IR_HOST_CONST)
       return -1;
     b[i] = d->i[0];
@@ -118,20 +129,31 @@ static long long trip_count(Report *R, IrInst *loop) {
   return b[1] > b[0] ? b[1] - b[0] : 0;
 }
 
-static void index_defs(Report *R, IrBlock *b) {
+static IrInst *find_loop(IrBlock *b, Span sp) {
   for (IrInst *in = b->head; in; in = in->next) {
-    for (int i = 0; i < in->ndst; i++)
-      if (in->dst[i] >= 0 && in->dst[i] < R->ndef)
-        R->def[in->dst[i]] = in;
-    index_defs(R, &in->body);
-    index_defs(R, &in->els);
+    if (in->op == IR_FOR && in->span.file == sp.file && in->span.begin == sp.begin)
+      return in;
+    IrInst *l = find_loop(&in->body, sp);
+    if (!l)
+      l = find_loop(&in->els, sp);
+    if (l)
+      return l;
   }
+  return NULL;
 }
 
-static void set_fn(Report *R, IrFn *f) {
-  R->ndef = f->nvalues;
-  R->def = arena_alloc(&R->c->arena, sizeof(IrInst *) * (size_t)(f->nvalues + 1));
-  index_defs(R, &f->body);
+/* The trip count of a for loop whose bounds are constants, or -1.  A
+ * backward loop takes its bounds from the tape: it runs as often as the
+ * same loop of the forward, found by its span. */
+static long long trip_count(Report *R, IrFn *f, IrInst *loop) {
+  long long n = const_trip(f, loop);
+  for (int i = 0; n < 0 && is_backward(f) && i < R->nfns; i++) {
+    IrFn *g = R->fns[i].f;
+    IrInst *l = g != f && g->fn == f->fn && !is_backward(g) ? find_loop(&g->body, loop->span) : NULL;
+    if (l)
+      n = const_trip(g, l);
+  }
+  return n;
 }
 
 static void call_cost(Report *R, IrInst *in, CommCost *cost, double mult) {
@@ -145,7 +167,7 @@ static void call_cost(Report *R, IrInst *in, CommCost *cost, double mult) {
 static void block_total(Report *R, IrFn *f, IrBlock *b, CommCost *cost, double mult) {
   for (IrInst *in = b->head; in; in = in->next) {
     if (in->op == IR_FOR) {
-      long long n = trip_count(R, in);
+      long long n = trip_count(R, f, in);
       block_total(R, f, &in->body, cost, mult * (double)(n >= 0 ? n : 1));
     } else if (in->op == IR_IF) {
       block_total(R, f, &in->body, cost, mult);
@@ -164,16 +186,11 @@ static void fn_total(Report *R, IrFn *f, CommCost *out) {
     return; /* not reached, or recursive */
   if (fi->state == 0) {
     fi->state = 1;
-    IrInst **saved = R->def;
-    int nsaved = R->ndef;
-    set_fn(R, f);
     if (f->vjp_fwd) {
       fn_total(R, f->vjp_fwd, &fi->cost);
       fn_total(R, f->vjp_bwd, &fi->cost);
     }
     block_total(R, f, &f->body, &fi->cost, 1);
-    R->def = saved;
-    R->ndef = nsaved;
     fi->state = 2;
   }
   comm_cost_addall(R->c, out, &fi->cost, 1);
@@ -308,7 +325,7 @@ static void print_block(Report *R, IrFn *f, IrBlock *b, int ind, bool bwd) {
     if (!inst_has(R, in))
       continue;
     if (in->op == IR_FOR) {
-      long long n = trip_count(R, in);
+      long long n = trip_count(R, f, in);
       indent(R, ind);
       if (n >= 0)
         fprintf(R->out, "%s  for loop, %lld iteration%s; per iteration:\n", where(R, in->span), n, n == 1 ? "" : "s");
@@ -356,7 +373,6 @@ static const char *fn_title(Report *R, IrFn *f) {
 }
 
 static void print_fn(Report *R, IrFn *f) {
-  set_fn(R, f);
   bool bwd = is_backward(f);
   if (!block_has(R, &f->body) && !f->is_main && !f->exp_fwd)
     return;
@@ -404,9 +420,12 @@ void comm_report(Compiler *c, IrProgram *p, FILE *out, const char *source_path) 
         "# Loops multiply by their trip count; both branches of an if are counted.\n", out);
   if (library)
     fputs("# no main and no export fn: every function is listed\n", out);
+  /* callees before callers: the program's order, main last */
   for (IrFn *f = p->fns; f; f = f->next)
-    if (info(&R, f) && !f->vjp_fwd)
+    if (info(&R, f) && !f->vjp_fwd && !f->is_main)
       print_fn(&R, f);
+  if (p->main)
+    print_fn(&R, p->main);
   fputs("\n", out);
   if (p->main) {
     CommCost tot = {0};

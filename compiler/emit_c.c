@@ -605,6 +605,7 @@ static void emit_fn(Emitter *E, IrFn *f) {
     out(E, 1, "%s%s%s = %s;\n", ct, ct[strlen(ct) - 1] == '*' ? "" : " ", varname(E, s),
         f->vars[s].type->kind == TY_TENSOR ? "NULL" : "0");
   }
+  out(E, 1, "(void)ctx;\n");
   for (int i = 0; i < f->nparams; i++)
     out(E, 1, "(void)%s;\n", vname(E, f->params[i]));
   if (f->uses_tape)

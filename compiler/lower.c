@@ -18,6 +18,7 @@ typedef struct Lower {
   struct { Symbol *sym; int id; bool is_var; } *map;
   size_t cap, count;
   bool failed;
+  int lm_depth;         /* inside local_map blocks */
   int ret_slots[16];    /* results of a function that returns from an if/else */
   int nret_slots;
 } Lower;
@@ -74,6 +75,7 @@ static int emit1(Lower *L, IrOp op, Span sp, Type *t, int nargs, const int *args
 }
 
 static int lower_expr(Lower *L, Expr *e);
+static int to_tensor(Lower *L, int v, Type *want, Span sp);
 
 static Type *host_type(Lower *L, TypeKind kind) { return type_new(L->c, kind); }
 
@@ -576,11 +578,14 @@ static int lower_call(Lower *L, Expr *call) {
     unsupported(L, call->span, "this call");
     return -1;
   }
-  int args[64], n = 0;
+  int args[64], n = 0, i = 0;
   Param *p = s->fn->params;
-  for (Arg *a = call->args; a && n < 64; a = a->next, p = p ? p->next : NULL)
-    if (!(p && p->type->is_axis))
-      args[n++] = lower_expr(L, a->value);
+  for (Arg *a = call->args; a && n < 64; a = a->next, p = p ? p->next : NULL, i++)
+    if (!(p && p->type->is_axis)) {
+      args[n] = lower_expr(L, a->value);
+      args[n] = to_tensor(L, args[n], call->inst->args[i], a->value->span);
+      n++;
+    }
   IrInst *in = emit(L, IR_CALL, call->span);
   ir_set_args(L->c, in, n, args);
   in->callee = callee;
@@ -595,6 +600,20 @@ static int lower_call(Lower *L, Expr *call) {
 }
 
 static void lower_block(Lower *L, Stmt *block);
+
+/* A host number where a tensor is wanted (a literal passed to a tensor
+ * parameter, returned, or stored in a tensor variable) becomes a 0-d tensor. */
+static int to_tensor(Lower *L, int v, Type *want, Span sp) {
+  if (v < 0 || !want || want->kind != TY_TENSOR || !ir_is_host(L->f->values[v].type))
+    return v;
+  Type *t = type_clone(L->c, want);
+  t->literal = false;
+  IrInst *in = emit(L, IR_SCALAR, sp);
+  ir_set_args(L->c, in, 1, &v);
+  in->dst[0] = value(L, t, NULL);
+  in->ndst = 1;
+  return in->dst[0];
+}
 
 static int lower_expr(Lower *L, Expr *e) {
   Type *t = e->ty;
@@ -662,16 +681,16 @@ static int lower_expr(Lower *L, Expr *e) {
   }
   case EX_LOCAL_MAP: {
     /* the local tensors are the global ones' blocks: the body runs as is */
-    Inst *dummy = NULL;
-    (void)dummy;
     int result = -1;
+    L->lm_depth++;
     for (Stmt *s = e->body->body; s; s = s->next) {
       if (s->kind == ST_RETURN) {
-        result = lower_expr(L, s->value);
+        result = to_tensor(L, lower_expr(L, s->value), t, s->span);
         break;
       }
       lower_block(L, s);
     }
+    L->lm_depth--;
     if (result < 0)
       break;
     IrInst *in = emit(L, IR_COPY, e->span);
@@ -690,6 +709,8 @@ static void lower_stmt(Lower *L, Stmt *s) {
   switch (s->kind) {
   case ST_LET: {
     int v = lower_expr(L, s->value);
+    if (!s->targets->next && s->targets->sym)
+      v = to_tensor(L, v, s->targets->sym->info, s->value->span);
     IrInst *last = L->b->tail;
     int i = 0;
     for (Binding *b = s->targets; b; b = b->next, i++) {
@@ -703,8 +724,8 @@ static void lower_stmt(Lower *L, Stmt *s) {
     return;
   }
   case ST_VAR: {
-    int v = lower_expr(L, s->value);
     Binding *b = s->targets;
+    int v = to_tensor(L, lower_expr(L, s->value), b->sym ? b->sym->info : NULL, s->value->span);
     int slot = ir_var(L->c, L->f, L->f->values[v].type, b->name);
     bind(L, b->sym, slot, true);
     IrInst *in = emit(L, IR_VAR_SET, s->span);
@@ -722,6 +743,7 @@ static void lower_stmt(Lower *L, Stmt *s) {
       unsupported(L, s->span, "this assignment");
       return;
     }
+    v = to_tensor(L, v, L->f->vars[slot].type, s->value->span);
     IrInst *in = emit(L, IR_VAR_SET, s->span);
     ir_set_args(L->c, in, 1, &v);
     in->i[0] = slot;
@@ -729,8 +751,11 @@ static void lower_stmt(Lower *L, Stmt *s) {
   }
   case ST_RETURN: {
     int vals[16], n = 0;
-    for (Expr *e = s->value; e && n < 16; e = e->next)
-      vals[n++] = lower_expr(L, e);
+    for (Expr *e = s->value; e && n < 16; e = e->next, n++) {
+      vals[n] = lower_expr(L, e);
+      if (L->lm_depth == 0 && n < L->f->nret)
+        vals[n] = to_tensor(L, vals[n], L->f->ret_types[n], e->span);
+    }
     if (L->nret_slots) {
       for (int r = 0; r < n && r < L->nret_slots; r++) {
         IrInst *in = emit(L, IR_VAR_SET, s->span);

@@ -1098,6 +1098,43 @@ static void planner_free(Planner *P) {
 
 enum { MAX_PLAN = 64 };
 
+static bool sampled_compare(const Mesh *m, const CommCost *a, const CommCost *b, int *worse, int *better);
+
+/* Whether plan moves no more bytes than axis by axis at every mesh size:
+ * proved symbolically, or else tried at every size of 1 to 8 per axis. */
+static bool never_worse(const Mesh *m, const CommCost *plan, const CommCost *naive) {
+  CommCmp cmp = comm_cost_compare(plan, naive);
+  if (cmp == CMP_EQUAL || cmp == CMP_LESS)
+    return true;
+  if (cmp == CMP_GREATER)
+    return false;
+  int worse = 0, better = 0;
+  return sampled_compare(m, plan, naive, &worse, &better) && worse == 0;
+}
+
+static void search_reset(Planner *P) {
+  planner_free(P);
+  P->nodes = NULL;
+  P->hash = NULL;
+  P->heap = NULL;
+  P->nnodes = P->capnodes = P->nheap = P->capheap = 0;
+  P->hcap = 0;
+  P->overflow = false;
+}
+
+/* a better than b: cheaper at the primary sizes, then fewer collectives,
+ * then fewer steps */
+static bool plan_better(const Mesh *m, const long long *sizes, const RsPlan *a, const RsPlan *b) {
+  double ca = 0, cb = 0;
+  comm_cost_eval(m, &a->cost, sizes, &ca);
+  comm_cost_eval(m, &b->cost, sizes, &cb);
+  if (!close_to(ca, cb))
+    return ca < cb;
+  if (a->ncollectives != b->ncollectives)
+    return a->ncollectives < b->ncollectives;
+  return a->nsteps < b->nsteps;
+}
+
 bool rs_plan(Compiler *c, const Mesh *m, const Type *from, const Type *to, bool grouped, RsPlan *out,
              const char *x, const char **why, const char **fix) {
   Planner P;
@@ -1110,52 +1147,50 @@ bool rs_plan(Compiler *c, const Mesh *m, const Type *from, const Type *to, bool 
       *fix = f;
     return false;
   }
-  Move naive[MAX_PLAN], best[MAX_PLAN];
-  int nn = axis_by_axis(&P, naive, MAX_PLAN), nb = -1;
-  if (grouped)
-    nb = search(&P, best, MAX_PLAN);
-  if (nn < 0 && nb < 0) {
+  Move naive[MAX_PLAN], moves[MAX_PLAN];
+  int nn = axis_by_axis(&P, naive, MAX_PLAN);
+  if (nn < 0) { /* cannot happen: every layout is reachable axis by axis */
     planner_free(&P);
     if (why)
       *why = "no sequence of collectives reaches that layout";
     if (fix)
-      *fix = "redistribute in two steps through a replicated type";
+      *fix = "redistribute in two steps, through a replicated type";
     return false;
   }
-  if (nb >= 0 && nn >= 0) { /* never worse than axis by axis */
-    St s = P.src;
-    double cb = 0, cn = 0;
-    for (int i = 0; i < nb; i++) {
-      St nx;
-      apply(&P, &s, &best[i], &nx);
-      cb += move_cost(&P, &s, &nx, &best[i]);
-      s = nx;
+  build_plan(c, m, &P, from, naive, nn, out);
+  if (grouped) {
+    /* the cheapest path at the primary sizes, and at a few other size
+     * vectors (plans that tie at one size can differ at another); the best
+     * at the primary sizes among those never worse than axis by axis */
+    double primary[MAX_MESH_AXES];
+    long long psizes[MAX_MESH_AXES];
+    memcpy(primary, P.esize, sizeof primary);
+    for (int a = 0; a < m->naxes; a++)
+      psizes[a] = (long long)primary[a];
+    int nvec = 3 + 2 * m->naxes;
+    RsPlan naive_plan = *out;
+    for (int v = 0; v < nvec; v++) {
+      for (int a = 0; a < m->naxes; a++) {
+        double e = primary[a];
+        if (v == 1 || v == 2)
+          e = v + 1;
+        else if (v >= 3 && v < 3 + m->naxes)
+          e = a == v - 3 ? 8 : 1;
+        else if (v >= 3 + m->naxes && a == v - 3 - m->naxes)
+          e = 1;
+        P.esize[a] = e;
+      }
+      search_reset(&P);
+      int nb = search(&P, moves, MAX_PLAN);
+      if (nb < 0)
+        continue;
+      RsPlan cand;
+      build_plan(c, m, &P, from, moves, nb, &cand);
+      if (plan_better(m, psizes, &cand, out) && never_worse(m, &cand.cost, &naive_plan.cost))
+        *out = cand;
     }
-    s = P.src;
-    for (int i = 0; i < nn; i++) {
-      St nx;
-      if (!apply(&P, &s, &naive[i], &nx))
-        break;
-      cn += move_cost(&P, &s, &nx, &naive[i]);
-      s = nx;
-    }
-    if (cb > cn && !close_to(cb, cn))
-      nb = -1;
-    else if (close_to(cb, cn)) {
-      /* equal at the evaluation sizes: keep the searched plan only if it
-       * is no worse at every size */
-      RsPlan pb, pn;
-      build_plan(c, m, &P, from, best, nb, &pb);
-      build_plan(c, m, &P, from, naive, nn, &pn);
-      CommCmp cmp = comm_cost_compare(&pb.cost, &pn.cost);
-      if (cmp == CMP_GREATER || cmp == CMP_UNKNOWN)
-        nb = -1;
-    }
+    memcpy(P.esize, primary, sizeof primary);
   }
-  if (nb >= 0)
-    build_plan(c, m, &P, from, best, nb, out);
-  else
-    build_plan(c, m, &P, from, naive, nn, out);
   planner_free(&P);
   return true;
 }
