@@ -187,15 +187,16 @@ static bool want_color(const char *setting) {
   return isatty(fileno(stderr)) && !getenv("NO_COLOR") && term && strcmp(term, "dumb") != 0;
 }
 
-/* Writes the C of the program to path atomically (a temporary, then rename). */
-static bool write_c(Compiler *c, IrProgram *prog, const char *path, const char *source) {
+/* Writes path atomically: a temporary beside it, then rename. */
+static bool write_atomic(Compiler *c, const char *path, void (*write)(Compiler *, IrProgram *, FILE *, const void *),
+                         IrProgram *prog, const void *arg) {
   char *tmp = arena_sprintf(&c->arena, "%s.tmp.%ld", path, (long)getpid());
   FILE *fp = fopen(tmp, "w");
   if (!fp) {
     fprintf(stderr, "spmdc: error: cannot write '%s': %s\n", tmp, strerror(errno));
     return false;
   }
-  emit_c(c, prog, fp, source);
+  write(c, prog, fp, arg);
   bool ok = !ferror(fp);
   ok &= fclose(fp) == 0;
   if (!ok || rename(tmp, path) != 0) {
@@ -204,6 +205,21 @@ static bool write_c(Compiler *c, IrProgram *prog, const char *path, const char *
     return false;
   }
   return true;
+}
+
+static void put_c(Compiler *c, IrProgram *prog, FILE *fp, const void *source) { emit_c(c, prog, fp, source); }
+
+static bool write_c(Compiler *c, IrProgram *prog, const char *path, const char *source) {
+  return write_atomic(c, path, put_c, prog, source);
+}
+
+typedef struct HeaderArgs {
+  const char *source, *guard;
+} HeaderArgs;
+
+static void put_header(Compiler *c, IrProgram *prog, FILE *fp, const void *arg) {
+  const HeaderArgs *h = arg;
+  emit_header(c, prog, fp, h->source, h->guard);
 }
 
 /* NAME.h beside NAME.c: the C entry points of the export fns. */
@@ -218,21 +234,8 @@ static bool write_header(Compiler *c, IrProgram *prog, const char *cpath, const 
   for (const char *p = file; *p; p++)
     sb_putc(&guard, (char)((*p >= 'a' && *p <= 'z') ? *p - 32 : ((*p >= 'A' && *p <= 'Z') || (*p >= '0' && *p <= '9')) ? *p : '_'));
   sb_puts(&guard, "_H");
-  char *tmp = arena_sprintf(&c->arena, "%s.tmp.%ld", path, (long)getpid());
-  FILE *fp = fopen(tmp, "w");
-  if (!fp) {
-    fprintf(stderr, "spmdc: error: cannot write '%s': %s\n", tmp, strerror(errno));
-    return false;
-  }
-  emit_header(c, prog, fp, source, guard.data);
-  bool ok = !ferror(fp);
-  ok &= fclose(fp) == 0;
-  if (!ok || rename(tmp, path) != 0) {
-    fprintf(stderr, "spmdc: error: cannot write '%s': %s\n", path, strerror(errno));
-    remove(tmp);
-    return false;
-  }
-  return true;
+  HeaderArgs h = {source, guard.data};
+  return write_atomic(c, path, put_header, prog, &h);
 }
 
 static const char *env_or(const char *name, const char *dflt) {
