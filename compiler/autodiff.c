@@ -286,6 +286,16 @@ static int cast_bwd(Rev *r, IrInst *in, int dy, Type *xt) {
 
 static void reverse_block(Rev *r, IrBlock *fb);
 
+/* b computes one gradient per argument of in, in order: give it a result
+ * for each argument that needs one, and add those to the adjoints. */
+static void grads_per_arg(Rev *r, IrBlock *here, IrInst *b, IrInst *in, int n) {
+  b->ndst = n;
+  for (int i = 0; i < n; i++)
+    b->dst[i] = i < in->nargs && r->active[in->args[i]] && diff_arg(r->f, in, i) ? bval(r, ftype(r, in->args[i])) : -1;
+  for (int i = 0; i < n && i < in->nargs; i++)
+    contribute(r, here, in->args[i], b->dst[i], b->span);
+}
+
 /* Emits the backward of one active instruction, given the adjoint dy of
  * its (first) result and its residuals (forward id -> backward id). */
 static void bwd_rule(Rev *r, IrInst *in, IrBlock *here, int dy, const int *res_f, const int *res_b, int nres) {
@@ -333,12 +343,7 @@ static void bwd_rule(Rev *r, IrInst *in, IrBlock *here, int dy, const int *res_f
     return;
   }
   case IR_MATMUL: {
-    IrInst *b = bemit(r, IR_MATMUL_BWD, sp, 3, (int[]){RES(in->args[0]), RES(in->args[1]), dy});
-    b->ndst = 2;
-    b->dst[0] = want0 ? bval(r, ftype(r, in->args[0])) : -1;
-    b->dst[1] = want1 ? bval(r, ftype(r, in->args[1])) : -1;
-    contribute(r, here, in->args[0], b->dst[0], sp);
-    contribute(r, here, in->args[1], b->dst[1], sp);
+    grads_per_arg(r, here, bemit(r, IR_MATMUL_BWD, sp, 3, (int[]){RES(in->args[0]), RES(in->args[1]), dy}), in, 2);
     return;
   }
   case IR_EINSUM: {
@@ -348,11 +353,7 @@ static void bwd_rule(Rev *r, IrInst *in, IrBlock *here, int dy, const int *res_f
     args[n++] = dy;
     IrInst *b = bemit(r, IR_EINSUM_BWD, sp, n, args);
     b->s = in->s;
-    b->ndst = in->nargs;
-    for (int i = 0; i < in->nargs; i++)
-      b->dst[i] = r->active[in->args[i]] ? bval(r, ftype(r, in->args[i])) : -1;
-    for (int i = 0; i < in->nargs; i++)
-      contribute(r, here, in->args[i], b->dst[i], sp);
+    grads_per_arg(r, here, b, in, in->nargs);
     return;
   }
   case IR_SUM:
@@ -389,11 +390,7 @@ static void bwd_rule(Rev *r, IrInst *in, IrBlock *here, int dy, const int *res_f
     IrInst *b = bemit(r, in->op == IR_LAYER_NORM ? IR_LAYER_NORM_BWD : IR_RMS_NORM_BWD, sp, 3, args);
     b->i[1] = in->nargs > 1;
     b->f = in->f;
-    b->ndst = in->op == IR_LAYER_NORM ? 3 : 2;
-    for (int i = 0; i < b->ndst; i++)
-      b->dst[i] = i < in->nargs && r->active[in->args[i]] ? bval(r, ftype(r, in->args[i])) : -1;
-    for (int i = 0; i < b->ndst && i < in->nargs; i++)
-      contribute(r, here, in->args[i], b->dst[i], sp);
+    grads_per_arg(r, here, b, in, in->op == IR_LAYER_NORM ? 3 : 2);
     return;
   }
   case IR_CROSS_ENTROPY: {
@@ -451,11 +448,7 @@ static void bwd_rule(Rev *r, IrInst *in, IrBlock *here, int dy, const int *res_f
       args[n++] = RES(in->args[i]);
     IrInst *b = bemit(r, IR_CONCAT_BWD, sp, n, args);
     b->i[0] = in->i[0];
-    b->ndst = in->nargs;
-    for (int i = 0; i < in->nargs; i++)
-      b->dst[i] = r->active[in->args[i]] ? bval(r, ftype(r, in->args[i])) : -1;
-    for (int i = 0; i < in->nargs; i++)
-      contribute(r, here, in->args[i], b->dst[i], sp);
+    grads_per_arg(r, here, b, in, in->nargs);
     return;
   }
   case IR_INDEX:
