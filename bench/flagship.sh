@@ -1,31 +1,43 @@
 #!/bin/sh
-# flagship.sh: issue 6's benchmark. The flagship training program
-# (examples/mlp_tp.spmd) compiled by spmdc against the same computation
-# written by hand in C + MPI + CBLAS (bench/flagship_hand.c), on one mesh,
-# at sizes larger than the .spmd's defaults.
+# flagship.sh: the flagship benchmarks (issue 6 and after). A training program
+# of examples/ compiled by spmdc against the same computation written by hand
+# in C + MPI + CBLAS, on one mesh, at sizes larger than the .spmd's defaults.
 #
-#   bench/flagship.sh [--build DIR] [--runs N]
+#   bench/flagship.sh [--model mlp|block] [--build DIR] [--runs N]
 #
-# Builds what is missing (cmake --build DIR --target spmdc flagship_hand;
-# configures DIR as Release first if it has no CMakeCache.txt), compiles the
-# flagship with `spmdc -D ... -o`, then runs the generated and the hand
-# program alternately (gen, hand, hand, gen, ...) RUNS times each after one
-# untimed warm-up run of each, and reports the median wall time of each
-# (mpirun start-up included, the same for both), the ratio generated/hand,
-# and whether both printed the same losses (to RTOL relative).
+# Models (--model, or MODEL in the environment; default mlp):
+#   mlp    examples/mlp_tp.spmd  against bench/flagship_hand.c
+#          constants B=256 D=512 H=2048 STEPS=50
+#   block  examples/block_sp.spmd against bench/block_hand.c
+#          constants B=8 SEQ=128 D=256 H=1024 L=2 STEPS=20
+# Each constant can be overridden from the environment (e.g. SEQ=256); it is
+# passed to spmdc as `-D NAME=VALUE` and to the hand program as `--NAME VALUE`
+# (`--steps` for STEPS).
 #
-# Environment (defaults): BUILD (REPO/build), SPMDC (BUILD/compiler/spmdc),
-# NP=4 DP=2 TP=2, B=256 D=512 H=2048 STEPS=50, RUNS=5, RTOL=1e-4,
-# SPMDC_FLAGS (extra spmdc flags, e.g. -O3), MPIRUN (mpirun), TIMEOUT=600 s
-# per run. Exit status: 0 the losses agree, 1 they differ or a step failed
-# (including: spmdc cannot compile the program yet), 2 usage.
+# Builds what is missing (cmake --build DIR --target spmdc HAND; configures
+# DIR as Release first if it has no CMakeCache.txt), compiles the model with
+# `spmdc -D ... -o`, then runs the generated and the hand program
+# alternately (gen, hand, hand, gen, ...) RUNS times each after one untimed
+# warm-up run of each, and reports the median wall time of each (mpirun
+# start-up included, the same for both), the ratio generated/hand, and
+# whether both printed the same losses (to RTOL relative; the largest
+# relative difference is printed).
+#
+# Environment (defaults): MODEL (mlp), BUILD (REPO/build), SPMDC
+# (BUILD/compiler/spmdc), NP=4 DP=2 TP=2, the model's constants, RUNS=5,
+# RTOL=1e-4, SPMDC_FLAGS (extra spmdc flags, e.g. -O3), MPIRUN (mpirun),
+# TIMEOUT=600 s per run. Exit status: 0 the losses agree, 1 they differ or a
+# step failed (including: spmdc cannot compile the program yet), 2 usage.
 set -u
 
 root=$(cd "$(dirname "$0")/.." && pwd)
 BUILD=${BUILD:-$root/build}
 RUNS=${RUNS:-5}
+MODEL=${MODEL:-mlp}
 while [ $# -gt 0 ]; do
     case $1 in
+        --model) MODEL=$2; shift 2 ;;
+        --model=*) MODEL=${1#--model=}; shift ;;
         --build) BUILD=$2; shift 2 ;;
         --build=*) BUILD=${1#--build=}; shift ;;
         --runs) RUNS=$2; shift 2 ;;
@@ -38,9 +50,25 @@ case $BUILD in /*) ;; *) BUILD=$(pwd)/$BUILD ;; esac
 build_spmdc=0
 [ -z "${SPMDC:-}" ] && build_spmdc=1
 SPMDC=${SPMDC:-$BUILD/compiler/spmdc}
-HAND=$BUILD/bench/flagship_hand
+# the model: its source, hand-written target, and constants NAME=DEFAULT
+case $MODEL in
+    mlp) src=examples/mlp_tp.spmd hand=flagship_hand consts="B=256 D=512 H=2048 STEPS=50" ;;
+    block) src=examples/block_sp.spmd hand=block_hand consts="B=8 SEQ=128 D=256 H=1024 L=2 STEPS=20" ;;
+    *) echo "flagship.sh: error: unknown model '$MODEL' (mlp or block)" >&2; exit 2 ;;
+esac
+HAND=$BUILD/bench/$hand
 NP=${NP:-4} DP=${DP:-2} TP=${TP:-2}
-B=${B:-256} D=${D:-512} H=${H:-2048} STEPS=${STEPS:-50}
+# defs: spmdc's -D flags; hand_args: the hand program's; sizes: for the report
+defs= hand_args= sizes=
+for kv in $consts; do
+    name=${kv%%=*}
+    eval "val=\${$name:-${kv#*=}}"
+    case $val in ''|*[!0-9.eE+-]*) echo "flagship.sh: error: $name='$val' is not a number" >&2; exit 2 ;; esac
+    flag=$name
+    [ "$name" = STEPS ] && flag=steps
+    defs="$defs -D $name=$val" hand_args="$hand_args --$flag $val" sizes="$sizes $name=$val"
+done
+sizes=${sizes# }
 RTOL=${RTOL:-1e-4}
 MPIRUN=${MPIRUN:-mpirun}
 TIMEOUT=${TIMEOUT:-600}
@@ -51,9 +79,9 @@ die() { echo "flagship.sh: error: $*" >&2; exit 1; }
 case $RUNS in ''|*[!0-9]*|0) echo "flagship.sh: error: --runs needs a positive integer" >&2; exit 2 ;; esac
 [ $((DP * TP)) -eq "$NP" ] || die "DP*TP = $DP*$TP must equal NP = $NP"
 
-tmp=$(mktemp -d "${TMPDIR:-/tmp}/flagship.XXXXXX")
+tmp=$(mktemp -d "${TMPDIR:-/tmp}/flagship_$MODEL.XXXXXX")
 trap 'rm -rf "$tmp"' EXIT
-GEN=$tmp/flagship_gen
+GEN=$tmp/${MODEL}_gen
 
 # --- build (incremental: a no-op when up to date)
 if [ ! -f "$BUILD/CMakeCache.txt" ]; then
@@ -61,9 +89,9 @@ if [ ! -f "$BUILD/CMakeCache.txt" ]; then
     cmake -S "$root" -B "$BUILD" -DCMAKE_BUILD_TYPE=Release > "$tmp/configure.log" 2>&1 ||
         { cat "$tmp/configure.log" >&2; die "cmake configure of $BUILD failed"; }
 fi
-echo "== building flagship_hand in $BUILD"
-cmake --build "$BUILD" -j2 --target flagship_hand > "$tmp/build.log" 2>&1 ||
-    { tail -40 "$tmp/build.log" >&2; die "building flagship_hand failed"; }
+echo "== building $hand in $BUILD"
+cmake --build "$BUILD" -j2 --target "$hand" > "$tmp/build.log" 2>&1 ||
+    { tail -40 "$tmp/build.log" >&2; die "building $hand failed"; }
 if [ $build_spmdc = 1 ]; then
     echo "== building spmdc in $BUILD"
     cmake --build "$BUILD" -j2 --target spmdc > "$tmp/build.log" 2>&1 ||
@@ -71,20 +99,19 @@ if [ $build_spmdc = 1 ]; then
 fi
 [ -x "$SPMDC" ] || die "no spmdc at $SPMDC"
 
-# --- compile the flagship with the generated code
-defs="-D B=$B -D D=$D -D H=$H -D STEPS=$STEPS"
-echo "== spmdc $defs $SPMDC_FLAGS examples/mlp_tp.spmd -o $GEN"
+# --- compile the model with the generated code
+echo "== spmdc$defs${SPMDC_FLAGS:+ $SPMDC_FLAGS} $src -o $GEN"
 # shellcheck disable=SC2086
-if ! "$SPMDC" $defs $SPMDC_FLAGS "$root/examples/mlp_tp.spmd" -o "$GEN" > "$tmp/spmdc.log" 2>&1 ||
+if ! "$SPMDC" $defs $SPMDC_FLAGS "$root/$src" -o "$GEN" > "$tmp/spmdc.log" 2>&1 ||
         [ ! -x "$GEN" ]; then
     cat "$tmp/spmdc.log" >&2
-    die "spmdc cannot compile the flagship to an executable yet ('spmdc FILE -o PROG' failed" \
+    die "spmdc cannot compile $src to an executable yet ('spmdc FILE -o PROG' failed" \
         "or wrote no program); nothing to compare the hand-written version with"
 fi
 
 # --- run
 mesh_gen="--mesh dp=$DP,tp=$TP"
-mesh_hand="--dp $DP --tp $TP --B $B --D $D --H $H --steps $STEPS"
+mesh_hand="--dp $DP --tp $TP$hand_args"
 now() { date +%s.%N; }
 # run KIND OUT: runs one program, prints its wall time in seconds
 run() {
@@ -104,7 +131,7 @@ run() {
 }
 median() { sort -n | awk '{ v[NR] = $1 } END { print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
 
-echo "== $NP ranks, mesh dp=$DP tp=$TP, B=$B D=$D H=$H STEPS=$STEPS; warm-up, then $RUNS runs each"
+echo "== $MODEL: $NP ranks, mesh dp=$DP tp=$TP, $sizes; warm-up, then $RUNS runs each"
 run gen "$tmp/gen.out" > /dev/null
 run hand "$tmp/hand.out" > /dev/null
 : > "$tmp/gen.times"; : > "$tmp/hand.times"

@@ -27,6 +27,7 @@ struct Instance {
   bool ok;             /* the body checked without errors */
   int id;              /* 0, 1, ... per function, for C names */
   void *ir;            /* the lowering's result */
+  unsigned local_mask; /* the axes with local semantics where it was checked */
   Instance *next;
 };
 
@@ -51,7 +52,10 @@ struct Checker {
   int naxes;
   Inst *inst;
   int local_depth;     /* > 0 inside a local fn or local_map body */
-  bool local_axis[MAX_MESH_AXES]; /* axes with local semantics right now */
+  /* axes with local semantics right now (all of them in a local fn, the
+   * `over` axes of the enclosing local_map blocks); the others are global:
+   * their partition specs and shard propagation rules apply */
+  bool local_axis[MAX_MESH_AXES];
   LocalBinding lm[MAX_LM_BINDINGS];
   int nlm;
   int lm_level;        /* local_map blocks around the current point */
@@ -80,6 +84,11 @@ bool is_scalar_like(const Type *t);
 Size axes_size(Checker *k, const Type *axes);
 const char *axes_text(Checker *k, const Type *axes);
 const char *src_text(Checker *k, Expr *e); /* an expression's source, for help lines */
+/* Whether mesh axis a has local semantics at this point (SPEC 7: local fn,
+ * local_map ... over (axes)); every other axis is global. */
+bool check_axis_local(const Checker *k, int a);
+/* Whether every axis is local here (types then print and lay out as local). */
+bool check_all_local(const Checker *k);
 
 /* check_collectives.c */
 Type *check_collective(Checker *k, Expr *call, Builtin op);

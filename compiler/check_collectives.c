@@ -212,9 +212,9 @@ static bool resolve_sdim(Checker *k, Span sp, LType *lt, int ndim) {
 }
 
 /* The shape and spec after moving `x` on `axes` from src to dst. */
-static Type *relayout(Checker *k, Expr *call, Builtin op, const Type *x, const Type *axes, LType src, LType dst) {
+static Type *relayout(Checker *k, Expr *call, Builtin op, const Type *x, const Type *axes, LType src, LType dst,
+                      bool global) {
   Type *r = type_clone(k->c, x);
-  bool global = k->local_depth == 0;
   Size n = axes_size(k, axes);
   Form fs = form_of(src), fd = form_of(dst);
   if (op == BI_REINTERPRET) {
@@ -353,6 +353,41 @@ Type *check_collective(Checker *k, Expr *call, Builtin op) {
   if (!resolve_sdim(k, call->span, &src, x->ndim))
     return type_error();
   const char *xs = src_text(k, xa->value), *as = axes_text(k, axes);
+  /* local or global semantics, per axis (SPEC 7): the listed axes must
+   * all be local here (local_map over them, local fn) or all global */
+  int nloc = 0, a_loc = -1, a_glob = -1;
+  for (int i = 0; i < axes->naxes; i++) {
+    if (check_axis_local(k, axes->axes[i])) {
+      nloc++;
+      a_loc = axes->axes[i];
+    } else {
+      a_glob = axes->axes[i];
+    }
+  }
+  if (nloc && nloc != axes->naxes) {
+    check_error(k, call->span, "%s() over %s mixes a local axis ('%s') with a global one ('%s')", name, as,
+                k->mesh->axes[a_loc].name, k->mesh->axes[a_glob].name);
+    note_at(k->c, (Span){0, 0, 0}, "a local axis has the stacked and per-rank meaning, a global one the partition spec's");
+    help(k->c, "take '%s' local in the local_map as well, or make one call per kind of axis", k->mesh->axes[a_glob].name);
+    return type_error();
+  }
+  bool global = nloc == 0;
+  /* On local axes inside a partly global region, S(i) splits or joins
+   * this rank's block of dim i: not allowed when a global axis shards the
+   * dim (the blocks would interleave with the global layout). */
+  for (int side = 0; side < 2 && !global && !x->local; side++) {
+    LType lt = side ? dst : src;
+    int d = lt.kind == LT_S ? (lt.sdim < 0 ? lt.sdim + x->ndim : lt.sdim) : -1;
+    if (d < 0 || d >= x->ndim || x->spec[d][0] < 0)
+      continue;
+    check_error(k, call->span, "%s() on the local axis %s %s dim %d, which is sharded on the global axis '%s'", name, as,
+                side ? "splits" : "joins", d, k->mesh->axes[x->spec[d][0]].name);
+    note_at(k->c, (Span){0, 0, 0}, "'%s' is %s; its local blocks of dim %d are not contiguous in the global layout", xs,
+            ck_type(k, x), d);
+    help(k->c, "take '%s' local as well (local_map ... over (%s, ...)), or use another dim", k->mesh->axes[x->spec[d][0]].name,
+         k->mesh->axes[x->spec[d][0]].name);
+    return type_error();
+  }
   /* every listed axis must carry the same type, and it must be src */
   for (int i = 0; i < axes->naxes; i++) {
     int a = axes->axes[i];
@@ -377,7 +412,6 @@ Type *check_collective(Checker *k, Expr *call, Builtin op) {
       return type_error();
     }
   }
-  bool global = k->local_depth == 0;
   if (src.kind == LT_S && global && !spec_ends_with(x, src.sdim, axes)) {
     int d;
     check_error(k, call->span, "src=S(%d), but dim %d of '%s' is not sharded on %s as its last axes", src.sdim,
@@ -471,7 +505,7 @@ Type *check_collective(Checker *k, Expr *call, Builtin op) {
     }
   }
   (void)rt;
-  return relayout(k, call, op, x, axes, src, dst);
+  return relayout(k, call, op, x, axes, src, dst, global);
 }
 
 /* redistribute(x, T): the full target type.  The planner (SPEC section 8,

@@ -67,6 +67,70 @@ const char *src_text(Checker *k, Expr *e) { return src(k, e); }
 
 static const char *axis_name(Checker *k, int a) { return k->mesh->axes[a].name; }
 
+/* ---- which axes are local here (SPEC 7, per mesh axis) ---- */
+
+bool check_axis_local(const Checker *k, int a) { return k->local_depth > 0 && k->local_axis[a]; }
+
+bool check_all_local(const Checker *k) {
+  if (k->local_depth == 0)
+    return false;
+  for (int a = 0; a < k->naxes; a++)
+    if (!k->local_axis[a])
+      return false;
+  return true;
+}
+
+static unsigned local_mask(const Checker *k) {
+  unsigned m = 0;
+  for (int a = 0; a < k->naxes; a++)
+    m |= check_axis_local(k, a) ? 1u << a : 0;
+  return m;
+}
+
+/* Enters a local context on the axes `over` (added to those already local);
+ * *saved keeps what leave_local() restores. */
+typedef struct LocalSave {
+  bool axis[MAX_MESH_AXES];
+  int depth;
+} LocalSave;
+
+static void enter_local(Checker *k, const bool over[MAX_MESH_AXES], LocalSave *saved) {
+  memcpy(saved->axis, k->local_axis, sizeof saved->axis);
+  saved->depth = k->local_depth;
+  if (k->local_depth == 0)
+    memset(k->local_axis, 0, sizeof k->local_axis);
+  for (int a = 0; a < k->naxes; a++)
+    k->local_axis[a] |= over[a];
+  k->local_depth++;
+}
+
+static void leave_local(Checker *k, const LocalSave *saved) {
+  memcpy(k->local_axis, saved->axis, sizeof k->local_axis);
+  k->local_depth = saved->depth;
+}
+
+/* The axes sharding dim d of t, as source text: tp or (dp, tp). */
+static const char *dim_axes_text(Checker *k, const Type *t, int d) {
+  StrBuf sb;
+  sb_init(&sb, &k->c->arena);
+  int n = 0;
+  while (n < MAX_MESH_AXES && t->spec[d][n] >= 0)
+    n++;
+  if (n > 1)
+    sb_putc(&sb, '(');
+  for (int j = 0; j < n; j++)
+    sb_printf(&sb, "%s%s", j ? ", " : "", axis_name(k, t->spec[d][j]));
+  if (n > 1)
+    sb_putc(&sb, ')');
+  return sb.data;
+}
+
+/* The text for "sharded on ..." in messages: 'tp' or (dp, tp). */
+static const char *dim_axes_quoted(Checker *k, const Type *t, int d) {
+  const char *s = dim_axes_text(k, t, d);
+  return s[0] == '(' ? s : arena_sprintf(&k->c->arena, "'%s'", s);
+}
+
 /* ---- arguments ---- */
 
 Arg *call_arg(Expr *call, int pos) {
@@ -281,7 +345,7 @@ static void bind_shapes(Checker *k, TypeExpr *te, const Type *actual) {
 static Type *type_from(Checker *k, TypeExpr *te, bool named[MAX_MESH_AXES]) {
   Type *t = type_new(k->c, TY_TENSOR);
   t->dtype = te->dtype;
-  t->local = k->local_depth > 0;
+  t->local = check_all_local(k);
   memset(named, 0, sizeof(bool) * MAX_MESH_AXES);
   bool ok = true;
   for (Dim *d = te->dims; d; d = d->next) {
@@ -313,10 +377,19 @@ static Type *type_from(Checker *k, TypeExpr *te, bool named[MAX_MESH_AXES]) {
       }
       named[ax] = true;
       t->lt[ax] = LT_V;
-      if (!t->local)
+      if (!check_axis_local(k, ax)) {
         t->spec[dim][nk++] = (int8_t)ax;
-      else
+      } else {
+        /* a local axis: the per-rank block; it must lead the dim's axes */
+        if (nk > 0) {
+          check_error(k, a->span, "'%s' is local here, but it follows the global axis '%s' in this dim", a->name,
+                      axis_name(k, t->spec[dim][nk - 1]));
+          note_at(k->c, (Span){0, 0, 0}, "only the leading (major) axes of a dim can be taken local");
+          help(k->c, "take '%s' local too, or list the local axes first", axis_name(k, t->spec[dim][nk - 1]));
+          return NULL;
+        }
         t->shape[dim] = size_div(t->shape[dim], size_axis(ax));
+      }
     }
   }
   for (AxisEntry *e = te->entries; e; e = e->next) {
@@ -342,8 +415,8 @@ static Type *type_from(Checker *k, TypeExpr *te, bool named[MAX_MESH_AXES]) {
         return NULL;
       }
       t->lt[ax] = LT_V;
-      if (!t->local)
-        t->spec[dim][0] = (int8_t)ax;
+      if (!check_axis_local(k, ax))
+        t->spec[dim][0] = (int8_t)ax; /* on a local axis S(i) documents a V: the size is the block's */
     } else {
       t->lt[ax] = e->lt.kind;
     }
@@ -417,6 +490,26 @@ static bool fits_x(Checker *k, Span sp, const Type *want, const bool named[MAX_M
              transition_fix(k, xtext ? xtext : "x", axis_name(k, a), have, need));
       return false;
     }
+  }
+  /* a dim sharded on several named axes: their order (major to minor) */
+  for (int d = 0; d < want->ndim && !actual->literal; d++) {
+    int8_t w[MAX_MESH_AXES], g[MAX_MESH_AXES];
+    int nw = 0, ng = 0;
+    for (int j = 0; j < MAX_MESH_AXES && want->spec[d][j] >= 0; j++)
+      if (named[want->spec[d][j]])
+        w[nw++] = want->spec[d][j];
+    for (int j = 0; j < MAX_MESH_AXES && actual->spec[d][j] >= 0; j++)
+      if (named[actual->spec[d][j]])
+        g[ng++] = actual->spec[d][j];
+    if (nw == ng && memcmp(w, g, (size_t)nw) == 0)
+      continue;
+    check_error(k, sp, "%s: dim %d is sharded on %s, expected %s", what, d, dim_axes_text(k, actual, d),
+                dim_axes_text(k, want, d));
+    note_at(k->c, (Span){0, 0, 0}, "the axes of a dim are major to minor: another order is another block on each rank");
+    note_at(k->c, (Span){0, 0, 0}, "expected %s", ck_type(k, want));
+    note_at(k->c, (Span){0, 0, 0}, "     got %s", ck_type(k, actual));
+    help(k->c, "reorder them: redistribute(%s, %s)", xtext ? xtext : "x", ck_type(k, want));
+    return false;
   }
   return true;
 }
@@ -579,11 +672,47 @@ static Type *as_tensor(Checker *k, Expr *e, Type *t) {
   return type_error();
 }
 
+/* A spec-equal copy of t whose dim d is laid out like dim rd of `like`
+ * (its axes moved there, the axes it had on d gathered to R): the target
+ * of the redistribute that aligns an operand with another (help lines). */
+static Type *aligned_like(Checker *k, const Type *t, int d, const Type *like, int rd) {
+  Type *w = type_clone(k->c, t);
+  for (int j = 0; j < MAX_MESH_AXES && t->spec[d][j] >= 0; j++) {
+    type_spec_remove(w, t->spec[d][j]);
+    w->lt[t->spec[d][j]] = LT_R;
+  }
+  for (int j = 0; j < MAX_MESH_AXES && like->spec[rd][j] >= 0; j++) {
+    type_spec_remove(w, like->spec[rd][j]);
+    type_spec_add(w, d, like->spec[rd][j]);
+    w->lt[like->spec[rd][j]] = LT_V;
+  }
+  w->literal = false;
+  return w;
+}
+
+/* The fix for an operand `o` whose dim d is whole where the reference is
+ * sharded on `axes` (dim rd of `like`): a local convert when o is R or I
+ * on every axis and sharded nowhere on them, else a redistribute. */
+static const char *align_fix(Checker *k, const Operand *o, int d, const Type *like, int rd) {
+  const Type *t = o->t;
+  LTypeKind l0 = t->lt[like->spec[rd][0]];
+  bool simple = t->spec[d][0] < 0 && (l0 == LT_R || l0 == LT_I);
+  for (int j = 0; simple && j < MAX_MESH_AXES && like->spec[rd][j] >= 0; j++)
+    simple = t->lt[like->spec[rd][j]] == l0 && !type_spec_has(t, like->spec[rd][j], NULL);
+  if (simple)
+    return arena_sprintf(&k->c->arena, "convert(%s, %s, src=%s, dst=S(%d))", src(k, o->e), dim_axes_text(k, like, rd),
+                         lt_name(l0), d);
+  return arena_sprintf(&k->c->arena, "redistribute(%s, %s)", src(k, o->e), ck_type(k, aligned_like(k, t, d, like, rd)));
+}
+
 /* NumPy broadcasting of operand shapes, and the partition spec of the
- * result (aligned dims keep their sharding; sharded dims must agree). */
-static Type *broadcast(Checker *k, Span sp, const char *opname, Operand *ops, int n) {
+ * result (SPEC 7): dims that line up (neither of size 1) carry the same
+ * spec in every operand, and an operand broadcast along a dim sharded on
+ * axis a (it lacks the dim, or has size 1 there) must not vary on a: each
+ * rank combines its block with the operand's whole copy. */
+static Type *broadcast(Checker *k, Span sp, const char *opname, Operand *ops, int n, bool specs) {
   Type *r = type_new(k->c, TY_TENSOR);
-  r->local = k->local_depth > 0;
+  r->local = check_all_local(k);
   r->literal = true;
   for (int i = 0; i < n; i++) {
     const Type *t = ops[i].t;
@@ -597,66 +726,84 @@ static Type *broadcast(Checker *k, Span sp, const char *opname, Operand *ops, in
       r->dtype = t->dtype;
       r->literal = false;
     }
-    if (t->ndim > r->ndim) {
-      int shift = t->ndim - r->ndim;
-      for (int d = r->ndim - 1; d >= 0; d--) {
-        r->shape[d + shift] = r->shape[d];
-        memcpy(r->spec[d + shift], r->spec[d], sizeof r->spec[d]);
-      }
-      for (int d = 0; d < shift; d++) {
-        r->shape[d] = t->shape[d];
-        memcpy(r->spec[d], t->spec[d], sizeof r->spec[d]);
-      }
+    if (t->ndim > r->ndim)
       r->ndim = t->ndim;
-    }
   }
   if (r->dtype == DT_NONE)
     for (int i = 0; i < n; i++)
       if (ops[i].t->kind == TY_TENSOR && ops[i].t->dtype != DT_NONE)
         r->dtype = ops[i].t->dtype;
-  for (int i = 0; i < n; i++) {
-    const Type *t = ops[i].t;
-    int shift = r->ndim - t->ndim;
-    for (int d = 0; d < t->ndim; d++) {
-      int rd = d + shift;
-      long long one;
-      bool t_one = size_is_int(t->shape[d], &one) && one == 1;
-      bool r_one = size_is_int(r->shape[rd], &one) && one == 1;
-      if (r_one && !t_one) {
-        r->shape[rd] = t->shape[d];
-        memcpy(r->spec[rd], t->spec[d], sizeof r->spec[rd]);
-      } else if (!t_one && !size_eq(r->shape[rd], t->shape[d])) {
-        check_error(k, sp, "%s: shapes do not broadcast: dim %d is %s in one operand and %s in another", opname,
-                    rd, size_str(k->c, k->mesh, r->shape[rd]), size_str(k->c, k->mesh, t->shape[d]));
+  for (int rd = 0; rd < r->ndim; rd++) {
+    /* the reference: the first operand with a real (non-1) size here,
+     * preferring one that is sharded on this dim */
+    int ref = -1, first = -1;
+    long long one;
+    for (int i = 0; i < n; i++) {
+      const Type *t = ops[i].t;
+      int d = rd - (r->ndim - t->ndim);
+      if (d < 0)
+        continue;
+      if (first < 0)
+        first = i;
+      if (size_is_int(t->shape[d], &one) && one == 1)
+        continue;
+      if (ref < 0 || (ops[ref].t->spec[rd - (r->ndim - ops[ref].t->ndim)][0] < 0 && t->spec[d][0] >= 0))
+        ref = i;
+    }
+    const Type *rt = ops[ref >= 0 ? ref : first].t;
+    int rdd = rd - (r->ndim - rt->ndim);
+    r->shape[rd] = rt->shape[rdd];
+    memcpy(r->spec[rd], rt->spec[rdd], sizeof r->spec[rd]);
+    if (ref < 0)
+      continue;
+    for (int i = 0; i < n; i++) {
+      const Type *t = ops[i].t;
+      int d = rd - (r->ndim - t->ndim);
+      bool bcast = d < 0 || (size_is_int(t->shape[d], &one) && one == 1);
+      if (i == ref || t->literal)
+        continue;
+      if (!bcast && !size_eq(r->shape[rd], t->shape[d])) {
+        check_error(k, sp, "%s: shapes do not broadcast: dim %d is %s in one operand and %s in another", opname, rd,
+                    size_str(k->c, k->mesh, r->shape[rd]), size_str(k->c, k->mesh, t->shape[d]));
         note_operands(k, ops, n);
         return type_error();
-      } else if (!t_one && memcmp(r->spec[rd], t->spec[d], sizeof r->spec[rd]) != 0 && !k->local_depth) {
-        if (t->spec[d][0] < 0 || r->spec[rd][0] < 0) {
-          /* one operand is sharded on this dim, the other is not */
-          const Type *whole = t->spec[d][0] < 0 ? t : NULL;
-          int ax = t->spec[d][0] >= 0 ? t->spec[d][0] : r->spec[rd][0];
-          if (whole || true) {
-            /* the unsharded one must not be V on that axis with another layout */
-            bool other_r = true;
-            for (int j = 0; j < n; j++)
-              if (!ops[j].t->literal && ops[j].t->kind == TY_TENSOR && ops[j].t->lt[ax] == LT_V &&
-                  !type_spec_has(ops[j].t, ax, NULL))
-                other_r = false;
-            if (!other_r) {
-              check_error(k, sp, "%s: dim %d is sharded on '%s' in one operand but not in another", opname, rd,
-                          axis_name(k, ax));
-              help(k->c, "give both operands the same layout on '%s': redistribute one, or broadcast an R value", axis_name(k, ax));
-              return type_error();
-            }
-            if (r->spec[rd][0] < 0)
-              memcpy(r->spec[rd], t->spec[d], sizeof r->spec[rd]);
-          }
-        } else {
-          check_error(k, sp, "%s: dim %d is sharded differently in its operands", opname, rd);
-          help(k->c, "redistribute one operand to the other's layout");
+      }
+      if (!specs)
+        continue;
+      if (!bcast && memcmp(r->spec[rd], t->spec[d], sizeof r->spec[rd]) != 0) {
+        const Operand *o = &ops[i], *re = &ops[ref];
+        if (t->spec[d][0] < 0)
+          check_error(k, sp, "%s: dim %d is sharded on %s in '%s' but whole in '%s'", opname, rd,
+                      dim_axes_quoted(k, r, rd), src(k, re->e), src(k, o->e));
+        else if (r->spec[rd][0] < 0)
+          check_error(k, sp, "%s: dim %d is sharded on %s in '%s' but whole in '%s'", opname, rd,
+                      dim_axes_quoted(k, t, d), src(k, o->e), src(k, re->e));
+        else
+          check_error(k, sp, "%s: dim %d is sharded on %s in '%s' but on %s in '%s'", opname, rd,
+                      dim_axes_quoted(k, r, rd), src(k, re->e), dim_axes_quoted(k, t, d), src(k, o->e));
+        note_at(k->c, (Span){0, 0, 0}, "each rank would combine its own block of one operand with another part of the other");
+        note_operands(k, ops, n);
+        if (r->spec[rd][0] >= 0)
+          help(k->c, "lay both out alike: %s", align_fix(k, o, d, r, rd));
+        else
+          help(k->c, "lay both out alike: %s", align_fix(k, re, rd - (r->ndim - re->t->ndim), t, d));
+        return type_error();
+      }
+      if (bcast && r->spec[rd][0] >= 0)
+        for (int j = 0; j < MAX_MESH_AXES && r->spec[rd][j] >= 0; j++) {
+          int a = r->spec[rd][j], od = -1;
+          if (t->kind != TY_TENSOR || t->lt[a] != LT_V)
+            continue; /* R broadcasts; I and P are combine()'s errors */
+          bool laid = type_spec_has(t, a, &od);
+          check_error(k, sp, "%s: '%s' is broadcast along dim %d, which is sharded on '%s', but it is %s on '%s'", opname,
+                      src(k, ops[i].e), rd, axis_name(k, a),
+                      laid ? arena_sprintf(&k->c->arena, "S(%d)", od) : "V", axis_name(k, a));
+          note_at(k->c, (Span){0, 0, 0}, "a value broadcast along a sharded dim must be the same on every rank (R) on its axis");
+          note_operands(k, ops, n);
+          help(k->c, "gather it first: %s",
+               transition_fix(k, src(k, ops[i].e), axis_name(k, a), ltype_on(t, a), (LType){LT_R, 0}));
           return type_error();
         }
-      }
     }
   }
   return r;
@@ -667,7 +814,8 @@ static Type *elementwise(Checker *k, Span sp, const char *opname, Rule rule, Ope
   for (int i = 0; i < n; i++)
     if (ops[i].t->kind == TY_ERROR)
       return type_error();
-  Type *r = broadcast(k, sp, opname, ops, n);
+  /* shapes, then the local types, then the layouts (SPEC 7) */
+  Type *r = broadcast(k, sp, opname, ops, n, false);
   if (r->kind == TY_ERROR)
     return r;
   if (r->literal) {
@@ -676,6 +824,9 @@ static Type *elementwise(Checker *k, Span sp, const char *opname, Rule rule, Ope
   }
   if (!combine(k, rule, opname, sp, ops, n, r->lt))
     return type_error();
+  Type *laid = broadcast(k, sp, opname, ops, n, true);
+  if (laid->kind == TY_ERROR)
+    return laid;
   /* In global code a sharded dim of the result means V with a layout; a
    * broadcast operand that is R on that axis is fine (each rank uses its copy). */
   return r;
@@ -705,7 +856,7 @@ static bool apply_out_partial(Checker *k, Expr *call, Type *r, const bool contra
         return false;
       }
       int sd;
-      if (!k->local_depth && !contracted[a] && type_spec_has(r, a, &sd)) {
+      if (!contracted[a] && type_spec_has(r, a, &sd)) {
         check_error(k, opa->value->span, "out_partial_axes names '%s', but no contracted dim is sharded on '%s'",
                     axis_name(k, a), axis_name(k, a));
         note_at(k->c, (Span){0, 0, 0}, "dim %d of the result is sharded on '%s': its blocks are parts of a tensor, not terms of a sum",
@@ -725,18 +876,32 @@ static bool apply_out_partial(Checker *k, Expr *call, Type *r, const bool contra
       type_spec_remove(r, a);
     }
   }
-  if (!k->local_depth)
-    for (int a = 0; a < k->naxes; a++)
-      if (contracted[a] && !listed[a]) {
-        check_error(k, call->span, "%s sums over a dim sharded on '%s': the local result is only a part of the sum",
-                    call->kind == EX_CALL && call->lhs->kind == EX_NAME ? call->lhs->name : "this op",
-                    axis_name(k, a));
-        note_at(k->c, (Span){0, 0, 0}, "in global code the result must be declared a pending sum (P) on '%s'",
-                axis_name(k, a));
-        help(k->c, "add out_partial_axes=%s, then reduce it: all_reduce(y, %s, src=P, dst=R)", axis_name(k, a),
-             axis_name(k, a));
-        return false;
-      }
+  /* every axis of a sharded contracted dim must be declared (SPEC 7) */
+  StrBuf need, all;
+  sb_init(&need, &k->c->arena);
+  sb_init(&all, &k->c->arena);
+  int nneed = 0, nall = 0, first = -1;
+  for (int a = 0; a < k->naxes; a++) {
+    if (contracted[a] || listed[a])
+      sb_printf(&all, "%s%s", nall++ ? ", " : "", axis_name(k, a));
+    if (contracted[a] && !listed[a]) {
+      sb_printf(&need, "%s%s", nneed++ ? ", " : "", axis_name(k, a));
+      if (first < 0)
+        first = a;
+    }
+  }
+  if (first >= 0) {
+    const char *opn = call->kind == EX_CALL && call->lhs->kind == EX_NAME ? call->lhs->name
+                    : call->kind == EX_BINARY                           ? "'@'"
+                                                                        : "this op";
+    const char *axs = nall > 1 ? arena_sprintf(&k->c->arena, "(%s)", all.data) : all.data;
+    check_error(k, call->span, "%s sums over a dim sharded on '%s': the local result is only a part of the sum", opn,
+                axis_name(k, first));
+    note_at(k->c, (Span){0, 0, 0}, "in global code the result must be declared a pending sum (P) on %s%s%s",
+            nneed > 1 ? "(" : "'", need.data, nneed > 1 ? ")" : "'");
+    help(k->c, "add out_partial_axes=%s, then reduce it: all_reduce(y, %s, src=P, dst=R)", axs, axs);
+    return false;
+  }
   return true;
 }
 
@@ -805,13 +970,29 @@ static Type *check_reduction(Checker *k, Expr *call, Builtin op) {
   bool any = false;
   for (int a = 0; a < k->naxes; a++)
     any |= contracted[a];
-  if (any && op != BI_SUM && !k->local_depth) {
-    int a = 0;
-    while (!contracted[a])
-      a++;
-    check_error(k, call->span, "%s() over a dim sharded on '%s' would use only this rank's part",
-                builtin_name[op], axis_name(k, a));
-    help(k->c, "gather the dim first: all_gather(%s, %s, src=S(%d), dst=R)", src(k, o.e), axis_name(k, a), lo);
+  if (any && op != BI_SUM) {
+    int sd = lo;
+    while (r->spec[sd][0] < 0)
+      sd++;
+    const char *xs = src(k, o.e), *axs = dim_axes_text(k, r, sd);
+    check_error(k, call->span, "%s() over a dim sharded on %s would use only this rank's part", builtin_name[op],
+                dim_axes_quoted(k, r, sd));
+    if (op == BI_MEAN) {
+      Size cnt = r->shape[sd];
+      if (!has_dim)
+        for (int d = 0, first = 1; d < r->ndim; d++, first = 0)
+          cnt = first ? r->shape[d] : size_mul(cnt, r->shape[d]);
+      note_at(k->c, (Span){0, 0, 0}, "each rank would divide by its block's size, not the dim's");
+      help(k->c, "sum the parts and divide by the global size: sum(%s%s, out_partial_axes=%s) / %s.0", xs,
+           has_dim ? arena_sprintf(&k->c->arena, ", dim=%d", sd) : "", axs,
+           size_str(k->c, k->mesh, cnt));
+    } else if (op == BI_AMAX) {
+      note_at(k->c, (Span){0, 0, 0}, "each rank would find the maximum of its block only");
+      help(k->c, "gather the dim first: all_gather(%s, %s, src=S(%d), dst=R)", xs, axs, sd);
+    } else {
+      note_at(k->c, (Span){0, 0, 0}, "%s() along a dim needs the whole dim on every rank", builtin_name[op]);
+      help(k->c, "gather the dim first: all_gather(%s, %s, src=S(%d), dst=R)", xs, axs, sd);
+    }
     return type_error();
   }
   if (keeps_shape)
@@ -840,6 +1021,54 @@ static Type *check_reduction(Checker *k, Expr *call, Builtin op) {
   return res;
 }
 
+/* ---- the seed's einsum conditions (matmul, einsum; SPEC 7) ---- */
+
+/* A dim both operands have (a contracted or batch label) must be sharded on
+ * the same axes, in the same order, in both. */
+static bool same_spec(Checker *k, const char *opname, Span sp, const char *what, const Operand *x, int dx,
+                      const Operand *y, int dy) {
+  if (memcmp(x->t->spec[dx], y->t->spec[dy], sizeof x->t->spec[dx]) == 0)
+    return true;
+  if (y->t->spec[dy][0] < 0)
+    check_error(k, sp, "%s: %s is sharded on %s in '%s' but whole in '%s'", opname, what, dim_axes_quoted(k, x->t, dx),
+                src(k, x->e), src(k, y->e));
+  else if (x->t->spec[dx][0] < 0)
+    check_error(k, sp, "%s: %s is sharded on %s in '%s' but whole in '%s'", opname, what, dim_axes_quoted(k, y->t, dy),
+                src(k, y->e), src(k, x->e));
+  else
+    check_error(k, sp, "%s: %s is sharded on %s in '%s' but on %s in '%s'", opname, what, dim_axes_quoted(k, x->t, dx),
+                src(k, x->e), dim_axes_quoted(k, y->t, dy), src(k, y->e));
+  note_at(k->c, (Span){0, 0, 0}, "a dim both operands have must be sharded on the same axes, in the same order, in both");
+  Operand ops[2] = {*x, *y};
+  note_operands(k, ops, 2);
+  if (x->t->spec[dx][0] >= 0)
+    help(k->c, "lay both out alike: %s", align_fix(k, y, dy, x->t, dx));
+  else
+    help(k->c, "lay both out alike: %s", align_fix(k, x, dx, y->t, dy));
+  return false;
+}
+
+/* Dim rd of the result r is sharded; an operand without that dim must not
+ * vary on its axes (it would be sharded on them elsewhere: the result
+ * would name an axis twice, or mix its blocks). */
+static bool not_varying_on(Checker *k, const char *opname, Span sp, const Type *r, int rd, const Operand *o) {
+  for (int j = 0; j < MAX_MESH_AXES && r->spec[rd][j] >= 0; j++) {
+    int a = r->spec[rd][j], od = -1;
+    const Type *t = o->t;
+    if (t->kind != TY_TENSOR || t->literal || t->lt[a] != LT_V)
+      continue;
+    bool laid = type_spec_has(t, a, &od);
+    check_error(k, sp, "%s: dim %d of the result is sharded on '%s', but '%s', which does not have that dim, is %s on '%s'",
+                opname, rd, axis_name(k, a), src(k, o->e), laid ? arena_sprintf(&k->c->arena, "S(%d)", od) : "V",
+                axis_name(k, a));
+    note_at(k->c, (Span){0, 0, 0}, "an operand without a sharded dim must be the same on every rank (R) on its axes; "
+            "a mesh axis shards at most one dim");
+    help(k->c, "gather it first: %s", transition_fix(k, src(k, o->e), axis_name(k, a), ltype_on(t, a), (LType){LT_R, 0}));
+    return false;
+  }
+  return true;
+}
+
 static Type *check_matmul(Checker *k, Expr *call, Expr *ea, Expr *eb, const char *opname) {
   Type *a = as_tensor(k, ea, check_expr(k, ea));
   Type *b = as_tensor(k, eb, check_expr(k, eb));
@@ -862,40 +1091,55 @@ static Type *check_matmul(Checker *k, Expr *call, Expr *ea, Expr *eb, const char
     note_at(k->c, (Span){0, 0, 0}, "%s is %s", src(k, eb), ck_type(k, b));
     return type_error();
   }
-  if (memcmp(a->spec[ka], b->spec[kb], sizeof a->spec[ka]) != 0 && !k->local_depth) {
-    check_error(k, call->span, "%s: the contracted dim is sharded differently in its operands", opname);
-    help(k->c, "shard both on the same axes, or gather one first");
-    return type_error();
-  }
   Operand o[2] = {{ea, a}, {eb, b}};
+  if (!same_spec(k, opname, call->span, "the contracted dim", &o[0], ka, &o[1], kb))
+    return type_error();
   Type *r = type_new(k->c, TY_TENSOR);
   r->dtype = a->dtype;
-  r->local = k->local_depth > 0;
+  r->local = check_all_local(k);
   if (!combine(k, RULE_MULTILINEAR, opname, call->span, o, 2, r->lt))
     return type_error();
-  /* batch dims broadcast; then m from a, n from b */
+  /* batch dims broadcast (NumPy); then m from a, n from b */
   int ba = a->ndim - 2 > 0 ? a->ndim - 2 : 0, bb = b->ndim - 2 > 0 ? b->ndim - 2 : 0;
   int nb = ba > bb ? ba : bb;
   for (int d = 0; d < nb; d++) {
     int da = d - (nb - ba), db = d - (nb - bb);
-    const Type *src_t = da >= 0 ? a : b;
-    int sd = da >= 0 ? da : db;
-    if (da >= 0 && db >= 0 && !size_eq(a->shape[da], b->shape[db])) {
-      check_error(k, call->span, "%s: batch dims differ", opname);
+    long long one;
+    bool a1 = da < 0 || (size_is_int(a->shape[da], &one) && one == 1);
+    bool b1 = db < 0 || (size_is_int(b->shape[db], &one) && one == 1);
+    if (!a1 && !b1 && !size_eq(a->shape[da], b->shape[db])) {
+      check_error(k, call->span, "%s: batch dims differ: %s and %s", opname, size_str(k->c, k->mesh, a->shape[da]),
+                  size_str(k->c, k->mesh, b->shape[db]));
+      note_operands(k, o, 2);
       return type_error();
     }
-    r->shape[r->ndim] = src_t->shape[sd];
-    memcpy(r->spec[r->ndim], src_t->spec[sd], sizeof r->spec[0]);
+    int owner = !a1 || b1 ? 0 : 1, od = owner ? db : da;
+    if (od < 0) {
+      owner = 1 - owner;
+      od = owner ? db : da;
+    }
+    r->shape[r->ndim] = o[owner].t->shape[od];
+    memcpy(r->spec[r->ndim], o[owner].t->spec[od], sizeof r->spec[0]);
+    if (!a1 && !b1) {
+      if (!same_spec(k, opname, call->span, arena_sprintf(&k->c->arena, "batch dim %d", d), &o[0], da, &o[1], db))
+        return type_error();
+    } else if (!not_varying_on(k, opname, call->span, r, r->ndim, &o[1 - owner])) {
+      return type_error();
+    }
     r->ndim++;
   }
   if (a->ndim >= 2) {
     r->shape[r->ndim] = a->shape[a->ndim - 2];
     memcpy(r->spec[r->ndim], a->spec[a->ndim - 2], sizeof r->spec[0]);
+    if (!not_varying_on(k, opname, call->span, r, r->ndim, &o[1]))
+      return type_error();
     r->ndim++;
   }
   if (b->ndim >= 2) {
     r->shape[r->ndim] = b->shape[b->ndim - 1];
     memcpy(r->spec[r->ndim], b->spec[b->ndim - 1], sizeof r->spec[0]);
+    if (!not_varying_on(k, opname, call->span, r, r->ndim, &o[0]))
+      return type_error();
     r->ndim++;
   }
   bool contracted[MAX_MESH_AXES] = {0};
@@ -1101,18 +1345,35 @@ static Type *check_misc(Checker *k, Expr *call, Builtin op) {
       help(k->c, "give sizes whose product is %s", size_str(k->c, k->mesh, before));
       return type_error();
     }
-    for (int d = 0; d < r->ndim; d++)
-      if (r->spec[d][0] >= 0 && !k->local_depth) {
-        /* the outermost factor rule of SPEC 7: keep the spec when dim 0 is sharded and kept */
-        if (d == 0 && res->ndim > 0) {
-          memcpy(res->spec[0], r->spec[0], sizeof res->spec[0]);
-          continue;
-        }
-        check_error(k, call->span, "%s() of a dim sharded on '%s' is only allowed on the outermost dim", builtin_name[op],
-                    axis_name(k, r->spec[d][0]));
-        help(k->c, "gather the dim first (all_gather(x, %s, src=S(%d), dst=R)), or reshape inside local_map", axis_name(k, r->spec[d][0]), d);
+    /* SPEC 7: a sharded dim may be split or merged only as the outermost
+     * factor.  Its per-rank blocks stay contiguous runs of the flattened
+     * tensor exactly when some new dim starts where it starts (the same
+     * product of the dims before it); that dim takes its axes. */
+    for (int d = 0; d < r->ndim; d++) {
+      if (r->spec[d][0] < 0)
+        continue;
+      Size pre = size_int(1), opre = size_int(1);
+      for (int j = 0; j < d; j++)
+        pre = size_mul(pre, r->shape[j]);
+      int o = -1;
+      for (int j = 0; j < res->ndim && o < 0; j++) {
+        long long one;
+        if (size_eq(opre, pre) && !(size_is_int(res->shape[j], &one) && one == 1))
+          o = j;
+        opre = size_mul(opre, res->shape[j]);
+      }
+      if (o < 0 || res->spec[o][0] >= 0) {
+        const char *xs = src(k, call_arg(call, 0)->value);
+        check_error(k, call->span, "reshape() of a dim sharded on %s is only allowed on the outermost dim",
+                    dim_axes_quoted(k, r, d));
+        note_at(k->c, (Span){0, 0, 0}, "dim %d of %s would become an inner factor of a new dim, and its blocks would not be "
+                "contiguous", d, ck_type(k, r));
+        help(k->c, "gather the dim first: all_gather(%s, %s, src=S(%d), dst=R), or reshape per rank inside local_map", xs,
+             dim_axes_text(k, r, d), d);
         return type_error();
       }
+      memcpy(res->spec[o], r->spec[d], sizeof res->spec[o]);
+    }
     return res;
   }
   case BI_SLICE: {
@@ -1122,9 +1383,11 @@ static Type *check_misc(Checker *k, Expr *call, Builtin op) {
     if (!named_int(k, call, "dim", &dv, &hd) || !named_int(k, call, "start", &st, &hs) ||
         !named_int(k, call, "end", &en, &he) || !norm_dim(k, call->span, dv, r->ndim, &d))
       return type_error();
-    if (r->spec[d][0] >= 0 && !k->local_depth) {
-      check_error(k, call->span, "slice() of a dim sharded on '%s'", axis_name(k, r->spec[d][0]));
-      help(k->c, "gather the dim first: all_gather(%s, %s, src=S(%d), dst=R), or slice per rank inside local_map", src(k, call_arg(call, 0)->value), axis_name(k, r->spec[d][0]), d);
+    if (r->spec[d][0] >= 0) {
+      check_error(k, call->span, "slice() of a dim sharded on %s", dim_axes_quoted(k, r, d));
+      note_at(k->c, (Span){0, 0, 0}, "each rank holds a block of dim %d; the slice would be taken from every block", d);
+      help(k->c, "gather the dim first: all_gather(%s, %s, src=S(%d), dst=R), or slice per rank inside local_map",
+           src(k, call_arg(call, 0)->value), dim_axes_text(k, r, d), d);
       return type_error();
     }
     long long full;
@@ -1190,11 +1453,19 @@ static Type *check_concat(Checker *k, Expr *call) {
     else
       total = (Size){.unknown = true, .den = 1};
   }
-  if (r->spec[d][0] >= 0 && !k->local_depth) {
-    check_error(k, call->span, "concat() along a dim sharded on '%s'", axis_name(k, r->spec[d][0]));
-    help(k->c, "concatenate along an unsharded dim, or gather first: all_gather(x, %s, src=S(%d), dst=R)", axis_name(k, r->spec[d][0]), d);
-    return type_error();
-  }
+  for (int i = 0; i < n; i++)
+    if (ops[i].t->spec[d][0] >= 0) {
+      check_error(k, call->span, "concat() along a dim sharded on %s", dim_axes_quoted(k, ops[i].t, d));
+      note_at(k->c, (Span){0, 0, 0}, "'%s' is %s: each rank would join its own blocks, which are not the blocks of the result",
+              src(k, ops[i].e), ck_type(k, ops[i].t));
+      help(k->c, "concatenate along an unsharded dim, or gather first: all_gather(%s, %s, src=S(%d), dst=R)",
+           src(k, ops[i].e), dim_axes_text(k, ops[i].t, d), d);
+      return type_error();
+    }
+  for (int i = 1; i < n; i++)
+    for (int j = 0; j < r->ndim; j++)
+      if (!same_spec(k, "concat()", call->span, arena_sprintf(&k->c->arena, "dim %d", j), &ops[0], j, &ops[i], j))
+        return type_error();
   r->shape[d] = total;
   return r;
 }
@@ -1227,25 +1498,38 @@ static Type *check_nn(Checker *k, Expr *call, Builtin op) {
     }
     Type *r = type_new(k->c, TY_TENSOR);
     r->dtype = x->dtype;
-    r->local = k->local_depth > 0;
+    r->local = check_all_local(k);
     if (!combine(k, RULE_NONLINEAR, "cross_entropy()", call->span, ops, 2, r->lt))
       return type_error();
-    if (!k->local_depth && (x->spec[0][0] >= 0 || x->spec[1][0] >= 0)) {
-      int ax = x->spec[0][0] >= 0 ? x->spec[0][0] : x->spec[1][0];
-      check_error(k, call->span, "cross_entropy() takes the mean over a dim sharded on '%s'", axis_name(k, ax));
-      help(k->c, "compute it per rank inside local_map, or gather the logits first");
+    if (x->spec[1][0] >= 0) {
+      check_error(k, call->span, "cross_entropy() takes a softmax over the class dim, which is sharded on %s",
+                  dim_axes_quoted(k, x, 1));
+      note_at(k->c, (Span){0, 0, 0}, "each rank holds only some of the classes of each row");
+      help(k->c, "gather the classes first: all_gather(%s, %s, src=S(1), dst=R)", src(k, ops[0].e), dim_axes_text(k, x, 1));
       return type_error();
     }
+    if (x->spec[0][0] >= 0) {
+      const char *ax = dim_axes_text(k, x, 0);
+      check_error(k, call->span, "cross_entropy() takes the mean over a dim sharded on %s", dim_axes_quoted(k, x, 0));
+      note_at(k->c, (Span){0, 0, 0}, "each rank would average its own rows only");
+      help(k->c, "gather the rows first: cross_entropy(all_gather(%s, %s, src=S(0), dst=R), all_gather(%s, %s, src=S(0), "
+           "dst=R)), or take each rank's mean inside local_map", src(k, ops[0].e), ax, src(k, ops[1].e), ax);
+      return type_error();
+    }
+    if (!same_spec(k, "cross_entropy()", call->span, "dim 0", &ops[0], 0, &ops[1], 0))
+      return type_error();
     return r;
   }
   if (x->ndim < 1) {
     check_error(k, call->span, "%s() needs at least one dim", builtin_name[op]);
     return type_error();
   }
-  if (x->spec[x->ndim - 1][0] >= 0 && !k->local_depth) {
-    check_error(k, call->span, "%s() normalises over the last dim, which is sharded on '%s'", builtin_name[op],
-                axis_name(k, x->spec[x->ndim - 1][0]));
-    help(k->c, "gather it first: all_gather(%s, %s, src=S(%d), dst=R)", src(k, ops[0].e), axis_name(k, x->spec[x->ndim - 1][0]), x->ndim - 1);
+  if (x->spec[x->ndim - 1][0] >= 0) {
+    check_error(k, call->span, "%s() normalises over the last dim, which is sharded on %s", builtin_name[op],
+                dim_axes_quoted(k, x, x->ndim - 1));
+    note_at(k->c, (Span){0, 0, 0}, "each rank would normalise its block with its block's own statistics");
+    help(k->c, "gather it first: all_gather(%s, %s, src=S(%d), dst=R)", src(k, ops[0].e),
+         dim_axes_text(k, x, x->ndim - 1), x->ndim - 1);
     return type_error();
   }
   return elementwise(k, call->span, arena_sprintf(&k->c->arena, "%s()", builtin_name[op]), RULE_NONLINEAR, ops, n);
@@ -1269,6 +1553,13 @@ static Type *check_embedding(Checker *k, Expr *call) {
   r->shape[r->ndim] = w->shape[1];
   memcpy(r->spec[r->ndim], w->spec[1], sizeof r->spec[0]);
   r->ndim++;
+  /* the seed's condition 2: the table has none of the ids' dims, the ids
+   * not the feature dim */
+  for (int d = 0; d + 1 < r->ndim; d++)
+    if (!not_varying_on(k, "embedding()", call->span, r, d, &o[1]))
+      return type_error();
+  if (!not_varying_on(k, "embedding()", call->span, r, r->ndim - 1, &o[0]))
+    return type_error();
   bool contracted[MAX_MESH_AXES] = {0};
   for (int j = 0; j < MAX_MESH_AXES && w->spec[0][j] >= 0; j++)
     contracted[w->spec[0][j]] = true;
@@ -1308,6 +1599,7 @@ static Type *check_einsum(Checker *k, Expr *call) {
   Size lsize[128];
   bool lset[128] = {0}, in_out[128] = {0};
   int8_t lspec[128][MAX_MESH_AXES];
+  int lop[128], ldim[128]; /* where a label was first seen */
   const char *p = spec;
   for (int i = 0; i < n; i++) {
     int d = 0;
@@ -1319,9 +1611,17 @@ static Type *check_einsum(Checker *k, Expr *call) {
         check_error(k, fa->value->span, "einsum operand %d: subscripts do not match %s", i + 1, ck_type(k, ops[i].t));
         return type_error();
       }
-      if (lset[ch] && (!size_eq(lsize[ch], ops[i].t->shape[d]) || memcmp(lspec[ch], ops[i].t->spec[d], sizeof lspec[ch]))) {
-        check_error(k, fa->value->span, "einsum label '%c' has different sizes or shardings in its operands", ch);
+      if (lset[ch] && !size_eq(lsize[ch], ops[i].t->shape[d])) {
+        check_error(k, fa->value->span, "einsum label '%c' is %s in operand %d but %s in operand %d", ch,
+                    size_str(k->c, k->mesh, lsize[ch]), lop[ch] + 1, size_str(k->c, k->mesh, ops[i].t->shape[d]), i + 1);
         return type_error();
+      }
+      if (lset[ch] && !same_spec(k, "einsum()", call->span, arena_sprintf(&k->c->arena, "label '%c'", ch), &ops[lop[ch]],
+                                 ldim[ch], &ops[i], d))
+        return type_error();
+      if (!lset[ch]) {
+        lop[ch] = i;
+        ldim[ch] = d;
       }
       lset[ch] = true;
       lsize[ch] = ops[i].t->shape[d];
@@ -1337,7 +1637,7 @@ static Type *check_einsum(Checker *k, Expr *call) {
   }
   Type *r = type_new(k->c, TY_TENSOR);
   r->dtype = ops[0].t->dtype;
-  r->local = k->local_depth > 0;
+  r->local = check_all_local(k);
   if (!combine(k, RULE_MULTILINEAR, "einsum()", call->span, ops, n, r->lt))
     return type_error();
   for (p = arrow + 2; *p; p++) {
@@ -1348,9 +1648,25 @@ static Type *check_einsum(Checker *k, Expr *call) {
       check_error(k, fa->value->span, "einsum output label '%c' is not in any operand", *p);
       return type_error();
     }
+    if (in_out[ch]) {
+      check_error(k, fa->value->span, "einsum output label '%c' appears twice", *p);
+      return type_error();
+    }
     in_out[ch] = true;
     r->shape[r->ndim] = lsize[ch];
     memcpy(r->spec[r->ndim], lspec[ch], sizeof lspec[ch]);
+    /* the seed's condition 2: an operand without this label must not be
+     * sharded on the axes that shard it */
+    const char *q = spec;
+    for (int i = 0; i < n; i++) {
+      bool has = false;
+      for (; *q && *q != ',' && q < arrow; q++)
+        has |= (unsigned char)*q == ch;
+      if (*q == ',')
+        q++;
+      if (!has && !not_varying_on(k, "einsum()", call->span, r, r->ndim, &ops[i]))
+        return type_error();
+    }
     r->ndim++;
   }
   bool contracted[MAX_MESH_AXES] = {0};
@@ -1474,6 +1790,29 @@ static void run_instance(Checker *k, Instance *self, Inst *inst) {
   k->current = saved;
 }
 
+static const char *lt_text_of(Checker *k, const Type *t, int a) {
+  LType l = ltype_on(t, a);
+  return l.kind == LT_S ? arena_sprintf(&k->c->arena, "S(%d)", l.sdim) : lt_name(l.kind);
+}
+
+/* The result of a local fn returned where some axes are global: it must not
+ * vary on them (a V there has no layout in global code). */
+static bool local_result_ok(Checker *k, Expr *call, FnDecl *fn, const Type *ret, const bool was_local[MAX_MESH_AXES]) {
+  int n = ret->kind == TY_TUPLE ? ret->nelems : 1;
+  for (int i = 0; i < n; i++) {
+    const Type *t = ret->kind == TY_TUPLE ? ret->elems[i] : ret;
+    for (int a = 0; a < k->naxes && t->kind == TY_TENSOR; a++)
+      if (!was_local[a] && t->lt[a] == LT_V) {
+        check_error(k, call->span, "'%s' is a local fn returning a V value on mesh axis '%s', which is global here",
+                    fn->name, axis_name(k, a));
+        note_at(k->c, (Span){0, 0, 0}, "the result is %s; in global code a V value needs a layout", ck_type(k, t));
+        help(k->c, "take '%s' local as well: local_map (...) over (..., %s) { ... }", axis_name(k, a), axis_name(k, a));
+        return false;
+      }
+  }
+  return true;
+}
+
 static Type *check_fn_call(Checker *k, Expr *call, FnDecl *fn) {
   for (Inst *i = k->inst; i; i = i->parent)
     if (i->fn == fn) {
@@ -1486,6 +1825,9 @@ static Type *check_fn_call(Checker *k, Expr *call, FnDecl *fn) {
     help(k->c, "let y: T = local_map (x) over (axes) { return %s(x); };", fn->name);
     return type_error();
   }
+  bool was_local[MAX_MESH_AXES];
+  for (int a = 0; a < k->naxes; a++)
+    was_local[a] = check_axis_local(k, a);
   /* Evaluate arguments in the caller, then bind the callee's parameters. */
   int nparams = 0;
   for (Param *p = fn->params; p; p = p->next)
@@ -1527,8 +1869,24 @@ static Type *check_fn_call(Checker *k, Expr *call, FnDecl *fn) {
         args[i] = as_tensor(k, argx[i], args[i]); /* a number passed for a tensor parameter */
     }
   }
+  /* A local fn runs local on every axis.  Where some axis is global (a
+   * local_map over other axes), its arguments and result must not vary on
+   * that axis: R, I and P values mean the same locally and globally, V
+   * values do not (their layout would be lost). */
+  if (fn->flags & FN_LOCAL)
+    for (int j = 0; j < n; j++)
+      for (int a = 0; a < k->naxes && args[j]->kind == TY_TENSOR; a++)
+        if (!was_local[a] && args[j]->lt[a] == LT_V) {
+          check_error(k, argx[j]->span, "'%s' is a local fn, but mesh axis '%s' is global here and '%s' is %s on it",
+                      fn->name, axis_name(k, a), src(k, argx[j]), lt_text_of(k, args[j], a));
+          note_at(k->c, (Span){0, 0, 0}, "a local fn sees per-rank blocks on every axis; a sharded value's layout on '%s' would be lost",
+                  axis_name(k, a));
+          help(k->c, "take '%s' local as well: local_map (...) over (..., %s) { ... }", axis_name(k, a), axis_name(k, a));
+          return type_error();
+        }
+  unsigned mask = (fn->flags & FN_LOCAL) ? (k->naxes >= 32 ? ~0u : (1u << k->naxes) - 1) : local_mask(k);
   for (Instance *in = k->instances; in; in = in->next) {
-    if (in->fn != fn || in->nargs != n)
+    if (in->fn != fn || in->nargs != n || in->local_mask != mask)
       continue;
     bool same = true;
     for (int j = 0; j < n && same; j++)
@@ -1543,6 +1901,7 @@ static Type *check_fn_call(Checker *k, Expr *call, FnDecl *fn) {
     }
   }
   Instance *self = new_instance(k, fn, n, args);
+  self->local_mask = mask;
   call->inst = self;
   /* Bind: axis parameters, then shape variables, then parameter types. */
   Inst inst = {.fn = fn, .call = call->span, .parent = k->inst};
@@ -1562,9 +1921,12 @@ static Type *check_fn_call(Checker *k, Expr *call, FnDecl *fn) {
     for (Dim *d = t->dims; d; d = d->next)
       if (d->size->kind == EX_NAME && d->size->sym && d->size->sym->kind == SYM_SHAPEVAR)
         d->size->sym->info = NULL;
-  int saved_local = k->local_depth;
-  if (fn->flags & FN_LOCAL)
-    k->local_depth++;
+  LocalSave saved_local;
+  bool all_axes[MAX_MESH_AXES];
+  memset(all_axes, 1, sizeof all_axes);
+  enter_local(k, all_axes, &saved_local);
+  if (!(fn->flags & FN_LOCAL)) /* a plain fn runs with its caller's axes */
+    leave_local(k, &saved_local);
   i = 0;
   for (Param *p = fn->params; p; p = p->next, i++)
     if (!p->type->is_axis)
@@ -1585,6 +1947,12 @@ static Type *check_fn_call(Checker *k, Expr *call, FnDecl *fn) {
     }
     Type *bound = type_clone(k->c, args[i]);
     bound->literal = false;
+    if (check_all_local(k) && !bound->local) { /* a block seen from a local fn */
+      bool any = false;
+      for (int d = 0; d < bound->ndim; d++)
+        any |= bound->spec[d][0] >= 0;
+      bound->local = !any;
+    }
     if (args[i]->literal) {
       bound = want;
       for (int a = 0; a < k->naxes; a++)
@@ -1594,7 +1962,7 @@ static Type *check_fn_call(Checker *k, Expr *call, FnDecl *fn) {
     p->name->sym->info = bound;
   }
   if (!ok) {
-    k->local_depth = saved_local;
+    leave_local(k, &saved_local);
     note_at(k->c, fn->span, "'%s' is declared here", fn->name);
     self->ok = false;
     return type_error();
@@ -1608,8 +1976,10 @@ static Type *check_fn_call(Checker *k, Expr *call, FnDecl *fn) {
   run_instance(k, self, &inst);
   k->lm_level = saved_lm;
   k->inst = inst.parent;
-  k->local_depth = saved_local;
+  leave_local(k, &saved_local);
   if (!self->ok)
+    return type_error();
+  if ((fn->flags & FN_LOCAL) && self->ret && !local_result_ok(k, call, fn, self->ret, was_local))
     return type_error();
   return self->ret ? self->ret : type_new(k->c, TY_VOID);
 }
@@ -1767,8 +2137,113 @@ static Type *check_name(Checker *k, Expr *e, Symbol *s) {
   return type_error();
 }
 
+/* The global type of a local_map's result: `want` (declared; `wl` is it
+ * seen locally), checked against what the block returned (SPEC 7: S(i) on
+ * a local axis is a local V whose size times the axis size is the global
+ * dim; on the other axes the types are the same).  Axes `want` leaves open
+ * take the block's type, except a V on a local axis, whose layout only the
+ * declaration can give. */
+static Type *local_map_result(Checker *k, Expr *e, const Type *want, const bool named[MAX_MESH_AXES], const Type *wl,
+                              const Type *got, const bool over[MAX_MESH_AXES]) {
+  const char *why = NULL, *fix = NULL;
+  if (got->dtype != wl->dtype)
+    why = arena_sprintf(&k->c->arena, "the block returns %s, the declared type is %s", dtype_name(got->dtype),
+                        dtype_name(wl->dtype));
+  else if (got->ndim != wl->ndim)
+    why = arena_sprintf(&k->c->arena, "the block returns %d dim%s, the declared type has %d", got->ndim,
+                        got->ndim == 1 ? "" : "s", wl->ndim);
+  for (int d = 0; !why && d < wl->ndim; d++) {
+    if (size_eq(got->shape[d], wl->shape[d]))
+      continue;
+    int a = -1;
+    for (int j = 0; j < MAX_MESH_AXES && want->spec[d][j] >= 0 && a < 0; j++)
+      if (over[want->spec[d][j]])
+        a = want->spec[d][j];
+    if (a >= 0)
+      why = arena_sprintf(&k->c->arena, "dim %d: the block's %s is not the declared %s divided by the size of '%s'", d,
+                          size_str(k->c, k->mesh, got->shape[d]), size_str(k->c, k->mesh, want->shape[d]), axis_name(k, a));
+    else
+      why = arena_sprintf(&k->c->arena, "dim %d: the block's size is %s, the declared %s", d,
+                          size_str(k->c, k->mesh, got->shape[d]), size_str(k->c, k->mesh, wl->shape[d]));
+  }
+  for (int a = 0; !why && a < k->naxes; a++) {
+    LType g = ltype_on(got, a), w = ltype_on(wl, a);
+    if (!named[a]) {
+      if (over[a] && got->lt[a] == LT_V) {
+        why = arena_sprintf(&k->c->arena, "the block is V on '%s', and the declared type does not say which dim it shards",
+                            axis_name(k, a));
+        fix = arena_sprintf(&k->c->arena, "declare the layout: @%s on the dim whose blocks the ranks hold", axis_name(k, a));
+      }
+      continue;
+    }
+    if (g.kind == w.kind && g.sdim == w.sdim)
+      continue;
+    bool sharded = type_spec_has(want, a, NULL);
+    why = arena_sprintf(&k->c->arena, "on '%s' the block is %s, but the declared type is %s", axis_name(k, a),
+                        lt_text_of(k, got, a), over[a] && sharded ? "S(i) there (a V block)" : lt_text_of(k, wl, a));
+    if (over[a] && got->lt[a] == LT_V && !sharded)
+      fix = arena_sprintf(&k->c->arena, "a V result on '%s' is declared as S(i): write @%s on the dim it splits",
+                          axis_name(k, a), axis_name(k, a));
+    else if (over[a] && g.kind != LT_NONE && w.kind != LT_NONE)
+      fix = arena_sprintf(&k->c->arena, "end the block with the conversion to %s: return %s;", lt_name(w.kind),
+                          transition_fix(k, "y", axis_name(k, a), g.kind == LT_V ? (LType){LT_V, 0} : g,
+                                         w.kind == LT_V ? (LType){LT_S, 0} : w));
+  }
+  if (why) {
+    check_error(k, e->span, "the local_map block returns %s, but the declared type is %s (locally %s)", ck_type(k, got),
+                ck_type(k, want), ck_type(k, wl));
+    note_at(k->c, (Span){0, 0, 0}, "%s", why);
+    help(k->c, "%s", fix ? fix : "declare the type the block returns: on each local axis a V result is S(i) of a dim i "
+                                 "that is the axis size times larger");
+    return type_error();
+  }
+  Type *r = type_clone(k->c, want);
+  for (int a = 0; a < k->naxes; a++) {
+    int d;
+    if (named[a])
+      continue;
+    r->lt[a] = got->lt[a];
+    if (!over[a] && type_spec_has(got, a, &d))
+      type_spec_add(r, d, a);
+  }
+  return r;
+}
+
+/* The local type of `t` on the axes `over` (SPEC 7): each dim's leading
+ * axes that are taken local leave the partition spec and divide the size.
+ * Reports on `sp` when a local axis follows a global one in a dim. */
+static Type *localize(Checker *k, Span sp, const Type *t, const bool over[MAX_MESH_AXES], const char *what) {
+  Type *lt = type_clone(k->c, t);
+  for (int d = 0; lt->kind == TY_TENSOR && d < lt->ndim; d++) {
+    int8_t keep[MAX_MESH_AXES];
+    memset(keep, -1, sizeof keep);
+    int nk = 0;
+    for (int j = 0; j < MAX_MESH_AXES && t->spec[d][j] >= 0; j++) {
+      int ax = t->spec[d][j];
+      if (!over[ax]) {
+        keep[nk++] = (int8_t)ax;
+        continue;
+      }
+      if (nk > 0) {
+        check_error(k, sp, "local_map over '%s': dim %d of %s is sharded on %s, and only its leading axes can be taken local",
+                    axis_name(k, ax), d, what, dim_axes_text(k, t, d));
+        note_at(k->c, (Span){0, 0, 0}, "with '%s' global, the blocks a rank sees on '%s' are not one block of the dim",
+                axis_name(k, keep[0]), axis_name(k, ax));
+        help(k->c, "take the axes before it local too: over (%s, ...), or reorder the dim's axes first with redistribute",
+             axis_name(k, keep[0]));
+        return NULL;
+      }
+      lt->shape[d] = size_div(lt->shape[d], size_axis(ax));
+    }
+    memcpy(lt->spec[d], keep, sizeof keep);
+  }
+  return lt;
+}
+
 /* local_map (vars) over (axes) { body }: the listed variables take their
- * local types on the listed axes; the result must match `want` there. */
+ * local types on the listed axes, which switch to local semantics inside
+ * (the others stay global); the block's result must be the declared
+ * global type seen locally on those axes. */
 static Type *check_local_map(Checker *k, Expr *e, TypeExpr *want_te) {
   bool over[MAX_MESH_AXES] = {0};
   int lm_mark = k->nlm;
@@ -1777,11 +2252,21 @@ static Type *check_local_map(Checker *k, Expr *e, TypeExpr *want_te) {
       int ax = axis_of(a);
       if (ax < 0)
         return type_error();
+      if (over[ax]) {
+        check_error(k, e->span, "local_map over (...) lists mesh axis '%s' twice", a->name);
+        help(k->c, "list each axis once");
+        return type_error();
+      }
+      if (check_axis_local(k, ax)) {
+        check_error(k, e->span, "local_map over '%s', which is local here already", a->name);
+        help(k->c, "drop '%s' from the list: inside this block it is local anyway", a->name);
+        return type_error();
+      }
       over[ax] = true;
     }
   } else {
     for (int a = 0; a < k->naxes; a++)
-      over[a] = true;
+      over[a] = !check_axis_local(k, a);
   }
   if (!want_te) {
     check_error(k, e->span, "local_map needs the global type of its result");
@@ -1792,44 +2277,36 @@ static Type *check_local_map(Checker *k, Expr *e, TypeExpr *want_te) {
   Type *want = type_from(k, want_te, named);
   if (!want)
     return type_error();
+  /* the declared type seen locally: checked before the body */
+  Type *wl = localize(k, e->span, want, over, "the declared type");
+  if (!wl)
+    return type_error();
   /* rebind the variables with local shapes on the `over` axes */
+  LocalSave saved_axes;
+  enter_local(k, over, &saved_axes);
+  bool all = check_all_local(k);
+  wl->local = all;
   for (AxisRef *v = e->lm_vars; v; v = v->next) {
     if (!v->sym || !v->sym->info)
       continue;
-    Type *outer = v->sym->info;
-    Type *lt = type_clone(k->c, outer);
-    for (int d = 0; lt->kind == TY_TENSOR && d < lt->ndim; d++) {
-      int8_t keep[MAX_MESH_AXES];
-      memset(keep, -1, sizeof keep);
-      int nk = 0;
-      bool leading = true;
-      for (int j = 0; j < MAX_MESH_AXES && lt->spec[d][j] >= 0; j++) {
-        int ax = lt->spec[d][j];
-        if (over[ax]) {
-          if (!leading) {
-            check_error(k, e->span, "local_map over '%s': dim %d of '%s' is sharded on (%s, ...) and only the leading axes can be taken local",
-                        axis_name(k, ax), d, v->name, axis_name(k, lt->spec[d][0]));
-            return type_error();
-          }
-          lt->shape[d] = size_div(lt->shape[d], size_axis(ax));
-        } else {
-          leading = false;
-          keep[nk++] = (int8_t)ax;
-        }
-      }
-      memcpy(lt->spec[d], keep, sizeof keep);
+    Type *lt = localize(k, e->span, v->sym->info, over, arena_sprintf(&k->c->arena, "'%s'", v->name));
+    if (!lt) {
+      leave_local(k, &saved_axes);
+      k->nlm = lm_mark;
+      return type_error();
     }
+    if (lt->kind == TY_TENSOR)
+      lt->local = all;
     if (k->nlm < MAX_LM_BINDINGS)
       k->lm[k->nlm++] = (LocalBinding){v->sym, lt};
   }
-  k->local_depth++;
   k->lm_level++;
   Inst inst = {.fn = k->inst ? k->inst->fn : NULL, .call = (Span){0, 0, 0}, .parent = k->inst};
   Inst *saved = k->inst;
   k->inst = &inst;
   check_block(k, e->body);
   k->inst = saved;
-  k->local_depth--;
+  leave_local(k, &saved_axes);
   k->nlm = lm_mark;
   k->lm_level--;
   if (!inst.returned) {
@@ -1839,38 +2316,7 @@ static Type *check_local_map(Checker *k, Expr *e, TypeExpr *want_te) {
   Type *got = inst.ret;
   if (got->kind != TY_TENSOR)
     return got->kind == TY_ERROR ? got : type_error();
-  /* the declared global type seen locally on the `over` axes */
-  Type *wl = type_clone(k->c, want);
-  for (int d = 0; d < wl->ndim; d++)
-    for (int j = 0; j < MAX_MESH_AXES && wl->spec[d][j] >= 0; j++)
-      if (over[wl->spec[d][j]])
-        wl->shape[d] = size_div(wl->shape[d], size_axis(wl->spec[d][j]));
-  for (int d = 0; d < wl->ndim; d++) {
-    int8_t keep[MAX_MESH_AXES];
-    memset(keep, -1, sizeof keep);
-    int nk = 0;
-    for (int j = 0; j < MAX_MESH_AXES && wl->spec[d][j] >= 0; j++)
-      if (!over[wl->spec[d][j]])
-        keep[nk++] = wl->spec[d][j];
-    memcpy(wl->spec[d], keep, sizeof keep);
-  }
-  bool ok = got->dtype == wl->dtype && got->ndim == wl->ndim;
-  for (int d = 0; ok && d < wl->ndim; d++)
-    ok = size_eq(got->shape[d], wl->shape[d]);
-  for (int a = 0; ok && a < k->naxes; a++)
-    if (named[a] && over[a])
-      ok = got->lt[a] == want->lt[a];
-  if (!ok) {
-    check_error(k, e->span, "the local_map block returns %s, but the declared type is %s (locally %s)",
-                ck_type(k, got), ck_type(k, want), ck_type(k, wl));
-    help(k->c, "declare the type the block returns: on each local axis a V result is S(i) of a dim i that is the axis size times larger");
-    return type_error();
-  }
-  Type *r = type_clone(k->c, want);
-  for (int a = 0; a < k->naxes; a++)
-    if (!named[a])
-      r->lt[a] = got->lt[a];
-  return r;
+  return local_map_result(k, e, want, named, wl, got, over);
 }
 
 static Type *check_expr_kind(Checker *k, Expr *e);
@@ -1944,9 +2390,11 @@ static Type *check_expr_kind(Checker *k, Expr *e) {
       check_error(k, e->rhs->span, "an index must be a host integer, not %s", ck_type(k, i));
       return type_error();
     }
-    if (x->spec[0][0] >= 0 && !k->local_depth) {
-      check_error(k, e->span, "indexing selects from dim 0, which is sharded on '%s'", axis_name(k, x->spec[0][0]));
-      help(k->c, "keep the leading dim (the layer index) unsharded, e.g. f32[L, D, H@%s]", axis_name(k, x->spec[0][0]));
+    if (x->spec[0][0] >= 0) {
+      check_error(k, e->span, "indexing selects from dim 0, which is sharded on %s", dim_axes_quoted(k, x, 0));
+      note_at(k->c, (Span){0, 0, 0}, "index %s is on one rank's block only", src(k, e->rhs));
+      help(k->c, "gather the dim first (all_gather(%s, %s, src=S(0), dst=R)), or keep the leading dim (the layer index) "
+           "unsharded, e.g. f32[L, D, H@%s]", src(k, e->lhs), dim_axes_text(k, x, 0), axis_name(k, x->spec[0][0]));
       return type_error();
     }
     Type *r = type_clone(k->c, x);
@@ -2280,6 +2728,7 @@ static void check_standalone(Checker *k, FnDecl *fn) {
   Inst inst = {.fn = fn};
   k->inst = &inst;
   k->local_depth = (fn->flags & FN_LOCAL) ? 1 : 0;
+  memset(k->local_axis, (fn->flags & FN_LOCAL) ? 1 : 0, sizeof k->local_axis);
   bool ok = true;
   int n = 0;
   for (Param *p = fn->params; p; p = p->next)
@@ -2299,8 +2748,11 @@ static void check_standalone(Checker *k, FnDecl *fn) {
     if (k->dump)
       dump_binding(k, p->name, t);
   }
-  if (ok)
-    run_instance(k, new_instance(k, fn, n, args), &inst);
+  if (ok) {
+    Instance *self = new_instance(k, fn, n, args);
+    self->local_mask = local_mask(k);
+    run_instance(k, self, &inst);
+  }
   k->inst = NULL;
   k->local_depth = 0;
 }

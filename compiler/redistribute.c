@@ -14,18 +14,22 @@
  * appended: that is how the runtime's blocks are laid out (block index
  * i_a * n_b + i_b for [N@(a, b)]).
  *
- * The planned sequence is the cheapest path from the source layout to the
+ * The planned sequence is a cheapest path from the source layout to the
  * target in the graph of these steps over every group of axes (Dijkstra),
- * costs being bytes per rank at the evaluation sizes (the declared mesh
- * sizes; 4 for an axis declared without a size or with size 1), ties broken
- * by fewer collectives, then fewer steps.  Intermediate layouts may shard a
- * dim only by axes that shard it in the source or in the target, so no step
- * needs a divisibility the program did not promise already.  The axis-by-
- * axis plan moves one axis at a time with the per-axis routing of
- * redistribute(x, a, src=, dst=), in mesh order, gathering an axis first
- * when another one needs its place; it is a path of the same graph, so the
- * planned sequence never costs more at the evaluation sizes, and
- * comm_cost_compare() says whether that holds at every size. */
+ * costs being bytes per rank at an evaluation size vector, ties broken by
+ * fewer collectives, then fewer steps.  Intermediate layouts may shard a
+ * dim only by axes that shard it in the source or in the target, so no
+ * step needs a divisibility the program did not promise already.
+ *
+ * The axis-by-axis plan moves one axis at a time with the per-axis routing
+ * of redistribute(x, a, src=, dst=), in mesh order, gathering the minor-most
+ * misplaced axis first when no axis can move.  It is what the planned
+ * sequence is measured against: the search runs at the declared sizes (4
+ * for an axis declared without a size or with size 1) and at a few other
+ * size vectors, and the result is the candidate cheapest at the declared
+ * sizes among those that move no more bytes than axis by axis at every
+ * mesh size (comm_cost_compare(), or every size of 1 to 8 per axis when
+ * that is inconclusive); the axis-by-axis plan itself if none does. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -729,9 +733,9 @@ static Move make_move(RsOp op, LTypeKind src, LTypeKind dst, int sdim, int ddim,
   mv.dst = (uint8_t)dst;
   mv.sdim = (int8_t)sdim;
   mv.ddim = (int8_t)ddim;
-  mv.naxes = (uint8_t)n;
-  for (int i = 0; i < n; i++)
-    mv.axes[i] = (int8_t)axes[i];
+  mv.naxes = (uint8_t)(n < MAX_MESH_AXES ? n : MAX_MESH_AXES);
+  for (int i = 0; i < MAX_MESH_AXES; i++)
+    mv.axes[i] = (int8_t)(i < n ? axes[i] : -1);
   return mv;
 }
 
@@ -906,6 +910,7 @@ static int axis_by_axis(Planner *P, Move *moves, int max) {
     if (n == max)
       return -1;
     Move mv;
+    memset(&mv, 0, sizeof mv);
     bool found = false;
     for (int a = 0; a < P->naxes && !found; a++)
       found = !settled(P, &s, a) && direct_move(P, &s, a, &mv);
@@ -924,15 +929,12 @@ static int axis_by_axis(Planner *P, Move *moves, int max) {
       if (!found)
         return -1;
       next = s;
-      int len;
-      if (mv.sdim >= 0) {
-        len = spec_len(&next, mv.sdim);
+      int len = mv.sdim >= 0 ? spec_len(&next, mv.sdim) : 0;
+      if (len > 0)
         next.spec[mv.sdim][len - 1] = -1;
-      }
-      if (mv.ddim >= 0) {
-        len = spec_len(&next, mv.ddim);
+      len = mv.ddim >= 0 ? spec_len(&next, mv.ddim) : MAX_MESH_AXES;
+      if (len < MAX_MESH_AXES)
         next.spec[mv.ddim][len] = (int8_t)mv.axes[0];
-      }
       next.lt[mv.axes[0]] = mv.dst;
     }
     moves[n++] = mv;
@@ -993,10 +995,12 @@ static void build_plan(Compiler *c, const Mesh *m, Planner *P, const Type *from,
     St next;
     if (!apply(P, &s, mv, &next)) { /* an axis-by-axis step outside the rule */
       next = s;
-      if (mv->sdim >= 0)
-        next.spec[mv->sdim][spec_len(&next, mv->sdim) - 1] = -1;
-      if (mv->ddim >= 0)
-        next.spec[mv->ddim][spec_len(&next, mv->ddim)] = (int8_t)mv->axes[0];
+      int len = mv->sdim >= 0 ? spec_len(&next, mv->sdim) : 0;
+      if (len > 0)
+        next.spec[mv->sdim][len - 1] = -1;
+      len = mv->ddim >= 0 ? spec_len(&next, mv->ddim) : MAX_MESH_AXES;
+      if (len < MAX_MESH_AXES)
+        next.spec[mv->ddim][len] = (int8_t)mv->axes[0];
       next.lt[mv->axes[0]] = mv->dst;
     }
     RsStep *st = &out->steps[out->nsteps++];
