@@ -2152,20 +2152,6 @@ static Type *local_map_result(Checker *k, Expr *e, const Type *want, const bool 
   else if (got->ndim != wl->ndim)
     why = arena_sprintf(&k->c->arena, "the block returns %d dim%s, the declared type has %d", got->ndim,
                         got->ndim == 1 ? "" : "s", wl->ndim);
-  for (int d = 0; !why && d < wl->ndim; d++) {
-    if (size_eq(got->shape[d], wl->shape[d]))
-      continue;
-    int a = -1;
-    for (int j = 0; j < MAX_MESH_AXES && want->spec[d][j] >= 0 && a < 0; j++)
-      if (over[want->spec[d][j]])
-        a = want->spec[d][j];
-    if (a >= 0)
-      why = arena_sprintf(&k->c->arena, "dim %d: the block's %s is not the declared %s divided by the size of '%s'", d,
-                          size_str(k->c, k->mesh, got->shape[d]), size_str(k->c, k->mesh, want->shape[d]), axis_name(k, a));
-    else
-      why = arena_sprintf(&k->c->arena, "dim %d: the block's size is %s, the declared %s", d,
-                          size_str(k->c, k->mesh, got->shape[d]), size_str(k->c, k->mesh, wl->shape[d]));
-  }
   for (int a = 0; !why && a < k->naxes; a++) {
     LType g = ltype_on(got, a), w = ltype_on(wl, a);
     if (!named[a]) {
@@ -2184,10 +2170,27 @@ static Type *local_map_result(Checker *k, Expr *e, const Type *want, const bool 
     if (over[a] && got->lt[a] == LT_V && !sharded)
       fix = arena_sprintf(&k->c->arena, "a V result on '%s' is declared as S(i): write @%s on the dim it splits",
                           axis_name(k, a), axis_name(k, a));
+    else if (over[a] && got->lt[a] == LT_V && (w.kind == LT_R || w.kind == LT_I))
+      fix = arena_sprintf(&k->c->arena, "gather the blocks in the block: return all_gather(y, %s, src=S(i), dst=%s); "
+                          "with i the dim they split", axis_name(k, a), lt_name(w.kind));
     else if (over[a] && g.kind != LT_NONE && w.kind != LT_NONE)
       fix = arena_sprintf(&k->c->arena, "end the block with the conversion to %s: return %s;", lt_name(w.kind),
                           transition_fix(k, "y", axis_name(k, a), g.kind == LT_V ? (LType){LT_V, 0} : g,
                                          w.kind == LT_V ? (LType){LT_S, 0} : w));
+  }
+  for (int d = 0; !why && d < wl->ndim; d++) {
+    if (size_eq(got->shape[d], wl->shape[d]))
+      continue;
+    int a = -1;
+    for (int j = 0; j < MAX_MESH_AXES && want->spec[d][j] >= 0 && a < 0; j++)
+      if (over[want->spec[d][j]])
+        a = want->spec[d][j];
+    if (a >= 0)
+      why = arena_sprintf(&k->c->arena, "dim %d: the block's %s is not the declared %s divided by the size of '%s'", d,
+                          size_str(k->c, k->mesh, got->shape[d]), size_str(k->c, k->mesh, want->shape[d]), axis_name(k, a));
+    else
+      why = arena_sprintf(&k->c->arena, "dim %d: the block's size is %s, the declared %s", d,
+                          size_str(k->c, k->mesh, got->shape[d]), size_str(k->c, k->mesh, wl->shape[d]));
   }
   if (why) {
     check_error(k, e->span, "the local_map block returns %s, but the declared type is %s (locally %s)", ck_type(k, got),

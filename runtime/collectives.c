@@ -87,6 +87,8 @@ rt_tensor *rt_all_reduce(rt_ctx *ctx, const rt_tensor *x, rt_axes axes, rt_reduc
 {
     rt_group *g = rt_group_get(ctx, axes);
     RT_CHECK(ctx, !(op == RT_RED_AVG && x->dtype == RT_I32), "all_reduce: op=avg needs a float tensor");
+    if (g->size == 1) /* nothing to combine: share the data */
+        return rt_retain((rt_tensor *)x);
     double t0 = rt_now();
     rt_tensor *y = rt_empty(ctx, x->dtype, x->ndim, x->shape);
     if (g->size == 1)
@@ -117,6 +119,8 @@ rt_tensor *rt_all_gather(rt_ctx *ctx, const rt_tensor *x, rt_axes axes, int dim)
 {
     rt_group *g = rt_group_get(ctx, axes);
     dim = check_dim(ctx, x, dim, "all_gather");
+    if (g->size == 1 && dim != RT_STACK)
+        return rt_retain((rt_tensor *)x);
     double t0 = rt_now();
     int64_t shape[RT_MAX_DIMS], outer, d, inner;
     rt_tensor *y;
@@ -207,6 +211,8 @@ rt_tensor *rt_reduce_scatter(rt_ctx *ctx, const rt_tensor *x, rt_axes axes, int 
 {
     rt_group *g = rt_group_get(ctx, axes);
     dim = check_dim(ctx, x, dim, "reduce_scatter");
+    if (g->size == 1 && dim != RT_STACK)
+        return rt_retain((rt_tensor *)x);
     double t0 = rt_now();
     int64_t shape[RT_MAX_DIMS];
     rt_tensor *y;
@@ -285,6 +291,8 @@ rt_tensor *rt_all_to_all(rt_ctx *ctx, const rt_tensor *x, rt_axes axes, int src_
     dst_dim = check_dim(ctx, x, dst_dim, "all_to_all");
     RT_CHECK(ctx, (src_dim == RT_STACK) == (dst_dim == RT_STACK),
              "all_to_all: src and dst must both be V or both be S(i)");
+    if (g->size == 1 && src_dim != RT_STACK)
+        return rt_retain((rt_tensor *)x);
     double t0 = rt_now();
     rt_tensor *y;
     if (src_dim == RT_STACK) {

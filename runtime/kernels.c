@@ -220,9 +220,28 @@ typedef void (*binary_fn)(const void *a, int64_t sa, const void *b, int64_t sb, 
     {                                                                               \
         const T *A = pa, *B = pb;                                                   \
         T *O = po;                                                                  \
-        for (int64_t i = 0; i < n; i++) {                                           \
-            double a = A[i * sa], b = B[i * sb];                                    \
-            O[i] = (T)(f);                                                          \
+        if (sa == 1 && sb == 1) { /* contiguous and scalar cases vectorise */       \
+            for (int64_t i = 0; i < n; i++) {                                       \
+                double a = A[i], b = B[i];                                          \
+                O[i] = (T)(f);                                                      \
+            }                                                                       \
+        } else if (sa == 1 && sb == 0) {                                            \
+            const double b = B[0];                                                  \
+            for (int64_t i = 0; i < n; i++) {                                       \
+                double a = A[i];                                                    \
+                O[i] = (T)(f);                                                      \
+            }                                                                       \
+        } else if (sa == 0 && sb == 1) {                                            \
+            const double a = A[0];                                                  \
+            for (int64_t i = 0; i < n; i++) {                                       \
+                double b = B[i];                                                    \
+                O[i] = (T)(f);                                                      \
+            }                                                                       \
+        } else {                                                                    \
+            for (int64_t i = 0; i < n; i++) {                                       \
+                double a = A[i * sa], b = B[i * sb];                                \
+                O[i] = (T)(f);                                                      \
+            }                                                                       \
         }                                                                           \
     }
 #define BINARY_DEFS(NAME, name, f, da, db)                                         \
@@ -282,6 +301,10 @@ rt_tensor *rt_binary(rt_ctx *ctx, rt_binary_op op, const rt_tensor *a, const rt_
     size_t esz = rt_dtype_size(a->dtype);
     if (rt_same_shape(a, b))
         fn(a->data, 1, b->data, 1, y->data, y->numel);
+    else if (b->numel == 1 && a->numel == y->numel)
+        fn(a->data, 1, b->data, 0, y->data, y->numel);
+    else if (a->numel == 1 && b->numel == y->numel)
+        fn(a->data, 0, b->data, 1, y->data, y->numel);
     else
         run_binary(fn, &bc, esz, a->data, b->data, y->data);
     return y;

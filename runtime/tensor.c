@@ -105,8 +105,20 @@ rt_tensor *rt_zeros(rt_ctx *ctx, rt_dtype dt, int ndim, const int64_t *shape)
 rt_tensor *rt_full(rt_ctx *ctx, rt_dtype dt, int ndim, const int64_t *shape, double v)
 {
     rt_tensor *t = rt_empty(ctx, dt, ndim, shape);
-    for (int64_t i = 0; i < t->numel; i++)
-        rt_set(t, i, v);
+    if (v == 0.0 && !signbit(v)) {
+        memset(t->data, 0, (size_t)t->numel * rt_dtype_size(dt));
+    } else if (dt == RT_F32) {
+        float *p = t->data;
+        for (int64_t i = 0; i < t->numel; i++)
+            p[i] = (float)v;
+    } else if (dt == RT_F64) {
+        double *p = t->data;
+        for (int64_t i = 0; i < t->numel; i++)
+            p[i] = v;
+    } else {
+        for (int64_t i = 0; i < t->numel; i++)
+            rt_set(t, i, v);
+    }
     return t;
 }
 
