@@ -452,6 +452,12 @@ static void bwd_rule(Rev *r, IrInst *in, IrBlock *here, int dy, const int *res_f
     return;
   }
   case IR_INDEX:
+    if (r->slot[a0] >= 0 && r->def_block[a0] != here) {
+      /* a stacked parameter walked by a loop: add into its row, in place */
+      IrInst *b = bemit(r, IR_INDEX_ADD_SLOT, sp, 2, (int[]){dy, RES(in->args[1])});
+      b->i[0] = r->slot[a0];
+      return;
+    }
     contribute(r, here, a0, bemit1(r, IR_INDEX_BWD, sp, ftype(r, a0), 3, (int[]){dy, RES(a0), RES(in->args[1])}), sp);
     return;
   case IR_ASTYPE: {

@@ -15,6 +15,7 @@ typedef struct Emitter {
   FILE *out;
   IrFn *f;
   int *lastuse;     /* per value: index of its last use in the current block */
+  int *nuses;       /* per value: how many instruction operands read it */
 } Emitter;
 
 static void out(Emitter *E, int indent, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
@@ -424,6 +425,10 @@ static void emit_inst(Emitter *E, IrInst *in, int ind) {
     out(E, ind, "}\n");
     return;
   }
+  case IR_INDEX_ADD_SLOT:
+    out(E, ind, "%s = rt_index_add(ctx, %s, %s, %s); %s\n", varname(E, (int)in->i[0]), varname(E, (int)in->i[0]),
+        A(E, in, 1), A(E, in, 0), loc);
+    return;
   case IR_INDEX_BWD:
     out(E, ind, "%s = rt_index_bwd(ctx, %s, %s->ndim, %s->shape, %s); %s\n", D(E, in, 0), A(E, in, 0), A(E, in, 1),
         A(E, in, 1), A(E, in, 2), loc);
@@ -510,6 +515,165 @@ static bool is_param(Emitter *E, int v) {
   return false;
 }
 
+/* ---- elementwise fusion ----
+ * A run of consecutive arithmetic instructions (+ - * /, negation, sqrt,
+ * square) on tensors of one shape and dtype, and host scalars, becomes one C
+ * loop: intermediates live in registers, only values used after the run
+ * are stored.  Each operation rounds to the dtype as the runtime's kernels
+ * do, so results are bit-identical to the unfused code.  Host computations
+ * and var reads between them are emitted before the loop. */
+
+static const char *fused_op(IrInst *in) {
+  if (!in->s)
+    return NULL;
+  if (!strcmp(in->s, "ADD"))
+    return "+";
+  if (!strcmp(in->s, "SUB"))
+    return "-";
+  if (!strcmp(in->s, "MUL"))
+    return "*";
+  if (!strcmp(in->s, "DIV"))
+    return "/";
+  return NULL;
+}
+
+static bool same_shape(const Type *a, const Type *b) {
+  if (a->ndim != b->ndim || a->dtype != b->dtype)
+    return false;
+  for (int d = 0; d < a->ndim; d++)
+    if (!size_eq(a->shape[d], b->shape[d]) || a->shape[d].unknown)
+      return false;
+  return true;
+}
+
+/* Whether `in` can be a member of a fused loop. */
+static bool fusable(Emitter *E, IrInst *in) {
+  if (in->ndst != 1 || in->dst[0] < 0)
+    return false;
+  const Type *t = E->f->values[in->dst[0]].type;
+  if (t->kind != TY_TENSOR || (t->dtype != DT_F32 && t->dtype != DT_F64) || t->ndim == 0)
+    return false;
+  switch (in->op) {
+  case IR_BINARY:
+    if (!fused_op(in))
+      return false;
+    for (int i = 0; i < 2; i++) {
+      const Type *a = E->f->values[in->args[i]].type;
+      if (!same_shape(a, t) && !(a->ndim == 0 && a->dtype == t->dtype))
+        return false;
+    }
+    return true;
+  case IR_BINARY_SCALAR: return fused_op(in) && same_shape(E->f->values[in->args[0]].type, t);
+  case IR_UNARY:
+    return (!strcmp(in->s, "NEG") || !strcmp(in->s, "SQRT") || !strcmp(in->s, "SQUARE")) &&
+           same_shape(E->f->values[in->args[0]].type, t);
+  default: return false;
+  }
+}
+
+/* Instructions that may sit between members: pure host work and var reads. */
+static bool transparent(IrInst *in) {
+  return in->op == IR_HOST_CONST || in->op == IR_HOST_BINARY || in->op == IR_HOST_SIZE || in->op == IR_HOST_NEG ||
+         in->op == IR_VAR_GET;
+}
+
+/* The C expression of operand v of a member inside the loop. */
+static const char *fused_operand(Emitter *E, int v, const char *const *reg) {
+  if (reg[v])
+    return reg[v];
+  const Type *t = E->f->values[v].type;
+  if (t->kind != TY_TENSOR)
+    return arena_sprintf(&E->c->arena, "((%s)%s)", t->dtype == DT_F64 ? "double" : "float", vname(E, v));
+  if (t->ndim == 0)
+    return arena_sprintf(&E->c->arena, "(*(const T_ *)%s->data)", vname(E, v));
+  return arena_sprintf(&E->c->arena, "((const T_ *)%s->data)[i_]", vname(E, v));
+}
+
+/* Emits the run starting at insts[j], if there is one worth fusing;
+ * returns how many instructions it covered (0: none). */
+static int emit_fused(Emitter *E, IrInst **insts, int j, int n, int ind) {
+  if (!fusable(E, insts[j]))
+    return 0;
+  const Type *t = E->f->values[insts[j]->dst[0]].type;
+  int end = j, members = 0;
+  for (int k = j; k < n; k++) {
+    if (fusable(E, insts[k]) && same_shape(E->f->values[insts[k]->dst[0]].type, t)) {
+      end = k + 1;
+      members++;
+    } else if (!transparent(insts[k])) {
+      break;
+    }
+  }
+  if (members < 2)
+    return 0;
+  /* uses of each member's value inside the run */
+  int *inside = arena_alloc(&E->c->arena, sizeof(int) * (size_t)(E->f->nvalues + 1));
+  for (int k = j; k < end; k++)
+    for (int a = 0; a < insts[k]->nargs; a++)
+      inside[insts[k]->args[a]]++;
+  const char **reg = arena_alloc(&E->c->arena, sizeof(char *) * (size_t)(E->f->nvalues + 1));
+  const char *T = t->dtype == DT_F64 ? "double" : "float";
+  int line, col;
+  source_position(E->c, insts[j]->span, &line, &col);
+  for (int k = j; k < end; k++)
+    if (transparent(insts[k]))
+      emit_inst(E, insts[k], ind);
+  out(E, ind, "{ /* %s:%d: %d elementwise operations in one loop */\n", source_file(E->c, insts[j]->span.file)->path,
+      line, members);
+  out(E, ind + 1, "typedef %s T_;\n", T);
+  const char *first = NULL;
+  for (int k = j; k < end && !first; k++)
+    if (!transparent(insts[k]))
+      for (int a = 0; a < insts[k]->nargs && !first; a++) {
+        const Type *at = E->f->values[insts[k]->args[a]].type;
+        if (at->kind == TY_TENSOR && at->ndim > 0)
+          first = vname(E, insts[k]->args[a]);
+      }
+  if (!first)
+    first = "NULL"; /* not reached: a member has a tensor operand of the run's shape */
+  out(E, ind + 1, "const int64_t n_ = %s->numel;\n", first);
+  /* outputs: members read after the run */
+  for (int k = j; k < end; k++) {
+    if (transparent(insts[k]))
+      continue;
+    int v = insts[k]->dst[0];
+    for (int a = 0; a < insts[k]->nargs; a++) {
+      const Type *at = E->f->values[insts[k]->args[a]].type;
+      if (at->kind == TY_TENSOR && at->ndim > 0 && !reg[insts[k]->args[a]])
+        out(E, ind + 1, "RT_CHECK(ctx, %s->numel == n_, \"internal error: fused operands differ in size\");\n",
+            vname(E, insts[k]->args[a]));
+    }
+    if (E->nuses[v] > inside[v])
+      out(E, ind + 1, "%s = rt_empty(ctx, %s, %s->ndim, %s->shape);\n", vname(E, v), dtype_c(t->dtype), first, first);
+    reg[v] = arena_sprintf(&E->c->arena, "r%d_", v);
+  }
+  out(E, ind + 1, "for (int64_t i_ = 0; i_ < n_; i_++) {\n");
+  memset(reg, 0, sizeof(char *) * (size_t)(E->f->nvalues + 1));
+  for (int k = j; k < end; k++) {
+    IrInst *in = insts[k];
+    if (transparent(in))
+      continue;
+    int v = in->dst[0];
+    const char *x = fused_operand(E, in->args[0], reg);
+    const char *expr;
+    if (in->op == IR_UNARY)
+      expr = !strcmp(in->s, "NEG") ? arena_sprintf(&E->c->arena, "-%s", x)
+           : !strcmp(in->s, "SQUARE") ? arena_sprintf(&E->c->arena, "%s * %s", x, x)
+           : arena_sprintf(&E->c->arena, "%s(%s)", t->dtype == DT_F64 ? "sqrt" : "sqrtf", x);
+    else if (in->op == IR_BINARY_SCALAR && in->i[1])
+      expr = arena_sprintf(&E->c->arena, "%s %s %s", fused_operand(E, in->args[1], reg), fused_op(in), x);
+    else
+      expr = arena_sprintf(&E->c->arena, "%s %s %s", x, fused_op(in), fused_operand(E, in->args[1], reg));
+    out(E, ind + 2, "const T_ r%d_ = %s;\n", v, expr);
+    reg[v] = arena_sprintf(&E->c->arena, "r%d_", v);
+    if (E->nuses[v] > inside[v])
+      out(E, ind + 2, "((T_ *)%s->data)[i_] = r%d_;\n", vname(E, v), v);
+  }
+  out(E, ind + 1, "}\n");
+  out(E, ind, "}\n");
+  return end - j;
+}
+
 /* Emits a block; each tensor it defines is freed after its last use in it. */
 static void emit_block(Emitter *E, IrBlock *b, int ind) {
   int n = 0;
@@ -539,10 +703,25 @@ static void emit_block(Emitter *E, IrBlock *b, int ind) {
       next_free[v] = free_after[last];
       free_after[last] = v;
     }
-  for (j = 0; j < n; j++) {
-    emit_inst(E, insts[j], ind);
-    for (int v = free_after[j]; v >= 0; v = next_free[v])
-      out(E, ind, "rt_free(ctx, %s); %s = NULL;\n", vname(E, v), vname(E, v));
+  for (j = 0; j < n;) {
+    int run = emit_fused(E, insts, j, n, ind);
+    if (!run) {
+      emit_inst(E, insts[j], ind);
+      run = 1;
+    }
+    for (int k = j; k < j + run; k++)
+      for (int v = free_after[k]; v >= 0; v = next_free[v])
+        out(E, ind, "rt_free(ctx, %s); %s = NULL;\n", vname(E, v), vname(E, v));
+    j += run;
+  }
+}
+
+static void count_uses(IrBlock *b, int *nuses) {
+  for (IrInst *in = b->head; in; in = in->next) {
+    for (int i = 0; i < in->nargs; i++)
+      nuses[in->args[i]]++;
+    count_uses(&in->body, nuses);
+    count_uses(&in->els, nuses);
   }
 }
 
@@ -589,6 +768,8 @@ static void emit_fn(Emitter *E, IrFn *f) {
     return;
   }
   E->lastuse = arena_alloc(&E->c->arena, sizeof(int) * (size_t)(f->nvalues + 1));
+  E->nuses = arena_alloc(&E->c->arena, sizeof(int) * (size_t)(f->nvalues + 1));
+  count_uses(&f->body, E->nuses);
   int line, col;
   source_position(E->c, f->span, &line, &col);
   fprintf(E->out, "/* %s:%d: %s */\n", source_file(E->c, f->span.file)->path, line, f->fn ? f->fn->name : f->cname);
@@ -622,6 +803,7 @@ static void emit_fn(Emitter *E, IrFn *f) {
 }
 
 static const char prelude[] =
+    "#include <math.h>\n"
     "#include <stdbool.h>\n"
     "#include <stdint.h>\n"
     "#include <stdio.h>\n"

@@ -143,6 +143,9 @@ rt_tensor *rt_index_bwd(rt_ctx *ctx, const rt_tensor *dy, int ndim, const int64_
 /* in place (acc must have refs == 1): acc += x, acc[i] += x (dim 0) */
 void rt_add_(rt_ctx *ctx, rt_tensor *acc, const rt_tensor *x);
 void rt_index_add_(rt_ctx *ctx, rt_tensor *acc, int64_t i, const rt_tensor *x);
+/* acc[i] += x, consuming acc: in place when acc is not shared (refs == 1),
+ * on a copy otherwise.  Returns the result (a reference the caller owns). */
+rt_tensor *rt_index_add(rt_ctx *ctx, rt_tensor *acc, int64_t i, const rt_tensor *x);
 
 /* ---------------------------------------------------- elementwise kernels */
 

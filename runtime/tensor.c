@@ -457,6 +457,17 @@ void rt_add_(rt_ctx *ctx, rt_tensor *acc, const rt_tensor *x)
     add_into(acc, x, 0);
 }
 
+rt_tensor *rt_index_add(rt_ctx *ctx, rt_tensor *acc, int64_t i, const rt_tensor *x)
+{
+    if (acc->refs != 1) { /* copy on write */
+        rt_tensor *own = rt_copy(ctx, acc);
+        rt_free(ctx, acc);
+        acc = own;
+    }
+    rt_index_add_(ctx, acc, i, x);
+    return acc;
+}
+
 void rt_index_add_(rt_ctx *ctx, rt_tensor *acc, int64_t i, const rt_tensor *x)
 {
     RT_CHECK(ctx, acc->refs == 1, "index_add_: accumulator is shared");
