@@ -1974,6 +1974,7 @@ static Type *check_fn_call(Checker *k, Expr *call, FnDecl *fn) {
   int saved_lm = k->lm_level;
   k->lm_level = 0;
   run_instance(k, self, &inst);
+  check_flush_chain(k); /* the chain may point at `inst`, which ends here */
   k->lm_level = saved_lm;
   k->inst = inst.parent;
   leave_local(k, &saved_local);
@@ -2308,6 +2309,7 @@ static Type *check_local_map(Checker *k, Expr *e, TypeExpr *want_te) {
   Inst *saved = k->inst;
   k->inst = &inst;
   check_block(k, e->body);
+  check_flush_chain(k); /* the chain may point at `inst`, which ends here */
   k->inst = saved;
   leave_local(k, &saved_axes);
   k->nlm = lm_mark;
@@ -2756,6 +2758,7 @@ static void check_standalone(Checker *k, FnDecl *fn) {
     self->local_mask = local_mask(k);
     run_instance(k, self, &inst);
   }
+  check_flush_chain(k); /* it may point at `inst`, which ends here */
   k->inst = NULL;
   k->local_depth = 0;
 }
