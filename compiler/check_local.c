@@ -514,6 +514,9 @@ static bool fits_x(Checker *k, Span sp, const Type *want, const bool named[MAX_M
   return true;
 }
 
+static Symbol *gradient_in(Expr *e);
+static void mark_gradients(Checker *k, Stmt *s, Type *t);
+
 /* ---- the local SPMD rules, axis by axis (SPEC section 5) ---- */
 
 typedef enum { RULE_NONLINEAR, RULE_LINEAR, RULE_MULTILINEAR, RULE_DIVIDE } Rule;
@@ -623,7 +626,18 @@ static bool combine(Checker *k, Rule rule, const char *opname, Span sp, Operand 
                     axis_name(k, a));
         note_at(k->c, (Span){0, 0, 0}, "the other term would be counted once per rank when the pending sum is done");
         note_operands(k, ops, n);
-        help(k->c, "reduce the P operand first: %s", fix);
+        Symbol *g = gradient_in(pe);
+        if (g && g->grad_of) {
+          note_at(k->c, (Span){0, 0, 0},
+                  "'%s' is the gradient of '%s', which is R on '%s': its gradient is a pending sum (P), "
+                  "so the all-reduce of the gradient is missing",
+                  g->name, g->grad_of->name, axis_name(k, a));
+          help(k->c, "reduce the P operand first: %s (or keep '%s' I on '%s' and use convert(%s, %s, src=I, dst=R) "
+               "inside the loss: the backward then all-reduces its gradient)",
+               fix, g->grad_of->name, axis_name(k, a), g->grad_of->name, axis_name(k, a));
+        } else {
+          help(k->c, "reduce the P operand first: %s", fix);
+        }
         return false;
       }
       out[a] = LT_P;
@@ -2538,6 +2552,38 @@ static void bind_value(Checker *k, Stmt *s) {
       b->sym->info = bt;
     dump_binding(k, b, bt);
   }
+  mark_gradients(k, s, t);
+}
+
+/* Remembers which bindings of `let l, g1, g2 = value_and_grad(f(...),
+ * wrt=(w1, w2))` are gradients and of what, so that an update missing its
+ * all-reduce can be explained in those terms. */
+static void mark_gradients(Checker *k, Stmt *s, Type *t) {
+  Expr *v = s->value;
+  Symbol *fs = v->kind == EX_CALL ? v->lhs->sym : NULL;
+  if (!fs || fs->kind != SYM_BUILTIN || (fs->index != BI_VALUE_AND_GRAD && fs->index != BI_GRAD) ||
+      t->kind == TY_ERROR)
+    return;
+  Arg *wrt = call_named(k, v, "wrt");
+  if (!wrt)
+    return;
+  Expr *w = wrt->value->kind == EX_TUPLE ? wrt->value->elems : wrt->value;
+  Binding *b = s->targets;
+  if (fs->index == BI_VALUE_AND_GRAD && b)
+    b = b->next; /* the value */
+  for (; b && w; b = b->next, w = wrt->value->kind == EX_TUPLE ? w->next : NULL)
+    if (b->sym && w->kind == EX_NAME)
+      b->sym->grad_of = w->sym;
+}
+
+/* The gradient variable an expression reads, if any. */
+static Symbol *gradient_in(Expr *e) {
+  if (!e)
+    return NULL;
+  if (e->kind == EX_NAME && e->sym && e->sym->grad_of)
+    return e->sym;
+  Symbol *s = gradient_in(e->lhs);
+  return s ? s : gradient_in(e->rhs);
 }
 
 static void check_assign(Checker *k, Stmt *s) {

@@ -54,6 +54,7 @@ struct Symbol {
   double fval;
   int lm_level;       /* locals: how many local_map blocks enclose it */
   Symbol *outer;      /* a local_map rebinding: the variable it rebinds */
+  Symbol *grad_of;    /* a gradient from value_and_grad/grad: its parameter */
   void *info;         /* for later phases (types of locals, ...) */
   Symbol *next;       /* next in its scope */
 };
