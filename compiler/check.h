@@ -48,6 +48,7 @@ typedef struct LocalBinding {
 
 struct Checker {
   Compiler *c;
+  Type *literal_scalar; /* the type of a number used as a tensor */
   Mesh *mesh;
   int naxes;
   Inst *inst;

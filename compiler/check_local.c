@@ -8,6 +8,15 @@
 
 #include "check.h"
 
+/* The types of host values and statements: shared, never mutated (types
+ * are copied with type_clone before any change), so that a long program
+ * does not allocate one per literal. */
+static Type *host_type(TypeKind kind) {
+  static Type host[TY_TUPLE + 1];
+  host[kind].kind = kind;
+  return &host[kind];
+}
+
 /* ---- messages ---- */
 
 /* Reports an error and, inside a function instance, the call chain that
@@ -678,9 +687,11 @@ static Type *as_tensor(Checker *k, Expr *e, Type *t) {
   if (t->kind == TY_TENSOR || t->kind == TY_ERROR)
     return t;
   if (t->kind == TY_INT || t->kind == TY_FLOAT || t->kind == TY_BOOL) {
-    Type *s = type_scalar(k->c, DT_NONE, k->naxes, LT_R);
-    s->literal = true;
-    return s;
+    if (!k->literal_scalar) { /* one shared, never-mutated scalar literal type */
+      k->literal_scalar = type_scalar(k->c, DT_NONE, k->naxes, LT_R);
+      k->literal_scalar->literal = true;
+    }
+    return k->literal_scalar;
   }
   check_error(k, e->span, "expected a tensor, got %s", ck_type(k, t));
   return type_error();
@@ -724,8 +735,12 @@ static const char *align_fix(Checker *k, const Operand *o, int d, const Type *li
  * spec in every operand, and an operand broadcast along a dim sharded on
  * axis a (it lacks the dim, or has size 1 there) must not vary on a: each
  * rank combines its block with the operand's whole copy. */
-static Type *broadcast(Checker *k, Span sp, const char *opname, Operand *ops, int n, bool specs) {
-  Type *r = type_new(k->c, TY_TENSOR);
+/* The result is built in *r (caller's storage, so that elementwise ops
+ * allocate only a type that is new). */
+static Type *broadcast(Checker *k, Span sp, const char *opname, Operand *ops, int n, bool specs, Type *r) {
+  memset(r, 0, sizeof *r);
+  memset(r->spec, -1, sizeof r->spec);
+  r->kind = TY_TENSOR;
   r->local = check_all_local(k);
   r->literal = true;
   for (int i = 0; i < n; i++) {
@@ -829,21 +844,25 @@ static Type *elementwise(Checker *k, Span sp, const char *opname, Rule rule, Ope
     if (ops[i].t->kind == TY_ERROR)
       return type_error();
   /* shapes, then the local types, then the layouts (SPEC 7) */
-  Type *r = broadcast(k, sp, opname, ops, n, false);
+  Type shape_only, laid_out;
+  Type *r = broadcast(k, sp, opname, ops, n, false, &shape_only);
   if (r->kind == TY_ERROR)
     return r;
-  if (r->literal) {
-    r->literal = true;
-    return r;
-  }
+  if (r->literal)
+    return type_clone(k->c, r);
   if (!combine(k, rule, opname, sp, ops, n, r->lt))
     return type_error();
-  Type *laid = broadcast(k, sp, opname, ops, n, true);
+  Type *laid = broadcast(k, sp, opname, ops, n, true, &laid_out);
   if (laid->kind == TY_ERROR)
     return laid;
   /* In global code a sharded dim of the result means V with a layout; a
-   * broadcast operand that is R on that axis is fine (each rank uses its copy). */
-  return r;
+   * broadcast operand that is R on that axis is fine (each rank uses its copy).
+   * Types are immutable: an operand's type that equals the result serves. */
+  for (int i = 0; i < n; i++)
+    if (ops[i].t->kind == TY_TENSOR && !ops[i].t->literal && ops[i].t->local == r->local &&
+        type_same(ops[i].t, r, k->naxes))
+      return (Type *)ops[i].t;
+  return type_clone(k->c, r);
 }
 
 /* ---- out_partial_axes (local: reinterpret V -> P after the op) ---- */
@@ -1233,7 +1252,7 @@ static Type *check_print(Checker *k, Expr *call) {
         break;
       }
   }
-  return type_new(k->c, TY_VOID);
+  return host_type(TY_VOID);
 }
 
 static Type *check_assert_type(Checker *k, Expr *call) {
@@ -1247,7 +1266,7 @@ static Type *check_assert_type(Checker *k, Expr *call) {
   Type *want = type_from(k, ta->value->type, named);
   if (want)
     fits_x(k, call->span, want, named, t, "assert_type", src(k, x->value));
-  return type_new(k->c, TY_VOID);
+  return host_type(TY_VOID);
 }
 
 static Type *check_misc(Checker *k, Expr *call, Builtin op) {
@@ -1750,7 +1769,7 @@ static Type *check_builtin(Checker *k, Expr *call, Builtin op) {
         help(k->c, "%s", t->lt[a] == LT_P ? "reduce it first with all_reduce(..., src=P, dst=R)" : "give it a layout: S(i) or gather it");
         break;
       }
-    return type_new(k->c, TY_VOID);
+    return host_type(TY_VOID);
   }
   case BI_PRINT: return check_print(k, call);
   case BI_ASSERT_TYPE: return check_assert_type(k, call);
@@ -1911,7 +1930,7 @@ static Type *check_fn_call(Checker *k, Expr *call, FnDecl *fn) {
       call->inst = in;
       if (!in->ok)
         return type_error();
-      return in->ret ? in->ret : type_new(k->c, TY_VOID);
+      return in->ret ? in->ret : host_type(TY_VOID);
     }
   }
   Instance *self = new_instance(k, fn, n, args);
@@ -1996,7 +2015,7 @@ static Type *check_fn_call(Checker *k, Expr *call, FnDecl *fn) {
     return type_error();
   if ((fn->flags & FN_LOCAL) && self->ret && !local_result_ok(k, call, fn, self->ret, was_local))
     return type_error();
-  return self->ret ? self->ret : type_new(k->c, TY_VOID);
+  return self->ret ? self->ret : host_type(TY_VOID);
 }
 
 /* value_and_grad(f(args), wrt=(a, b)) and grad(...): the value's type is
@@ -2072,7 +2091,7 @@ static Type *check_binary(Checker *k, Expr *e) {
   if (host) {
     switch (e->op) {
     case OP_LT: case OP_LE: case OP_GT: case OP_GE: case OP_EQ: case OP_NE: case OP_AND: case OP_OR:
-      return type_new(k->c, TY_BOOL);
+      return host_type(TY_BOOL);
     case OP_MOD:
       if (l->kind != TY_INT || r->kind != TY_INT) {
         check_error(k, e->span, "'%%' needs host integers");
@@ -2111,13 +2130,13 @@ static Type *check_name(Checker *k, Expr *e, Symbol *s) {
   case SYM_CONST:
     return type_new(k->c, s->is_float ? TY_FLOAT : TY_INT);
   case SYM_LOOP:
-    return type_new(k->c, TY_INT);
+    return host_type(TY_INT);
   case SYM_SHAPEVAR: {
     Size *v = s->info;
     long long x;
     if (!s->is_rest && v && size_is_int(*v, &x))
-      return type_new(k->c, TY_INT);
-    return type_new(k->c, TY_INT);
+      return host_type(TY_INT);
+    return host_type(TY_INT);
   }
   case SYM_AXIS:
   case SYM_AXIS_PARAM: {
@@ -2349,10 +2368,10 @@ Type *check_expr(Checker *k, Expr *e) {
 static Type *check_expr_kind(Checker *k, Expr *e) {
   switch (e->kind) {
   case EX_ERROR: return type_error();
-  case EX_INT: return type_new(k->c, TY_INT);
-  case EX_FLOAT: return type_new(k->c, TY_FLOAT);
-  case EX_BOOL: return type_new(k->c, TY_BOOL);
-  case EX_STRING: return type_new(k->c, TY_STRING);
+  case EX_INT: return host_type(TY_INT);
+  case EX_FLOAT: return host_type(TY_FLOAT);
+  case EX_BOOL: return host_type(TY_BOOL);
+  case EX_STRING: return host_type(TY_STRING);
   case EX_NAME: return check_name(k, e, e->sym);
   case EX_FIELD: return e->sym ? check_name(k, e, e->sym) : type_error();
   case EX_LTYPE: {
@@ -2377,7 +2396,7 @@ static Type *check_expr_kind(Checker *k, Expr *e) {
     if (e->op == OP_NOT) {
       if (x->kind != TY_BOOL && x->kind != TY_INT)
         check_error(k, e->span, "'!' needs a host boolean");
-      return type_new(k->c, TY_BOOL);
+      return host_type(TY_BOOL);
     }
     if (x->kind == TY_INT || x->kind == TY_FLOAT)
       return x;
