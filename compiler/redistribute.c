@@ -62,31 +62,7 @@ Size comm_local_bytes(const Type *t) {
   return b;
 }
 
-const char *comm_size_text(Compiler *c, const Mesh *m, Size s) {
-  if (s.unknown)
-    return "?";
-  StrBuf sb;
-  sb_init(&sb, &c->arena);
-  bool any = false;
-  bool pos = false;
-  for (int i = 0; i < s.nf; i++)
-    pos |= s.f[i].exp > 0;
-  if (s.num != 1 || !pos) {
-    sb_printf(&sb, "%lld", s.num);
-    any = true;
-  }
-  for (int i = 0; i < s.nf; i++)
-    for (int k = 0; k < s.f[i].exp; k++) {
-      sb_printf(&sb, "%sn_%s", any ? "*" : "", m->axes[s.f[i].axis].name);
-      any = true;
-    }
-  if (s.den != 1)
-    sb_printf(&sb, "/%lld", s.den);
-  for (int i = 0; i < s.nf; i++)
-    for (int k = 0; k < -s.f[i].exp; k++)
-      sb_printf(&sb, "/n_%s", m->axes[s.f[i].axis].name);
-  return sb.data;
-}
+const char *comm_size_text(Compiler *c, const Mesh *m, Size s) { return size_text(c, m, s, "n_"); }
 
 static Size local_dim(const Type *t, int d) {
   Size s = t->shape[d];

@@ -102,28 +102,34 @@ bool size_is_int(Size a, long long *v) {
   return true;
 }
 
-const char *size_str(Compiler *c, const Mesh *m, Size s) {
+/* A size as text, each mesh axis size written prefix + name ("n_dp" in a
+ * comm report, "dp" in types): "16/dp", "4*tp". */
+const char *size_text(Compiler *c, const Mesh *m, Size s, const char *prefix) {
   if (s.unknown)
     return "?";
   StrBuf sb;
   sb_init(&sb, &c->arena);
-  bool any = false;
-  if (s.num != 1 || s.nf == 0 || s.f[0].exp < 0) {
+  bool any = false, pos = false;
+  for (int i = 0; i < s.nf; i++)
+    pos |= s.f[i].exp > 0;
+  if (s.num != 1 || !pos) {
     sb_printf(&sb, "%lld", s.num);
     any = true;
   }
   for (int i = 0; i < s.nf; i++)
     for (int k = 0; k < s.f[i].exp; k++) {
-      sb_printf(&sb, "%s%s", any ? "*" : "", m->axes[s.f[i].axis].name);
+      sb_printf(&sb, "%s%s%s", any ? "*" : "", prefix, m->axes[s.f[i].axis].name);
       any = true;
     }
   if (s.den != 1)
     sb_printf(&sb, "/%lld", s.den);
   for (int i = 0; i < s.nf; i++)
     for (int k = 0; k < -s.f[i].exp; k++)
-      sb_printf(&sb, "/%s", m->axes[s.f[i].axis].name);
+      sb_printf(&sb, "/%s%s", prefix, m->axes[s.f[i].axis].name);
   return sb.data;
 }
+
+const char *size_str(Compiler *c, const Mesh *m, Size s) { return size_text(c, m, s, ""); }
 
 Type *type_new(Compiler *c, TypeKind kind) {
   Type *t = arena_alloc(&c->arena, sizeof(Type));

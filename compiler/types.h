@@ -70,6 +70,7 @@ Size size_div(Size a, Size b);
 bool size_eq(Size a, Size b);
 bool size_is_int(Size a, long long *v);
 const char *size_str(Compiler *c, const Mesh *m, Size s);
+const char *size_text(Compiler *c, const Mesh *m, Size s, const char *prefix);
 
 /* types */
 Type *type_new(Compiler *c, TypeKind kind);
