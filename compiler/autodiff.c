@@ -286,6 +286,13 @@ static int cast_bwd(Rev *r, IrInst *in, int dy, Type *xt) {
 
 static void reverse_block(Rev *r, IrBlock *fb);
 
+/* b computes the gradient of in's first argument: give it its result. */
+static void grad_of_first(Rev *r, IrBlock *here, IrInst *b, IrInst *in) {
+  b->dst[0] = bval(r, ftype(r, in->args[0]));
+  b->ndst = 1;
+  contribute(r, here, in->args[0], b->dst[0], b->span);
+}
+
 /* b computes one gradient per argument of in, in order: give it a result
  * for each argument that needs one, and add those to the adjoints. */
 static void grads_per_arg(Rev *r, IrBlock *here, IrInst *b, IrInst *in, int n) {
@@ -309,9 +316,7 @@ static void bwd_rule(Rev *r, IrInst *in, IrBlock *here, int dy, const int *res_f
   case IR_UNARY: { /* dx = dy * f'(x), with f'(x) kept by the forward */
     IrInst *b = bemit(r, IR_BINARY, sp, 2, (int[]){dy, RES(a0)});
     b->s = "MUL";
-    b->dst[0] = bval(r, ftype(r, a0));
-    b->ndst = 1;
-    contribute(r, here, a0, b->dst[0], sp);
+    grad_of_first(r, here, b, in);
     return;
   }
   case IR_BINARY:
@@ -362,26 +367,20 @@ static void bwd_rule(Rev *r, IrInst *in, IrBlock *here, int dy, const int *res_f
     IrInst *b = bemit(r, IR_REDUCE_BWD, sp, 2, (int[]){RES(a0), dy});
     b->i[0] = in->op;
     b->i[1] = in->i[0];
-    b->dst[0] = bval(r, ftype(r, a0));
-    b->ndst = 1;
-    contribute(r, here, a0, b->dst[0], sp);
+    grad_of_first(r, here, b, in);
     return;
   }
   case IR_CUMSUM: {
     IrInst *b = bemit(r, IR_CUMSUM_BWD, sp, 1, &dy);
     b->i[0] = in->i[0];
-    b->dst[0] = bval(r, ftype(r, a0));
-    b->ndst = 1;
-    contribute(r, here, a0, b->dst[0], sp);
+    grad_of_first(r, here, b, in);
     return;
   }
   case IR_SOFTMAX:
   case IR_LOG_SOFTMAX: {
     IrInst *b = bemit(r, in->op == IR_SOFTMAX ? IR_SOFTMAX_BWD : IR_LOG_SOFTMAX_BWD, sp, 2, (int[]){RES(in->dst[0]), dy});
     b->i[0] = in->i[0];
-    b->dst[0] = bval(r, ftype(r, a0));
-    b->ndst = 1;
-    contribute(r, here, a0, b->dst[0], sp);
+    grad_of_first(r, here, b, in);
     return;
   }
   case IR_LAYER_NORM:
@@ -407,26 +406,20 @@ static void bwd_rule(Rev *r, IrInst *in, IrBlock *here, int dy, const int *res_f
     IrInst *b = bemit(r, IR_TRANSPOSE, sp, 1, &dy);
     b->i[0] = in->i[0];
     b->i[1] = in->i[1];
-    b->dst[0] = bval(r, ftype(r, a0));
-    b->ndst = 1;
-    contribute(r, here, a0, b->dst[0], sp);
+    grad_of_first(r, here, b, in);
     return;
   }
   case IR_PERMUTE: {
     IrInst *b = bemit(r, IR_PERMUTE, sp, 1, &dy);
     for (int i = 0; i < ftype(r, a0)->ndim; i++)
       b->i[in->i[i]] = i;
-    b->dst[0] = bval(r, ftype(r, a0));
-    b->ndst = 1;
-    contribute(r, here, a0, b->dst[0], sp);
+    grad_of_first(r, here, b, in);
     return;
   }
   case IR_RESHAPE: {
     IrInst *b = bemit(r, IR_RESHAPE, sp, 1, &dy);
     b->t = ftype(r, a0);
-    b->dst[0] = bval(r, ftype(r, a0));
-    b->ndst = 1;
-    contribute(r, here, a0, b->dst[0], sp);
+    grad_of_first(r, here, b, in);
     return;
   }
   case IR_EXPAND:
@@ -436,9 +429,7 @@ static void bwd_rule(Rev *r, IrInst *in, IrBlock *here, int dy, const int *res_f
     IrInst *b = bemit(r, IR_SLICE_BWD, sp, 2, (int[]){dy, RES(a0)});
     b->i[0] = in->i[0];
     b->i[1] = in->i[1];
-    b->dst[0] = bval(r, ftype(r, a0));
-    b->ndst = 1;
-    contribute(r, here, a0, b->dst[0], sp);
+    grad_of_first(r, here, b, in);
     return;
   }
   case IR_CONCAT: {
@@ -463,9 +454,7 @@ static void bwd_rule(Rev *r, IrInst *in, IrBlock *here, int dy, const int *res_f
   case IR_ASTYPE: {
     IrInst *b = bemit(r, IR_ASTYPE, sp, 1, &dy);
     b->i[0] = ftype(r, a0)->dtype;
-    b->dst[0] = bval(r, ftype(r, a0));
-    b->ndst = 1;
-    contribute(r, here, a0, b->dst[0], sp);
+    grad_of_first(r, here, b, in);
     return;
   }
   case IR_COPY: contribute(r, here, a0, bemit1(r, IR_COPY, sp, ftype(r, a0), 1, &dy), sp); return;
