@@ -2,7 +2,7 @@
  * into a Driver and runs the phases in order; each phase reports its errors
  * and the driver stops after the first phase that had any.  Exit status: 0
  * success, 1 a rejected program, 2 a usage error. */
-#define _POSIX_C_SOURCE 200809L
+#define _XOPEN_SOURCE 700 /* realpath, and POSIX 2008 */
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
@@ -298,8 +298,15 @@ static const char *stem(Compiler *c, const char *path) {
 static int run_program(Compiler *c, Driver *d, IrProgram *prog) {
   const char *cache = arena_sprintf(&c->arena, "%s/spmdc-cache-%ld", env_or("TMPDIR", "/tmp"), (long)getuid());
   mkdir(cache, 0700);
-  const char *cfile = arena_sprintf(&c->arena, "%s/%s.c", cache, stem(c, d->input));
-  const char *exe = arena_sprintf(&c->arena, "%s/%s", cache, stem(c, d->input));
+  /* one entry per source file: its stem plus a hash of its full path */
+  char *full = realpath(d->input, NULL);
+  uint32_t h = 2166136261u;
+  for (const char *p = full ? full : d->input; *p; p++)
+    h = (h ^ (unsigned char)*p) * 16777619u;
+  free(full);
+  const char *base = arena_sprintf(&c->arena, "%s/%s-%08x", cache, stem(c, d->input), h);
+  const char *cfile = arena_sprintf(&c->arena, "%s.c", base);
+  const char *exe = base;
   if (!write_c(c, prog, cfile, d->input) || !compile_c(c, cfile, exe, d->opt_level))
     return 1;
   char **argv = arena_alloc(&c->arena, sizeof(char *) * (size_t)(d->nrun_args + 12));
