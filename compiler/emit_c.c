@@ -725,6 +725,13 @@ static void count_uses(IrBlock *b, int *nuses) {
   }
 }
 
+/* "mlp", "mlp (forward)", "mlp (backward)": a function's trace region. */
+static const char *trace_label(Emitter *E, IrFn *f) {
+  const char *name = f->fn ? f->fn->name : f->cname;
+  const char *role = f->uses_tape ? (strstr(f->cname, "_bwd") ? " (backward)" : " (forward)") : "";
+  return arena_sprintf(&E->c->arena, "%s%s", name, role);
+}
+
 static void emit_signature(Emitter *E, IrFn *f, bool decl) {
   fprintf(E->out, "static %svoid f_%s(rt_ctx *ctx", E->p->main ? "" : "__attribute__((unused)) ", f->cname);
   if (f->uses_tape)
@@ -787,6 +794,7 @@ static void emit_fn(Emitter *E, IrFn *f) {
         f->vars[s].type->kind == TY_TENSOR ? "NULL" : "0");
   }
   out(E, 1, "(void)ctx;\n");
+  out(E, 1, "rt_trace_begin(ctx, %s); /* a region in --trace output */\n", c_string(E, trace_label(E, f)));
   for (int i = 0; i < f->nparams; i++)
     out(E, 1, "(void)%s;\n", vname(E, f->params[i]));
   if (f->uses_tape)
@@ -795,6 +803,7 @@ static void emit_fn(Emitter *E, IrFn *f) {
   for (int s = 0; s < f->nvars; s++)
     if (f->vars[s].type->kind == TY_TENSOR)
       out(E, 1, "rt_free(ctx, %s);\n", varname(E, s));
+  out(E, 1, "rt_trace_end(ctx);\n");
   /* values that are never read still need no cleanup: each was freed */
   for (int v = 0; v < f->nvalues; v++)
     if (!is_tensor(E, v))
