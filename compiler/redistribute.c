@@ -191,18 +191,6 @@ static const char *number_text(Compiler *c, double v) {
   return arena_sprintf(&c->arena, "%.6g", v);
 }
 
-static long long gcd_ll(long long a, long long b) {
-  if (a < 0)
-    a = -a;
-  if (b < 0)
-    b = -b;
-  while (b) {
-    long long t = a % b;
-    a = b;
-    b = t;
-  }
-  return a ? a : 1;
-}
 
 /* s with the declared axis sizes multiplied in. */
 static Size substitute(Size s, const long long *sizes) {
@@ -220,7 +208,7 @@ static Size substitute(Size s, const long long *sizes) {
         r = e > 0 ? size_mul(r, size_axis(ax)) : size_div(r, size_axis(ax));
     }
   }
-  long long g = gcd_ll(r.num, r.den);
+  long long g = size_gcd(r.num, r.den);
   r.num /= g;
   r.den /= g;
   return r;
@@ -253,7 +241,7 @@ const char *comm_cost_value(Compiler *c, const Mesh *m, const CommCost *cost) {
       mono.num *= g.num - g.den;
       mono.den *= g.num;
     }
-    long long gg = gcd_ll(mono.num, mono.den);
+    long long gg = size_gcd(mono.num, mono.den);
     mono.num /= gg;
     mono.den /= gg;
     if (mono.num == 0)
@@ -264,7 +252,7 @@ const char *comm_cost_value(Compiler *c, const Mesh *m, const CommCost *cost) {
         break;
     if (j < np) {
       Size p = parts[j].mono;
-      long long num = p.num * mono.den + mono.num * p.den, den = p.den * mono.den, g2 = gcd_ll(num, den);
+      long long num = p.num * mono.den + mono.num * p.den, den = p.den * mono.den, g2 = size_gcd(num, den);
       parts[j].mono.num = num / g2;
       parts[j].mono.den = den / g2;
     } else if (np < 64) {

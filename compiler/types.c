@@ -6,7 +6,7 @@
 
 #include "types.h"
 
-static long long gcd(long long a, long long b) {
+long long size_gcd(long long a, long long b) {
   if (a < 0)
     a = -a;
   if (b < 0)
@@ -20,7 +20,7 @@ static long long gcd(long long a, long long b) {
 }
 
 static Size normalize(Size s) {
-  long long g = gcd(s.num, s.den);
+  long long g = size_gcd(s.num, s.den);
   s.num /= g;
   s.den /= g;
   if (s.den < 0) {

@@ -63,6 +63,7 @@ struct Type {
 typedef struct Checker Checker;
 
 /* sizes */
+long long size_gcd(long long a, long long b); /* >= 1 */
 Size size_int(long long v);
 Size size_axis(int axis);
 Size size_mul(Size a, Size b);
