@@ -803,6 +803,8 @@ static void emit_fn(Emitter *E, IrFn *f) {
   for (int s = 0; s < f->nvars; s++)
     if (f->vars[s].type->kind == TY_TENSOR)
       out(E, 1, "rt_free(ctx, %s);\n", varname(E, s));
+    else
+      out(E, 1, "(void)%s;\n", varname(E, s));
   out(E, 1, "rt_trace_end(ctx);\n");
   /* values that are never read still need no cleanup: each was freed */
   for (int v = 0; v < f->nvalues; v++)

@@ -19,8 +19,13 @@ typedef struct Lower {
   size_t cap, count;
   bool failed;
   int lm_depth;         /* inside local_map blocks */
-  int ret_slots[16];    /* results of a function that returns from an if/else */
+  /* A function that returns from inside an `if`: results go through var
+   * slots, `done` records that a return happened, and the statements after
+   * an `if` that may return run under `if (!done)`. */
+  bool slots;
+  int ret_slots[16];
   int nret_slots;
+  int done;
 } Lower;
 
 static void bind(Lower *L, Symbol *s, int id, bool is_var) {
@@ -756,12 +761,16 @@ static void lower_stmt(Lower *L, Stmt *s) {
       if (L->lm_depth == 0 && n < L->f->nret)
         vals[n] = to_tensor(L, vals[n], L->f->ret_types[n], e->span);
     }
-    if (L->nret_slots) {
+    if (L->slots) {
       for (int r = 0; r < n && r < L->nret_slots; r++) {
         IrInst *in = emit(L, IR_VAR_SET, s->span);
         ir_set_args(L->c, in, 1, &vals[r]);
         in->i[0] = L->ret_slots[r];
       }
+      int t = host_const(L, s->span, TY_BOOL, 1, 0);
+      IrInst *in = emit(L, IR_VAR_SET, s->span);
+      ir_set_args(L->c, in, 1, &t);
+      in->i[0] = L->done;
       return;
     }
     IrInst *in = emit(L, IR_RETURN, s->span);
@@ -806,13 +815,53 @@ static void lower_stmt(Lower *L, Stmt *s) {
   }
 }
 
-static void lower_block(Lower *L, Stmt *block) {
-  if (block->kind != ST_BLOCK) {
-    lower_stmt(L, block);
+/* Whether running s may return from the function. */
+static bool may_return(Stmt *s) {
+  if (s->kind == ST_RETURN)
+    return true;
+  if (s->kind != ST_IF)
+    return false;
+  for (Stmt *t = s->then->body; t; t = t->next)
+    if (may_return(t))
+      return true;
+  if (s->els && s->els->kind == ST_IF)
+    return may_return(s->els);
+  for (Stmt *t = s->els ? s->els->body : NULL; t; t = t->next)
+    if (may_return(t))
+      return true;
+  return false;
+}
+
+/* Lowers statements from s on; after one that may return, the rest runs
+ * only if it did not. */
+static void lower_stmts(Lower *L, Stmt *s) {
+  for (; s; s = s->next) {
+    lower_stmt(L, s);
+    if (!L->slots || !s->next || !may_return(s))
+      continue;
+    IrInst *g = emit(L, IR_VAR_GET, s->span);
+    g->i[0] = L->done;
+    g->dst[0] = value(L, host_type(L, TY_BOOL), NULL);
+    g->ndst = 1;
+    IrInst *not = emit(L, IR_HOST_NOT, s->span);
+    ir_set_args(L->c, not, 1, &g->dst[0]);
+    not->dst[0] = value(L, host_type(L, TY_BOOL), NULL);
+    not->ndst = 1;
+    IrInst *br = emit(L, IR_IF, s->next->span);
+    ir_set_args(L->c, br, 1, &not->dst[0]);
+    IrBlock *saved = L->b;
+    L->b = &br->body;
+    lower_stmts(L, s->next);
+    L->b = saved;
     return;
   }
-  for (Stmt *s = block->body; s; s = s->next)
-    lower_stmt(L, s);
+}
+
+static void lower_block(Lower *L, Stmt *block) {
+  if (block->kind != ST_BLOCK)
+    lower_stmt(L, block);
+  else
+    lower_stmts(L, block->body);
 }
 
 /* Whether every path through the block ends in its last statement's return
@@ -830,22 +879,23 @@ static bool ends_in_return(Stmt *block) {
   return last->kind == ST_IF && ends_in_return(last);
 }
 
-/* Whether a return appears anywhere but in tail position. */
-static bool early_return(Stmt *s, bool tail) {
+/* Whether a return appears anywhere but in tail position; *in_loop is set
+ * when one is inside a loop. */
+static bool early_return(Stmt *s, bool tail, bool *in_loop) {
+  bool any = false;
   for (; s; s = s->next) {
     bool t = tail && !s->next;
     if (s->kind == ST_RETURN && !t)
-      return true;
-    if (s->kind == ST_FOR && early_return(s->then->body, false))
-      return true;
+      any = true;
+    if (s->kind == ST_FOR && early_return(s->then->body, false, in_loop))
+      any = *in_loop = true;
     if (s->kind == ST_IF) {
-      if (early_return(s->then->body, t))
-        return true;
-      if (s->els && early_return(s->els->kind == ST_IF ? s->els : s->els->body, t))
-        return true;
+      any |= early_return(s->then->body, t, in_loop);
+      if (s->els)
+        any |= early_return(s->els->kind == ST_IF ? s->els : s->els->body, t, in_loop);
     }
   }
-  return false;
+  return any;
 }
 
 static void lower_instance(Checker *k, Instance *inst, void *arg) {
@@ -878,19 +928,27 @@ static void lower_instance(Checker *k, Instance *inst, void *arg) {
     if (inst->ret->kind != TY_TUPLE)
       f->ret_types[0] = inst->ret;
   }
-  if (early_return(fn->body->body, true) || (fn->ret && !ends_in_return(fn->body)))
-    unsupported(&L, fn->span, "a return before the end of the function");
+  bool in_loop = false, early = early_return(fn->body->body, true, &in_loop);
+  if (in_loop)
+    unsupported(&L, fn->span, "a return inside a loop");
+  else if (fn->ret && !ends_in_return(fn->body))
+    unsupported(&L, fn->span, "a function whose last statement does not return on every path");
   Stmt *last = fn->body->body;
   while (last && last->next)
     last = last->next;
-  if (fn->ret && last && last->kind == ST_IF) {
-    /* returns in both branches of a final if/else: results go through slots */
+  if (early || (fn->ret && last && last->kind == ST_IF)) {
+    L.slots = true;
     for (int r = 0; r < f->nret; r++)
       L.ret_slots[r] = ir_var(c, f, f->ret_types[r], intern_cstr(c, "result"));
     L.nret_slots = f->nret;
+    L.done = ir_var(c, f, host_type(&L, TY_BOOL), intern_cstr(c, "returned"));
+    int no = host_const(&L, fn->span, TY_BOOL, 0, 0);
+    IrInst *in = ir_emit(c, &f->body, IR_VAR_SET, fn->span);
+    ir_set_args(c, in, 1, &no);
+    in->i[0] = L.done;
   }
   lower_block(&L, fn->body);
-  if (L.nret_slots) {
+  if (L.slots && L.nret_slots) {
     int vals[16];
     for (int r = 0; r < L.nret_slots; r++) {
       IrInst *g = ir_emit(c, &f->body, IR_VAR_GET, last->span);
