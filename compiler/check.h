@@ -78,6 +78,7 @@ void check_error(Checker *k, Span sp, const char *fmt, ...) __attribute__((forma
 void check_flush_chain(Checker *k);
 Type *check_expr(Checker *k, Expr *e);
 Type *check_type_expr(Checker *k, TypeExpr *te, bool named[MAX_MESH_AXES]);
+bool check_always_returns(Stmt *block);
 const char *ck_type(Checker *k, const Type *t);
 Arg *call_arg(Expr *call, int pos);
 Arg *call_named(Checker *k, Expr *call, const char *name);

@@ -2756,11 +2756,26 @@ static void check_block(Checker *k, Stmt *block) {
     check_stmt(k, s);
 }
 
+/* Whether every path through a block ends in a return: its last statement
+ * is one, or an if/else whose branches both end so (loops do not count:
+ * they may run zero times). */
+bool check_always_returns(Stmt *block) {
+  if (block->kind == ST_IF)
+    return block->els && check_always_returns(block->then) && check_always_returns(block->els);
+  Stmt *last = NULL;
+  for (Stmt *s = block->body; s; s = s->next)
+    last = s;
+  return last && (last->kind == ST_RETURN || (last->kind == ST_IF && check_always_returns(last)));
+}
+
 static void check_fn_body(Checker *k, FnDecl *fn) {
   check_block(k, fn->body);
   if (fn->ret && !k->inst->returned) {
     check_error(k, fn->name_span, "'%s' must end with a return", fn->name);
     help(k->c, "end the body with: return ...;");
+  } else if (fn->ret && !check_always_returns(fn->body)) {
+    check_error(k, fn->name_span, "'%s' can reach its end without returning a value", fn->name);
+    help(k->c, "return on every path: give the last `if` an `else` that returns, or end the body with: return ...;");
   }
   check_flush_chain(k);
 }

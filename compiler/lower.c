@@ -864,21 +864,6 @@ static void lower_block(Lower *L, Stmt *block) {
     lower_stmts(L, block->body);
 }
 
-/* Whether every path through the block ends in its last statement's return
- * (a return, or an if/else whose branches both end so). */
-static bool ends_in_return(Stmt *block) {
-  if (block->kind == ST_IF)
-    return block->els && ends_in_return(block->then) && ends_in_return(block->els);
-  Stmt *last = NULL;
-  for (Stmt *s = block->body; s; s = s->next)
-    last = s;
-  if (!last)
-    return false;
-  if (last->kind == ST_RETURN)
-    return true;
-  return last->kind == ST_IF && ends_in_return(last);
-}
-
 /* Whether a return appears anywhere but in tail position; *in_loop is set
  * when one is inside a loop. */
 static bool early_return(Stmt *s, bool tail, bool *in_loop) {
@@ -929,10 +914,8 @@ static void lower_instance(Checker *k, Instance *inst, void *arg) {
       f->ret_types[0] = inst->ret;
   }
   bool in_loop = false, early = early_return(fn->body->body, true, &in_loop);
-  if (in_loop)
+  if (in_loop) /* (the checker ensures every path ends in a return) */
     unsupported(&L, fn->span, "a return inside a loop");
-  else if (fn->ret && !ends_in_return(fn->body))
-    unsupported(&L, fn->span, "a function whose last statement does not return on every path");
   Stmt *last = fn->body->body;
   while (last && last->next)
     last = last->next;

@@ -24,6 +24,9 @@ def main():
         for path in files:
             run = lambda args: subprocess.run([spmdc, '--color=never'] + args, capture_output=True, text=True,
                                               errors='replace', env=env, timeout=120, cwd=os.path.dirname(path))
+            with open(path, encoding='utf-8', errors='replace') as f:
+                if '// ERROR' in f.read():
+                    continue  # an expected error, checked by errorcheck.py
             chk = run(['--check', os.path.basename(path)])
             if chk.returncode != 0:
                 continue
