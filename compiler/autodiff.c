@@ -14,9 +14,14 @@
 
 #include "ir.h"
 
+/* Which parameters of a function are differentiated: one byte per
+ * parameter (1: yes), so any number of parameters can be. */
+typedef const char *Mask;
+
 typedef struct Variant {
   IrFn *f;
-  long long mask;
+  Mask mask;            /* f->nparams bytes */
+  int ordinal;          /* variants of f made before this one */
   IrFn *fwd, *bwd, *vjp;
   struct Variant *next;
 } Variant;
@@ -45,7 +50,7 @@ typedef struct Rev {
   bool reported;        /* an error about this function was given */
 } Rev;
 
-static Variant *variant(AD *ad, IrFn *f, long long mask);
+static Variant *variant(AD *ad, IrFn *f, Mask mask);
 static int res_lookup(const int *f, const int *b, int n, int v);
 
 /* ---- which instructions are differentiable, and with respect to what ---- */
@@ -296,6 +301,7 @@ static void grad_of_first(Rev *r, IrBlock *here, IrInst *b, IrInst *in) {
 /* b computes one gradient per argument of in, in order: give it a result
  * for each argument that needs one, and add those to the adjoints. */
 static void grads_per_arg(Rev *r, IrBlock *here, IrInst *b, IrInst *in, int n) {
+  ir_reserve_dst(r->ad->c, b, n);
   b->ndst = n;
   for (int i = 0; i < n; i++)
     b->dst[i] = i < in->nargs && r->active[in->args[i]] && diff_arg(r->f, in, i) ? bval(r, ftype(r, in->args[i])) : -1;
@@ -352,7 +358,7 @@ static void bwd_rule(Rev *r, IrInst *in, IrBlock *here, int dy, const int *res_f
     return;
   }
   case IR_EINSUM: {
-    int args[5], n = 0;
+    int *args = arena_alloc(&c->arena, sizeof(int) * (size_t)(in->nargs + 1)), n = 0;
     for (int i = 0; i < in->nargs; i++)
       args[n++] = RES(in->args[i]);
     args[n++] = dy;
@@ -433,9 +439,9 @@ static void bwd_rule(Rev *r, IrInst *in, IrBlock *here, int dy, const int *res_f
     return;
   }
   case IR_CONCAT: {
-    int args[9], n = 0;
+    int *args = arena_alloc(&c->arena, sizeof(int) * (size_t)(in->nargs + 1)), n = 0;
     args[n++] = dy;
-    for (int i = 0; i < in->nargs && n < 9; i++)
+    for (int i = 0; i < in->nargs; i++)
       args[n++] = RES(in->args[i]);
     IrInst *b = bemit(r, IR_CONCAT_BWD, sp, n, args);
     b->i[0] = in->i[0];
@@ -547,13 +553,18 @@ static void init_slots(Rev *r, IrBlock *fb, Span sp) {
 }
 
 /* The backward of a call: the callee's own backward, on the tape. */
-static void call_bwd(Rev *r, IrInst *in, IrBlock *here) {
-  long long mask = 0;
+/* The mask of a call's arguments that carry a gradient here. */
+static Mask call_mask(Rev *r, IrInst *in) {
+  char *mask = arena_alloc(&r->ad->c->arena, (size_t)in->nargs + 1);
   for (int i = 0; i < in->nargs; i++)
-    if (r->active[in->args[i]] && diff_arg(r->f, in, i))
-      mask |= 1LL << i;
+    mask[i] = r->active[in->args[i]] && diff_arg(r->f, in, i);
+  return mask;
+}
+
+static void call_bwd(Rev *r, IrInst *in, IrBlock *here) {
+  Mask mask = call_mask(r, in);
   Variant *v = variant(r->ad, in->callee, mask);
-  int dys[IR_MAX_DST], n = 0;
+  int *dys = arena_alloc(&r->ad->c->arena, sizeof(int) * (size_t)(in->ndst + 1)), n = 0;
   for (int d = 0; d < in->ndst; d++) {
     int a = in->dst[d] >= 0 && r->active[in->dst[d]] ? adjoint(r, in->dst[d], in->span) : -1;
     if (a < 0) {
@@ -567,11 +578,11 @@ static void call_bwd(Rev *r, IrInst *in, IrBlock *here) {
   IrInst *b = bemit(r, IR_CALL, in->span, n, dys);
   b->callee = v->bwd;
   for (int i = 0; i < in->nargs; i++)
-    if (mask & (1LL << i))
-      b->dst[b->ndst++] = bval(r, ftype(r, in->args[i]));
+    if (mask[i])
+      ir_add_dst(r->ad->c, b, bval(r, ftype(r, in->args[i])));
   int k = 0;
   for (int i = 0; i < in->nargs; i++)
-    if (mask & (1LL << i))
+    if (mask[i])
       contribute(r, here, in->args[i], b->dst[k++], in->span);
 }
 
@@ -643,10 +654,12 @@ static void reverse_inst(Rev *r, IrInst *in, IrBlock *fb) {
     return;
   }
   /* residuals come off the tape in reverse order */
-  int res_f[8], res_b[8];
+  int *res_f = arena_alloc(&c->arena, sizeof(int) * (size_t)(in->nargs + 1));
+  int *res_b = arena_alloc(&c->arena, sizeof(int) * (size_t)(in->nargs + 1));
   int nres = residuals(in, res_f);
   if (nres) {
     IrInst *pop = bemit(r, IR_POP, sp, 0, NULL);
+    ir_reserve_dst(c, pop, nres);
     pop->ndst = nres;
     for (int i = 0; i < nres; i++) {
       pop->dst[i] = res_b[i] = bval(r, ftype(r, res_f[i]));
@@ -681,9 +694,7 @@ static IrBlock clone_with_pushes(Rev *r, IrBlock *src) {
   Compiler *c = r->ad->c;
   IrBlock out = {0};
   for (IrInst *in = src->head; in; in = in->next) {
-    IrInst *n = arena_alloc(&c->arena, sizeof(IrInst));
-    *n = *in;
-    n->next = NULL;
+    IrInst *n = ir_clone_inst(c, in);
     if (out.tail)
       out.tail->next = n;
     else
@@ -705,14 +716,10 @@ static IrBlock clone_with_pushes(Rev *r, IrBlock *src) {
     if (!active)
       continue;
     if (in->op == IR_CALL) {
-      long long mask = 0;
-      for (int i = 0; i < in->nargs; i++)
-        if (r->active[in->args[i]] && diff_arg(r->f, in, i))
-          mask |= 1LL << i;
-      n->callee = variant(r->ad, in->callee, mask)->fwd;
+      n->callee = variant(r->ad, in->callee, call_mask(r, in))->fwd;
       continue;
     }
-    int res[8];
+    int *res = arena_alloc(&c->arena, sizeof(int) * (size_t)(in->nargs + 1));
     int nres = residuals(in, res);
     if (in->op == IR_UNARY) { /* compute f'(x) with f(x) and keep it */
       n->op = IR_UNARY_GRAD;
@@ -728,16 +735,36 @@ static IrBlock clone_with_pushes(Rev *r, IrBlock *src) {
   return out;
 }
 
-static Variant *variant(AD *ad, IrFn *f, long long mask) {
-  for (Variant *v = ad->variants; v; v = v->next)
-    if (v->f == f && v->mask == mask)
+/* The suffix of a variant's C names: the mask as a number (bit i for
+ * parameter i) while it fits, else the variant's ordinal. */
+static const char *variant_suffix(Compiler *c, IrFn *f, Mask mask, int ordinal) {
+  if (f->nparams > 62)
+    return arena_sprintf(&c->arena, "v%d", ordinal);
+  long long bits = 0;
+  for (int i = 0; i < f->nparams; i++)
+    bits |= (long long)(mask[i] != 0) << i;
+  return arena_sprintf(&c->arena, "%lld", bits);
+}
+
+static Variant *variant(AD *ad, IrFn *f, Mask mask) {
+  int ordinal = 0;
+  for (Variant *v = ad->variants; v; v = v->next) {
+    if (v->f != f)
+      continue;
+    if (memcmp(v->mask, mask, (size_t)f->nparams) == 0)
       return v;
+    ordinal++;
+  }
   Compiler *c = ad->c;
   Variant *v = arena_alloc(&c->arena, sizeof(Variant));
   v->f = f;
-  v->mask = mask;
+  char *own = arena_alloc(&c->arena, (size_t)f->nparams + 1);
+  memcpy(own, mask, (size_t)f->nparams);
+  v->mask = mask = own;
+  v->ordinal = ordinal;
   v->next = ad->variants;
   ad->variants = v;
+  const char *suffix = variant_suffix(c, f, mask, ordinal);
   Rev r = {.ad = ad, .f = f};
   size_t nv = (size_t)f->nvalues + 1;
   r.active = arena_alloc(&c->arena, nv);
@@ -755,7 +782,7 @@ static Variant *variant(AD *ad, IrFn *f, long long mask) {
   for (int i = 0; i < f->nparams; i++) {
     depth[f->params[i]] = 0;
     r.def_block[f->params[i]] = &f->body;
-    if (mask & (1LL << i))
+    if (mask[i])
       r.active[f->params[i]] = 1;
   }
   while (mark_active(&r, &f->body))
@@ -763,20 +790,20 @@ static Variant *variant(AD *ad, IrFn *f, long long mask) {
   find_blocks(&r, &f->body, 0, depth);
 
   /* the forward: f's values, f's body with pushes */
-  v->fwd = ir_fn_new(c, arena_sprintf(&c->arena, "%s_fwd%lld", f->cname, mask));
+  v->fwd = ir_fn_new(c, arena_sprintf(&c->arena, "%s_fwd%s", f->cname, suffix));
   *v->fwd = *f;
   /* the forward adds values of its own (f'(x) of unary ops): own the array */
   v->fwd->values = arena_alloc(&c->arena, sizeof(IrValue) * (size_t)(f->nvalues + 1));
   memcpy(v->fwd->values, f->values, sizeof(IrValue) * (size_t)f->nvalues);
   v->fwd->capvalues = f->nvalues + 1;
-  v->fwd->cname = arena_sprintf(&c->arena, "%s_fwd%lld", f->cname, mask);
+  v->fwd->cname = arena_sprintf(&c->arena, "%s_fwd%s", f->cname, suffix);
   v->fwd->uses_tape = true;
   v->fwd->is_main = false;
   v->fwd->next = NULL;
 
   /* the backward: cotangents of the results in, gradients of the masked
    * parameters out */
-  IrFn *b = v->bwd = ir_fn_new(c, arena_sprintf(&c->arena, "%s_bwd%lld", f->cname, mask));
+  IrFn *b = v->bwd = ir_fn_new(c, arena_sprintf(&c->arena, "%s_bwd%s", f->cname, suffix));
   b->uses_tape = true;
   b->span = f->span;
   b->fn = f->fn;
@@ -787,11 +814,11 @@ static Variant *variant(AD *ad, IrFn *f, long long mask) {
     b->params[b->nparams++] = ir_value(c, b, f->ret_types[i], "dy");
   int ngrad = 0;
   for (int i = 0; i < f->nparams; i++)
-    ngrad += (mask >> i) & 1;
+    ngrad += mask[i] != 0;
   b->nret = ngrad;
   b->ret_types = arena_alloc(&c->arena, sizeof(Type *) * (size_t)(ngrad + 1));
   for (int i = 0, k = 0; i < f->nparams; i++)
-    if (mask & (1LL << i))
+    if (mask[i])
       b->ret_types[k++] = type_dual(c, f->values[f->params[i]].type, ad->p->mesh->naxes);
   for (int s = 0; s < f->nvars; s++) {
     r.adj_var[s] = ir_var(c, b, f->vars[s].type, f->vars[s].name);
@@ -826,7 +853,7 @@ static Variant *variant(AD *ad, IrFn *f, long long mask) {
   IrInst *bret = bemit(&r, IR_RETURN, f->span, 0, NULL);
   int *grads = arena_alloc(&c->arena, sizeof(int) * (size_t)(ngrad + 1));
   for (int i = 0, k = 0; i < f->nparams; i++) {
-    if (!(mask & (1LL << i)))
+    if (!mask[i])
       continue;
     int p = f->params[i];
     int g = r.active[p] ? adjoint(&r, p, f->span) : -1;
@@ -858,7 +885,7 @@ static Variant *variant(AD *ad, IrFn *f, long long mask) {
   b->body.tail = bret;
 
   /* the wrapper value_and_grad calls */
-  IrFn *w = v->vjp = ir_fn_new(c, arena_sprintf(&c->arena, "%s_vjp%lld", f->cname, mask));
+  IrFn *w = v->vjp = ir_fn_new(c, arena_sprintf(&c->arena, "%s_vjp%s", f->cname, suffix));
   w->span = f->span;
   w->fn = f->fn;
   w->vjp_fwd = v->fwd;
@@ -891,9 +918,10 @@ static void rewrite_calls(AD *ad, IrBlock *b) {
     rewrite_calls(ad, &in->els);
     if (in->op != IR_VJP_CALL || !in->callee)
       continue;
-    Variant *v = variant(ad, in->callee, in->i[0]);
+    Variant *v = variant(ad, in->callee, in->wrt);
     in->callee = v->vjp;
     if (!in->i[1]) { /* grad(): no value wanted */
+      ir_reserve_dst(ad->c, in, in->ndst + 1);
       for (int d = in->ndst; d > 0; d--)
         in->dst[d] = in->dst[d - 1];
       in->dst[0] = -1;
@@ -910,10 +938,9 @@ void ad_differentiate(Compiler *c, IrProgram *p) {
   for (IrFn *f = p->fns; f; f = f->next) {
     if (!f->fn || !(f->fn->flags & FN_EXPORT) || f->nret != 1 || f->vjp_fwd || f->uses_tape || f->inst->id != 0)
       continue;
-    long long mask = 0;
+    char *mask = arena_alloc(&c->arena, (size_t)f->nparams + 1);
     for (int i = 0; i < f->nparams; i++)
-      if (f->values[f->params[i]].type->dtype != DT_I32)
-        mask |= 1LL << i;
+      mask[i] = f->values[f->params[i]].type->dtype != DT_I32;
     Variant *v = variant(&ad, f, mask);
     f->exp_fwd = v->fwd;
     f->exp_bwd = v->bwd;

@@ -868,7 +868,7 @@ static const char *grad_decls(IrFn *f, Compiler *c, bool names) {
   StrBuf sb;
   sb_init(&sb, &c->arena);
   for (int i = 0; i < f->nparams; i++)
-    if (f->exp_mask & (1LL << i))
+    if (f->exp_mask[i])
       sb_printf(&sb, ", rt_tensor **%s%s", names ? "d_" : "", names ? f->values[f->params[i]].hint : "");
   return sb.data;
 }
@@ -939,7 +939,7 @@ static void emit_exports(Emitter *E) {
     fputs(", &value_);\n  rt_free(ctx, value_);\n", fp);
     fprintf(fp, "  f_%s(ctx, &tape_, (rt_tensor *)dout", f->exp_bwd->cname);
     for (int i = 0; i < f->nparams; i++)
-      if (f->exp_mask & (1LL << i))
+      if (f->exp_mask[i])
         fprintf(fp, ", d_%s", f->values[f->params[i]].hint);
     fputs(");\n  RT_CHECK(ctx, tape_.n == 0, \"internal error: autodiff tape not empty\");\n", fp);
     fputs("  free(tape_.t);\n  free(tape_.h);\n}\n\n", fp);
@@ -952,15 +952,16 @@ static void emit_exports(Emitter *E) {
       fprintf(fp, ", args[%d]", i);
     fputs(", dout", fp);
     for (int i = 0; i < f->nparams; i++)
-      if (f->exp_mask & (1LL << i))
+      if (f->exp_mask[i])
         fprintf(fp, ", &grads[%d]", i);
     fputs(");\n}\n\n", fp);
-    fprintf(fp, "const spmd_export_info %s_info = {\"%s\", %d, {", n, n, f->nparams);
+    fprintf(fp, "static const spmd_export_arg %s_args[] = {", n);
     for (int i = 0; i < f->nparams; i++) {
       fputs(i ? ",\n  " : "\n  ", fp);
-      emit_arg_info(E, f->values[f->params[i]].type, f->values[f->params[i]].hint, (f->exp_mask >> i) & 1);
+      emit_arg_info(E, f->values[f->params[i]].type, f->values[f->params[i]].hint, f->exp_mask[i]);
     }
-    fputs("},\n  ", fp);
+    fprintf(fp, "%s};\n", f->nparams ? "" : "{0}");
+    fprintf(fp, "const spmd_export_info %s_info = {\"%s\", %d, %s_args,\n  ", n, n, f->nparams, n);
     emit_arg_info(E, f->ret_types[0], "result", false);
     fprintf(fp, ",\n  %s_a, %s_vjp_a};\n\n", n, n);
   }
@@ -1001,7 +1002,7 @@ static const char export_types[] =
     "typedef struct spmd_export_info {\n"
     "  const char *name;\n"
     "  int nargs;\n"
-    "  spmd_export_arg args[16];\n"
+    "  const spmd_export_arg *args;  /* nargs of them */\n"
     "  spmd_export_arg result;\n"
     "  void (*fn)(rt_ctx *ctx, const rt_tensor *const *args, rt_tensor **out);\n"
     "  void (*vjp)(rt_ctx *ctx, const rt_tensor *const *args, const rt_tensor *dout, rt_tensor **grads);\n"

@@ -45,6 +45,8 @@ IrInst *ir_emit(Compiler *c, IrBlock *b, IrOp op, Span sp) {
   IrInst *in = arena_alloc(&c->arena, sizeof(IrInst));
   in->op = op;
   in->span = sp;
+  in->capdst = 4;
+  in->dst = arena_alloc(&c->arena, sizeof(int) * 4);
   if (b->tail)
     b->tail->next = in;
   else
@@ -58,6 +60,38 @@ void ir_set_args(Compiler *c, IrInst *in, int n, const int *args) {
   if (n)
     memcpy(in->args, args, sizeof(int) * (size_t)n);
   in->nargs = n;
+}
+
+void ir_reserve_dst(Compiler *c, IrInst *in, int n) {
+  if (n <= in->capdst)
+    return;
+  int cap = in->capdst ? in->capdst : 4;
+  while (cap < n)
+    cap *= 2;
+  int *d = arena_alloc(&c->arena, sizeof(int) * (size_t)cap);
+  if (in->ndst)
+    memcpy(d, in->dst, sizeof(int) * (size_t)in->ndst);
+  in->dst = d;
+  in->capdst = cap;
+}
+
+void ir_add_dst(Compiler *c, IrInst *in, int v) {
+  ir_reserve_dst(c, in, in->ndst + 1);
+  in->dst[in->ndst++] = v;
+}
+
+IrInst *ir_clone_inst(Compiler *c, const IrInst *in) {
+  IrInst *n = arena_alloc(&c->arena, sizeof(IrInst));
+  *n = *in;
+  n->next = NULL;
+  n->dst = arena_alloc(&c->arena, sizeof(int) * (size_t)(in->capdst ? in->capdst : 1));
+  if (in->ndst)
+    memcpy(n->dst, in->dst, sizeof(int) * (size_t)in->ndst);
+  if (in->nargs) {
+    n->args = arena_alloc(&c->arena, sizeof(int) * (size_t)in->nargs);
+    memcpy(n->args, in->args, sizeof(int) * (size_t)in->nargs);
+  }
+  return n;
 }
 
 bool ir_is_host(const Type *t) { return t->kind == TY_INT || t->kind == TY_FLOAT || t->kind == TY_BOOL; }

@@ -25,16 +25,15 @@ typedef struct IrBlock {
   IrInst *head, *tail;
 } IrBlock;
 
-enum { IR_MAX_DST = 8 };
-
 struct IrInst {
   IrOp op;
   Span span;
-  int dst[IR_MAX_DST];
-  int ndst;
+  int *dst;              /* results (-1: not wanted); room for capdst (ir_reserve_dst) */
+  int ndst, capdst;
   int *args;
   int nargs;
-  long long i[8];
+  long long i[8];        /* small integer operands (dims, ops; at most MAX_DIMS used) */
+  const char *wrt;       /* VJP_CALL: per argument, 1 if differentiated */
   double f, f2;
   const char *s;
   const char **strs;     /* PRINT: a label per arg (NULL for values) */
@@ -79,7 +78,7 @@ struct IrFn {
   int vjp_ngrads;
   /* an export fn: its forward and backward for NAME_vjp */
   IrFn *exp_fwd, *exp_bwd;
-  long long exp_mask;
+  const char *exp_mask;  /* per parameter: 1 if NAME_vjp gives its gradient */
   IrFn *next;
 };
 
@@ -95,6 +94,12 @@ int ir_value(Compiler *c, IrFn *f, Type *t, Name hint);
 int ir_var(Compiler *c, IrFn *f, Type *t, Name name);
 IrInst *ir_emit(Compiler *c, IrBlock *b, IrOp op, Span sp);
 void ir_set_args(Compiler *c, IrInst *in, int n, const int *args);
+/* Makes room for n results (dst[0..n-1]); existing ones are kept. */
+void ir_reserve_dst(Compiler *c, IrInst *in, int n);
+/* Appends a result. */
+void ir_add_dst(Compiler *c, IrInst *in, int v);
+/* A copy of `in` that shares nothing mutable with it (dst, args). */
+IrInst *ir_clone_inst(Compiler *c, const IrInst *in);
 void ir_dump(Compiler *c, IrProgram *p, FILE *out);
 bool ir_verify(Compiler *c, IrFn *f);
 bool ir_is_host(const Type *t);

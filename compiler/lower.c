@@ -23,7 +23,7 @@ typedef struct Lower {
    * slots, `done` records that a return happened, and the statements after
    * an `if` that may return run under `if (!done)`. */
   bool slots;
-  int ret_slots[16];
+  int *ret_slots;
   int nret_slots;
   int done;
 } Lower;
@@ -313,18 +313,23 @@ static int lower_collective(Lower *L, Expr *call, Builtin op) {
   return in->dst[0];
 }
 
-static int lower_args(Lower *L, Expr *call, int *out, int max) {
-  int n = 0;
-  for (Arg *a = call->args; a && n < max; a = a->next)
+/* The positional arguments' values, in a new array of *n. */
+static int *lower_args(Lower *L, Expr *call, int *n) {
+  int count = 0;
+  for (Arg *a = call->args; a; a = a->next)
+    count += !a->name;
+  int *out = arena_alloc(&L->c->arena, sizeof(int) * (size_t)(count + 1));
+  *n = 0;
+  for (Arg *a = call->args; a; a = a->next)
     if (!a->name)
-      out[n++] = lower_expr(L, a->value);
-  return n;
+      out[(*n)++] = lower_expr(L, a->value);
+  return out;
 }
 
 static int lower_builtin(Lower *L, Expr *call, Builtin op) {
   Span sp = call->span;
   Type *rt = call->ty;
-  int args[8];
+  int *args, n;
   const char *u = unary_rt(op);
   if (u) {
     int x = lower_expr(L, pos_arg(call, 0));
@@ -364,7 +369,7 @@ static int lower_builtin(Lower *L, Expr *call, Builtin op) {
   }
   case BI_LAYER_NORM:
   case BI_RMS_NORM: {
-    int n = lower_args(L, call, args, 3);
+    args = lower_args(L, call, &n);
     IrInst *in = emit(L, op == BI_LAYER_NORM ? IR_LAYER_NORM : IR_RMS_NORM, sp);
     ir_set_args(L->c, in, n, args);
     in->f = num_arg(named(L, call, "eps"), op == BI_LAYER_NORM ? 1e-5 : 1e-6);
@@ -373,17 +378,21 @@ static int lower_builtin(Lower *L, Expr *call, Builtin op) {
     return in->dst[0];
   }
   case BI_CROSS_ENTROPY:
-    lower_args(L, call, args, 2);
+    args = lower_args(L, call, &n);
     return emit1(L, IR_CROSS_ENTROPY, sp, rt, 2, args);
   case BI_EMBEDDING:
-    lower_args(L, call, args, 2);
+    args = lower_args(L, call, &n);
     return emit1(L, IR_EMBEDDING, sp, rt, 2, args);
   case BI_MATMUL:
-    lower_args(L, call, args, 2);
+    args = lower_args(L, call, &n);
     return emit1(L, IR_MATMUL, sp, rt, 2, args);
   case BI_EINSUM: {
-    int n = 0;
-    for (Arg *a = call->args->next; a && n < 4; a = a->next)
+    n = 0;
+    for (Arg *a = call->args->next; a; a = a->next)
+      n += !a->name;
+    args = arena_alloc(&L->c->arena, sizeof(int) * (size_t)(n + 1));
+    n = 0;
+    for (Arg *a = call->args->next; a; a = a->next) /* after the subscripts */
       if (!a->name)
         args[n++] = lower_expr(L, a->value);
     IrInst *in = emit(L, IR_EINSUM, sp);
@@ -427,8 +436,12 @@ static int lower_builtin(Lower *L, Expr *call, Builtin op) {
     return in->dst[0];
   }
   case BI_CONCAT: {
-    int n = 0;
-    for (Expr *x = pos_arg(call, 0)->elems; x && n < 8; x = x->next)
+    n = 0;
+    for (Expr *x = pos_arg(call, 0)->elems; x; x = x->next)
+      n++;
+    args = arena_alloc(&L->c->arena, sizeof(int) * (size_t)(n + 1));
+    n = 0;
+    for (Expr *x = pos_arg(call, 0)->elems; x; x = x->next)
       args[n++] = lower_expr(L, x);
     IrInst *in = emit(L, IR_CONCAT, sp);
     ir_set_args(L->c, in, n, args);
@@ -542,27 +555,25 @@ static int lower_builtin(Lower *L, Expr *call, Builtin op) {
   case BI_VALUE_AND_GRAD:
   case BI_GRAD: {
     Expr *fc = pos_arg(call, 0);
-    int n = lower_args(L, fc, args, 8);
+    args = lower_args(L, fc, &n);
     Expr *wrt = named(L, call, "wrt");
-    long long mask = 0;
+    char *mask = arena_alloc(&L->c->arena, (size_t)n + 1);
     for (Expr *w = wrt->kind == EX_TUPLE ? wrt->elems : wrt; w; w = wrt->kind == EX_TUPLE ? w->next : NULL) {
       int i = 0;
       for (Arg *a = fc->args; a; a = a->next, i++)
         if (a->value->kind == EX_NAME && a->value->sym == w->sym)
-          mask |= 1LL << i;
+          mask[i] = 1;
     }
     IrInst *in = emit(L, IR_VJP_CALL, sp);
     ir_set_args(L->c, in, n, args);
     in->callee = fc->inst ? fc->inst->ir : NULL;
-    in->i[0] = mask;
+    in->wrt = mask;
     in->i[1] = op == BI_VALUE_AND_GRAD;
     if (rt->kind == TY_TUPLE) {
-      for (int i = 0; i < rt->nelems && i < IR_MAX_DST; i++)
-        in->dst[in->ndst++] = value(L, rt->elems[i], NULL);
-      if (rt->nelems > IR_MAX_DST)
-        unsupported(L, sp, "differentiating with respect to more than 2 arguments at once");
+      for (int i = 0; i < rt->nelems; i++)
+        ir_add_dst(L->c, in, value(L, rt->elems[i], NULL));
     } else {
-      in->dst[in->ndst++] = value(L, rt, NULL);
+      ir_add_dst(L->c, in, value(L, rt, NULL));
     }
     return in->dst[0];
   }
@@ -583,9 +594,12 @@ static int lower_call(Lower *L, Expr *call) {
     unsupported(L, call->span, "this call");
     return -1;
   }
-  int args[64], n = 0, i = 0;
+  int nargs = 0, n = 0, i = 0;
+  for (Arg *a = call->args; a; a = a->next)
+    nargs++;
+  int *args = arena_alloc(&L->c->arena, sizeof(int) * (size_t)(nargs + 1));
   Param *p = s->fn->params;
-  for (Arg *a = call->args; a && n < 64; a = a->next, p = p ? p->next : NULL, i++)
+  for (Arg *a = call->args; a; a = a->next, p = p ? p->next : NULL, i++)
     if (!(p && p->type->is_axis)) {
       args[n] = lower_expr(L, a->value);
       args[n] = to_tensor(L, args[n], call->inst->args[i], a->value->span);
@@ -596,10 +610,10 @@ static int lower_call(Lower *L, Expr *call) {
   in->callee = callee;
   Type *rt = call->ty;
   if (rt->kind == TY_TUPLE) {
-    for (int i = 0; i < rt->nelems && i < IR_MAX_DST; i++)
-      in->dst[in->ndst++] = value(L, rt->elems[i], NULL);
+    for (int i = 0; i < rt->nelems; i++)
+      ir_add_dst(L->c, in, value(L, rt->elems[i], NULL));
   } else if (rt->kind != TY_VOID) {
-    in->dst[in->ndst++] = value(L, rt, NULL);
+    ir_add_dst(L->c, in, value(L, rt, NULL));
   }
   return in->ndst ? in->dst[0] : -1;
 }
@@ -755,8 +769,12 @@ static void lower_stmt(Lower *L, Stmt *s) {
     return;
   }
   case ST_RETURN: {
-    int vals[16], n = 0;
-    for (Expr *e = s->value; e && n < 16; e = e->next, n++) {
+    int n = 0;
+    for (Expr *e = s->value; e; e = e->next)
+      n++;
+    int *vals = arena_alloc(&L->c->arena, sizeof(int) * (size_t)(n + 1));
+    n = 0;
+    for (Expr *e = s->value; e; e = e->next, n++) {
       vals[n] = lower_expr(L, e);
       if (L->lm_depth == 0 && n < L->f->nret)
         vals[n] = to_tensor(L, vals[n], L->f->ret_types[n], e->span);
@@ -921,6 +939,7 @@ static void lower_instance(Checker *k, Instance *inst, void *arg) {
     last = last->next;
   if (early || (fn->ret && last && last->kind == ST_IF)) {
     L.slots = true;
+    L.ret_slots = arena_alloc(&c->arena, sizeof(int) * (size_t)(f->nret + 1));
     for (int r = 0; r < f->nret; r++)
       L.ret_slots[r] = ir_var(c, f, f->ret_types[r], intern_cstr(c, "result"));
     L.nret_slots = f->nret;
@@ -932,7 +951,7 @@ static void lower_instance(Checker *k, Instance *inst, void *arg) {
   }
   lower_block(&L, fn->body);
   if (L.slots && L.nret_slots) {
-    int vals[16];
+    int *vals = arena_alloc(&c->arena, sizeof(int) * (size_t)L.nret_slots);
     for (int r = 0; r < L.nret_slots; r++) {
       IrInst *g = ir_emit(c, &f->body, IR_VAR_GET, last->span);
       g->i[0] = L.ret_slots[r];
