@@ -462,16 +462,29 @@ static void emit_inst(Emitter *E, IrInst *in, int ind) {
     else
       out(E, ind, "%s = %s;\n", D(E, in, 0), varname(E, (int)in->i[0]));
     return;
-  case IR_FOR:
+  case IR_FOR: {
     if (in->i[1]) /* a backward loop */
       out(E, ind, "for (%s = %s - 1; %s >= %s; %s--) { %s\n", D(E, in, 0), A(E, in, 1), D(E, in, 0), A(E, in, 0),
           D(E, in, 0), loc);
     else
       out(E, ind, "for (%s = %s; %s < %s; %s++) { %s\n", D(E, in, 0), A(E, in, 0), D(E, in, 0), A(E, in, 1),
           D(E, in, 0), loc);
+    /* each iteration of a loop of main's body (the training step) is a
+     * region: --profile gives its median time */
+    bool step = E->f == E->p->main && ind == 1;
+    if (step) {
+      const char *var = E->f->values[in->dst[0]].hint;
+      const char *label = arena_sprintf(&E->c->arena, "for %s (%s:%d)", var ? var : "i",
+                                        source_file(E->c, in->span.file)->path, line);
+      out(E, ind + 1, "rt_trace_begin(ctx, %s); /* one iteration: a region in --trace and --profile */\n",
+          c_string(E, label));
+    }
     emit_block(E, &in->body, ind + 1);
+    if (step)
+      out(E, ind + 1, "rt_trace_end(ctx);\n");
     out(E, ind, "}\n");
     return;
+  }
   case IR_IF:
     out(E, ind, "if (%s) { %s\n", A(E, in, 0), loc);
     emit_block(E, &in->body, ind + 1);
@@ -621,6 +634,7 @@ static int emit_fused(Emitter *E, IrInst **insts, int j, int n, int ind) {
   out(E, ind, "{ /* %s:%d: %d elementwise operations in one loop */\n", source_file(E->c, insts[j]->span.file)->path,
       line, members);
   out(E, ind + 1, "typedef %s T_;\n", T);
+  out(E, ind + 1, "rt_kspan span_ = rt_kernel_begin(ctx); /* --profile, --trace */\n");
   const char *first = NULL;
   for (int k = j; k < end && !first; k++)
     if (!transparent(insts[k]))
@@ -670,6 +684,7 @@ static int emit_fused(Emitter *E, IrInst **insts, int j, int n, int ind) {
       out(E, ind + 2, "((T_ *)%s->data)[i_] = r%d_;\n", vname(E, v), v);
   }
   out(E, ind + 1, "}\n");
+  out(E, ind + 1, "rt_kernel_end(ctx, &span_, RT_K_ELEMENTWISE, \"fused\");\n");
   out(E, ind, "}\n");
   return end - j;
 }
@@ -746,6 +761,8 @@ static void emit_signature(Emitter *E, IrFn *f, bool decl) {
 /* value_and_grad: forward with a tape, seed 1.0, backward. */
 static void emit_vjp(Emitter *E, IrFn *w) {
   emit_signature(E, w, false);
+  out(E, 1, "rt_trace_begin(ctx, %s);\n",
+      c_string(E, arena_sprintf(&E->c->arena, "value_and_grad(%s)", w->fn ? w->fn->name : w->cname)));
   out(E, 1, "tape_t tape_ = {0};\n");
   out(E, 1, "rt_tensor *value_ = NULL;\n");
   out(E, 1, "f_%s(ctx, &tape_", w->vjp_fwd->cname);
@@ -765,6 +782,7 @@ static void emit_vjp(Emitter *E, IrFn *w) {
   out(E, 2, "*ret0 = value_;\n");
   out(E, 1, "else\n");
   out(E, 2, "rt_free(ctx, value_);\n");
+  out(E, 1, "rt_trace_end(ctx);\n");
   fputs("}\n\n", E->out);
 }
 

@@ -89,7 +89,7 @@ rt_tensor *rt_all_reduce(rt_ctx *ctx, const rt_tensor *x, rt_axes axes, rt_reduc
     RT_CHECK(ctx, !(op == RT_RED_AVG && x->dtype == RT_I32), "all_reduce: op=avg needs a float tensor");
     if (g->size == 1) /* nothing to combine: share the data */
         return rt_retain((rt_tensor *)x);
-    double t0 = rt_now();
+    rt_kspan ks_ = rt_kernel_begin(ctx);
     rt_tensor *y = rt_empty(ctx, x->dtype, x->ndim, x->shape);
     if (g->size == 1)
         memcpy(y->data, x->data, bytes_of(x));
@@ -98,7 +98,7 @@ rt_tensor *rt_all_reduce(rt_ctx *ctx, const rt_tensor *x, rt_axes axes, rt_reduc
                                        mpi_type(x->dtype), mpi_op(op), g->comm));
     if (op == RT_RED_AVG && g->size > 1)
         scale_inplace(y, 1.0 / g->size);
-    rt_coll_record(ctx, RT_COLL_ALL_REDUCE, t0, (double)bytes_of(x));
+    rt_coll_record(ctx, RT_COLL_ALL_REDUCE, &ks_, (double)bytes_of(x));
     return y;
 }
 
@@ -121,7 +121,7 @@ rt_tensor *rt_all_gather(rt_ctx *ctx, const rt_tensor *x, rt_axes axes, int dim)
     dim = check_dim(ctx, x, dim, "all_gather");
     if (g->size == 1 && dim != RT_STACK)
         return rt_retain((rt_tensor *)x);
-    double t0 = rt_now();
+    rt_kspan ks_ = rt_kernel_begin(ctx);
     int64_t shape[RT_MAX_DIMS], outer, d, inner;
     rt_tensor *y;
     if (dim == RT_STACK) {
@@ -148,7 +148,7 @@ rt_tensor *rt_all_gather(rt_ctx *ctx, const rt_tensor *x, rt_axes axes, int dim)
             rt_free(ctx, tmp);
         }
     }
-    rt_coll_record(ctx, RT_COLL_ALL_GATHER, t0, (double)bytes_of(y));
+    rt_coll_record(ctx, RT_COLL_ALL_GATHER, &ks_, (double)bytes_of(y));
     return y;
 }
 
@@ -213,7 +213,7 @@ rt_tensor *rt_reduce_scatter(rt_ctx *ctx, const rt_tensor *x, rt_axes axes, int 
     dim = check_dim(ctx, x, dim, "reduce_scatter");
     if (g->size == 1 && dim != RT_STACK)
         return rt_retain((rt_tensor *)x);
-    double t0 = rt_now();
+    rt_kspan ks_ = rt_kernel_begin(ctx);
     int64_t shape[RT_MAX_DIMS];
     rt_tensor *y;
     if (dim == RT_STACK) {
@@ -227,7 +227,7 @@ rt_tensor *rt_reduce_scatter(rt_ctx *ctx, const rt_tensor *x, rt_axes axes, int 
         y = rt_empty(ctx, x->dtype, x->ndim, shape);
         rs_dim(ctx, g, x, dim, y);
     }
-    rt_coll_record(ctx, RT_COLL_REDUCE_SCATTER, t0, (double)bytes_of(x));
+    rt_coll_record(ctx, RT_COLL_REDUCE_SCATTER, &ks_, (double)bytes_of(x));
     return y;
 }
 
@@ -293,7 +293,7 @@ rt_tensor *rt_all_to_all(rt_ctx *ctx, const rt_tensor *x, rt_axes axes, int src_
              "all_to_all: src and dst must both be V or both be S(i)");
     if (g->size == 1 && src_dim != RT_STACK)
         return rt_retain((rt_tensor *)x);
-    double t0 = rt_now();
+    rt_kspan ks_ = rt_kernel_begin(ctx);
     rt_tensor *y;
     if (src_dim == RT_STACK) {
         RT_CHECK(ctx, x->ndim >= 1 && x->shape[0] == g->size,
@@ -303,7 +303,7 @@ rt_tensor *rt_all_to_all(rt_ctx *ctx, const rt_tensor *x, rt_axes axes, int src_
     } else {
         y = a2a_dims(ctx, g, x, src_dim, dst_dim);
     }
-    rt_coll_record(ctx, RT_COLL_ALL_TO_ALL, t0, (double)bytes_of(x));
+    rt_coll_record(ctx, RT_COLL_ALL_TO_ALL, &ks_, (double)bytes_of(x));
     return y;
 }
 
@@ -347,6 +347,7 @@ rt_tensor *rt_convert(rt_ctx *ctx, const rt_tensor *x, rt_axes axes, rt_ltype sr
                       rt_ltype dst, int dim)
 {
     rt_group *g = rt_group_get(ctx, axes);
+    RT_KERNEL(ctx, RT_K_COPY, "convert");
     bool rep = src == RT_R || src == RT_I;
     /* the data do not change: share them (tensors are written only when
      * refs == 1) */

@@ -60,8 +60,15 @@ static inline double rt_pow_db_(double a, double b)
 
 #define NAME_U(NAME, name, f, d) #name,
 #define NAME_B(NAME, name, f, da, db) #name,
+#define NAME_UB(NAME, name, f, d) #name "_bwd",
+#define NAME_UG(NAME, name, f, d) #name "_with_grad",
+#define NAME_BB(NAME, name, f, da, db) #name "_bwd",
 static const char *unary_names[] = {RT_UNARY_OPS(NAME_U)};
 static const char *binary_names[] = {RT_BINARY_OPS(NAME_B)};
+/* kernel names in --trace and --profile */
+static const char *unary_bwd_names[] = {RT_UNARY_OPS(NAME_UB)};
+static const char *unary_grad_names[] = {RT_UNARY_OPS(NAME_UG)};
+static const char *binary_bwd_names[] = {RT_BINARY_OPS(NAME_BB)};
 const char *rt_unary_name(rt_unary_op op) { return unary_names[op]; }
 const char *rt_binary_name(rt_binary_op op) { return binary_names[op]; }
 
@@ -126,6 +133,7 @@ static const unary_bwd_fn unary_bwd_f64[] = {RT_UNARY_OPS(UNB_F64)};
 rt_tensor *rt_unary(rt_ctx *ctx, rt_unary_op op, const rt_tensor *x)
 {
     RT_CHECK(ctx, op >= 0 && op < RT_NUNARY, "unary: bad op %d", (int)op);
+    RT_KERNEL(ctx, RT_K_ELEMENTWISE, unary_names[op]);
     if (x->dtype == RT_I32 && (op == RT_NEG || op == RT_ABS || op == RT_SQUARE || op == RT_RELU)) {
         rt_tensor *y = rt_empty(ctx, RT_I32, x->ndim, x->shape);
         const int32_t *X = x->data;
@@ -147,6 +155,7 @@ rt_tensor *rt_unary_bwd(rt_ctx *ctx, rt_unary_op op, const rt_tensor *x, const r
     rt_check_float(ctx, x, unary_names[op]);
     RT_CHECK(ctx, rt_same_shape(x, dy) && x->dtype == dy->dtype,
              "%s backward: gradient shape or dtype differs from the input", unary_names[op]);
+    RT_KERNEL(ctx, RT_K_ELEMENTWISE, unary_bwd_names[op]);
     rt_tensor *dx = rt_empty(ctx, x->dtype, x->ndim, x->shape);
     (x->dtype == RT_F32 ? unary_bwd_f32 : unary_bwd_f64)[op](x->data, dy->data, dx->data,
                                                               x->numel);
@@ -158,6 +167,7 @@ void rt_unary_with_grad(rt_ctx *ctx, rt_unary_op op, const rt_tensor *x, rt_tens
 {
     RT_CHECK(ctx, op >= 0 && op < RT_NUNARY, "unary: bad op %d", (int)op);
     rt_check_float(ctx, x, unary_names[op]);
+    RT_KERNEL(ctx, RT_K_ELEMENTWISE, unary_grad_names[op]);
     *y = rt_empty(ctx, x->dtype, x->ndim, x->shape);
     *dydx = rt_empty(ctx, x->dtype, x->ndim, x->shape);
     (x->dtype == RT_F32 ? unary_grad_f32 : unary_grad_f64)[op](x->data, (*y)->data, (*dydx)->data,
@@ -296,6 +306,7 @@ rt_tensor *rt_binary(rt_ctx *ctx, rt_binary_op op, const rt_tensor *a, const rt_
     RT_CHECK(ctx, !(a->dtype == RT_I32 && (op == RT_DIV || op == RT_POW)),
              "%s: needs f32 or f64, got i32", binary_names[op]);
     bcast bc = broadcast(ctx, a, b, binary_names[op]);
+    RT_KERNEL(ctx, RT_K_ELEMENTWISE, binary_names[op]);
     rt_tensor *y = rt_empty(ctx, a->dtype, bc.ndim, bc.shape);
     binary_fn fn = binary_tab[a->dtype][op];
     size_t esz = rt_dtype_size(a->dtype);
@@ -378,6 +389,7 @@ void rt_binary_bwd(rt_ctx *ctx, rt_binary_op op, const rt_tensor *a, const rt_te
                    const rt_tensor *dy, rt_tensor **da, rt_tensor **db)
 {
     rt_check_float(ctx, a, binary_names[op]);
+    RT_KERNEL(ctx, RT_K_ELEMENTWISE, binary_bwd_names[op]);
     if (binary_bwd_same_shape(ctx, op, a, b, dy, da, db))
         return;
     bcast bc = broadcast(ctx, a, b, binary_names[op]);
@@ -406,6 +418,7 @@ rt_tensor *rt_sum_to_shape(rt_ctx *ctx, const rt_tensor *g, int ndim, const int6
     RT_CHECK(ctx, ndim <= g->ndim, "sum_to_shape: target has more dims than the gradient");
     if (ndim == g->ndim && memcmp(shape, g->shape, (size_t)ndim * sizeof *shape) == 0)
         return rt_retain((rt_tensor *)g);
+    RT_KERNEL(ctx, RT_K_REDUCE, "sum_to_shape");
     rt_tensor tgt = {.dtype = g->dtype, .ndim = ndim};
     memcpy(tgt.shape, shape, (size_t)ndim * sizeof *shape);
     int64_t str[RT_MAX_DIMS], idx[RT_MAX_DIMS] = {0}, off = 0;
@@ -455,6 +468,7 @@ static rt_tensor *reduce_dim(rt_ctx *ctx, const rt_tensor *x, int dim, bool keep
                              red_kind k, const char *what)
 {
     dim = rt_norm_dim(ctx, dim, x->ndim, what);
+    RT_KERNEL(ctx, RT_K_REDUCE, what);
     int64_t outer, d, inner, shape[RT_MAX_DIMS];
     int ndim;
     RT_CHECK(ctx, !(k == RED_MAX && x->shape[dim] == 0), "%s: reduction over an empty dim", what);
@@ -535,11 +549,13 @@ static rt_tensor *expand_back(rt_ctx *ctx, const rt_tensor *x, int dim, const rt
 
 rt_tensor *rt_sum_bwd(rt_ctx *ctx, const rt_tensor *x, int dim, const rt_tensor *dy)
 {
+    RT_KERNEL(ctx, RT_K_REDUCE, "sum_bwd");
     return expand_back(ctx, x, dim, dy);
 }
 
 rt_tensor *rt_mean_bwd(rt_ctx *ctx, const rt_tensor *x, int dim, const rt_tensor *dy)
 {
+    RT_KERNEL(ctx, RT_K_REDUCE, "mean_bwd");
     int64_t n = dim == RT_ALL ? x->numel : x->shape[rt_norm_dim(ctx, dim, x->ndim, "mean")];
     rt_tensor *e = expand_back(ctx, x, dim, dy);
     rt_tensor *y = rt_scale(ctx, e, 1.0 / (double)n);
@@ -550,6 +566,7 @@ rt_tensor *rt_mean_bwd(rt_ctx *ctx, const rt_tensor *x, int dim, const rt_tensor
 /* gradient shared evenly among the maxima, as torch.amax does */
 rt_tensor *rt_amax_bwd(rt_ctx *ctx, const rt_tensor *x, int dim, const rt_tensor *dy)
 {
+    RT_KERNEL(ctx, RT_K_REDUCE, "amax_bwd");
     rt_tensor *flat = NULL, *m, *mask, *cnt, *cntb, *share, *g, *dx;
     if (dim == RT_ALL) {
         int64_t n = x->numel;
@@ -578,6 +595,7 @@ rt_tensor *rt_amax_bwd(rt_ctx *ctx, const rt_tensor *x, int dim, const rt_tensor
 static rt_tensor *scan(rt_ctx *ctx, const rt_tensor *x, int dim, bool reverse)
 {
     dim = rt_norm_dim(ctx, dim, x->ndim, "cumsum");
+    RT_KERNEL(ctx, RT_K_REDUCE, reverse ? "cumsum_bwd" : "cumsum");
     int64_t outer, d, inner;
     rt_split_dims(x, dim, &outer, &d, &inner);
     size_t cap, acap;

@@ -60,7 +60,7 @@ static rt_tensor *map_lanes(rt_ctx *ctx, const rt_tensor *a, const rt_tensor *b,
     rt_check_float(ctx, a, what);
     RT_CHECK(ctx, !b || (rt_same_shape(a, b) && a->dtype == b->dtype),
              "%s: operand shapes or dtypes differ", what);
-    RT_TIMED_BEGIN(ctx);
+    RT_KERNEL(ctx, RT_K_NN, what);
     lanes l = lanes_of(ctx, a, &dim, what);
     size_t c1, c2, c3;
     double *va = rt_scratch(ctx, l.d, &c1), *vb = rt_scratch(ctx, l.d, &c2),
@@ -77,7 +77,6 @@ static rt_tensor *map_lanes(rt_ctx *ctx, const rt_tensor *a, const rt_tensor *b,
     rt_pool_release(ctx, va, c1);
     rt_pool_release(ctx, vb, c2);
     rt_pool_release(ctx, vy, c3);
-    RT_TIMED_END(ctx, what);
     return y;
 }
 
@@ -202,7 +201,7 @@ static void row_stats(const double *x, int64_t d, bool rms, double eps, double *
 static rt_tensor *norm_fwd(rt_ctx *ctx, norm_args *a, const char *what)
 {
     norm_setup(ctx, a, what);
-    RT_TIMED_BEGIN(ctx);
+    RT_KERNEL(ctx, RT_K_NN, what);
     size_t cw = 0, cb = 0, cr;
     a->vw = param_f64(ctx, a->w, &cw);
     a->vb = param_f64(ctx, a->b, &cb);
@@ -219,7 +218,6 @@ static rt_tensor *norm_fwd(rt_ctx *ctx, norm_args *a, const char *what)
     rt_pool_release(ctx, a->vw, cw);
     rt_pool_release(ctx, a->vb, cb);
     rt_pool_release(ctx, row, cr);
-    RT_TIMED_END(ctx, what);
     return y;
 }
 
@@ -273,7 +271,7 @@ static void norm_bwd(rt_ctx *ctx, norm_args *a, rt_tensor **dx, rt_tensor **dw, 
     norm_setup(ctx, a, what);
     RT_CHECK(ctx, rt_same_shape(a->x, a->dy) && a->x->dtype == a->dy->dtype,
              "%s backward: gradient shape or dtype differs from the input", what);
-    RT_TIMED_BEGIN(ctx);
+    RT_KERNEL(ctx, RT_K_NN, what);
     size_t cw = 0, cdw = 0, cdb = 0, c1, c2, c3;
     a->vw = param_f64(ctx, a->w, &cw);
     a->dw = dw && a->w ? rt_scratch(ctx, a->d, &cdw) : NULL;
@@ -296,7 +294,6 @@ static void norm_bwd(rt_ctx *ctx, norm_args *a, rt_tensor **dx, rt_tensor **dw, 
     rt_pool_release(ctx, x, c1);
     rt_pool_release(ctx, gy, c2);
     rt_pool_release(ctx, g, c3);
-    RT_TIMED_END(ctx, what);
 }
 
 void rt_layer_norm_bwd(rt_ctx *ctx, const rt_tensor *x, const rt_tensor *w, double eps,
@@ -341,7 +338,7 @@ static int64_t kept_rows(const rt_tensor *targets)
 rt_tensor *rt_cross_entropy(rt_ctx *ctx, const rt_tensor *logits, const rt_tensor *targets)
 {
     check_ce(ctx, logits, targets);
-    RT_TIMED_BEGIN(ctx);
+    RT_KERNEL(ctx, RT_K_NN, "cross_entropy");
     int64_t n = logits->shape[0], c = logits->shape[1];
     size_t cap;
     double *row = rt_scratch(ctx, c, &cap), loss = 0;
@@ -355,7 +352,6 @@ rt_tensor *rt_cross_entropy(rt_ctx *ctx, const rt_tensor *logits, const rt_tenso
     }
     rt_pool_release(ctx, row, cap);
     int64_t kept = kept_rows(targets);
-    RT_TIMED_END(ctx, "cross_entropy");
     return rt_scalar(ctx, logits->dtype, kept ? loss / (double)kept : NAN);
 }
 
@@ -363,6 +359,7 @@ rt_tensor *rt_cross_entropy_bwd(rt_ctx *ctx, const rt_tensor *logits, const rt_t
                                 const rt_tensor *dy)
 {
     check_ce(ctx, logits, targets);
+    RT_KERNEL(ctx, RT_K_NN, "cross_entropy_bwd");
     int64_t n = logits->shape[0], c = logits->shape[1], kept = kept_rows(targets);
     double scale = kept ? rt_item(ctx, dy) / (double)kept : 0.0;
     size_t cap;
@@ -397,6 +394,7 @@ rt_tensor *rt_embedding(rt_ctx *ctx, const rt_tensor *table, const rt_tensor *id
     RT_CHECK(ctx, table->ndim == 2, "embedding: table must be [V, D]");
     RT_CHECK(ctx, ids->ndim < RT_MAX_DIMS, "embedding: ids have too many dims");
     check_ids(ctx, ids, table->shape[0]);
+    RT_KERNEL(ctx, RT_K_NN, "embedding");
     int64_t shape[RT_MAX_DIMS], d = table->shape[1];
     memcpy(shape, ids->shape, (size_t)ids->ndim * sizeof *shape);
     shape[ids->ndim] = d;
@@ -413,6 +411,7 @@ rt_tensor *rt_embedding_bwd(rt_ctx *ctx, const rt_tensor *ids, const rt_tensor *
 {
     check_ids(ctx, ids, vocab);
     rt_check_float(ctx, dy, "embedding_bwd");
+    RT_KERNEL(ctx, RT_K_NN, "embedding_bwd");
     int64_t d = dy->shape[dy->ndim - 1];
     RT_CHECK(ctx, dy->numel == ids->numel * d, "embedding_bwd: gradient shape mismatch");
     size_t cap, rcap;

@@ -114,11 +114,10 @@ static void squeeze_result(rt_tensor *y, bool drop_m, bool drop_n)
 rt_tensor *rt_matmul(rt_ctx *ctx, const rt_tensor *a, const rt_tensor *b)
 {
     RT_CHECK(ctx, a->ndim >= 1 && b->ndim >= 1, "matmul: operands must have at least 1 dim");
-    RT_TIMED_BEGIN(ctx);
+    RT_KERNEL(ctx, RT_K_MATMUL, "matmul");
     rt_tensor av = as_matrix(a, true), bv = as_matrix(b, false);
     rt_tensor *y = bmm(ctx, &av, false, &bv, false);
     squeeze_result(y, a->ndim == 1, b->ndim == 1);
-    RT_TIMED_END(ctx, "matmul");
     return y;
 }
 
@@ -152,7 +151,7 @@ static rt_tensor *reduce_to(rt_ctx *ctx, rt_tensor *g, const rt_tensor *like, co
 void rt_matmul_bwd(rt_ctx *ctx, const rt_tensor *a, const rt_tensor *b, const rt_tensor *dy,
                    rt_tensor **da, rt_tensor **db)
 {
-    RT_TIMED_BEGIN(ctx);
+    RT_KERNEL(ctx, RT_K_MATMUL, "matmul_bwd");
     rt_tensor av = as_matrix(a, true), bv = as_matrix(b, false);
     rt_tensor g = dy_as_matrix(dy, a->ndim == 1, b->ndim == 1);
     if (da)
@@ -167,7 +166,6 @@ void rt_matmul_bwd(rt_ctx *ctx, const rt_tensor *a, const rt_tensor *b, const rt
     } else if (db) {
         *db = reduce_to(ctx, bmm(ctx, &av, true, &g, false), &bv, b);
     }
-    RT_TIMED_END(ctx, "matmul_bwd");
 }
 
 /* ---- einsum */
@@ -313,7 +311,7 @@ static rt_tensor *einsum2(rt_ctx *ctx, const char *eq, const eqn *e, const rt_te
 
 rt_tensor *rt_einsum(rt_ctx *ctx, const char *eq, int n, const rt_tensor *const *xs)
 {
-    RT_TIMED_BEGIN(ctx);
+    RT_KERNEL(ctx, RT_K_MATMUL, "einsum");
     eqn e = parse_eq(ctx, eq, n);
     for (int i = 0; i < n; i++)
         RT_CHECK(ctx, (int)strlen(e.in[i]) == xs[i]->ndim,
@@ -333,7 +331,6 @@ rt_tensor *rt_einsum(rt_ctx *ctx, const char *eq, int n, const rt_tensor *const 
     } else {
         y = einsum2(ctx, eq, &e, xs[0], xs[1]);
     }
-    RT_TIMED_END(ctx, "einsum");
     return y;
 }
 
@@ -371,6 +368,7 @@ static rt_tensor *einsum_grad(rt_ctx *ctx, const eqn *e, int i, const rt_tensor 
 void rt_einsum_bwd(rt_ctx *ctx, const char *eq, int n, const rt_tensor *const *xs,
                    const rt_tensor *dy, rt_tensor **dxs)
 {
+    RT_KERNEL(ctx, RT_K_MATMUL, "einsum_bwd");
     eqn e = parse_eq(ctx, eq, n);
     for (int i = 0; i < n; i++)
         dxs[i] = einsum_grad(ctx, &e, i, xs, dy);

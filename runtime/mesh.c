@@ -38,6 +38,7 @@ void rt_ctx_free_serial(rt_ctx *ctx)
 {
     rt_pool_free_all(ctx);
     rt_trace_free(ctx);
+    rt_profile_free(ctx);
     free(ctx);
 }
 
@@ -95,6 +96,7 @@ rt_ctx *rt_init(int *argc, char ***argv, int naxes, const char *const *names,
     rt_mesh_setup(ctx, naxes, names, sizes, mesh);
     RT_CALL_MPI(ctx, MPI_Barrier(MPI_COMM_WORLD));
     ctx->t_start = rt_now();
+    rt_profile_start(ctx);
     return ctx;
 }
 
@@ -104,6 +106,7 @@ int rt_finalize(rt_ctx *ctx)
     rt_mesh_free(ctx);
     rt_pool_free_all(ctx);
     rt_trace_free(ctx);
+    rt_profile_free(ctx);
     free(ctx->trace_path);
     free(ctx);
     MPI_Finalize();

@@ -202,6 +202,7 @@ static void load_run(void *user, int64_t g, int64_t lo, int64_t n)
 
 rt_tensor *rt_load_npy(rt_ctx *ctx, const char *path, rt_dtype dt, const rt_layout *l)
 {
+    RT_KERNEL(ctx, RT_K_IO, "load_npy");
     int fd = open(path, O_RDONLY);
     RT_CHECK(ctx, fd >= 0, "load '%s': cannot open: %s", path, strerror(errno));
     npy_header hd;
@@ -323,7 +324,7 @@ void rt_save_npy(rt_ctx *ctx, const char *path, const rt_tensor *x, const rt_lay
     for (int d = 0; d < l->ndim; d++)
         RT_CHECK(ctx, x->shape[d] == l->local[d] && l->offset[d] + l->local[d] <= l->global[d],
                  "save '%s': block does not match the layout in dim %d", path, d);
-    double t0 = rt_now();
+    rt_kspan ks_ = rt_kernel_begin(ctx);
     rt_tensor *full;
     if (ctx->mpi) {
         full = gather_global(ctx, x, l);
@@ -337,5 +338,5 @@ void rt_save_npy(rt_ctx *ctx, const char *path, const rt_tensor *x, const rt_lay
     rt_free(ctx, full);
     if (ctx->mpi) /* nobody reads the file before it is complete */
         RT_CALL_MPI(ctx, MPI_Barrier(MPI_COMM_WORLD));
-    rt_coll_record(ctx, RT_COLL_GATHER_SAVE, t0, (double)x->numel * rt_dtype_size(x->dtype));
+    rt_coll_record(ctx, RT_COLL_GATHER_SAVE, &ks_, (double)x->numel * rt_dtype_size(x->dtype));
 }

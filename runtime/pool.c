@@ -24,13 +24,19 @@ static int size_class(size_t n, size_t *cap)
 
 void *rt_pool_alloc(rt_ctx *ctx, size_t bytes, size_t *cap)
 {
+    double t0 = rt_measuring(ctx) ? rt_now() : 0;
     int c = size_class(bytes, cap);
-    if (c < RT_NCLASS && ctx->pool[c].n > 0) {
+    void *p;
+    bool fresh = !(c < RT_NCLASS && ctx->pool[c].n > 0);
+    if (!fresh) {
         ctx->pool_cached -= *cap;
-        return ctx->pool[c].items[--ctx->pool[c].n];
+        p = ctx->pool[c].items[--ctx->pool[c].n];
+    } else {
+        p = aligned_alloc(64, *cap);
+        RT_CHECK(ctx, p != NULL, "out of memory allocating %zu bytes", *cap);
     }
-    void *p = aligned_alloc(64, *cap);
-    RT_CHECK(ctx, p != NULL, "out of memory allocating %zu bytes", *cap);
+    if (t0 > 0)
+        rt_alloc_record(ctx, t0, fresh, *cap);
     return p;
 }
 

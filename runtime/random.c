@@ -56,6 +56,7 @@ static rt_tensor *fill(rt_ctx *ctx, rt_dtype dt, const rt_layout *l, uint64_t se
                        uint32_t stream, sample_fn f, double p0, double p1)
 {
     rt_check_float(ctx, &(rt_tensor){.dtype = dt}, "random");
+    RT_KERNEL(ctx, RT_K_RANDOM, stream ? "uniform" : "randn");
     int64_t gstr[RT_MAX_DIMS], idx[RT_MAX_DIMS] = {0}, s = 1, g = 0;
     for (int d = l->ndim - 1; d >= 0; d--) {
         RT_CHECK(ctx, l->offset[d] + l->local[d] <= l->global[d],

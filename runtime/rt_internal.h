@@ -35,8 +35,29 @@ typedef enum {
 } rt_coll_kind;
 
 typedef struct rt_coll_stat {
-    double count, bytes, seconds;
+    double count, bytes;
+    double seconds;  /* blocked in the call (blocking) or in its start and wait */
+    double inflight; /* non-blocking: from the start to the end of the wait */
 } rt_coll_stat;
+
+/* --profile: a trace region's totals (one per name) */
+typedef struct rt_region {
+    const char *name;
+    double calls, incl, self;
+    double kind[RT_NKINDS + 1]; /* self time per kernel kind; [RT_NKINDS]: allocation */
+    double *durs;               /* every call's inclusive time, for the median */
+    int ndurs, cap_durs;
+} rt_region;
+
+/* --profile: totals per kernel kind, allocation, regions */
+typedef struct rt_prof {
+    double kind_s[RT_NKINDS], kind_calls[RT_NKINDS], kind_faults[RT_NKINDS];
+    double alloc_s, alloc_calls, alloc_fresh, alloc_fresh_bytes;
+    long faults_start, faults_end;
+    int kdepth; /* open kernels: only the outermost is recorded */
+    rt_region *regions;
+    int nregions, cap_regions;
+} rt_prof;
 
 typedef struct rt_event {
     const char *name;   /* static string */
@@ -73,8 +94,11 @@ struct rt_ctx {
     int nevents, events_cap;
     const char *open_names[64]; /* rt_trace_begin stack */
     double open_t0[64];
+    double open_child[64];      /* inclusive time of the regions nested in it */
+    int open_region[64];        /* index in prof.regions (--profile) */
     int nopen;
     bool profile;
+    rt_prof prof;
     rt_coll_stat stats[RT_NCOLL];
     rt_rs_algo rs_algo;
     size_t rs_allreduce_min;
@@ -83,14 +107,33 @@ struct rt_ctx {
 /* trace.c */
 double rt_now(void); /* seconds */
 void rt_trace_record(rt_ctx *ctx, const char *name, const char *cat, double t0,
-                     double bytes);
-void rt_coll_record(rt_ctx *ctx, rt_coll_kind kind, double t0, double bytes);
+                     double dur, double bytes);
 void rt_trace_finish(rt_ctx *ctx);
 void rt_trace_free(rt_ctx *ctx);
-/* time a compute kernel: RT_TIMED_BEGIN(ctx); ...; RT_TIMED_END(ctx, "matmul"); */
-#define RT_TIMED_BEGIN(ctx) double rt_t0_ = rt_tracing(ctx) ? rt_now() : 0.0
-#define RT_TIMED_END(ctx, name) \
-    do { if (rt_tracing(ctx)) rt_trace_record((ctx), (name), "compute", rt_t0_, 0); } while (0)
+
+/* profile.c */
+bool rt_measuring(const rt_ctx *ctx); /* --profile or --trace */
+/* a collective measured by span s (begun before it): blocked time, bytes */
+void rt_coll_record(rt_ctx *ctx, rt_coll_kind kind, rt_kspan *s, double bytes);
+const char *rt_coll_name(rt_coll_kind kind);
+void rt_alloc_record(rt_ctx *ctx, double t0, bool fresh, size_t bytes);
+void rt_region_enter(rt_ctx *ctx, int level, const char *name);
+void rt_region_leave(rt_ctx *ctx, int level, double incl);
+void rt_profile_start(rt_ctx *ctx);
+void rt_profile_print(rt_ctx *ctx);
+void rt_profile_free(rt_ctx *ctx);
+/* A kernel measured from here to the end of the enclosing block:
+ *   RT_KERNEL(ctx, RT_K_NN, "softmax"); */
+typedef struct rt_kscope {
+    rt_ctx *ctx;
+    rt_kspan s;
+    rt_kind kind;
+    const char *name;
+} rt_kscope;
+void rt_kscope_end_(rt_kscope *k);
+#define RT_KERNEL(ctx, kind, name)                                                     \
+    __attribute__((cleanup(rt_kscope_end_))) rt_kscope rt_kscope_ = {(ctx), rt_kernel_begin(ctx), \
+                                                                      (kind), (name)}
 
 /* mesh.c */
 rt_group *rt_group_get(rt_ctx *ctx, rt_axes axes);

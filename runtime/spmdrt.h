@@ -287,6 +287,29 @@ void rt_trace_begin(rt_ctx *ctx, const char *name);  /* user regions; nest */
 void rt_trace_end(rt_ctx *ctx);
 bool rt_tracing(const rt_ctx *ctx);
 
+/* What --profile attributes a kernel's time to (and --trace names). */
+typedef enum {
+    RT_K_MATMUL,      /* matmul, einsum and their backwards (gemm) */
+    RT_K_ELEMENTWISE, /* unary and binary ops, their backwards, fused loops */
+    RT_K_NN,          /* softmax, norms, cross entropy, embedding */
+    RT_K_REDUCE,      /* sum, mean, amax, cumsum, sum_to_shape */
+    RT_K_COPY,        /* shape ops, copies, fills, converts, accumulation */
+    RT_K_RANDOM,      /* randn, uniform */
+    RT_K_IO,          /* .npy load and save */
+    RT_K_COLL,        /* collectives: the time a rank is blocked in them */
+    RT_NKINDS
+} rt_kind;
+/* A kernel's measurement: rt_kernel_begin before, rt_kernel_end after (a
+ * no-op unless --profile or --trace). Nested kernels count once, in the
+ * outermost; allocation inside a kernel counts as allocation. */
+typedef struct rt_kspan {
+    double t0, alloc0;
+    long faults0;
+    bool on;
+} rt_kspan;
+rt_kspan rt_kernel_begin(rt_ctx *ctx);
+void rt_kernel_end(rt_ctx *ctx, rt_kspan *s, rt_kind kind, const char *name);
+
 /* --------------------------------------------------------------- errors */
 
 /* Prints "spmd: error: [rank N] MSG" on stderr and stops every rank with a

@@ -97,6 +97,7 @@ rt_tensor *rt_empty(rt_ctx *ctx, rt_dtype dt, int ndim, const int64_t *shape)
 
 rt_tensor *rt_zeros(rt_ctx *ctx, rt_dtype dt, int ndim, const int64_t *shape)
 {
+    RT_KERNEL(ctx, RT_K_COPY, "zeros");
     rt_tensor *t = rt_empty(ctx, dt, ndim, shape);
     memset(t->data, 0, (size_t)t->numel * rt_dtype_size(dt));
     return t;
@@ -104,6 +105,7 @@ rt_tensor *rt_zeros(rt_ctx *ctx, rt_dtype dt, int ndim, const int64_t *shape)
 
 rt_tensor *rt_full(rt_ctx *ctx, rt_dtype dt, int ndim, const int64_t *shape, double v)
 {
+    RT_KERNEL(ctx, RT_K_COPY, "full");
     rt_tensor *t = rt_empty(ctx, dt, ndim, shape);
     if (v == 0.0 && !signbit(v)) {
         memset(t->data, 0, (size_t)t->numel * rt_dtype_size(dt));
@@ -130,6 +132,7 @@ rt_tensor *rt_scalar(rt_ctx *ctx, rt_dtype dt, double v)
 rt_tensor *rt_from_data(rt_ctx *ctx, rt_dtype dt, int ndim, const int64_t *shape,
                         const void *data)
 {
+    RT_KERNEL(ctx, RT_K_COPY, "copy");
     rt_tensor *t = rt_empty(ctx, dt, ndim, shape);
     memcpy(t->data, data, (size_t)t->numel * rt_dtype_size(dt));
     return t;
@@ -298,6 +301,7 @@ rt_tensor *rt_reshape(rt_ctx *ctx, const rt_tensor *x, int ndim, const int64_t *
 
 rt_tensor *rt_permute(rt_ctx *ctx, const rt_tensor *x, const int *perm)
 {
+    RT_KERNEL(ctx, RT_K_COPY, "permute");
     int64_t str[RT_MAX_DIMS], sstr[RT_MAX_DIMS], shape[RT_MAX_DIMS];
     int seen = 0;
     contiguous_strides(x->ndim, x->shape, str);
@@ -327,6 +331,7 @@ rt_tensor *rt_transpose(rt_ctx *ctx, const rt_tensor *x, int d0, int d1)
 
 rt_tensor *rt_concat(rt_ctx *ctx, int n, const rt_tensor *const *xs, int dim)
 {
+    RT_KERNEL(ctx, RT_K_COPY, "concat");
     RT_CHECK(ctx, n > 0, "concat: no tensors");
     const rt_tensor *x0 = xs[0];
     dim = rt_norm_dim(ctx, dim, x0->ndim, "concat");
@@ -357,6 +362,7 @@ rt_tensor *rt_concat(rt_ctx *ctx, int n, const rt_tensor *const *xs, int dim)
 
 rt_tensor *rt_slice(rt_ctx *ctx, const rt_tensor *x, int dim, int64_t start, int64_t end)
 {
+    RT_KERNEL(ctx, RT_K_COPY, "slice");
     dim = rt_norm_dim(ctx, dim, x->ndim, "slice");
     int64_t n = x->shape[dim];
     RT_CHECK(ctx, 0 <= start && start <= end && end <= n,
@@ -376,6 +382,7 @@ rt_tensor *rt_slice(rt_ctx *ctx, const rt_tensor *x, int dim, int64_t start, int
 rt_tensor *rt_slice_bwd(rt_ctx *ctx, const rt_tensor *dy, int ndim, const int64_t *in_shape,
                         int dim, int64_t start)
 {
+    RT_KERNEL(ctx, RT_K_COPY, "slice_bwd");
     rt_tensor *dx = rt_zeros(ctx, dy->dtype, ndim, in_shape);
     dim = rt_norm_dim(ctx, dim, ndim, "slice_bwd");
     int64_t outer, d, inner, len = dy->shape[dim];
@@ -389,6 +396,7 @@ rt_tensor *rt_slice_bwd(rt_ctx *ctx, const rt_tensor *dy, int ndim, const int64_
 
 rt_tensor *rt_expand(rt_ctx *ctx, const rt_tensor *x, int ndim, const int64_t *shape)
 {
+    RT_KERNEL(ctx, RT_K_COPY, "expand");
     RT_CHECK(ctx, ndim >= x->ndim, "expand: cannot expand a %d-d tensor to %d dims", x->ndim,
              ndim);
     int64_t str[RT_MAX_DIMS], sstr[RT_MAX_DIMS] = {0};
@@ -407,6 +415,7 @@ rt_tensor *rt_expand(rt_ctx *ctx, const rt_tensor *x, int ndim, const int64_t *s
 
 rt_tensor *rt_astype(rt_ctx *ctx, const rt_tensor *x, rt_dtype dt)
 {
+    RT_KERNEL(ctx, RT_K_COPY, "astype");
     rt_tensor *y = rt_empty(ctx, dt, x->ndim, x->shape);
     if (dt == x->dtype) {
         memcpy(y->data, x->data, (size_t)x->numel * rt_dtype_size(dt));
@@ -431,6 +440,7 @@ rt_tensor *rt_index(rt_ctx *ctx, const rt_tensor *x, int64_t i)
 rt_tensor *rt_index_bwd(rt_ctx *ctx, const rt_tensor *dy, int ndim, const int64_t *in_shape,
                         int64_t i)
 {
+    RT_KERNEL(ctx, RT_K_COPY, "index_bwd");
     rt_tensor *dx = rt_zeros(ctx, dy->dtype, ndim, in_shape);
     rt_index_add_(ctx, dx, i, dy);
     return dx;
@@ -451,6 +461,7 @@ static void add_into(rt_tensor *acc, const rt_tensor *x, int64_t off)
 
 void rt_add_(rt_ctx *ctx, rt_tensor *acc, const rt_tensor *x)
 {
+    RT_KERNEL(ctx, RT_K_COPY, "add_");
     RT_CHECK(ctx, acc->refs == 1, "add_: accumulator is shared (%d references)", acc->refs);
     RT_CHECK(ctx, rt_same_shape(acc, x) && acc->dtype == x->dtype,
              "add_: shapes or dtypes differ");
@@ -470,6 +481,7 @@ rt_tensor *rt_index_add(rt_ctx *ctx, rt_tensor *acc, int64_t i, const rt_tensor 
 
 void rt_index_add_(rt_ctx *ctx, rt_tensor *acc, int64_t i, const rt_tensor *x)
 {
+    RT_KERNEL(ctx, RT_K_COPY, "index_add_");
     RT_CHECK(ctx, acc->refs == 1, "index_add_: accumulator is shared");
     RT_CHECK(ctx, acc->ndim == x->ndim + 1 && acc->dtype == x->dtype,
              "index_add_: rank or dtype mismatch");

@@ -1,8 +1,8 @@
 /* Trace and profile. --trace FILE.json records Chrome trace events ("ph":
  * "X", pid = rank) for collectives, the heavier kernels and user regions;
  * at finalize rank 0 gathers every rank's events and writes one JSON file
- * (atomically). --profile prints a per-collective table aggregated over
- * ranks on rank 0's stderr. Event names must be static strings. */
+ * (atomically). profile.c does --profile. Event names must be static
+ * strings. */
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
@@ -10,9 +10,6 @@
 #include <unistd.h>
 
 #include "rt_internal.h"
-
-static const char *coll_names[RT_NCOLL] = {"all_reduce", "all_gather", "reduce_scatter",
-                                            "all_to_all", "save_gather"};
 
 double rt_now(void)
 {
@@ -26,7 +23,8 @@ bool rt_tracing(const rt_ctx *ctx)
     return ctx->trace_path != NULL;
 }
 
-void rt_trace_record(rt_ctx *ctx, const char *name, const char *cat, double t0, double bytes)
+void rt_trace_record(rt_ctx *ctx, const char *name, const char *cat, double t0, double dur,
+                     double bytes)
 {
     if (!ctx->trace_path)
         return;
@@ -38,37 +36,36 @@ void rt_trace_record(rt_ctx *ctx, const char *name, const char *cat, double t0, 
         ctx->events = ev;
         ctx->events_cap = cap;
     }
-    double now = rt_now();
     ctx->events[ctx->nevents++] = (rt_event){
-        .name = name, .cat = cat, .t0 = (t0 - ctx->t_start) * 1e6,
-        .dur = (now - t0) * 1e6, .bytes = bytes};
+        .name = name, .cat = cat, .t0 = (t0 - ctx->t_start) * 1e6, .dur = dur * 1e6,
+        .bytes = bytes};
 }
 
-void rt_coll_record(rt_ctx *ctx, rt_coll_kind kind, double t0, double bytes)
-{
-    rt_coll_stat *s = &ctx->stats[kind];
-    s->count += 1;
-    s->bytes += bytes;
-    s->seconds += rt_now() - t0;
-    rt_trace_record(ctx, coll_names[kind], "comm", t0, bytes);
-}
-
+/* Regions nest; with --profile each also adds to its name's totals. */
 void rt_trace_begin(rt_ctx *ctx, const char *name)
 {
-    if (!ctx->trace_path)
+    if (!rt_measuring(ctx))
         return;
     RT_CHECK(ctx, ctx->nopen < 64, "trace regions nested deeper than 64");
-    ctx->open_names[ctx->nopen] = name;
-    ctx->open_t0[ctx->nopen++] = rt_now();
+    int k = ctx->nopen++;
+    ctx->open_names[k] = name;
+    ctx->open_child[k] = 0;
+    rt_region_enter(ctx, k, name);
+    ctx->open_t0[k] = rt_now();
 }
 
 void rt_trace_end(rt_ctx *ctx)
 {
-    if (!ctx->trace_path)
+    if (!rt_measuring(ctx))
         return;
+    double now = rt_now();
     RT_CHECK(ctx, ctx->nopen > 0, "rt_trace_end without rt_trace_begin");
-    ctx->nopen--;
-    rt_trace_record(ctx, ctx->open_names[ctx->nopen], "user", ctx->open_t0[ctx->nopen], 0);
+    int k = --ctx->nopen;
+    double incl = now - ctx->open_t0[k];
+    rt_trace_record(ctx, ctx->open_names[k], "user", ctx->open_t0[k], incl, 0);
+    rt_region_leave(ctx, k, incl);
+    if (k > 0)
+        ctx->open_child[k - 1] += incl;
 }
 
 /* ---- writing the trace */
@@ -200,47 +197,12 @@ static void write_trace(rt_ctx *ctx)
     free(mine.s);
 }
 
-/* ---- profile */
-
-static void print_profile(rt_ctx *ctx)
-{
-    double sum[3 * RT_NCOLL], mx[RT_NCOLL], loc[3 * RT_NCOLL], locmax[RT_NCOLL];
-    for (int k = 0; k < RT_NCOLL; k++) {
-        loc[3 * k] = ctx->stats[k].count;
-        loc[3 * k + 1] = ctx->stats[k].bytes;
-        loc[3 * k + 2] = ctx->stats[k].seconds;
-        locmax[k] = ctx->stats[k].seconds;
-    }
-    memcpy(sum, loc, sizeof sum);
-    memcpy(mx, locmax, sizeof mx);
-    if (ctx->mpi) {
-        RT_CALL_MPI(ctx, MPI_Reduce(loc, sum, 3 * RT_NCOLL, MPI_DOUBLE, MPI_SUM, 0,
-                                    MPI_COMM_WORLD));
-        RT_CALL_MPI(ctx, MPI_Reduce(locmax, mx, RT_NCOLL, MPI_DOUBLE, MPI_MAX, 0,
-                                    MPI_COMM_WORLD));
-    }
-    if (ctx->rank != 0)
-        return;
-    double w = ctx->world;
-    fprintf(stderr, "spmd profile: %d ranks (calls and MiB per rank; time mean and max over "
-                    "ranks)\n", ctx->world);
-    fprintf(stderr, "%-16s %10s %12s %14s %14s\n", "collective", "calls", "MiB", "mean ms",
-            "max ms");
-    for (int k = 0; k < RT_NCOLL; k++) {
-        if (sum[3 * k] == 0)
-            continue;
-        fprintf(stderr, "%-16s %10.0f %12.3f %14.3f %14.3f\n", coll_names[k], sum[3 * k] / w,
-                sum[3 * k + 1] / w / (1 << 20), sum[3 * k + 2] / w * 1e3, mx[k] * 1e3);
-    }
-    fflush(stderr);
-}
-
 void rt_trace_finish(rt_ctx *ctx)
 {
     if (ctx->trace_path)
         write_trace(ctx);
     if (ctx->profile)
-        print_profile(ctx);
+        rt_profile_print(ctx);
 }
 
 void rt_trace_free(rt_ctx *ctx)

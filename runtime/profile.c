@@ -1,0 +1,386 @@
+/* --profile: where a run's time goes. Every kernel is measured between
+ * rt_kernel_begin and rt_kernel_end (RT_KERNEL in the runtime, explicit calls
+ * around the generated program's fused loops) and attributed to its kind
+ * (matmul, elementwise, nn, reductions, copies, random, I/O, collectives);
+ * allocation is measured in the pool and subtracted from the kernel that
+ * allocated; trace regions (the generated functions, forward and backward,
+ * and each iteration of main's loops) get their inclusive and self time and
+ * the self time per kind. At rt_finalize rank 0 prints the tables, with the
+ * mean and the maximum over ranks. With --trace the same spans become
+ * Chrome trace events. Nothing is measured without either option. */
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+
+#include "rt_internal.h"
+
+static const char *const coll_names[RT_NCOLL] = {"all_reduce", "all_gather", "reduce_scatter",
+                                                 "all_to_all", "save_gather"};
+static const char *const kind_names[RT_NKINDS + 1] = {
+    "matmul", "elementwise", "nn", "reduce", "copy", "random", "io", "collectives", "alloc"};
+static const char *const kind_help[RT_NKINDS + 1] = {
+    "matmul, einsum, their backwards (gemm)",
+    "unary/binary ops, backwards, fused loops",
+    "softmax, norms, cross entropy, embedding",
+    "sum, mean, amax, cumsum, sum_to_shape",
+    "shapes, copies, fills, converts, accumulation",
+    "randn, uniform",
+    ".npy load and save",
+    "blocked in collectives (and waits)",
+    "allocation (pool and malloc)",
+};
+
+const char *rt_coll_name(rt_coll_kind kind) { return coll_names[kind]; }
+
+bool rt_measuring(const rt_ctx *ctx) { return ctx->profile || ctx->trace_path != NULL; }
+
+static long minor_faults(void)
+{
+    struct rusage ru;
+    if (getrusage(RUSAGE_THREAD, &ru) != 0)
+        return 0;
+    return ru.ru_minflt;
+}
+
+rt_kspan rt_kernel_begin(rt_ctx *ctx)
+{
+    rt_kspan s = {.on = false};
+    if (!rt_measuring(ctx))
+        return s;
+    s.on = true;
+    if (ctx->prof.kdepth++ == 0) {
+        s.alloc0 = ctx->prof.alloc_s;
+        s.faults0 = ctx->profile ? minor_faults() : 0;
+        s.t0 = rt_now();
+    }
+    return s;
+}
+
+/* the innermost open region's totals */
+static rt_region *open_region(rt_ctx *ctx)
+{
+    if (!ctx->profile || ctx->nopen == 0)
+        return NULL;
+    return &ctx->prof.regions[ctx->open_region[ctx->nopen - 1]];
+}
+
+static void kernel_done(rt_ctx *ctx, rt_kspan *s, rt_kind kind, const char *name, double bytes)
+{
+    if (!s->on)
+        return;
+    s->on = false;
+    if (--ctx->prof.kdepth > 0)
+        return;
+    double now = rt_now();
+    double dur = now - s->t0 - (ctx->prof.alloc_s - s->alloc0); /* allocation counts apart */
+    rt_trace_record(ctx, name, kind == RT_K_COLL ? "comm" : "compute", s->t0, now - s->t0,
+                    bytes);
+    if (!ctx->profile)
+        return;
+    ctx->prof.kind_s[kind] += dur;
+    ctx->prof.kind_calls[kind] += 1;
+    ctx->prof.kind_faults[kind] += (double)(minor_faults() - s->faults0);
+    rt_region *r = open_region(ctx);
+    if (r)
+        r->kind[kind] += dur;
+}
+
+void rt_kernel_end(rt_ctx *ctx, rt_kspan *s, rt_kind kind, const char *name)
+{
+    kernel_done(ctx, s, kind, name, 0);
+}
+
+void rt_kscope_end_(rt_kscope *k)
+{
+    kernel_done(k->ctx, &k->s, k->kind, k->name, 0);
+}
+
+void rt_coll_record(rt_ctx *ctx, rt_coll_kind kind, rt_kspan *s, double bytes)
+{
+    if (!s->on)
+        return;
+    double blocked = rt_now() - s->t0 - (ctx->prof.alloc_s - s->alloc0);
+    rt_coll_stat *st = &ctx->stats[kind];
+    st->count += 1;
+    st->bytes += bytes;
+    st->seconds += blocked;
+    kernel_done(ctx, s, RT_K_COLL, coll_names[kind], bytes);
+}
+
+void rt_alloc_record(rt_ctx *ctx, double t0, bool fresh, size_t bytes)
+{
+    double dur = rt_now() - t0;
+    ctx->prof.alloc_s += dur;
+    ctx->prof.alloc_calls += 1;
+    if (fresh) {
+        ctx->prof.alloc_fresh += 1;
+        ctx->prof.alloc_fresh_bytes += (double)bytes;
+    }
+    rt_region *r = open_region(ctx);
+    if (r)
+        r->kind[RT_NKINDS] += dur;
+}
+
+/* ---- regions */
+
+void rt_region_enter(rt_ctx *ctx, int level, const char *name)
+{
+    if (!ctx->profile)
+        return;
+    rt_prof *p = &ctx->prof;
+    int i = 0;
+    while (i < p->nregions && p->regions[i].name != name && strcmp(p->regions[i].name, name) != 0)
+        i++;
+    if (i == p->nregions) {
+        if (p->nregions == p->cap_regions) {
+            int cap = p->cap_regions ? 2 * p->cap_regions : 16;
+            rt_region *r = realloc(p->regions, (size_t)cap * sizeof *r);
+            RT_CHECK(ctx, r != NULL, "out of memory for the profile");
+            p->regions = r;
+            p->cap_regions = cap;
+        }
+        p->regions[p->nregions++] = (rt_region){.name = name};
+    }
+    ctx->open_region[level] = i;
+}
+
+void rt_region_leave(rt_ctx *ctx, int level, double incl)
+{
+    if (!ctx->profile)
+        return;
+    rt_region *r = &ctx->prof.regions[ctx->open_region[level]];
+    r->calls += 1;
+    r->incl += incl;
+    r->self += incl - ctx->open_child[level];
+    if (r->ndurs == r->cap_durs) {
+        int cap = r->cap_durs ? 2 * r->cap_durs : 64;
+        double *d = realloc(r->durs, (size_t)cap * sizeof *d);
+        RT_CHECK(ctx, d != NULL, "out of memory for the profile");
+        r->durs = d;
+        r->cap_durs = cap;
+    }
+    r->durs[r->ndurs++] = incl;
+}
+
+void rt_profile_start(rt_ctx *ctx)
+{
+    if (ctx->profile)
+        ctx->prof.faults_start = minor_faults();
+}
+
+void rt_profile_free(rt_ctx *ctx)
+{
+    for (int i = 0; i < ctx->prof.nregions; i++)
+        free(ctx->prof.regions[i].durs);
+    free(ctx->prof.regions);
+    ctx->prof.regions = NULL;
+    ctx->prof.nregions = ctx->prof.cap_regions = 0;
+}
+
+/* ---- printing (rank 0, stderr) */
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+static double median(double *v, int n)
+{
+    if (n == 0)
+        return 0;
+    qsort(v, (size_t)n, sizeof *v, cmp_double);
+    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+/* sums (into sum) and maxima (into mx) over ranks of n doubles, on rank 0 */
+static void reduce_ranks(rt_ctx *ctx, const double *loc, double *sum, double *mx, int n)
+{
+    memcpy(sum, loc, (size_t)n * sizeof *loc);
+    memcpy(mx, loc, (size_t)n * sizeof *loc);
+    if (!ctx->mpi || n == 0)
+        return;
+    RT_CALL_MPI(ctx, MPI_Reduce(loc, sum, n, MPI_DOUBLE, MPI_SUM, 0, MPI_COMM_WORLD));
+    RT_CALL_MPI(ctx, MPI_Reduce(loc, mx, n, MPI_DOUBLE, MPI_MAX, 0, MPI_COMM_WORLD));
+}
+
+static unsigned long name_hash(const rt_prof *p)
+{
+    unsigned long h = 5381;
+    for (int i = 0; i < p->nregions; i++)
+        for (const char *c = p->regions[i].name; *c; c++)
+            h = h * 33 + (unsigned char)*c;
+    return h % 1000000007ul;
+}
+
+/* whether every rank has the same regions in the same order */
+static bool same_regions(rt_ctx *ctx)
+{
+    if (!ctx->mpi)
+        return true;
+    long mine[2] = {ctx->prof.nregions, (long)name_hash(&ctx->prof)}, lo[2], hi[2];
+    RT_CALL_MPI(ctx, MPI_Allreduce(mine, lo, 2, MPI_LONG, MPI_MIN, MPI_COMM_WORLD));
+    RT_CALL_MPI(ctx, MPI_Allreduce(mine, hi, 2, MPI_LONG, MPI_MAX, MPI_COMM_WORLD));
+    return lo[0] == hi[0] && lo[1] == hi[1];
+}
+
+enum { NK = RT_NKINDS + 1 }; /* kinds and allocation */
+
+static void print_kinds(rt_ctx *ctx, double total_s)
+{
+    rt_prof *p = &ctx->prof;
+    /* per kind: calls, seconds, faults; then allocation, totals */
+    enum { NV = 3 * NK + 5 };
+    double loc[NV], sum[NV], mx[NV];
+    for (int k = 0; k < RT_NKINDS; k++) {
+        loc[3 * k] = p->kind_calls[k];
+        loc[3 * k + 1] = p->kind_s[k];
+        loc[3 * k + 2] = p->kind_faults[k];
+    }
+    loc[3 * RT_NKINDS] = p->alloc_calls;
+    loc[3 * RT_NKINDS + 1] = p->alloc_s;
+    loc[3 * RT_NKINDS + 2] = 0;
+    double kernels = 0;
+    for (int k = 0; k < NK; k++)
+        kernels += loc[3 * k + 1];
+    loc[3 * NK] = total_s;
+    loc[3 * NK + 1] = total_s - kernels; /* outside every kernel */
+    loc[3 * NK + 2] = (double)(p->faults_end - p->faults_start);
+    loc[3 * NK + 3] = p->alloc_fresh;
+    loc[3 * NK + 4] = p->alloc_fresh_bytes;
+    reduce_ranks(ctx, loc, sum, mx, NV);
+    if (ctx->rank != 0)
+        return;
+    double w = ctx->world, T = sum[3 * NK] / w;
+    fprintf(stderr, "spmd profile: %d rank%s, %.3f ms from start-up to finalize (mean over ranks; "
+                    "max over ranks in the max column)\n",
+            ctx->world, ctx->world > 1 ? "s" : "", T * 1e3);
+    fprintf(stderr, "%-12s %10s %12s %12s %7s %10s  %s\n", "where", "calls", "mean ms", "max ms",
+            "%", "faults", "what");
+    for (int k = 0; k < NK; k++) {
+        if (sum[3 * k] == 0)
+            continue;
+        fprintf(stderr, "%-12s %10.0f %12.3f %12.3f %6.1f%% %10.0f  %s\n", kind_names[k],
+                sum[3 * k] / w, sum[3 * k + 1] / w * 1e3, mx[3 * k + 1] * 1e3,
+                T > 0 ? 100 * sum[3 * k + 1] / w / T : 0, sum[3 * k + 2] / w, kind_help[k]);
+    }
+    fprintf(stderr, "%-12s %10s %12.3f %12.3f %6.1f%% %10s  %s\n", "other", "",
+            sum[3 * NK + 1] / w * 1e3, mx[3 * NK + 1] * 1e3,
+            T > 0 ? 100 * sum[3 * NK + 1] / w / T : 0, "",
+            "outside kernels: generated code, tape, frees, start-up");
+    double kfaults = 0;
+    for (int k = 0; k < RT_NKINDS; k++)
+        kfaults += sum[3 * k + 2];
+    fprintf(stderr, "page faults: %.0f per rank (%.0f in the kernels above); pool: %.0f "
+                    "allocations per rank, %.0f fresh (%.1f MiB), the rest reused\n",
+            sum[3 * NK + 2] / w, kfaults / w, sum[3 * RT_NKINDS] / w, sum[3 * NK + 3] / w,
+            sum[3 * NK + 4] / w / (1 << 20));
+}
+
+static void print_collectives(rt_ctx *ctx)
+{
+    enum { NV = 4 * RT_NCOLL };
+    double loc[NV], sum[NV], mx[NV];
+    for (int k = 0; k < RT_NCOLL; k++) {
+        loc[4 * k] = ctx->stats[k].count;
+        loc[4 * k + 1] = ctx->stats[k].bytes;
+        loc[4 * k + 2] = ctx->stats[k].seconds;
+        loc[4 * k + 3] = ctx->stats[k].inflight;
+    }
+    reduce_ranks(ctx, loc, sum, mx, NV);
+    if (ctx->rank != 0)
+        return;
+    double w = ctx->world;
+    bool any = false;
+    for (int k = 0; k < RT_NCOLL; k++)
+        any = any || sum[4 * k] > 0;
+    if (!any)
+        return;
+    fprintf(stderr, "%-16s %10s %12s %14s %14s %14s\n", "collective", "calls", "MiB",
+            "blocked ms", "max ms", "in flight ms");
+    for (int k = 0; k < RT_NCOLL; k++) {
+        if (sum[4 * k] == 0)
+            continue;
+        fprintf(stderr, "%-16s %10.0f %12.3f %14.3f %14.3f %14.3f\n", coll_names[k],
+                sum[4 * k] / w, sum[4 * k + 1] / w / (1 << 20), sum[4 * k + 2] / w * 1e3,
+                mx[4 * k + 2] * 1e3, sum[4 * k + 3] / w * 1e3);
+    }
+}
+
+static void print_regions(rt_ctx *ctx)
+{
+    rt_prof *p = &ctx->prof;
+    bool same = same_regions(ctx);
+    int n = p->nregions;
+    enum { PER = 3 + NK };
+    double *loc = calloc((size_t)(n * PER + 1), sizeof *loc);
+    double *sum = calloc((size_t)(n * PER + 1), sizeof *sum);
+    double *mx = calloc((size_t)(n * PER + 1), sizeof *mx);
+    RT_CHECK(ctx, loc && sum && mx, "out of memory for the profile");
+    for (int i = 0; i < n; i++) {
+        loc[PER * i] = p->regions[i].calls;
+        loc[PER * i + 1] = p->regions[i].incl;
+        loc[PER * i + 2] = p->regions[i].self;
+        for (int k = 0; k < NK; k++)
+            loc[PER * i + 3 + k] = p->regions[i].kind[k];
+    }
+    double w = ctx->world;
+    if (same) {
+        reduce_ranks(ctx, loc, sum, mx, n * PER);
+    } else {
+        memcpy(sum, loc, (size_t)(n * PER) * sizeof *loc);
+        w = 1;
+    }
+    if (ctx->rank == 0 && n > 0) {
+        bool col[NK];
+        for (int k = 0; k < NK; k++) {
+            col[k] = false;
+            for (int i = 0; i < n; i++)
+                col[k] = col[k] || sum[PER * i + 3 + k] > 0;
+        }
+        fprintf(stderr, "functions and loop iterations (%s; ms/call: rank 0's median [min-max]); "
+                        "self time by kind:\n",
+                same ? "ms: mean over ranks" : "ranks differ: rank 0 only");
+        fprintf(stderr, "%-36s %7s %11s %11s %30s", "region", "calls", "total ms", "self ms",
+                "ms/call");
+        for (int k = 0; k < NK; k++)
+            if (col[k])
+                fprintf(stderr, " %11s", kind_names[k]);
+        fprintf(stderr, " %11s\n", "other");
+        for (int i = 0; i < n; i++) {
+            rt_region *r = &p->regions[i];
+            double *s = sum + PER * i;
+            double lo = r->ndurs ? r->durs[0] : 0, hi = lo;
+            for (int j = 0; j < r->ndurs; j++) {
+                lo = r->durs[j] < lo ? r->durs[j] : lo;
+                hi = r->durs[j] > hi ? r->durs[j] : hi;
+            }
+            char per[64];
+            snprintf(per, sizeof per, "%.3f [%.3f-%.3f]", median(r->durs, r->ndurs) * 1e3,
+                     lo * 1e3, hi * 1e3);
+            fprintf(stderr, "%-36s %7.0f %11.3f %11.3f %30s", r->name, s[0] / w, s[1] / w * 1e3,
+                    s[2] / w * 1e3, per);
+            double other = s[2];
+            for (int k = 0; k < NK; k++) {
+                other -= s[3 + k];
+                if (col[k])
+                    fprintf(stderr, " %11.3f", s[3 + k] / w * 1e3);
+            }
+            fprintf(stderr, " %11.3f\n", other / w * 1e3);
+        }
+    }
+    free(loc);
+    free(sum);
+    free(mx);
+}
+
+void rt_profile_print(rt_ctx *ctx)
+{
+    double total = rt_now() - ctx->t_start;
+    ctx->prof.faults_end = minor_faults();
+    print_kinds(ctx, total);
+    print_collectives(ctx);
+    print_regions(ctx);
+    if (ctx->rank == 0)
+        fflush(stderr);
+}
