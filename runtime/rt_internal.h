@@ -131,9 +131,9 @@ typedef struct rt_kscope {
     const char *name;
 } rt_kscope;
 void rt_kscope_end_(rt_kscope *k);
-#define RT_KERNEL(ctx, kind, name)                                                     \
-    __attribute__((cleanup(rt_kscope_end_))) rt_kscope rt_kscope_ = {(ctx), rt_kernel_begin(ctx), \
-                                                                      (kind), (name)}
+#define RT_KERNEL(ctx, kind, name)                                          \
+    __attribute__((cleanup(rt_kscope_end_), unused)) rt_kscope rt_kscope_ = { \
+        (ctx), rt_kernel_begin(ctx), (kind), (name)}
 
 /* mesh.c */
 rt_group *rt_group_get(rt_ctx *ctx, rt_axes axes);
