@@ -28,7 +28,16 @@ typedef struct Driver {
   char **run_args;       /* after `--` */
   int nrun_args;
   int opt_level;
+  const char *depfile;   /* --depfile FILE, or -MD: OUTPUT.d */
+  bool depfile_md;
+  bool print_paths;
 } Driver;
+
+/* Where spmdc finds the standard library and the runtime (see find_paths). */
+typedef struct Paths {
+  const char *stdlib, *rt_include, *rt_lib, *blas_lib;
+  const char *layout; /* "installed" or "build tree" */
+} Paths;
 
 static const char usage_text[] =
     "usage: spmdc [options] FILE.spmd                compile to an executable\n"
@@ -46,8 +55,12 @@ static const char usage_text[] =
     "  -D NAME=VALUE     override `const NAME` with an integer or float VALUE\n"
     "  -I DIR            search DIR for imported modules (before the standard library)\n"
     "  -O0 -O1 -O2 -O3   optimisation level of the C compiler (default -O2)\n"
+    "  --depfile=FILE    also write Make-style dependencies of the output: the\n"
+    "                    input and every module it imports (with -S or -o)\n"
+    "  -MD               the same, into OUTPUT.d\n"
     "  --color=WHEN      colour diagnostics: auto (default), always or never\n"
     "  --max-errors=N    stop after N errors (default 50; 0: no limit)\n"
+    "  --print-paths     print where the standard library and the runtime are\n"
     "  --version         print the version\n"
     "  --help            print this help\n";
 
@@ -152,6 +165,14 @@ static void parse_args(Driver *d, Compiler *c, int argc, char **argv) {
       if (*end || n < 1 || n > 4096)
         usage_error("-n expects a number of ranks, got '%s'", v);
       d->nprocs = (int)n;
+    } else if (strcmp(a, "--depfile") == 0 || strncmp(a, "--depfile=", 10) == 0) {
+      d->depfile = a[9] == '=' ? a + 10 : option_value(argc, argv, &i, "--depfile");
+      if (!*d->depfile)
+        usage_error("%s needs a file name", "--depfile");
+    } else if (strcmp(a, "-MD") == 0) {
+      d->depfile_md = true;
+    } else if (strcmp(a, "--print-paths") == 0) {
+      d->print_paths = true;
     } else if (a[0] == '-' && a[1] == 'O' && (a[2] >= '0' && a[2] <= '3') && a[3] == '\0') {
       d->opt_level = a[2] - '0';
     } else if (strncmp(a, "--color=", 8) == 0) {
@@ -172,8 +193,12 @@ static void parse_args(Driver *d, Compiler *c, int argc, char **argv) {
       d->input = a;
     }
   }
+  if (d->print_paths && !d->input)
+    return;
   if (!d->input)
     usage_error("%s", "no input file");
+  if ((d->depfile || d->depfile_md) && d->mode != MODE_COMPILE && d->mode != MODE_EMIT_C)
+    usage_error("%s", "--depfile and -MD describe an output: use them with -S or when building an executable");
   if (d->mode == MODE_RUN && d->nprocs == 0)
     usage_error("%s", "spmdc run needs -n N");
 }
@@ -260,8 +285,60 @@ static int run_command(char **argv) {
   return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
 }
 
+/* path with symbolic links and '..' resolved, in the arena; NULL if it does
+ * not exist. */
+static const char *real_path(Compiler *c, const char *path) {
+  char *full = realpath(path, NULL);
+  if (!full)
+    return NULL;
+  const char *p = arena_sprintf(&c->arena, "%s", full);
+  free(full);
+  return p;
+}
+
+/* The directory holding this executable (from /proc/self/exe), or NULL. */
+static const char *own_dir(Compiler *c) {
+  const char *exe = real_path(c, "/proc/self/exe");
+  const char *slash = exe ? strrchr(exe, '/') : NULL;
+  return slash ? arena_strndup(&c->arena, exe, (size_t)(slash - exe)) : NULL;
+}
+
+static bool is_dir(const char *path) {
+  struct stat st;
+  return stat(path, &st) == 0 && S_ISDIR(st.st_mode);
+}
+
+/* An installed spmdc finds the standard library and the runtime relative to
+ * its own directory (<prefix>/bin -> <prefix>/share/spmdc/stdlib, ...), so a
+ * prefix moved elsewhere keeps working; an spmdc in its build tree uses the
+ * source and build directories it was configured with.  SPMDC_STDLIB,
+ * SPMDC_RT_INCLUDE, SPMDC_RT_LIB and SPMDC_BLAS_LIB override each one. */
+static Paths find_paths(Compiler *c) {
+  Paths p = {SPMD_STDLIB_DIR, SPMD_RT_INCLUDE, SPMD_RT_LIB, SPMD_BLAS_LIB, "build tree"};
+  const char *dir = own_dir(c);
+  const char *stdlib = dir ? real_path(c, arena_sprintf(&c->arena, "%s/%s", dir, SPMD_INSTALL_STDLIB)) : NULL;
+  const char *lib = dir ? real_path(c, arena_sprintf(&c->arena, "%s/%s", dir, SPMD_INSTALL_RT_LIB)) : NULL;
+  const char *include = dir ? real_path(c, arena_sprintf(&c->arena, "%s/%s", dir, SPMD_INSTALL_RT_INCLUDE)) : NULL;
+  if (stdlib && lib && include && is_dir(stdlib) && access(lib, R_OK) == 0) {
+    p.stdlib = stdlib;
+    p.rt_lib = lib;
+    p.rt_include = include;
+    p.layout = "installed";
+  }
+  p.stdlib = env_or("SPMDC_STDLIB", p.stdlib);
+  p.rt_include = env_or("SPMDC_RT_INCLUDE", p.rt_include);
+  p.rt_lib = env_or("SPMDC_RT_LIB", p.rt_lib);
+  p.blas_lib = env_or("SPMDC_BLAS_LIB", p.blas_lib);
+  return p;
+}
+
+static void print_paths(const Paths *p) {
+  printf("layout: %s\nstdlib: %s\nruntime include: %s\nruntime library: %s\nblas library: %s\n", p->layout,
+         p->stdlib, p->rt_include, p->rt_lib, p->blas_lib);
+}
+
 /* mpicc the generated C into an executable linked with libspmdrt and BLAS. */
-static bool compile_c(Compiler *c, const char *cfile, const char *exe, int opt) {
+static bool compile_c(Compiler *c, const Paths *paths, const char *cfile, const char *exe, int opt) {
   char *argv[32];
   int n = 0;
   argv[n++] = (char *)env_or("SPMDC_CC", "mpicc");
@@ -274,18 +351,55 @@ static bool compile_c(Compiler *c, const char *cfile, const char *exe, int opt) 
   const char *extra = getenv("SPMDC_CFLAGS"); /* e.g. -Werror in tests */
   if (extra && *extra)
     argv[n++] = (char *)extra;
-  argv[n++] = arena_sprintf(&c->arena, "-I%s", env_or("SPMDC_RT_INCLUDE", SPMD_RT_INCLUDE));
+  argv[n++] = arena_sprintf(&c->arena, "-I%s", paths->rt_include);
   argv[n++] = (char *)cfile;
   argv[n++] = "-o";
   argv[n++] = (char *)exe;
-  argv[n++] = (char *)env_or("SPMDC_RT_LIB", SPMD_RT_LIB);
-  argv[n++] = (char *)env_or("SPMDC_BLAS_LIB", SPMD_BLAS_LIB);
+  argv[n++] = (char *)paths->rt_lib;
+  argv[n++] = (char *)paths->blas_lib;
   argv[n++] = "-lm";
   argv[n] = NULL;
   int rc = run_command(argv);
   if (rc != 0)
     fprintf(stderr, "spmdc: error: the C compiler failed (exit %d) on %s\n", rc, cfile);
   return rc == 0;
+}
+
+/* A path in a Make rule: spaces, '#' and '$' escaped as GCC does. */
+static void put_make_path(FILE *fp, const char *path) {
+  for (const char *p = path; *p; p++) {
+    if (*p == ' ' || *p == '#')
+      fputc('\\', fp);
+    else if (*p == '$')
+      fputc('$', fp);
+    fputc(*p, fp);
+  }
+}
+
+typedef struct DepArgs {
+  const char *target;
+} DepArgs;
+
+/* TARGET: the main file and every module it imports, as absolute paths. */
+static void put_deps(Compiler *c, IrProgram *prog, FILE *fp, const void *arg) {
+  (void)prog;
+  const DepArgs *d = arg;
+  put_make_path(fp, d->target);
+  fputc(':', fp);
+  for (Module *m = c->modules; m; m = m->next) {
+    const char *path = source_file(c, (uint32_t)m->file)->path;
+    char *full = realpath(path, NULL);
+    fputs(" \\\n  ", fp);
+    put_make_path(fp, full ? full : path);
+    free(full);
+  }
+  fputc('\n', fp);
+}
+
+static bool write_depfile(Compiler *c, Driver *d, const char *target) {
+  const char *path = d->depfile ? d->depfile : arena_sprintf(&c->arena, "%s.d", target);
+  DepArgs args = {target};
+  return write_atomic(c, path, put_deps, NULL, &args);
 }
 
 static const char *stem(Compiler *c, const char *path) {
@@ -295,7 +409,7 @@ static const char *stem(Compiler *c, const char *path) {
 }
 
 /* spmdc run: compile into a per-user cache, then exec mpirun. */
-static int run_program(Compiler *c, Driver *d, IrProgram *prog) {
+static int run_program(Compiler *c, Driver *d, const Paths *paths, IrProgram *prog) {
   const char *cache = arena_sprintf(&c->arena, "%s/spmdc-cache-%ld", env_or("TMPDIR", "/tmp"), (long)getuid());
   mkdir(cache, 0700);
   /* one entry per source file: its stem plus a hash of its full path */
@@ -307,7 +421,7 @@ static int run_program(Compiler *c, Driver *d, IrProgram *prog) {
   const char *base = arena_sprintf(&c->arena, "%s/%s-%08x", cache, stem(c, d->input), h);
   const char *cfile = arena_sprintf(&c->arena, "%s.c", base);
   const char *exe = base;
-  if (!write_c(c, prog, cfile, d->input) || !compile_c(c, cfile, exe, d->opt_level))
+  if (!write_c(c, prog, cfile, d->input) || !compile_c(c, paths, cfile, exe, d->opt_level))
     return 1;
   char **argv = arena_alloc(&c->arena, sizeof(char *) * (size_t)(d->nrun_args + 12));
   int n = 0;
@@ -333,7 +447,15 @@ int main(int argc, char **argv) {
   Driver d = {.mode = MODE_COMPILE, .opt_level = 2};
   parse_args(&d, c, argc, argv);
   c->color = want_color(d.color);
-  c->stdlib_dir = env_or("SPMDC_STDLIB", SPMD_STDLIB_DIR);
+  Paths paths = find_paths(c);
+  c->stdlib_dir = paths.stdlib;
+  if (d.print_paths) {
+    print_paths(&paths);
+    if (!d.input) {
+      compiler_free(c);
+      return 0;
+    }
+  }
 
   Mesh mesh;
   bool ok = resolve_program(c, d.input, &mesh);
@@ -371,14 +493,18 @@ int main(int argc, char **argv) {
       status = strcmp(out, "-") == 0 ? (emit_c(c, &prog, stdout, d.input), 0) : write_c(c, &prog, out, d.input) ? 0 : 1;
       if (status == 0 && strcmp(out, "-") != 0 && ir_has_exports(&prog))
         status = write_header(c, &prog, out, d.input) ? 0 : 1;
+      if (status == 0 && (d.depfile || d.depfile_md))
+        status = write_depfile(c, &d, out) ? 0 : 1;
     } else if (d.mode == MODE_RUN) {
-      status = run_program(c, &d, &prog);
+      status = run_program(c, &d, &paths, &prog);
     } else {
       const char *exe = d.output ? d.output : stem(c, d.input);
       const char *cfile = arena_sprintf(&c->arena, "%s.spmdc.%ld.c", exe, (long)getpid());
-      status = write_c(c, &prog, cfile, d.input) && compile_c(c, cfile, exe, d.opt_level) ? 0 : 1;
+      status = write_c(c, &prog, cfile, d.input) && compile_c(c, &paths, cfile, exe, d.opt_level) ? 0 : 1;
       if (!getenv("SPMDC_KEEP_C"))
         remove(cfile);
+      if (status == 0 && (d.depfile || d.depfile_md))
+        status = write_depfile(c, &d, exe) ? 0 : 1;
     }
   }
   if (c->nerrors)
