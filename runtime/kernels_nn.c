@@ -1,7 +1,8 @@
 /* Neural-network kernels and their backwards: softmax, log_softmax,
- * layer_norm (biased variance), rms_norm, cross_entropy (mean over rows,
- * ignore_index -100, like PyTorch) and embedding. Each works lane by lane
- * (one lane = the values along the normalised dim) in double precision. */
+ * layer_norm (biased variance), rms_norm, cross_entropy (logits [..., C];
+ * mean, sum or none; ignore_index -100, like PyTorch) and embedding. Each
+ * works lane by lane (one lane = the values along the normalised dim) in
+ * double precision. */
 #include <math.h>
 #include <string.h>
 
@@ -318,13 +319,21 @@ static void check_ce(rt_ctx *ctx, const rt_tensor *logits, const rt_tensor *targ
 {
     rt_check_float(ctx, logits, "cross_entropy");
     rt_check_dtype(ctx, targets, RT_I32, "cross_entropy targets");
-    RT_CHECK(ctx, logits->ndim == 2 && targets->ndim == 1 && targets->shape[0] == logits->shape[0],
-             "cross_entropy: expects logits [N, C] and targets [N]");
+    bool ok = logits->ndim >= 1 && targets->ndim == logits->ndim - 1;
+    for (int d = 0; ok && d < targets->ndim; d++)
+        ok = targets->shape[d] == logits->shape[d];
+    if (!ok) {
+        char ls[256], ts[256];
+        rt_shape_str(ls, sizeof ls, logits->ndim, logits->shape);
+        rt_shape_str(ts, sizeof ts, targets->ndim, targets->shape);
+        rt_fail(ctx, "cross_entropy: expects logits [..., C] and targets [...], got %s and %s", ls, ts);
+    }
     const int32_t *t = targets->data;
+    int64_t c = logits->shape[logits->ndim - 1];
     for (int64_t r = 0; r < targets->numel; r++)
-        RT_CHECK(ctx, t[r] == IGNORE_INDEX || (t[r] >= 0 && t[r] < logits->shape[1]),
+        RT_CHECK(ctx, t[r] == IGNORE_INDEX || (t[r] >= 0 && t[r] < c),
                  "cross_entropy: target %d at row %lld is out of range for %lld classes",
-                 (int)t[r], (long long)r, (long long)logits->shape[1]);
+                 (int)t[r], (long long)r, (long long)c);
 }
 
 static int64_t kept_rows(const rt_tensor *targets)
@@ -335,46 +344,80 @@ static int64_t kept_rows(const rt_tensor *targets)
     return n;
 }
 
-rt_tensor *rt_cross_entropy(rt_ctx *ctx, const rt_tensor *logits, const rt_tensor *targets)
+/* Each row's loss -log_softmax(logits[r])[t[r]] in double (0 where ignored),
+ * then reduced. */
+rt_tensor *rt_cross_entropy_reduce(rt_ctx *ctx, const rt_tensor *logits,
+                                   const rt_tensor *targets, rt_ce_reduction red)
 {
     check_ce(ctx, logits, targets);
     RT_KERNEL(ctx, RT_K_NN, "cross_entropy");
-    int64_t n = logits->shape[0], c = logits->shape[1];
-    size_t cap;
-    double *row = rt_scratch(ctx, c, &cap), loss = 0;
+    int64_t n = targets->numel, c = logits->shape[logits->ndim - 1];
+    size_t cap, lcap;
+    double *row = rt_scratch(ctx, c, &cap), *loss = rt_scratch(ctx, n, &lcap), total = 0;
     for (int64_t r = 0; r < n; r++) {
         int32_t t = ((const int32_t *)targets->data)[r];
+        loss[r] = 0;
         if (t == IGNORE_INDEX)
             continue;
         rt_load_f64(logits, r * c, c, row);
         log_softmax_lane(row, row, NULL, c);
-        loss -= row[t];
+        loss[r] = -row[t];
+        total += loss[r];
+    }
+    rt_tensor *y;
+    if (red == RT_CE_NONE) {
+        y = rt_empty(ctx, logits->dtype, targets->ndim, targets->shape);
+        rt_store_f64(y, 0, n, loss);
+    } else {
+        int64_t kept = kept_rows(targets);
+        y = rt_scalar(ctx, logits->dtype,
+                      red == RT_CE_SUM ? total : kept ? total / (double)kept : NAN);
     }
     rt_pool_release(ctx, row, cap);
-    int64_t kept = kept_rows(targets);
-    return rt_scalar(ctx, logits->dtype, kept ? loss / (double)kept : NAN);
+    rt_pool_release(ctx, loss, lcap);
+    return y;
+}
+
+/* d logits[r] = dy_r * (softmax(logits[r]) - onehot(t[r])), where dy_r is
+ * dy[r] (none), dy (sum) or dy / kept (mean); 0 for ignored rows. */
+rt_tensor *rt_cross_entropy_reduce_bwd(rt_ctx *ctx, const rt_tensor *logits,
+                                       const rt_tensor *targets, const rt_tensor *dy,
+                                       rt_ce_reduction red)
+{
+    check_ce(ctx, logits, targets);
+    RT_KERNEL(ctx, RT_K_NN, "cross_entropy_bwd");
+    int64_t n = targets->numel, c = logits->shape[logits->ndim - 1], kept = kept_rows(targets);
+    RT_CHECK(ctx, red == RT_CE_NONE ? dy->numel == n : dy->numel == 1,
+             "cross_entropy_bwd: the gradient's shape differs from the loss's");
+    double scale = red == RT_CE_NONE ? 1.0
+                 : red == RT_CE_SUM  ? rt_item(ctx, dy)
+                 : kept              ? rt_item(ctx, dy) / (double)kept
+                                     : 0.0;
+    size_t cap;
+    double *row = rt_scratch(ctx, c, &cap);
+    rt_tensor *dx = rt_empty(ctx, logits->dtype, logits->ndim, logits->shape);
+    for (int64_t r = 0; r < n; r++) {
+        int32_t t = ((const int32_t *)targets->data)[r];
+        double sr = red == RT_CE_NONE ? rt_get(dy, r) : scale;
+        rt_load_f64(logits, r * c, c, row);
+        softmax_lane(row, row, NULL, c);
+        for (int64_t j = 0; j < c; j++)
+            row[j] = t == IGNORE_INDEX ? 0.0 : sr * (row[j] - (j == t));
+        rt_store_f64(dx, r * c, c, row);
+    }
+    rt_pool_release(ctx, row, cap);
+    return dx;
+}
+
+rt_tensor *rt_cross_entropy(rt_ctx *ctx, const rt_tensor *logits, const rt_tensor *targets)
+{
+    return rt_cross_entropy_reduce(ctx, logits, targets, RT_CE_MEAN);
 }
 
 rt_tensor *rt_cross_entropy_bwd(rt_ctx *ctx, const rt_tensor *logits, const rt_tensor *targets,
                                 const rt_tensor *dy)
 {
-    check_ce(ctx, logits, targets);
-    RT_KERNEL(ctx, RT_K_NN, "cross_entropy_bwd");
-    int64_t n = logits->shape[0], c = logits->shape[1], kept = kept_rows(targets);
-    double scale = kept ? rt_item(ctx, dy) / (double)kept : 0.0;
-    size_t cap;
-    double *row = rt_scratch(ctx, c, &cap);
-    rt_tensor *dx = rt_empty(ctx, logits->dtype, 2, logits->shape);
-    for (int64_t r = 0; r < n; r++) {
-        int32_t t = ((const int32_t *)targets->data)[r];
-        rt_load_f64(logits, r * c, c, row);
-        softmax_lane(row, row, NULL, c);
-        for (int64_t j = 0; j < c; j++)
-            row[j] = t == IGNORE_INDEX ? 0.0 : scale * (row[j] - (j == t));
-        rt_store_f64(dx, r * c, c, row);
-    }
-    rt_pool_release(ctx, row, cap);
-    return dx;
+    return rt_cross_entropy_reduce_bwd(ctx, logits, targets, dy, RT_CE_MEAN);
 }
 
 /* ---- embedding */

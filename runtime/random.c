@@ -91,3 +91,47 @@ rt_tensor *rt_uniform(rt_ctx *ctx, rt_dtype dt, const rt_layout *l, uint64_t see
 {
     return fill(ctx, dt, l, seed, 1, sample_uniform, lo, hi);
 }
+
+/* ---- dropout: a counter-based mask (stream 2), see spmdrt.h */
+
+rt_tensor *rt_dropout(rt_ctx *ctx, const rt_tensor *x, double p, int64_t seed,
+                      const rt_layout *l, rt_axes stack)
+{
+    RT_CHECK(ctx, p >= 0 && p < 1, "dropout: p=%g is not in [0, 1)", p);
+    RT_CHECK(ctx, l->ndim == x->ndim, "dropout: the layout does not describe the tensor");
+    for (int d = 0; d < x->ndim; d++)
+        RT_CHECK(ctx, l->local[d] == x->shape[d] && l->offset[d] + l->local[d] <= l->global[d],
+                 "dropout: the layout does not describe the tensor (dim %d)", d);
+    rt_check_float(ctx, x, "dropout");
+    if (p == 0)
+        return rt_retain((rt_tensor *)x);
+    RT_KERNEL(ctx, RT_K_RANDOM, "dropout");
+    int64_t gstr[RT_MAX_DIMS], idx[RT_MAX_DIMS] = {0}, s = 1, g = 0;
+    for (int d = l->ndim - 1; d >= 0; d--) {
+        gstr[d] = s;
+        s *= l->global[d];
+        g += l->offset[d] * gstr[d];
+    }
+    /* varying ranks without a layout: a leading stack dim of the group size */
+    uint64_t base = stack.n ? (uint64_t)rt_group_rank(ctx, stack) * (uint64_t)s : 0;
+    double scale = 1.0 / (1.0 - p);
+    rt_tensor *y = rt_empty(ctx, x->dtype, x->ndim, x->shape);
+    size_t cap;
+    double *row = rt_scratch(ctx, x->numel, &cap);
+    rt_load_f64(x, 0, x->numel, row);
+    for (int64_t i = 0; i < x->numel; i++) {
+        uint32_t r[4];
+        rt_philox4x32((uint64_t)seed, base + (uint64_t)g, 2, r);
+        row[i] = unit(r[0], r[1]) < p ? 0.0 : row[i] * scale;
+        for (int d = l->ndim - 1; d >= 0; d--) { /* odometer */
+            g += gstr[d];
+            if (++idx[d] < l->local[d])
+                break;
+            g -= gstr[d] * l->local[d];
+            idx[d] = 0;
+        }
+    }
+    rt_store_f64(y, 0, y->numel, row);
+    rt_pool_release(ctx, row, cap);
+    return y;
+}

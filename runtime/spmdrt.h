@@ -253,14 +253,43 @@ void rt_layer_norm_bwd(rt_ctx *ctx, const rt_tensor *x, const rt_tensor *w, doub
 rt_tensor *rt_rms_norm(rt_ctx *ctx, const rt_tensor *x, const rt_tensor *w, double eps);
 void rt_rms_norm_bwd(rt_ctx *ctx, const rt_tensor *x, const rt_tensor *w, double eps,
                      const rt_tensor *dy, rt_tensor **dx, rt_tensor **dw);
-/* logits [N, C], i32 targets [N] (-100 ignored), mean over kept rows: 0-d */
+/* rt_cross_entropy_reduce(..., RT_CE_MEAN) */
 rt_tensor *rt_cross_entropy(rt_ctx *ctx, const rt_tensor *logits, const rt_tensor *targets);
 rt_tensor *rt_cross_entropy_bwd(rt_ctx *ctx, const rt_tensor *logits,
                                 const rt_tensor *targets, const rt_tensor *dy);
+/* logits [..., C] (class dim last), i32 targets [...] (-100 ignored), PyTorch's
+ * numerics: RT_CE_MEAN (over kept rows, 0-d; NaN when none is kept), RT_CE_SUM
+ * (0-d), RT_CE_NONE (the targets' shape, 0 where ignored). dy has the shape
+ * of the result; the gradient is that of the logits. */
+typedef enum { RT_CE_MEAN, RT_CE_SUM, RT_CE_NONE } rt_ce_reduction;
+rt_tensor *rt_cross_entropy_reduce(rt_ctx *ctx, const rt_tensor *logits,
+                                   const rt_tensor *targets, rt_ce_reduction red);
+rt_tensor *rt_cross_entropy_reduce_bwd(rt_ctx *ctx, const rt_tensor *logits,
+                                       const rt_tensor *targets, const rt_tensor *dy,
+                                       rt_ce_reduction red);
 /* table [V, D], i32 ids [...] -> [..., D] */
 rt_tensor *rt_embedding(rt_ctx *ctx, const rt_tensor *table, const rt_tensor *ids);
 rt_tensor *rt_embedding_bwd(rt_ctx *ctx, const rt_tensor *ids, const rt_tensor *dy,
                             int64_t vocab);
+
+/* ------------------------------------------------- masks and selection */
+
+/* Each element's index along dim in the global tensor of layout l (the
+ * block's offset plus the local index): iota(T, dim=d). */
+rt_tensor *rt_iota(rt_ctx *ctx, rt_dtype dt, const rt_layout *l, int dim);
+/* where(c, a, b): a where c != 0, else b; NumPy broadcasting of all three;
+ * c of any dtype, a and b of one dtype (the result's). */
+rt_tensor *rt_where(rt_ctx *ctx, const rt_tensor *c, const rt_tensor *a, const rt_tensor *b);
+/* da = where(c, dy, 0), db = where(c, 0, dy), each summed to its operand's
+ * shape (either may be NULL when not wanted) */
+void rt_where_bwd(rt_ctx *ctx, const rt_tensor *c, const rt_tensor *a, const rt_tensor *b,
+                  const rt_tensor *dy, rt_tensor **da, rt_tensor **db);
+/* torch.take_along_dim(x, idx, dim): idx (i32, 0 <= idx < x.shape[dim]) has
+ * x's number of dims; the other dims broadcast. */
+rt_tensor *rt_take_along_dim(rt_ctx *ctx, const rt_tensor *x, const rt_tensor *idx, int dim);
+/* its backward: dy scattered (added) into zeros of x's shape */
+rt_tensor *rt_take_along_dim_bwd(rt_ctx *ctx, const rt_tensor *idx, const rt_tensor *dy,
+                                 int ndim, const int64_t *x_shape, int dim);
 
 /* --------------------------------------------------------------- random */
 
@@ -270,6 +299,14 @@ rt_tensor *rt_randn(rt_ctx *ctx, rt_dtype dt, const rt_layout *l, uint64_t seed,
 rt_tensor *rt_uniform(rt_ctx *ctx, rt_dtype dt, const rt_layout *l, uint64_t seed,
                       double lo, double hi);
 void rt_philox4x32(uint64_t seed, uint64_t counter, uint32_t stream, uint32_t out[4]);
+/* dropout(x, p, seed): each element is zeroed with probability p (0 <= p < 1)
+ * and the others scaled by 1/(1-p). The mask is Philox keyed by seed with the
+ * element's global row-major index in layout l (l->local is x's shape) as the
+ * counter, so it is the same on every mesh; the ranks along `stack` (axes
+ * where x varies without a layout: local code) index a leading stack dim, so
+ * their masks differ. Linear in x: its backward is rt_dropout of dy. */
+rt_tensor *rt_dropout(rt_ctx *ctx, const rt_tensor *x, double p, int64_t seed,
+                      const rt_layout *l, rt_axes stack);
 /* the layout of an unsharded tensor */
 rt_layout rt_layout_full(int ndim, const int64_t *shape);
 
@@ -290,11 +327,11 @@ bool rt_tracing(const rt_ctx *ctx);
 /* What --profile attributes a kernel's time to (and --trace names). */
 typedef enum {
     RT_K_MATMUL,      /* matmul, einsum and their backwards (gemm) */
-    RT_K_ELEMENTWISE, /* unary and binary ops, their backwards, fused loops */
+    RT_K_ELEMENTWISE, /* unary and binary ops, where, their backwards, fused loops */
     RT_K_NN,          /* softmax, norms, cross entropy, embedding */
     RT_K_REDUCE,      /* sum, mean, amax, cumsum, sum_to_shape */
-    RT_K_COPY,        /* shape ops, copies, fills, converts, accumulation */
-    RT_K_RANDOM,      /* randn, uniform */
+    RT_K_COPY,        /* shape ops, copies, fills, iota, take_along_dim, converts, accumulation */
+    RT_K_RANDOM,      /* randn, uniform, dropout */
     RT_K_IO,          /* .npy load and save */
     RT_K_COLL,        /* collectives: the time a rank is blocked in them */
     RT_NKINDS
