@@ -75,6 +75,9 @@ static bool diff_arg(IrFn *f, IrInst *in, int i) {
   case IR_BINARY: case IR_BINARY_SCALAR: return !is_comparison(in->s) && i < 2 && !(in->op == IR_BINARY_SCALAR && i == 1);
   case IR_ALL_REDUCE: return in->i[0] <= 1; /* sum, avg */
   case IR_CROSS_ENTROPY: return i == 0;
+  case IR_WHERE: return i == 1 || i == 2; /* the condition has no gradient */
+  case IR_TAKE_ALONG_DIM: return i == 0;
+  case IR_DROPOUT: return i == 0;
   case IR_EMBEDDING: return i == 1;
   case IR_INDEX: return i == 0;
   case IR_COPY: return in->i[0] == 0; /* detach stops gradients */
@@ -89,6 +92,8 @@ static bool stops_gradient(IrInst *in) {
   case IR_COPY: return in->i[0] == 1; /* detach */
   case IR_BINARY: case IR_BINARY_SCALAR: return is_comparison(in->s);
   case IR_HOST_ITEM: case IR_PRINT: case IR_SAVE: case IR_PUSH: case IR_FOR: case IR_IF: return true;
+  case IR_ITEM: return true; /* a host number, like PyTorch's .item() */
+  case IR_WHERE: case IR_TAKE_ALONG_DIM: return true; /* the condition, the indices */
   default: return false;
   }
 }
@@ -231,7 +236,7 @@ static int residuals(IrInst *in, int *out) {
     return n;
   case IR_BINARY: case IR_BINARY_SCALAR: case IR_MATMUL: case IR_EINSUM: case IR_SUM: case IR_MEAN:
   case IR_AMAX: case IR_LAYER_NORM: case IR_RMS_NORM: case IR_CROSS_ENTROPY: case IR_EMBEDDING: case IR_EXPAND:
-  case IR_SLICE: case IR_INDEX: case IR_CONCAT:
+  case IR_SLICE: case IR_INDEX: case IR_CONCAT: case IR_WHERE: case IR_TAKE_ALONG_DIM:
     for (int i = 0; i < in->nargs; i++)
       out[n++] = in->args[i];
     return n;
@@ -240,6 +245,10 @@ static int residuals(IrInst *in, int *out) {
     return n;
   case IR_ASTYPE:
     out[n++] = in->args[0];
+    return n;
+  case IR_DROPOUT: /* the seed and p: the mask is recomputed, never stored */
+    out[n++] = in->args[1];
+    out[n++] = in->args[2];
     return n;
   default: return 0;
   }
@@ -399,8 +408,33 @@ static void bwd_rule(Rev *r, IrInst *in, IrBlock *here, int dy, const int *res_f
     return;
   }
   case IR_CROSS_ENTROPY: {
-    int v = bemit1(r, IR_CROSS_ENTROPY_BWD, sp, ftype(r, a0), 3, (int[]){RES(a0), RES(in->args[1]), dy});
-    contribute(r, here, a0, v, sp);
+    IrInst *b = bemit(r, IR_CROSS_ENTROPY_BWD, sp, 3, (int[]){RES(a0), RES(in->args[1]), dy});
+    b->i[0] = in->i[0];
+    grad_of_first(r, here, b, in);
+    return;
+  }
+  case IR_WHERE: { /* the gradient goes to the selected operand */
+    IrInst *b = bemit(r, IR_WHERE_BWD, sp, 4, (int[]){RES(a0), RES(in->args[1]), RES(in->args[2]), dy});
+    b->ndst = 2;
+    for (int i = 0; i < 2; i++) {
+      int x = in->args[1 + i];
+      b->dst[i] = r->active[x] && diff_arg(r->f, in, 1 + i) ? bval(r, ftype(r, x)) : -1;
+      contribute(r, here, x, b->dst[i], sp);
+    }
+    return;
+  }
+  case IR_TAKE_ALONG_DIM: {
+    IrInst *b = bemit(r, IR_TAKE_ALONG_DIM_BWD, sp, 3, (int[]){RES(in->args[1]), dy, RES(a0)});
+    b->i[0] = in->i[0];
+    grad_of_first(r, here, b, in);
+    return;
+  }
+  case IR_DROPOUT: { /* linear: the same mask on the cotangent */
+    IrInst *b = bemit(r, IR_DROPOUT, sp, 3, (int[]){dy, RES(in->args[1]), RES(in->args[2])});
+    b->t = in->t;
+    b->naxes = in->naxes;
+    memcpy(b->axes, in->axes, sizeof b->axes);
+    grad_of_first(r, here, b, in);
     return;
   }
   case IR_EMBEDDING: {

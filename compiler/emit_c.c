@@ -145,6 +145,9 @@ static const char *host_op(OpKind op) {
 
 static void emit_block(Emitter *E, IrBlock *b, int ind);
 
+/* cross_entropy's reduction= (IR i[0]) as the runtime's enum */
+static const char *const ce_reduction[] = {"RT_CE_MEAN", "RT_CE_SUM", "RT_CE_NONE"};
+
 static void uses(IrInst *in, int j, int *lastuse) {
   for (int i = 0; i < in->nargs; i++)
     lastuse[in->args[i]] = j;
@@ -177,6 +180,10 @@ static void emit_inst(Emitter *E, IrInst *in, int ind) {
   case IR_HOST_NEG: out(E, ind, "%s = -%s;\n", D(E, in, 0), A(E, in, 0)); return;
   case IR_HOST_NOT: out(E, ind, "%s = !%s;\n", D(E, in, 0), A(E, in, 0)); return;
   case IR_HOST_ITEM: out(E, ind, "%s = rt_item(ctx, %s) != 0; %s\n", D(E, in, 0), A(E, in, 0), loc); return;
+  case IR_ITEM:
+    out(E, ind, "%s = (%s)rt_item(ctx, %s); %s\n", D(E, in, 0), ctype_of(E->f->values[in->dst[0]].type), A(E, in, 0),
+        loc);
+    return;
   case IR_SCALAR:
     out(E, ind, "%s = rt_scalar(ctx, %s, (double)%s); %s\n", D(E, in, 0),
         dtype_c(E->f->values[in->dst[0]].type->dtype), A(E, in, 0), loc);
@@ -226,7 +233,32 @@ static void emit_inst(Emitter *E, IrInst *in, int ind) {
         in->nargs > 1 ? A(E, in, 1) : "NULL", num(E, in->f), loc);
     return;
   case IR_CROSS_ENTROPY:
-    out(E, ind, "%s = rt_cross_entropy(ctx, %s, %s); %s\n", D(E, in, 0), A(E, in, 0), A(E, in, 1), loc);
+    out(E, ind, "%s = rt_cross_entropy_reduce(ctx, %s, %s, %s); %s\n", D(E, in, 0), A(E, in, 0), A(E, in, 1),
+        ce_reduction[in->i[0]], loc);
+    return;
+  case IR_AXIS_INDEX:
+    out(E, ind, "%s = rt_scalar(ctx, RT_I32, (double)rt_axis_index(ctx, %d)); %s\n", D(E, in, 0), in->axes[0], loc);
+    return;
+  case IR_IOTA:
+    out(E, ind, "{ %s\n", loc);
+    emit_shape(E, ind + 1, in->t, E->f->values[in->dst[0]].hint ? E->f->values[in->dst[0]].hint : "iota");
+    out(E, ind + 1, "%s = rt_iota(ctx, %s, &layout_, %lld);\n", D(E, in, 0), dtype_c(in->t->dtype), in->i[0]);
+    out(E, ind, "}\n");
+    return;
+  case IR_WHERE:
+    out(E, ind, "%s = rt_where(ctx, %s, %s, %s); %s\n", D(E, in, 0), A(E, in, 0), A(E, in, 1), A(E, in, 2), loc);
+    return;
+  case IR_TAKE_ALONG_DIM:
+    out(E, ind, "%s = rt_take_along_dim(ctx, %s, %s, %lld); %s\n", D(E, in, 0), A(E, in, 0), A(E, in, 1), in->i[0],
+        loc);
+    return;
+  case IR_DROPOUT:
+    /* the mask is keyed by each element's index in x's global layout */
+    out(E, ind, "{ %s\n", loc);
+    emit_shape(E, ind + 1, in->t, "dropout");
+    out(E, ind + 1, "%s = rt_dropout(ctx, %s, (double)%s, (int64_t)%s, &layout_, %s);\n", D(E, in, 0), A(E, in, 0),
+        A(E, in, 2), A(E, in, 1), axes_c(E, in));
+    out(E, ind, "}\n");
     return;
   case IR_EMBEDDING:
     out(E, ind, "%s = rt_embedding(ctx, %s, %s); %s\n", D(E, in, 0), A(E, in, 1), A(E, in, 0), loc);
@@ -403,7 +435,17 @@ static void emit_inst(Emitter *E, IrInst *in, int ind) {
     return;
   }
   case IR_CROSS_ENTROPY_BWD:
-    out(E, ind, "%s = rt_cross_entropy_bwd(ctx, %s, %s, %s); %s\n", D(E, in, 0), A(E, in, 0), A(E, in, 1), A(E, in, 2), loc);
+    out(E, ind, "%s = rt_cross_entropy_reduce_bwd(ctx, %s, %s, %s, %s); %s\n", D(E, in, 0), A(E, in, 0), A(E, in, 1),
+        A(E, in, 2), ce_reduction[in->i[0]], loc);
+    return;
+  case IR_WHERE_BWD:
+    out(E, ind, "rt_where_bwd(ctx, %s, %s, %s, %s, %s, %s); %s\n", A(E, in, 0), A(E, in, 1), A(E, in, 2), A(E, in, 3),
+        in->dst[0] >= 0 ? arena_sprintf(&E->c->arena, "&%s", D(E, in, 0)) : "NULL",
+        in->dst[1] >= 0 ? arena_sprintf(&E->c->arena, "&%s", D(E, in, 1)) : "NULL", loc);
+    return;
+  case IR_TAKE_ALONG_DIM_BWD:
+    out(E, ind, "%s = rt_take_along_dim_bwd(ctx, %s, %s, %s->ndim, %s->shape, %lld); %s\n", D(E, in, 0), A(E, in, 0),
+        A(E, in, 1), A(E, in, 2), A(E, in, 2), in->i[0], loc);
     return;
   case IR_EMBEDDING_BWD:
     out(E, ind, "%s = rt_embedding_bwd(ctx, %s, %s, %s->shape[0]); %s\n", D(E, in, 0), A(E, in, 0), A(E, in, 1),

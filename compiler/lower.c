@@ -313,6 +313,81 @@ static int lower_collective(Lower *L, Expr *call, Builtin op) {
   return in->dst[0];
 }
 
+/* cross_entropy's reduction= as the runtime's rt_ce_reduction */
+static int ce_reduction(Expr *e) {
+  if (!e || e->kind != EX_STRING || !strcmp(e->str, "mean"))
+    return 0;
+  return !strcmp(e->str, "sum") ? 1 : 2;
+}
+
+/* A value where a tensor of the result's dtype is wanted: a host number
+ * (a literal operand of where) becomes a 0-d tensor. */
+static int scalar_like(Lower *L, Expr *e, const Type *like) {
+  int v = lower_expr(L, e);
+  if (!ir_is_host(e->ty))
+    return v;
+  Type *t = type_clone(L->c, like);
+  t->ndim = 0;
+  return to_tensor(L, v, t, e->span);
+}
+
+/* The host values and the mask and selection ops of SPEC 13. */
+static int lower_select(Lower *L, Expr *call, Builtin op) {
+  Span sp = call->span;
+  Type *rt = call->ty;
+  Expr *x = pos_arg(call, 0);
+  IrInst *in;
+  switch (op) {
+  case BI_ITEM: {
+    int v = lower_expr(L, x);
+    return emit1(L, IR_ITEM, sp, rt, 1, &v);
+  }
+  case BI_AXIS_SIZE: /* the run-time size of the axis, as a size */
+    in = emit(L, IR_HOST_SIZE, sp);
+    in->size = size_int(1);
+    for (int i = 0; i < x->ty->naxes; i++)
+      in->size = size_mul(in->size, size_axis(x->ty->axes[i]));
+    break;
+  case BI_AXIS_INDEX:
+    in = emit(L, IR_AXIS_INDEX, sp);
+    set_axes(in, x->ty);
+    break;
+  case BI_IOTA:
+    in = emit(L, IR_IOTA, sp);
+    in->t = rt;
+    in->i[0] = norm_dim(int_arg(named(L, call, "dim")), rt->ndim);
+    break;
+  case BI_WHERE: {
+    int args[3] = {lower_expr(L, x), scalar_like(L, pos_arg(call, 1), rt), scalar_like(L, pos_arg(call, 2), rt)};
+    return emit1(L, IR_WHERE, sp, rt, 3, args);
+  }
+  case BI_TAKE_ALONG_DIM: {
+    int args[2] = {lower_expr(L, x), lower_expr(L, pos_arg(call, 1))};
+    in = emit(L, IR_TAKE_ALONG_DIM, sp);
+    ir_set_args(L->c, in, 2, args);
+    in->i[0] = norm_dim(int_arg(named(L, call, "dim")), x->ty->ndim);
+    break;
+  }
+  case BI_DROPOUT: {
+    Expr *p = named(L, call, "p");
+    int args[3] = {lower_expr(L, x), lower_expr(L, named(L, call, "seed")),
+                   p ? lower_expr(L, p) : host_const(L, sp, TY_FLOAT, 0, 0.5)};
+    in = emit(L, IR_DROPOUT, sp);
+    ir_set_args(L->c, in, 3, args);
+    in->t = x->ty;
+    /* the axes where x varies without a layout: each rank's own mask */
+    for (int a = 0; a < L->k->naxes; a++)
+      if (x->ty->lt[a] == LT_V && !type_spec_has(x->ty, a, NULL))
+        in->axes[in->naxes++] = a;
+    break;
+  }
+  default: unsupported(L, sp, builtin_name[op]); return -1;
+  }
+  in->dst[0] = value(L, rt, NULL);
+  in->ndst = 1;
+  return in->dst[0];
+}
+
 /* The positional arguments' values, in a new array of *n. */
 static int *lower_args(Lower *L, Expr *call, int *n) {
   int count = 0;
@@ -377,9 +452,22 @@ static int lower_builtin(Lower *L, Expr *call, Builtin op) {
     in->ndst = 1;
     return in->dst[0];
   }
-  case BI_CROSS_ENTROPY:
+  case BI_CROSS_ENTROPY: {
     args = lower_args(L, call, &n);
-    return emit1(L, IR_CROSS_ENTROPY, sp, rt, 2, args);
+    IrInst *in = emit(L, IR_CROSS_ENTROPY, sp);
+    ir_set_args(L->c, in, 2, args);
+    in->i[0] = ce_reduction(named(L, call, "reduction"));
+    in->dst[0] = value(L, rt, NULL);
+    in->ndst = 1;
+    return in->dst[0];
+  }
+  case BI_ITEM:
+  case BI_AXIS_SIZE:
+  case BI_AXIS_INDEX:
+  case BI_IOTA:
+  case BI_WHERE:
+  case BI_TAKE_ALONG_DIM:
+  case BI_DROPOUT: return lower_select(L, call, op);
   case BI_EMBEDDING:
     args = lower_args(L, call, &n);
     return emit1(L, IR_EMBEDDING, sp, rt, 2, args);

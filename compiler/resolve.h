@@ -10,7 +10,8 @@
 
 typedef enum {
   OPC_NONLINEAR, OPC_LINEAR, OPC_MULTILINEAR, OPC_COLLECTIVE,
-  OPC_CREATE, OPC_EFFECT, OPC_AUTODIFF
+  OPC_CREATE, OPC_EFFECT, OPC_AUTODIFF,
+  OPC_HOST      /* host values from tensors and the mesh: item, axis_size, axis_index */
 } OpClass;
 
 typedef enum {
