@@ -415,6 +415,7 @@ static void bwd_rule(Rev *r, IrInst *in, IrBlock *here, int dy, const int *res_f
   }
   case IR_WHERE: { /* the gradient goes to the selected operand */
     IrInst *b = bemit(r, IR_WHERE_BWD, sp, 4, (int[]){RES(a0), RES(in->args[1]), RES(in->args[2]), dy});
+    ir_reserve_dst(r->ad->c, b, 2);
     b->ndst = 2;
     for (int i = 0; i < 2; i++) {
       int x = in->args[1 + i];
