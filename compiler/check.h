@@ -3,7 +3,8 @@
  * every function instance reachable from those (functions are checked per
  * call site, with the caller's types on the axes their signature leaves
  * open).  Internal to the checker: the Checker context shared by
- * check_local.c (expressions, statements, functions, the R/I/V/P rules) and
+ * check_local.c (expressions, statements, functions, the R/I/V/P rules),
+ * shardprop.c (the global shard-propagation rules, shardprop.h) and
  * check_collectives.c (collectives and casts). */
 #ifndef SPMDC_CHECK_H
 #define SPMDC_CHECK_H
@@ -73,7 +74,17 @@ struct Checker {
   Inst *chain;         /* the call chain of the last error, noted after its help */
 };
 
+/* An operand of an op: its expression (for messages) and its type. */
+typedef struct Operand {
+  Expr *e;
+  const Type *t;
+} Operand;
+
+static inline const char *axis_name(const Checker *k, int a) { return k->mesh->axes[a].name; }
+
 /* check_local.c */
+/* note: the operands and their types, after a rule was broken. */
+void note_operands(Checker *k, const Operand *ops, int n);
 void check_error(Checker *k, Span sp, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 void check_flush_chain(Checker *k);
 Type *check_expr(Checker *k, Expr *e);

@@ -2,11 +2,14 @@
  * Every op combines its operands' local SPMD types axis by axis with the
  * rules of its class (combine() below is the single place they live);
  * shapes are checked symbolically; functions are checked per call site.
- * Collectives and casts are in check_collectives.c. */
+ * In global code each op's check then calls its shard rule, shard_<op>()
+ * in shardprop.c (partition specs, SPEC 7).  Collectives and casts are in
+ * check_collectives.c. */
 #include <stdlib.h>
 #include <string.h>
 
 #include "check.h"
+#include "shardprop.h"
 
 /* The types of host values and statements: shared, never mutated (types
  * are copied with type_clone before any change), so that a long program
@@ -74,8 +77,6 @@ static const char *src(Checker *k, Expr *e) {
 
 const char *src_text(Checker *k, Expr *e) { return src(k, e); }
 
-static const char *axis_name(Checker *k, int a) { return k->mesh->axes[a].name; }
-
 /* ---- which axes are local here (SPEC 7, per mesh axis) ---- */
 
 bool check_axis_local(const Checker *k, int a) { return k->local_depth > 0 && k->local_axis[a]; }
@@ -116,28 +117,6 @@ static void enter_local(Checker *k, const bool over[MAX_MESH_AXES], LocalSave *s
 static void leave_local(Checker *k, const LocalSave *saved) {
   memcpy(k->local_axis, saved->axis, sizeof k->local_axis);
   k->local_depth = saved->depth;
-}
-
-/* The axes sharding dim d of t, as source text: tp or (dp, tp). */
-static const char *dim_axes_text(Checker *k, const Type *t, int d) {
-  StrBuf sb;
-  sb_init(&sb, &k->c->arena);
-  int n = 0;
-  while (n < MAX_MESH_AXES && t->spec[d][n] >= 0)
-    n++;
-  if (n > 1)
-    sb_putc(&sb, '(');
-  for (int j = 0; j < n; j++)
-    sb_printf(&sb, "%s%s", j ? ", " : "", axis_name(k, t->spec[d][j]));
-  if (n > 1)
-    sb_putc(&sb, ')');
-  return sb.data;
-}
-
-/* The text for "sharded on ..." in messages: 'tp' or (dp, tp). */
-static const char *dim_axes_quoted(Checker *k, const Type *t, int d) {
-  const char *s = dim_axes_text(k, t, d);
-  return s[0] == '(' ? s : arena_sprintf(&k->c->arena, "'%s'", s);
 }
 
 /* ---- arguments ---- */
@@ -530,13 +509,8 @@ static void mark_gradients(Checker *k, Stmt *s, Type *t);
 
 typedef enum { RULE_NONLINEAR, RULE_LINEAR, RULE_MULTILINEAR, RULE_DIVIDE } Rule;
 
-typedef struct Operand {
-  Expr *e;
-  const Type *t;
-} Operand;
-
 /* note: the operands and their types, after a rule was broken. */
-static void note_operands(Checker *k, Operand *ops, int n) {
+void note_operands(Checker *k, const Operand *ops, int n) {
   StrBuf sb;
   sb_init(&sb, &k->c->arena);
   for (int i = 0; i < n; i++) {
@@ -652,7 +626,7 @@ static bool combine(Checker *k, Rule rule, const char *opname, Span sp, Operand 
       out[a] = LT_P;
       continue;
     case RULE_MULTILINEAR:
-    case RULE_DIVIDE:
+    case RULE_DIVIDE: {
       bool p_divisor = false;
       for (int i = 1; i < n; i++)
         p_divisor |= ops[i].t->kind == TY_TENSOR && !ops[i].t->literal && ops[i].t->lt[a] == LT_P;
@@ -672,6 +646,7 @@ static bool combine(Checker *k, Rule rule, const char *opname, Span sp, Operand 
       }
       out[a] = LT_P;
       continue;
+    }
     }
   }
   return true;
@@ -697,47 +672,11 @@ static Type *as_tensor(Checker *k, Expr *e, Type *t) {
   return type_error();
 }
 
-/* A spec-equal copy of t whose dim d is laid out like dim rd of `like`
- * (its axes moved there, the axes it had on d gathered to R): the target
- * of the redistribute that aligns an operand with another (help lines). */
-static Type *aligned_like(Checker *k, const Type *t, int d, const Type *like, int rd) {
-  Type *w = type_clone(k->c, t);
-  for (int j = 0; j < MAX_MESH_AXES && t->spec[d][j] >= 0; j++) {
-    type_spec_remove(w, t->spec[d][j]);
-    w->lt[t->spec[d][j]] = LT_R;
-  }
-  for (int j = 0; j < MAX_MESH_AXES && like->spec[rd][j] >= 0; j++) {
-    type_spec_remove(w, like->spec[rd][j]);
-    type_spec_add(w, d, like->spec[rd][j]);
-    w->lt[like->spec[rd][j]] = LT_V;
-  }
-  w->literal = false;
-  return w;
-}
-
-/* The fix for an operand `o` whose dim d is whole where the reference is
- * sharded on `axes` (dim rd of `like`): a local convert when o is R or I
- * on every axis and sharded nowhere on them, else a redistribute. */
-static const char *align_fix(Checker *k, const Operand *o, int d, const Type *like, int rd) {
-  const Type *t = o->t;
-  LTypeKind l0 = t->lt[like->spec[rd][0]];
-  bool simple = t->spec[d][0] < 0 && (l0 == LT_R || l0 == LT_I);
-  for (int j = 0; simple && j < MAX_MESH_AXES && like->spec[rd][j] >= 0; j++)
-    simple = t->lt[like->spec[rd][j]] == l0 && !type_spec_has(t, like->spec[rd][j], NULL);
-  if (simple)
-    return arena_sprintf(&k->c->arena, "convert(%s, %s, src=%s, dst=S(%d))", src(k, o->e), dim_axes_text(k, like, rd),
-                         lt_name(l0), d);
-  return arena_sprintf(&k->c->arena, "redistribute(%s, %s)", src(k, o->e), ck_type(k, aligned_like(k, t, d, like, rd)));
-}
-
-/* NumPy broadcasting of operand shapes, and the partition spec of the
- * result (SPEC 7): dims that line up (neither of size 1) carry the same
- * spec in every operand, and an operand broadcast along a dim sharded on
- * axis a (it lacks the dim, or has size 1 there) must not vary on a: each
- * rank combines its block with the operand's whole copy. */
-/* The result is built in *r (caller's storage, so that elementwise ops
- * allocate only a type that is new). */
-static Type *broadcast(Checker *k, Span sp, const char *opname, Operand *ops, int n, bool specs, Type *r) {
+/* NumPy broadcasting of operand shapes and dtypes; the result's partition
+ * spec is shard_broadcast()'s (shardprop.c).  The result is built in *r
+ * (caller's storage, so that elementwise ops allocate only a type that is
+ * new). */
+static Type *broadcast(Checker *k, Span sp, const char *opname, Operand *ops, int n, Type *r) {
   memset(r, 0, sizeof *r);
   memset(r->spec, -1, sizeof r->spec);
   r->kind = TY_TENSOR;
@@ -763,31 +702,16 @@ static Type *broadcast(Checker *k, Span sp, const char *opname, Operand *ops, in
       if (ops[i].t->kind == TY_TENSOR && ops[i].t->dtype != DT_NONE)
         r->dtype = ops[i].t->dtype;
   for (int rd = 0; rd < r->ndim; rd++) {
-    /* the reference: the first operand with a real (non-1) size here,
-     * preferring one that is sharded on this dim */
-    int ref = -1, first = -1;
-    long long one;
-    for (int i = 0; i < n; i++) {
-      const Type *t = ops[i].t;
-      int d = rd - (r->ndim - t->ndim);
-      if (d < 0)
-        continue;
-      if (first < 0)
-        first = i;
-      if (size_is_int(t->shape[d], &one) && one == 1)
-        continue;
-      if (ref < 0 || (ops[ref].t->spec[rd - (r->ndim - ops[ref].t->ndim)][0] < 0 && t->spec[d][0] >= 0))
-        ref = i;
-    }
+    /* the reference: the operand whose size gives the result's */
+    int first, ref = shard_broadcast_ref(ops, n, r->ndim, rd, &first);
     const Type *rt = ops[ref >= 0 ? ref : first].t;
-    int rdd = rd - (r->ndim - rt->ndim);
-    r->shape[rd] = rt->shape[rdd];
-    memcpy(r->spec[rd], rt->spec[rdd], sizeof r->spec[rd]);
+    r->shape[rd] = rt->shape[rd - (r->ndim - rt->ndim)];
     if (ref < 0)
       continue;
     for (int i = 0; i < n; i++) {
       const Type *t = ops[i].t;
       int d = rd - (r->ndim - t->ndim);
+      long long one;
       bool bcast = d < 0 || (size_is_int(t->shape[d], &one) && one == 1);
       if (i == ref || t->literal)
         continue;
@@ -797,64 +721,28 @@ static Type *broadcast(Checker *k, Span sp, const char *opname, Operand *ops, in
         note_operands(k, ops, n);
         return type_error();
       }
-      if (!specs)
-        continue;
-      if (!bcast && memcmp(r->spec[rd], t->spec[d], sizeof r->spec[rd]) != 0) {
-        const Operand *o = &ops[i], *re = &ops[ref];
-        if (t->spec[d][0] < 0)
-          check_error(k, sp, "%s: dim %d is sharded on %s in '%s' but whole in '%s'", opname, rd,
-                      dim_axes_quoted(k, r, rd), src(k, re->e), src(k, o->e));
-        else if (r->spec[rd][0] < 0)
-          check_error(k, sp, "%s: dim %d is sharded on %s in '%s' but whole in '%s'", opname, rd,
-                      dim_axes_quoted(k, t, d), src(k, o->e), src(k, re->e));
-        else
-          check_error(k, sp, "%s: dim %d is sharded on %s in '%s' but on %s in '%s'", opname, rd,
-                      dim_axes_quoted(k, r, rd), src(k, re->e), dim_axes_quoted(k, t, d), src(k, o->e));
-        note_at(k->c, (Span){0, 0, 0}, "each rank would combine its own block of one operand with another part of the other");
-        note_operands(k, ops, n);
-        if (r->spec[rd][0] >= 0)
-          help(k->c, "lay both out alike: %s", align_fix(k, o, d, r, rd));
-        else
-          help(k->c, "lay both out alike: %s", align_fix(k, re, rd - (r->ndim - re->t->ndim), t, d));
-        return type_error();
-      }
-      if (bcast && r->spec[rd][0] >= 0)
-        for (int j = 0; j < MAX_MESH_AXES && r->spec[rd][j] >= 0; j++) {
-          int a = r->spec[rd][j], od = -1;
-          if (t->kind != TY_TENSOR || t->lt[a] != LT_V)
-            continue; /* R broadcasts; I and P are combine()'s errors */
-          bool laid = type_spec_has(t, a, &od);
-          check_error(k, sp, "%s: '%s' is broadcast along dim %d, which is sharded on '%s', but it is %s on '%s'", opname,
-                      src(k, ops[i].e), rd, axis_name(k, a),
-                      laid ? arena_sprintf(&k->c->arena, "S(%d)", od) : "V", axis_name(k, a));
-          note_at(k->c, (Span){0, 0, 0}, "a value broadcast along a sharded dim must be the same on every rank (R) on its axis");
-          note_operands(k, ops, n);
-          help(k->c, "gather it first: %s",
-               transition_fix(k, src(k, ops[i].e), axis_name(k, a), ltype_on(t, a), (LType){LT_R, 0}));
-          return type_error();
-        }
     }
   }
   return r;
 }
 
-/* Elementwise ops: broadcast shapes, combine types axis by axis. */
+/* Elementwise ops: broadcast shapes, combine types axis by axis, then the
+ * layouts (shard_broadcast). */
 static Type *elementwise(Checker *k, Span sp, const char *opname, Rule rule, Operand *ops, int n) {
   for (int i = 0; i < n; i++)
     if (ops[i].t->kind == TY_ERROR)
       return type_error();
   /* shapes, then the local types, then the layouts (SPEC 7) */
-  Type shape_only, laid_out;
-  Type *r = broadcast(k, sp, opname, ops, n, false, &shape_only);
+  Type shape_only;
+  Type *r = broadcast(k, sp, opname, ops, n, &shape_only);
   if (r->kind == TY_ERROR)
-    return r;
+    return type_error();
   if (r->literal)
     return type_clone(k->c, r);
   if (!combine(k, rule, opname, sp, ops, n, r->lt))
     return type_error();
-  Type *laid = broadcast(k, sp, opname, ops, n, true, &laid_out);
-  if (laid->kind == TY_ERROR)
-    return laid;
+  if (!shard_broadcast(k, sp, opname, ops, n, r))
+    return type_error();
   /* In global code a sharded dim of the result means V with a layout; a
    * broadcast operand that is R on that axis is fine (each rank uses its copy).
    * Types are immutable: an operand's type that equals the result serves. */
@@ -867,6 +755,9 @@ static Type *elementwise(Checker *k, Span sp, const char *opname, Rule rule, Ope
 
 /* ---- out_partial_axes (local: reinterpret V -> P after the op) ---- */
 
+/* The local rule: only a V result can be declared a pending sum.  The
+ * contracted[] axes are those of the op's sharded contracted dims, for the
+ * shard rules (shard_out_partial_axis, shard_out_partial_complete). */
 static bool apply_out_partial(Checker *k, Expr *call, Type *r, const bool contracted[MAX_MESH_AXES]) {
   Arg *opa = call_named(k, call, "out_partial_axes");
   bool listed[MAX_MESH_AXES] = {0};
@@ -888,15 +779,8 @@ static bool apply_out_partial(Checker *k, Expr *call, Type *r, const bool contra
           help(k->c, "drop '%s' from out_partial_axes", axis_name(k, a));
         return false;
       }
-      int sd;
-      if (!contracted[a] && type_spec_has(r, a, &sd)) {
-        check_error(k, opa->value->span, "out_partial_axes names '%s', but no contracted dim is sharded on '%s'",
-                    axis_name(k, a), axis_name(k, a));
-        note_at(k->c, (Span){0, 0, 0}, "dim %d of the result is sharded on '%s': its blocks are parts of a tensor, not terms of a sum",
-                sd, axis_name(k, a));
-        help(k->c, "drop '%s' from out_partial_axes", axis_name(k, a));
+      if (!shard_out_partial_axis(k, opa->value->span, r, a, contracted))
         return false;
-      }
       if (r->lt[a] == LT_P) {
         check_error(k, opa->value->span, "out_partial_axes names '%s', but the result is already P there",
                     axis_name(k, a));
@@ -906,36 +790,9 @@ static bool apply_out_partial(Checker *k, Expr *call, Type *r, const bool contra
         return false;
       }
       r->lt[a] = LT_P;
-      type_spec_remove(r, a);
     }
   }
-  /* every axis of a sharded contracted dim must be declared (SPEC 7) */
-  StrBuf need, all;
-  sb_init(&need, &k->c->arena);
-  sb_init(&all, &k->c->arena);
-  int nneed = 0, nall = 0, first = -1;
-  for (int a = 0; a < k->naxes; a++) {
-    if (contracted[a] || listed[a])
-      sb_printf(&all, "%s%s", nall++ ? ", " : "", axis_name(k, a));
-    if (contracted[a] && !listed[a]) {
-      sb_printf(&need, "%s%s", nneed++ ? ", " : "", axis_name(k, a));
-      if (first < 0)
-        first = a;
-    }
-  }
-  if (first >= 0) {
-    const char *opn = call->kind == EX_CALL && call->lhs->kind == EX_NAME ? call->lhs->name
-                    : call->kind == EX_BINARY                           ? "'@'"
-                                                                        : "this op";
-    const char *axs = nall > 1 ? arena_sprintf(&k->c->arena, "(%s)", all.data) : all.data;
-    check_error(k, call->span, "%s sums over a dim sharded on '%s': the local result is only a part of the sum", opn,
-                axis_name(k, first));
-    note_at(k->c, (Span){0, 0, 0}, "in global code the result must be declared a pending sum (P) on %s%s%s",
-            nneed > 1 ? "(" : "'", need.data, nneed > 1 ? ")" : "'");
-    help(k->c, "add out_partial_axes=%s, then reduce it: all_reduce(y, %s, src=P, dst=R)", axs, axs);
-    return false;
-  }
-  return true;
+  return shard_out_partial_complete(k, call, contracted, listed);
 }
 
 /* ---- built-ins ---- */
@@ -997,109 +854,26 @@ static Type *check_reduction(Checker *k, Expr *call, Builtin op) {
     lo = d;
     hi = d + 1;
   }
-  for (int d = lo; d < hi; d++)
-    for (int j = 0; j < MAX_MESH_AXES && r->spec[d][j] >= 0; j++)
-      contracted[r->spec[d][j]] = true;
-  bool any = false;
-  for (int a = 0; a < k->naxes; a++)
-    any |= contracted[a];
-  if (any && op != BI_SUM) {
-    int sd = lo;
-    while (r->spec[sd][0] < 0)
-      sd++;
-    const char *xs = src(k, o.e), *axs = dim_axes_text(k, r, sd);
-    check_error(k, call->span, "%s() over a dim sharded on %s would use only this rank's part", builtin_name[op],
-                dim_axes_quoted(k, r, sd));
-    if (op == BI_MEAN) {
-      Size cnt = r->shape[sd];
-      if (!has_dim)
-        for (int d = 0, first = 1; d < r->ndim; d++, first = 0)
-          cnt = first ? r->shape[d] : size_mul(cnt, r->shape[d]);
-      note_at(k->c, (Span){0, 0, 0}, "each rank would divide by its block's size, not the dim's");
-      help(k->c, "sum the parts and divide by the global size: sum(%s%s, out_partial_axes=%s) / %s.0", xs,
-           has_dim ? arena_sprintf(&k->c->arena, ", dim=%d", sd) : "", axs,
-           size_str(k->c, k->mesh, cnt));
-    } else if (op == BI_AMAX) {
-      note_at(k->c, (Span){0, 0, 0}, "each rank would find the maximum of its block only");
-      help(k->c, "gather the dim first: all_gather(%s, %s, src=S(%d), dst=R)", xs, axs, sd);
-    } else {
-      note_at(k->c, (Span){0, 0, 0}, "%s() along a dim needs the whole dim on every rank", builtin_name[op]);
-      help(k->c, "gather the dim first: all_gather(%s, %s, src=S(%d), dst=R)", xs, axs, sd);
-    }
+  if (!shard_reduction(k, call, op, o.e, r, lo, hi, has_dim, contracted))
     return type_error();
-  }
   if (keeps_shape)
     return r;
   Type *res = type_clone(k->c, r);
   res->ndim = 0;
   for (int d = 0; d < r->ndim; d++) {
     if (d >= lo && d < hi) {
-      if (keep) {
-        res->shape[res->ndim] = size_int(1);
-        memset(res->spec[res->ndim], -1, sizeof res->spec[0]);
-        res->ndim++;
-      }
+      if (keep)
+        res->shape[res->ndim++] = size_int(1);
       continue;
     }
-    res->shape[res->ndim] = r->shape[d];
-    memcpy(res->spec[res->ndim], r->spec[d], sizeof r->spec[d]);
-    res->ndim++;
+    res->shape[res->ndim++] = r->shape[d];
   }
-  for (int d = res->ndim; d < MAX_DIMS; d++)
-    memset(res->spec[d], -1, sizeof res->spec[d]);
+  shard_reduction_result(r, res, lo, hi, keep);
   if (op == BI_SUM || op == BI_MEAN) {
     if (!apply_out_partial(k, call, res, contracted))
       return type_error();
   }
   return res;
-}
-
-/* ---- the seed's einsum conditions (matmul, einsum; SPEC 7) ---- */
-
-/* A dim both operands have (a contracted or batch label) must be sharded on
- * the same axes, in the same order, in both. */
-static bool same_spec(Checker *k, const char *opname, Span sp, const char *what, const Operand *x, int dx,
-                      const Operand *y, int dy) {
-  if (memcmp(x->t->spec[dx], y->t->spec[dy], sizeof x->t->spec[dx]) == 0)
-    return true;
-  if (y->t->spec[dy][0] < 0)
-    check_error(k, sp, "%s: %s is sharded on %s in '%s' but whole in '%s'", opname, what, dim_axes_quoted(k, x->t, dx),
-                src(k, x->e), src(k, y->e));
-  else if (x->t->spec[dx][0] < 0)
-    check_error(k, sp, "%s: %s is sharded on %s in '%s' but whole in '%s'", opname, what, dim_axes_quoted(k, y->t, dy),
-                src(k, y->e), src(k, x->e));
-  else
-    check_error(k, sp, "%s: %s is sharded on %s in '%s' but on %s in '%s'", opname, what, dim_axes_quoted(k, x->t, dx),
-                src(k, x->e), dim_axes_quoted(k, y->t, dy), src(k, y->e));
-  note_at(k->c, (Span){0, 0, 0}, "a dim both operands have must be sharded on the same axes, in the same order, in both");
-  Operand ops[2] = {*x, *y};
-  note_operands(k, ops, 2);
-  if (x->t->spec[dx][0] >= 0)
-    help(k->c, "lay both out alike: %s", align_fix(k, y, dy, x->t, dx));
-  else
-    help(k->c, "lay both out alike: %s", align_fix(k, x, dx, y->t, dy));
-  return false;
-}
-
-/* Dim rd of the result r is sharded; an operand without that dim must not
- * vary on its axes (it would be sharded on them elsewhere: the result
- * would name an axis twice, or mix its blocks). */
-static bool not_varying_on(Checker *k, const char *opname, Span sp, const Type *r, int rd, const Operand *o) {
-  for (int j = 0; j < MAX_MESH_AXES && r->spec[rd][j] >= 0; j++) {
-    int a = r->spec[rd][j], od = -1;
-    const Type *t = o->t;
-    if (t->kind != TY_TENSOR || t->literal || t->lt[a] != LT_V)
-      continue;
-    bool laid = type_spec_has(t, a, &od);
-    check_error(k, sp, "%s: dim %d of the result is sharded on '%s', but '%s', which does not have that dim, is %s on '%s'",
-                opname, rd, axis_name(k, a), src(k, o->e), laid ? arena_sprintf(&k->c->arena, "S(%d)", od) : "V",
-                axis_name(k, a));
-    note_at(k->c, (Span){0, 0, 0}, "an operand without a sharded dim must be the same on every rank (R) on its axes; "
-            "a mesh axis shards at most one dim");
-    help(k->c, "gather it first: %s", transition_fix(k, src(k, o->e), axis_name(k, a), ltype_on(t, a), (LType){LT_R, 0}));
-    return false;
-  }
-  return true;
 }
 
 static Type *check_matmul(Checker *k, Expr *call, Expr *ea, Expr *eb, const char *opname) {
@@ -1125,7 +899,7 @@ static Type *check_matmul(Checker *k, Expr *call, Expr *ea, Expr *eb, const char
     return type_error();
   }
   Operand o[2] = {{ea, a}, {eb, b}};
-  if (!same_spec(k, opname, call->span, "the contracted dim", &o[0], ka, &o[1], kb))
+  if (!shard_matmul_contracted(k, opname, call->span, o, ka, kb))
     return type_error();
   Type *r = type_new(k->c, TY_TENSOR);
   r->dtype = a->dtype;
@@ -1152,32 +926,17 @@ static Type *check_matmul(Checker *k, Expr *call, Expr *ea, Expr *eb, const char
       od = owner ? db : da;
     }
     r->shape[r->ndim] = o[owner].t->shape[od];
-    memcpy(r->spec[r->ndim], o[owner].t->spec[od], sizeof r->spec[0]);
-    if (!a1 && !b1) {
-      if (!same_spec(k, opname, call->span, arena_sprintf(&k->c->arena, "batch dim %d", d), &o[0], da, &o[1], db))
-        return type_error();
-    } else if (!not_varying_on(k, opname, call->span, r, r->ndim, &o[1 - owner])) {
-      return type_error();
-    }
-    r->ndim++;
-  }
-  if (a->ndim >= 2) {
-    r->shape[r->ndim] = a->shape[a->ndim - 2];
-    memcpy(r->spec[r->ndim], a->spec[a->ndim - 2], sizeof r->spec[0]);
-    if (!not_varying_on(k, opname, call->span, r, r->ndim, &o[1]))
+    if (!shard_matmul_batch(k, opname, call->span, o, r, d, da, db, owner, od, !a1 && !b1))
       return type_error();
     r->ndim++;
   }
-  if (b->ndim >= 2) {
-    r->shape[r->ndim] = b->shape[b->ndim - 1];
-    memcpy(r->spec[r->ndim], b->spec[b->ndim - 1], sizeof r->spec[0]);
-    if (!not_varying_on(k, opname, call->span, r, r->ndim, &o[0]))
-      return type_error();
-    r->ndim++;
-  }
+  if (a->ndim >= 2)
+    r->shape[r->ndim++] = a->shape[a->ndim - 2];
+  if (b->ndim >= 2)
+    r->shape[r->ndim++] = b->shape[b->ndim - 1];
   bool contracted[MAX_MESH_AXES] = {0};
-  for (int j = 0; j < MAX_MESH_AXES && a->spec[ka][j] >= 0; j++)
-    contracted[a->spec[ka][j]] = true;
+  if (!shard_matmul(k, opname, call->span, o, r, contracted))
+    return type_error();
   if (!apply_out_partial(k, call, r, contracted))
     return type_error();
   return r;
@@ -1299,10 +1058,7 @@ static Type *check_misc(Checker *k, Expr *call, Builtin op) {
     Size s = r->shape[a];
     r->shape[a] = r->shape[b];
     r->shape[b] = s;
-    int8_t sp[MAX_MESH_AXES];
-    memcpy(sp, r->spec[a], sizeof sp);
-    memcpy(r->spec[a], r->spec[b], sizeof sp);
-    memcpy(r->spec[b], sp, sizeof sp);
+    shard_transpose(r, a, b);
     return r;
   }
   case BI_PERMUTE: {
@@ -1312,7 +1068,7 @@ static Type *check_misc(Checker *k, Expr *call, Builtin op) {
       return type_error();
     }
     Type *res = type_clone(k->c, r);
-    int i = 0;
+    int i = 0, perm[MAX_DIMS];
     bool seen[MAX_DIMS] = {0};
     for (Expr *e = p->value->elems; e; e = e->next, i++) {
       long long v;
@@ -1322,13 +1078,14 @@ static Type *check_misc(Checker *k, Expr *call, Builtin op) {
         return type_error();
       }
       seen[d] = true;
+      perm[i] = d;
       res->shape[i] = r->shape[d];
-      memcpy(res->spec[i], r->spec[d], sizeof res->spec[i]);
     }
     if (i != r->ndim) {
       check_error(k, p->value->span, "permute needs each of the %d dims exactly once", r->ndim);
       return type_error();
     }
+    shard_permute(r, res, perm);
     return res;
   }
   case BI_RESHAPE:
@@ -1340,7 +1097,6 @@ static Type *check_misc(Checker *k, Expr *call, Builtin op) {
     }
     Type *res = type_clone(k->c, r);
     res->ndim = 0;
-    memset(res->spec, -1, sizeof res->spec);
     for (Expr *e = p->value->elems; e; e = e->next) {
       if (res->ndim == MAX_DIMS || !size_of(k, e, &res->shape[res->ndim]))
         return type_error();
@@ -1356,7 +1112,6 @@ static Type *check_misc(Checker *k, Expr *call, Builtin op) {
           help(k->c, "keep the size of dim %d: %s", d, size_str(k->c, k->mesh, r->shape[d]));
           return type_error();
         }
-        memcpy(res->spec[d + shift], r->spec[d], sizeof res->spec[0]);
       }
       if (shift < 0) {
         check_error(k, call->span, "expand() cannot drop dims: %s has %d, the new shape %d", src(k, call_arg(call, 0)->value),
@@ -1364,6 +1119,7 @@ static Type *check_misc(Checker *k, Expr *call, Builtin op) {
         help(k->c, "list every dim, adding leading ones if needed");
         return type_error();
       }
+      shard_expand(r, res);
       return res;
     }
     Size before = size_int(1), after = size_int(1);
@@ -1378,35 +1134,8 @@ static Type *check_misc(Checker *k, Expr *call, Builtin op) {
       help(k->c, "give sizes whose product is %s", size_str(k->c, k->mesh, before));
       return type_error();
     }
-    /* SPEC 7: a sharded dim may be split or merged only as the outermost
-     * factor.  Its per-rank blocks stay contiguous runs of the flattened
-     * tensor exactly when some new dim starts where it starts (the same
-     * product of the dims before it); that dim takes its axes. */
-    for (int d = 0; d < r->ndim; d++) {
-      if (r->spec[d][0] < 0)
-        continue;
-      Size pre = size_int(1), opre = size_int(1);
-      for (int j = 0; j < d; j++)
-        pre = size_mul(pre, r->shape[j]);
-      int o = -1;
-      for (int j = 0; j < res->ndim && o < 0; j++) {
-        long long one;
-        if (size_eq(opre, pre) && !(size_is_int(res->shape[j], &one) && one == 1))
-          o = j;
-        opre = size_mul(opre, res->shape[j]);
-      }
-      if (o < 0 || res->spec[o][0] >= 0) {
-        const char *xs = src(k, call_arg(call, 0)->value);
-        check_error(k, call->span, "reshape() of a dim sharded on %s is only allowed on the outermost dim",
-                    dim_axes_quoted(k, r, d));
-        note_at(k->c, (Span){0, 0, 0}, "dim %d of %s would become an inner factor of a new dim, and its blocks would not be "
-                "contiguous", d, ck_type(k, r));
-        help(k->c, "gather the dim first: all_gather(%s, %s, src=S(%d), dst=R), or reshape per rank inside local_map", xs,
-             dim_axes_text(k, r, d), d);
-        return type_error();
-      }
-      memcpy(res->spec[o], r->spec[d], sizeof res->spec[o]);
-    }
+    if (!shard_reshape(k, call, r, res))
+      return type_error();
     return res;
   }
   case BI_SLICE: {
@@ -1416,13 +1145,8 @@ static Type *check_misc(Checker *k, Expr *call, Builtin op) {
     if (!named_int(k, call, "dim", &dv, &hd) || !named_int(k, call, "start", &st, &hs) ||
         !named_int(k, call, "end", &en, &he) || !norm_dim(k, call->span, dv, r->ndim, &d))
       return type_error();
-    if (r->spec[d][0] >= 0) {
-      check_error(k, call->span, "slice() of a dim sharded on %s", dim_axes_quoted(k, r, d));
-      note_at(k->c, (Span){0, 0, 0}, "each rank holds a block of dim %d; the slice would be taken from every block", d);
-      help(k->c, "gather the dim first: all_gather(%s, %s, src=S(%d), dst=R), or slice per rank inside local_map",
-           src(k, call_arg(call, 0)->value), dim_axes_text(k, r, d), d);
+    if (!shard_slice(k, call, r, d))
       return type_error();
-    }
     long long full;
     if (!hs)
       st = 0;
@@ -1486,19 +1210,8 @@ static Type *check_concat(Checker *k, Expr *call) {
     else
       total = (Size){.unknown = true, .den = 1};
   }
-  for (int i = 0; i < n; i++)
-    if (ops[i].t->spec[d][0] >= 0) {
-      check_error(k, call->span, "concat() along a dim sharded on %s", dim_axes_quoted(k, ops[i].t, d));
-      note_at(k->c, (Span){0, 0, 0}, "'%s' is %s: each rank would join its own blocks, which are not the blocks of the result",
-              src(k, ops[i].e), ck_type(k, ops[i].t));
-      help(k->c, "concatenate along an unsharded dim, or gather first: all_gather(%s, %s, src=S(%d), dst=R)",
-           src(k, ops[i].e), dim_axes_text(k, ops[i].t, d), d);
-      return type_error();
-    }
-  for (int i = 1; i < n; i++)
-    for (int j = 0; j < r->ndim; j++)
-      if (!same_spec(k, "concat()", call->span, arena_sprintf(&k->c->arena, "dim %d", j), &ops[0], j, &ops[i], j))
-        return type_error();
+  if (!shard_concat(k, call, ops, n, d))
+    return type_error();
   r->shape[d] = total;
   return r;
 }
@@ -1534,22 +1247,7 @@ static Type *check_nn(Checker *k, Expr *call, Builtin op) {
     r->local = check_all_local(k);
     if (!combine(k, RULE_NONLINEAR, "cross_entropy()", call->span, ops, 2, r->lt))
       return type_error();
-    if (x->spec[1][0] >= 0) {
-      check_error(k, call->span, "cross_entropy() takes a softmax over the class dim, which is sharded on %s",
-                  dim_axes_quoted(k, x, 1));
-      note_at(k->c, (Span){0, 0, 0}, "each rank holds only some of the classes of each row");
-      help(k->c, "gather the classes first: all_gather(%s, %s, src=S(1), dst=R)", src(k, ops[0].e), dim_axes_text(k, x, 1));
-      return type_error();
-    }
-    if (x->spec[0][0] >= 0) {
-      const char *ax = dim_axes_text(k, x, 0);
-      check_error(k, call->span, "cross_entropy() takes the mean over a dim sharded on %s", dim_axes_quoted(k, x, 0));
-      note_at(k->c, (Span){0, 0, 0}, "each rank would average its own rows only");
-      help(k->c, "gather the rows first: cross_entropy(all_gather(%s, %s, src=S(0), dst=R), all_gather(%s, %s, src=S(0), "
-           "dst=R)), or take each rank's mean inside local_map", src(k, ops[0].e), ax, src(k, ops[1].e), ax);
-      return type_error();
-    }
-    if (!same_spec(k, "cross_entropy()", call->span, "dim 0", &ops[0], 0, &ops[1], 0))
+    if (!shard_cross_entropy(k, call, ops))
       return type_error();
     return r;
   }
@@ -1557,14 +1255,8 @@ static Type *check_nn(Checker *k, Expr *call, Builtin op) {
     check_error(k, call->span, "%s() needs at least one dim", builtin_name[op]);
     return type_error();
   }
-  if (x->spec[x->ndim - 1][0] >= 0) {
-    check_error(k, call->span, "%s() normalises over the last dim, which is sharded on %s", builtin_name[op],
-                dim_axes_quoted(k, x, x->ndim - 1));
-    note_at(k->c, (Span){0, 0, 0}, "each rank would normalise its block with its block's own statistics");
-    help(k->c, "gather it first: all_gather(%s, %s, src=S(%d), dst=R)", src(k, ops[0].e),
-         dim_axes_text(k, x, x->ndim - 1), x->ndim - 1);
+  if (!shard_norm(k, call, op, &ops[0]))
     return type_error();
-  }
   return elementwise(k, call->span, arena_sprintf(&k->c->arena, "%s()", builtin_name[op]), RULE_NONLINEAR, ops, n);
 }
 
@@ -1583,19 +1275,10 @@ static Type *check_embedding(Checker *k, Expr *call) {
   r->dtype = w->dtype;
   if (!combine(k, RULE_MULTILINEAR, "embedding()", call->span, o, 2, r->lt))
     return type_error();
-  r->shape[r->ndim] = w->shape[1];
-  memcpy(r->spec[r->ndim], w->spec[1], sizeof r->spec[0]);
-  r->ndim++;
-  /* the seed's condition 2: the table has none of the ids' dims, the ids
-   * not the feature dim */
-  for (int d = 0; d + 1 < r->ndim; d++)
-    if (!not_varying_on(k, "embedding()", call->span, r, d, &o[1]))
-      return type_error();
-  if (!not_varying_on(k, "embedding()", call->span, r, r->ndim - 1, &o[0]))
-    return type_error();
+  r->shape[r->ndim++] = w->shape[1];
   bool contracted[MAX_MESH_AXES] = {0};
-  for (int j = 0; j < MAX_MESH_AXES && w->spec[0][j] >= 0; j++)
-    contracted[w->spec[0][j]] = true;
+  if (!shard_embedding(k, call->span, o, r, contracted))
+    return type_error();
   if (!apply_out_partial(k, call, r, contracted))
     return type_error();
   return r;
@@ -1631,7 +1314,6 @@ static Type *check_einsum(Checker *k, Expr *call) {
   }
   Size lsize[128];
   bool lset[128] = {0}, in_out[128] = {0};
-  int8_t lspec[128][MAX_MESH_AXES];
   int lop[128], ldim[128]; /* where a label was first seen */
   const char *p = spec;
   for (int i = 0; i < n; i++) {
@@ -1649,8 +1331,7 @@ static Type *check_einsum(Checker *k, Expr *call) {
                     size_str(k->c, k->mesh, lsize[ch]), lop[ch] + 1, size_str(k->c, k->mesh, ops[i].t->shape[d]), i + 1);
         return type_error();
       }
-      if (lset[ch] && !same_spec(k, "einsum()", call->span, arena_sprintf(&k->c->arena, "label '%c'", ch), &ops[lop[ch]],
-                                 ldim[ch], &ops[i], d))
+      if (lset[ch] && !shard_einsum_label(k, call->span, ch, &ops[lop[ch]], ldim[ch], &ops[i], d))
         return type_error();
       if (!lset[ch]) {
         lop[ch] = i;
@@ -1658,7 +1339,6 @@ static Type *check_einsum(Checker *k, Expr *call) {
       }
       lset[ch] = true;
       lsize[ch] = ops[i].t->shape[d];
-      memcpy(lspec[ch], ops[i].t->spec[d], sizeof lspec[ch]);
       d++;
     }
     if (d != ops[i].t->ndim) {
@@ -1687,26 +1367,12 @@ static Type *check_einsum(Checker *k, Expr *call) {
     }
     in_out[ch] = true;
     r->shape[r->ndim] = lsize[ch];
-    memcpy(r->spec[r->ndim], lspec[ch], sizeof lspec[ch]);
-    /* the seed's condition 2: an operand without this label must not be
-     * sharded on the axes that shard it */
-    const char *q = spec;
-    for (int i = 0; i < n; i++) {
-      bool has = false;
-      for (; *q && *q != ',' && q < arrow; q++)
-        has |= (unsigned char)*q == ch;
-      if (*q == ',')
-        q++;
-      if (!has && !not_varying_on(k, "einsum()", call->span, r, r->ndim, &ops[i]))
-        return type_error();
-    }
+    if (!shard_einsum_output(k, call->span, spec, arrow, ops, n, r, ch, &ops[lop[ch]], ldim[ch]))
+      return type_error();
     r->ndim++;
   }
   bool contracted[MAX_MESH_AXES] = {0};
-  for (int ch = 0; ch < 128; ch++)
-    if (lset[ch] && !in_out[ch])
-      for (int j = 0; j < MAX_MESH_AXES && lspec[ch][j] >= 0; j++)
-        contracted[lspec[ch][j]] = true;
+  shard_einsum_contracted(ops, lset, in_out, lop, ldim, contracted);
   if (!apply_out_partial(k, call, r, contracted))
     return type_error();
   return r;
@@ -2428,20 +2094,12 @@ static Type *check_expr_kind(Checker *k, Expr *e) {
       check_error(k, e->rhs->span, "an index must be a host integer, not %s", ck_type(k, i));
       return type_error();
     }
-    if (x->spec[0][0] >= 0) {
-      check_error(k, e->span, "indexing selects from dim 0, which is sharded on %s", dim_axes_quoted(k, x, 0));
-      note_at(k->c, (Span){0, 0, 0}, "index %s is on one rank's block only", src(k, e->rhs));
-      help(k->c, "gather the dim first (all_gather(%s, %s, src=S(0), dst=R)), or keep the leading dim (the layer index) "
-           "unsharded, e.g. f32[L, D, H@%s]", src(k, e->lhs), dim_axes_text(k, x, 0), axis_name(k, x->spec[0][0]));
-      return type_error();
-    }
     Type *r = type_clone(k->c, x);
     r->ndim--;
-    for (int d = 0; d < r->ndim; d++) {
+    for (int d = 0; d < r->ndim; d++)
       r->shape[d] = x->shape[d + 1];
-      memcpy(r->spec[d], x->spec[d + 1], sizeof r->spec[d]);
-    }
-    memset(r->spec[r->ndim], -1, sizeof r->spec[0]);
+    if (!shard_index(k, e, x, r))
+      return type_error();
     return r;
   }
   case EX_TUPLE: {
