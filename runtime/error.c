@@ -55,3 +55,15 @@ void rt_call_check_(rt_ctx *ctx, int rc, const char *call, const char *file, int
         return;
     rt_fail(ctx, "%s failed: %s (%s:%d)", call, errno ? strerror(errno) : "error", file, line);
 }
+
+void rt_fail_all(rt_ctx *ctx, const char *msg)
+{
+    if (ctx && ctx->hook)
+        ctx->hook(ctx->hook_user, msg); /* may longjmp */
+    fprintf(stderr, "spmd: error: [rank %d] %s\n", ctx ? ctx->rank : 0, msg);
+    fflush(stderr);
+    /* every rank is here: let each print before the first abort stops them */
+    if (ctx && ctx->mpi)
+        MPI_Barrier(MPI_COMM_WORLD);
+    stop(ctx);
+}

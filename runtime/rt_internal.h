@@ -30,7 +30,6 @@ typedef enum {
     RT_COLL_ALL_GATHER,
     RT_COLL_REDUCE_SCATTER,
     RT_COLL_ALL_TO_ALL,
-    RT_COLL_GATHER_SAVE,
     RT_NCOLL
 } rt_coll_kind;
 
@@ -103,6 +102,24 @@ struct rt_ctx {
     rt_rs_algo rs_algo;
     size_t rs_allreduce_min;
 };
+
+/* error.c: every rank calls it with the same message (a failure they agreed
+ * on): each prints it, then all stop together. */
+__attribute__((noreturn)) void rt_fail_all(rt_ctx *ctx, const char *msg);
+
+/* npy.c: the .npy format and POSIX block I/O (contexts without MPI). Errors
+ * are returned as a message in err (size errn), never raised. */
+const char *rt_npy_descr(rt_dtype dt);
+/* a version 1.0 header for a C-order array, padded to a multiple of 64 bytes */
+size_t rt_npy_header(char *buf, size_t cap, rt_dtype dt, int ndim, const int64_t *shape);
+/* opens path and checks magic, version, dtype, fortran_order, shape and
+ * length; *data_off: where the data starts; *open_errno: errno of a failed open */
+bool rt_npy_check_file(const char *path, rt_dtype dt, int ndim, const int64_t *shape,
+                       int64_t *data_off, int *open_errno, char *err, size_t errn);
+bool rt_npy_read_posix(const char *path, int64_t data_off, const rt_layout *l, rt_tensor *t,
+                       char *err, size_t errn);
+bool rt_npy_write_posix(const char *what, const char *file, const rt_tensor *x, char *err,
+                        size_t errn);
 
 /* trace.c */
 double rt_now(void); /* seconds */

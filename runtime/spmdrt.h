@@ -310,13 +310,37 @@ rt_tensor *rt_dropout(rt_ctx *ctx, const rt_tensor *x, double p, int64_t seed,
 /* the layout of an unsharded tensor */
 rt_layout rt_layout_full(int ndim, const int64_t *shape);
 
-/* ------------------------------------------------------------------ npy */
+/* ------------------------------------------------------- npy, checkpoints */
+
+/* Every function here is collective over the world (rank 0 alone on a
+ * serial context) and moves only this rank's block: files hold the GLOBAL
+ * tensor as a NumPy .npy, written and read with MPI-IO subarray views. A
+ * block held by several ranks (R or I on an axis) is written once. Errors
+ * name the file and stop every rank. See docs/runtime.md. */
 
 /* Reads this rank's block of l from path; dtype and global shape must match. */
 rt_tensor *rt_load_npy(rt_ctx *ctx, const char *path, rt_dtype dt, const rt_layout *l);
-/* Gathers the global tensor on rank 0 and writes it atomically (temp, fsync,
- * rename). x is this rank's block of l. Collective over the world. */
+/* Writes the global tensor whose block on this rank is x (laid out as l)
+ * to path.tmp.XXXXXX, syncs it and renames it over path once every rank
+ * has written. Creates missing parent directories. */
 void rt_save_npy(rt_ctx *ctx, const char *path, const rt_tensor *x, const rt_layout *l);
+
+/* A checkpoint directory: one NAME.npy per tensor. begin creates
+ * dir.tmp.XXXXXX next to dir; write adds NAME.npy to it; commit (after
+ * every rank has written everything) renames it to dir, atomically
+ * replacing an old checkpoint there (a directory holding only .npy files;
+ * anything else at dir is an error), and frees ck. A crash before the
+ * commit leaves dir as it was. */
+typedef struct rt_ckpt rt_ckpt;
+rt_ckpt *rt_ckpt_begin(rt_ctx *ctx, const char *dir);
+void rt_ckpt_write(rt_ctx *ctx, rt_ckpt *ck, const char *name, const rt_tensor *x,
+                   const rt_layout *l);
+void rt_ckpt_commit(rt_ctx *ctx, rt_ckpt *ck);
+/* This rank's block of dir/NAME.npy; a missing file names the field. */
+rt_tensor *rt_ckpt_read(rt_ctx *ctx, const char *dir, const char *name, rt_dtype dt,
+                        const rt_layout *l);
+/* Whether path exists (rank 0 looks; every rank gets its answer). */
+bool rt_exists(rt_ctx *ctx, const char *path);
 
 /* --------------------------------------------------------- trace, profile */
 
