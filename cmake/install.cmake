@@ -39,6 +39,8 @@ endif()
 
 # --- find_package(spmdc)
 get_filename_component(SPMD_OPENBLAS_DIR ${SPMD_OPENBLAS_LIB} DIRECTORY)
+get_filename_component(SPMD_DNNL_DIR ${SPMD_DNNL_LIB} DIRECTORY)
+get_filename_component(SPMD_GOMP_DIR ${SPMD_GOMP_LIB} DIRECTORY)
 configure_package_config_file(${CMAKE_CURRENT_LIST_DIR}/spmdcConfig.cmake.in
   ${PROJECT_BINARY_DIR}/spmdcConfig.cmake INSTALL_DESTINATION ${SPMD_INSTALL_CMAKEDIR})
 write_basic_package_version_file(${PROJECT_BINARY_DIR}/spmdcConfigVersion.cmake
@@ -81,6 +83,8 @@ if(OPENBLAS_FOUND)
 else()
   set(SPMD_PC_LIBS_PRIVATE "${SPMD_OPENBLAS_LIB} -lm")
 endif()
+# oneDNN has no .pc file in Debian: its library and libgomp by path
+set(SPMD_PC_LIBS_PRIVATE "${SPMD_DNNL_LIB} ${SPMD_GOMP_LIB} ${SPMD_PC_LIBS_PRIVATE}")
 if(SPMD_SANITIZE)
   set(SPMD_PC_LIBS_SANITIZE " -fsanitize=address,undefined")
 else()

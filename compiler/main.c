@@ -35,7 +35,7 @@ typedef struct Driver {
 
 /* Where spmdc finds the standard library and the runtime (see find_paths). */
 typedef struct Paths {
-  const char *stdlib, *rt_include, *rt_lib, *blas_lib;
+  const char *stdlib, *rt_include, *rt_lib, *blas_lib, *dnnl_lib, *gomp_lib;
   const char *layout; /* "installed" or "build tree" */
 } Paths;
 
@@ -314,7 +314,7 @@ static bool is_dir(const char *path) {
  * source and build directories it was configured with.  SPMDC_STDLIB,
  * SPMDC_RT_INCLUDE, SPMDC_RT_LIB and SPMDC_BLAS_LIB override each one. */
 static Paths find_paths(Compiler *c) {
-  Paths p = {SPMD_STDLIB_DIR, SPMD_RT_INCLUDE, SPMD_RT_LIB, SPMD_BLAS_LIB, "build tree"};
+  Paths p = {SPMD_STDLIB_DIR, SPMD_RT_INCLUDE, SPMD_RT_LIB, SPMD_BLAS_LIB, SPMD_DNNL_LIB, SPMD_GOMP_LIB, "build tree"};
   const char *dir = own_dir(c);
   const char *stdlib = dir ? real_path(c, arena_sprintf(&c->arena, "%s/%s", dir, SPMD_INSTALL_STDLIB)) : NULL;
   const char *lib = dir ? real_path(c, arena_sprintf(&c->arena, "%s/%s", dir, SPMD_INSTALL_RT_LIB)) : NULL;
@@ -329,6 +329,7 @@ static Paths find_paths(Compiler *c) {
   p.rt_include = env_or("SPMDC_RT_INCLUDE", p.rt_include);
   p.rt_lib = env_or("SPMDC_RT_LIB", p.rt_lib);
   p.blas_lib = env_or("SPMDC_BLAS_LIB", p.blas_lib);
+  p.dnnl_lib = env_or("SPMDC_DNNL_LIB", p.dnnl_lib);
   return p;
 }
 
@@ -357,6 +358,8 @@ static bool compile_c(Compiler *c, const Paths *paths, const char *cfile, const 
   argv[n++] = (char *)exe;
   argv[n++] = (char *)paths->rt_lib;
   argv[n++] = (char *)paths->blas_lib;
+  argv[n++] = (char *)paths->dnnl_lib; /* bf16 GEMM */
+  argv[n++] = (char *)paths->gomp_lib;
   argv[n++] = "-lm";
   argv[n] = NULL;
   int rc = run_command(argv);

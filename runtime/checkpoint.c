@@ -376,6 +376,12 @@ static void check_visible(rt_ctx *ctx, const char *what, const char *file, bool 
 static void write_tensor_file(rt_ctx *ctx, const char *what, const char *file,
                                 const rt_tensor *x, const rt_layout *l)
 {
+    if (x->dtype == RT_BF16) { /* .npy has no bf16: written as '<f4', exactly */
+        rt_tensor *w = rt_bf16_widen(ctx, x);
+        write_tensor_file(ctx, what, file, w, l);
+        rt_free(ctx, w);
+        return;
+    }
     check_block(ctx, what, x, l);
     bool any = rt_numel_of(l->ndim, l->global) > 0; /* an empty tensor is just a header */
     bool writer = any && is_writer(ctx, what, l);
@@ -428,6 +434,8 @@ static void write_tensor_file(rt_ctx *ctx, const char *what, const char *file,
 static rt_tensor *read_tensor_file(rt_ctx *ctx, const char *path, const char *dir,
                                    const char *field, rt_dtype dt, const rt_layout *l)
 {
+    if (dt == RT_BF16) /* an '<f4' file, rounded to nearest even (exact for saved bf16) */
+        return rt_bf16_narrow(ctx, read_tensor_file(ctx, path, dir, field, RT_F32, l));
     rt_kspan ks = rt_kernel_begin(ctx);
     char err[MSG] = "";
     long long off = 0;

@@ -16,12 +16,15 @@ static MPI_Datatype mpi_type(rt_dtype dt)
     case RT_F32: return MPI_FLOAT;
     case RT_F64: return MPI_DOUBLE;
     case RT_I32: return MPI_INT32_T;
+    case RT_BF16: return MPI_UINT16_T; /* moved as bits; reduced by rt_bf16_mpi_op */
     }
     return MPI_DATATYPE_NULL;
 }
 
-static MPI_Op mpi_op(rt_reduce_op op)
+static MPI_Op mpi_op(rt_ctx *ctx, rt_reduce_op op, rt_dtype dt)
 {
+    if (dt == RT_BF16)
+        return rt_bf16_mpi_op(ctx, op);
     switch (op) {
     case RT_RED_SUM:
     case RT_RED_AVG: return MPI_SUM;
@@ -75,7 +78,9 @@ static int64_t split_size(rt_ctx *ctx, const rt_tensor *x, int dim, int n, const
 
 static void scale_inplace(rt_tensor *y, double s)
 {
-    if (y->dtype == RT_F32)
+    if (y->dtype == RT_BF16)
+        rt_bf16_scale_n(y->data, s, y->numel);
+    else if (y->dtype == RT_F32)
         for (int64_t i = 0; i < y->numel; i++)
             ((float *)y->data)[i] = (float)(((float *)y->data)[i] * s);
     else
@@ -95,7 +100,7 @@ rt_tensor *rt_all_reduce(rt_ctx *ctx, const rt_tensor *x, rt_axes axes, rt_reduc
         memcpy(y->data, x->data, bytes_of(x));
     else
         RT_CALL_MPI(ctx, MPI_Allreduce(x->data, y->data, count_of(ctx, x->numel),
-                                       mpi_type(x->dtype), mpi_op(op), g->comm));
+                                       mpi_type(x->dtype), mpi_op(ctx, op, x->dtype), g->comm));
     if (op == RT_RED_AVG && g->size > 1)
         scale_inplace(y, 1.0 / g->size);
     rt_coll_record(ctx, RT_COLL_ALL_REDUCE, &ks_, (double)bytes_of(x));
@@ -172,12 +177,12 @@ static void rs_block(rt_ctx *ctx, rt_group *g, const void *in, int64_t total, rt
     }
     if (!rs_via_allreduce(ctx, (size_t)total * esz)) {
         RT_CALL_MPI(ctx, MPI_Reduce_scatter_block(in, out, count_of(ctx, blk), mpi_type(dt),
-                                                  MPI_SUM, g->comm));
+                                                  mpi_op(ctx, RT_RED_SUM, dt), g->comm));
         return;
     }
     int64_t n1 = total;
     rt_tensor *tmp = rt_empty(ctx, dt, 1, &n1);
-    RT_CALL_MPI(ctx, MPI_Allreduce(in, tmp->data, count_of(ctx, total), mpi_type(dt), MPI_SUM,
+    RT_CALL_MPI(ctx, MPI_Allreduce(in, tmp->data, count_of(ctx, total), mpi_type(dt), mpi_op(ctx, RT_RED_SUM, dt),
                                    g->comm));
     memcpy(out, esz_at(tmp, g->rank * blk), (size_t)blk * esz);
     rt_free(ctx, tmp);
@@ -195,7 +200,7 @@ static void rs_dim(rt_ctx *ctx, rt_group *g, const rt_tensor *x, int dim, rt_ten
     rt_tensor *tmp = scratch_like(ctx, x, x->numel);
     if (rs_via_allreduce(ctx, (size_t)x->numel * esz) && g->size > 1) { /* reduce, slice */
         RT_CALL_MPI(ctx, MPI_Allreduce(x->data, tmp->data, count_of(ctx, x->numel),
-                                       mpi_type(x->dtype), MPI_SUM, g->comm));
+                                       mpi_type(x->dtype), mpi_op(ctx, RT_RED_SUM, x->dtype), g->comm));
         rt_copy_block(y->data, esz_at(tmp, g->rank * m * inner), esz, outer, m * inner,
                       d * inner, m * inner);
     } else { /* pack [outer, n*m, inner] as [n, outer, m, inner] */

@@ -133,6 +133,8 @@ static const unary_bwd_fn unary_bwd_f64[] = {RT_UNARY_OPS(UNB_F64)};
 rt_tensor *rt_unary(rt_ctx *ctx, rt_unary_op op, const rt_tensor *x)
 {
     RT_CHECK(ctx, op >= 0 && op < RT_NUNARY, "unary: bad op %d", (int)op);
+    if (x->dtype == RT_BF16)
+        return rt_bf16_unary(ctx, op, x);
     RT_KERNEL(ctx, RT_K_ELEMENTWISE, unary_names[op]);
     if (x->dtype == RT_I32 && (op == RT_NEG || op == RT_ABS || op == RT_SQUARE || op == RT_RELU)) {
         rt_tensor *y = rt_empty(ctx, RT_I32, x->ndim, x->shape);
@@ -152,6 +154,8 @@ rt_tensor *rt_unary(rt_ctx *ctx, rt_unary_op op, const rt_tensor *x)
 rt_tensor *rt_unary_bwd(rt_ctx *ctx, rt_unary_op op, const rt_tensor *x, const rt_tensor *dy)
 {
     RT_CHECK(ctx, op >= 0 && op < RT_NUNARY, "unary_bwd: bad op %d", (int)op);
+    if (x->dtype == RT_BF16)
+        return rt_bf16_unary_bwd(ctx, op, x, dy);
     rt_check_float(ctx, x, unary_names[op]);
     RT_CHECK(ctx, rt_same_shape(x, dy) && x->dtype == dy->dtype,
              "%s backward: gradient shape or dtype differs from the input", unary_names[op]);
@@ -166,6 +170,10 @@ void rt_unary_with_grad(rt_ctx *ctx, rt_unary_op op, const rt_tensor *x, rt_tens
                         rt_tensor **dydx)
 {
     RT_CHECK(ctx, op >= 0 && op < RT_NUNARY, "unary: bad op %d", (int)op);
+    if (x->dtype == RT_BF16) {
+        rt_bf16_unary_with_grad(ctx, op, x, y, dydx);
+        return;
+    }
     rt_check_float(ctx, x, unary_names[op]);
     RT_KERNEL(ctx, RT_K_ELEMENTWISE, unary_grad_names[op]);
     *y = rt_empty(ctx, x->dtype, x->ndim, x->shape);
@@ -301,6 +309,8 @@ static void run_binary(binary_fn fn, const bcast *bc, size_t esz, const void *a,
 rt_tensor *rt_binary(rt_ctx *ctx, rt_binary_op op, const rt_tensor *a, const rt_tensor *b)
 {
     RT_CHECK(ctx, op >= 0 && op < RT_NBINARY, "binary: bad op %d", (int)op);
+    if (a->dtype == RT_BF16 || b->dtype == RT_BF16)
+        return rt_bf16_binary(ctx, op, a, b);
     RT_CHECK(ctx, a->dtype == b->dtype, "%s: dtypes differ (%s and %s); use astype",
              binary_names[op], rt_dtype_name(a->dtype), rt_dtype_name(b->dtype));
     RT_CHECK(ctx, !(a->dtype == RT_I32 && (op == RT_DIV || op == RT_POW)),
@@ -324,6 +334,8 @@ rt_tensor *rt_binary(rt_ctx *ctx, rt_binary_op op, const rt_tensor *a, const rt_
 rt_tensor *rt_binary_scalar(rt_ctx *ctx, rt_binary_op op, const rt_tensor *a, double s,
                             bool scalar_left)
 {
+    if (a->dtype == RT_BF16)
+        return rt_bf16_binary_scalar(ctx, op, a, s, scalar_left);
     rt_tensor *t = rt_scalar(ctx, a->dtype, s);
     rt_tensor *y = scalar_left ? rt_binary(ctx, op, t, a) : rt_binary(ctx, op, a, t);
     rt_free(ctx, t);
@@ -389,6 +401,10 @@ void rt_binary_bwd(rt_ctx *ctx, rt_binary_op op, const rt_tensor *a, const rt_te
                    const rt_tensor *dy, rt_tensor **da, rt_tensor **db)
 {
     rt_check_float(ctx, a, binary_names[op]);
+    if (a->dtype == RT_BF16) {
+        rt_bf16_binary_bwd(ctx, op, a, b, dy, da, db);
+        return;
+    }
     RT_KERNEL(ctx, RT_K_ELEMENTWISE, binary_bwd_names[op]);
     if (binary_bwd_same_shape(ctx, op, a, b, dy, da, db))
         return;

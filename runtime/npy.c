@@ -1,6 +1,6 @@
 /* The NumPy .npy format: the header we write (version 1.0, padded with
  * spaces to a multiple of 64 bytes as numpy does), the headers we read
- * (versions 1.0, 2.0, 3.0; little-endian <f4 <f8 <i4; C order) checked
+ * (versions 1.0, 2.0, 3.0; little-endian <f4 <f8 <i4; C order; bf16 as <f4) checked
  * against the dtype and global shape a program expects, and plain POSIX
  * block I/O for contexts without MPI (rt_ctx_serial). The collective MPI-IO
  * paths, the atomic save protocol and checkpoint directories are in
@@ -23,6 +23,7 @@ const char *rt_npy_descr(rt_dtype dt)
     case RT_F32: return "<f4";
     case RT_F64: return "<f8";
     case RT_I32: return "<i4";
+    case RT_BF16: return "<f4"; /* .npy has no bf16: stored as f32 (checkpoint.c) */
     }
     return "?";
 }

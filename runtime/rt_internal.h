@@ -101,6 +101,10 @@ struct rt_ctx {
     rt_coll_stat stats[RT_NCOLL];
     rt_rs_algo rs_algo;
     size_t rs_allreduce_min;
+
+    MPI_Op bf16_ops[4];     /* rt_bf16_mpi_op, created on first use */
+    bool bf16_ops_made;
+    struct rt_dnnl *dnnl;   /* matmul_dnnl.c: engine, stream, primitive cache */
 };
 
 /* error.c: every rank calls it with the same message (a failure they agreed
@@ -177,5 +181,34 @@ void rt_copy_block(void *dst, const void *src, size_t esz, int64_t outer, int64_
 void rt_load_f64(const rt_tensor *x, int64_t off, int64_t n, double *out);
 void rt_store_f64(rt_tensor *x, int64_t off, int64_t n, const double *in);
 double *rt_scratch(rt_ctx *ctx, int64_t n, size_t *cap);
+
+/* bf16.c: bf16 conversions of n elements, and the bf16 forms of the
+ * elementwise kernels (computed by the f32 kernels, each result rounded) */
+void rt_bf16_from_f32_n(uint16_t *dst, const float *src, int64_t n);
+void rt_bf16_to_f32_n(float *dst, const uint16_t *src, int64_t n);
+void rt_bf16_add_n(uint16_t *acc, const uint16_t *x, int64_t n); /* acc += x, rounded */
+void rt_bf16_scale_n(uint16_t *x, double s, int64_t n);          /* x *= s, rounded */
+rt_tensor *rt_bf16_widen(rt_ctx *ctx, const rt_tensor *x);  /* bf16 -> f32; else a reference */
+rt_tensor *rt_bf16_narrow(rt_ctx *ctx, rt_tensor *y);       /* consumes y: f32 -> bf16 */
+rt_tensor *rt_bf16_unary(rt_ctx *ctx, rt_unary_op op, const rt_tensor *x);
+rt_tensor *rt_bf16_unary_bwd(rt_ctx *ctx, rt_unary_op op, const rt_tensor *x, const rt_tensor *dy);
+void rt_bf16_unary_with_grad(rt_ctx *ctx, rt_unary_op op, const rt_tensor *x, rt_tensor **y,
+                             rt_tensor **dydx);
+rt_tensor *rt_bf16_binary(rt_ctx *ctx, rt_binary_op op, const rt_tensor *a, const rt_tensor *b);
+rt_tensor *rt_bf16_binary_scalar(rt_ctx *ctx, rt_binary_op op, const rt_tensor *a, double s,
+                                 bool scalar_left);
+void rt_bf16_binary_bwd(rt_ctx *ctx, rt_binary_op op, const rt_tensor *a, const rt_tensor *b,
+                        const rt_tensor *dy, rt_tensor **da, rt_tensor **db);
+/* MPI reductions of bf16 (sent as MPI_UINT16_T): user-defined ops that add
+ * (or compare) in f32 and round each partial result to bf16 */
+MPI_Op rt_bf16_mpi_op(rt_ctx *ctx, rt_reduce_op op);
+void rt_bf16_free(rt_ctx *ctx);
+
+/* matmul_dnnl.c: bf16 GEMM through oneDNN (f32 accumulation), primitives
+ * cached per shape in the ctx. C[M,N] = op(A)[M,K] op(B)[K,N] (+ C if accumulate);
+ * A, B bf16; C bf16 or f32 (c_dt). */
+void rt_dnnl_gemm(rt_ctx *ctx, bool ta, bool tb, int64_t M, int64_t N, int64_t K, const void *A,
+                  const void *B, void *C, rt_dtype c_dt, bool accumulate);
+void rt_dnnl_free(rt_ctx *ctx);
 
 #endif /* RT_INTERNAL_H */

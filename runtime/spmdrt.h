@@ -20,7 +20,30 @@ typedef struct rt_ctx rt_ctx;
 
 /* ---------------------------------------------------------------- tensors */
 
-typedef enum { RT_F32, RT_F64, RT_I32 } rt_dtype;
+/* RT_BF16 is bfloat16 stored as uint16_t (the high half of an f32): kernels
+ * compute in f32 (or wider) and round each result to bf16, as PyTorch on CPU. */
+typedef enum { RT_F32, RT_F64, RT_I32, RT_BF16 } rt_dtype;
+
+/* bf16 <-> f32. Rounding is to nearest, ties to even; NaN stays NaN (0x7fc0,
+ * as c10::BFloat16); inf and overflow to inf as in IEEE. Inline so that
+ * generated code (fused elementwise loops) rounds exactly as the kernels do. */
+typedef union rt_f32_bits_ {
+    float f;
+    uint32_t u;
+} rt_f32_bits_;
+static inline float rt_bf16_to_f32(uint16_t h)
+{
+    rt_f32_bits_ b = {.u = (uint32_t)h << 16};
+    return b.f;
+}
+static inline uint16_t rt_f32_to_bf16(float f)
+{
+    rt_f32_bits_ b = {.f = f};
+    uint32_t r = (b.u + 0x7fffu + ((b.u >> 16) & 1u)) >> 16;
+    return (b.u & 0x7fffffffu) > 0x7f800000u ? (uint16_t)0x7fc0 : (uint16_t)r;
+}
+/* f rounded to the nearest bf16, as an f32 */
+static inline float rt_bf16_round(float f) { return rt_bf16_to_f32(rt_f32_to_bf16(f)); }
 
 /* A dense, contiguous, row-major tensor. Fields are read-only for callers;
  * data may be written by whoever holds the only reference (refs == 1). */
@@ -35,7 +58,7 @@ typedef struct rt_tensor {
 } rt_tensor;
 
 size_t rt_dtype_size(rt_dtype dt);
-const char *rt_dtype_name(rt_dtype dt); /* "f32" "f64" "i32" */
+const char *rt_dtype_name(rt_dtype dt); /* "f32" "f64" "i32" "bf16" */
 
 rt_tensor *rt_empty(rt_ctx *ctx, rt_dtype dt, int ndim, const int64_t *shape);
 rt_tensor *rt_zeros(rt_ctx *ctx, rt_dtype dt, int ndim, const int64_t *shape);
@@ -234,6 +257,11 @@ rt_tensor *rt_cumsum_bwd(rt_ctx *ctx, const rt_tensor *dy, int dim);
 rt_tensor *rt_matmul(rt_ctx *ctx, const rt_tensor *a, const rt_tensor *b);
 void rt_matmul_bwd(rt_ctx *ctx, const rt_tensor *a, const rt_tensor *b, const rt_tensor *dy,
                    rt_tensor **da, rt_tensor **db);
+/* bf16 only: act(a @ b + bias) as one oneDNN GEMM with the bias and the
+ * activation fused as post-ops. a [..., m, k], b [k, n], bias [n] or NULL,
+ * act RT_GELU, RT_GELU_TANH, RT_RELU or -1 (none). */
+rt_tensor *rt_matmul_bias_act(rt_ctx *ctx, const rt_tensor *a, const rt_tensor *b,
+                              const rt_tensor *bias, int act);
 /* einsum with one or two operands, letters only, no repeated label in one operand */
 rt_tensor *rt_einsum(rt_ctx *ctx, const char *eq, int n, const rt_tensor *const *xs);
 void rt_einsum_bwd(rt_ctx *ctx, const char *eq, int n, const rt_tensor *const *xs,

@@ -9,7 +9,7 @@
 
 size_t rt_dtype_size(rt_dtype dt)
 {
-    return dt == RT_F64 ? 8 : 4;
+    return dt == RT_F64 ? 8 : dt == RT_BF16 ? 2 : 4;
 }
 
 const char *rt_dtype_name(rt_dtype dt)
@@ -18,6 +18,7 @@ const char *rt_dtype_name(rt_dtype dt)
     case RT_F32: return "f32";
     case RT_F64: return "f64";
     case RT_I32: return "i32";
+    case RT_BF16: return "bf16";
     }
     return "?";
 }
@@ -72,7 +73,7 @@ void rt_check_dtype(rt_ctx *ctx, const rt_tensor *x, rt_dtype dt, const char *wh
 
 void rt_check_float(rt_ctx *ctx, const rt_tensor *x, const char *what)
 {
-    RT_CHECK(ctx, x->dtype != RT_I32, "%s: needs f32 or f64, got i32", what);
+    RT_CHECK(ctx, x->dtype != RT_I32, "%s: needs a float dtype (f32, f64, bf16), got i32", what);
 }
 
 /* ---- creation and ownership */
@@ -117,6 +118,10 @@ rt_tensor *rt_full(rt_ctx *ctx, rt_dtype dt, int ndim, const int64_t *shape, dou
         double *p = t->data;
         for (int64_t i = 0; i < t->numel; i++)
             p[i] = v;
+    } else if (dt == RT_BF16) {
+        uint16_t *p = t->data, h = rt_f32_to_bf16((float)v);
+        for (int64_t i = 0; i < t->numel; i++)
+            p[i] = h;
     } else {
         for (int64_t i = 0; i < t->numel; i++)
             rt_set(t, i, v);
@@ -163,6 +168,7 @@ double rt_get(const rt_tensor *x, int64_t i)
     case RT_F32: return ((const float *)x->data)[i];
     case RT_F64: return ((const double *)x->data)[i];
     case RT_I32: return ((const int32_t *)x->data)[i];
+    case RT_BF16: return rt_bf16_to_f32(((const uint16_t *)x->data)[i]);
     }
     return 0;
 }
@@ -173,6 +179,7 @@ void rt_set(rt_tensor *x, int64_t i, double v)
     case RT_F32: ((float *)x->data)[i] = (float)v; break;
     case RT_F64: ((double *)x->data)[i] = v; break;
     case RT_I32: ((int32_t *)x->data)[i] = (int32_t)v; break;
+    case RT_BF16: ((uint16_t *)x->data)[i] = rt_f32_to_bf16((float)v); break;
     }
 }
 
@@ -203,6 +210,9 @@ void rt_load_f64(const rt_tensor *x, int64_t off, int64_t n, double *out)
     case RT_F32: for (int64_t i = 0; i < n; i++) out[i] = ((const float *)x->data)[off + i]; break;
     case RT_F64: memcpy(out, (const double *)x->data + off, (size_t)n * sizeof *out); break;
     case RT_I32: for (int64_t i = 0; i < n; i++) out[i] = ((const int32_t *)x->data)[off + i]; break;
+    case RT_BF16:
+        for (int64_t i = 0; i < n; i++) out[i] = rt_bf16_to_f32(((const uint16_t *)x->data)[off + i]);
+        break;
     }
 }
 
@@ -212,6 +222,9 @@ void rt_store_f64(rt_tensor *x, int64_t off, int64_t n, const double *in)
     case RT_F32: for (int64_t i = 0; i < n; i++) ((float *)x->data)[off + i] = (float)in[i]; break;
     case RT_F64: memcpy((double *)x->data + off, in, (size_t)n * sizeof *in); break;
     case RT_I32: for (int64_t i = 0; i < n; i++) ((int32_t *)x->data)[off + i] = (int32_t)in[i]; break;
+    case RT_BF16:
+        for (int64_t i = 0; i < n; i++) ((uint16_t *)x->data)[off + i] = rt_f32_to_bf16((float)in[i]);
+        break;
     }
 }
 
@@ -253,6 +266,9 @@ static void strided_copy(void *dst, const void *src, size_t esz, int ndim,
         else if (esz == 4)
             for (int64_t j = 0; j < last; j++)
                 ((uint32_t *)d)[o + j] = ((const uint32_t *)s)[soff + j * ls];
+        else if (esz == 2)
+            for (int64_t j = 0; j < last; j++)
+                ((uint16_t *)d)[o + j] = ((const uint16_t *)s)[soff + j * ls];
         else
             for (int64_t j = 0; j < last; j++)
                 ((uint64_t *)d)[o + j] = ((const uint64_t *)s)[soff + j * ls];
@@ -421,6 +437,14 @@ rt_tensor *rt_astype(rt_ctx *ctx, const rt_tensor *x, rt_dtype dt)
         memcpy(y->data, x->data, (size_t)x->numel * rt_dtype_size(dt));
         return y;
     }
+    if (x->dtype == RT_F32 && dt == RT_BF16) {
+        rt_bf16_from_f32_n(y->data, x->data, x->numel);
+        return y;
+    }
+    if (x->dtype == RT_BF16 && dt == RT_F32) {
+        rt_bf16_to_f32_n(y->data, x->data, x->numel);
+        return y;
+    }
     for (int64_t i = 0; i < x->numel; i++)
         rt_set(y, i, rt_get(x, i));
     return y;
@@ -456,6 +480,7 @@ static void add_into(rt_tensor *acc, const rt_tensor *x, int64_t off)
     case RT_F32: ADD_INTO(float, acc, x, off, x->numel); break;
     case RT_F64: ADD_INTO(double, acc, x, off, x->numel); break;
     case RT_I32: ADD_INTO(int32_t, acc, x, off, x->numel); break;
+    case RT_BF16: rt_bf16_add_n((uint16_t *)acc->data + off, x->data, x->numel); break;
     }
 }
 

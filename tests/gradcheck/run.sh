@@ -10,7 +10,7 @@ trap 'rm -rf "$work"' EXIT
 name=$(basename "$file" .spmd)
 "$spmdc" -S "$file" -o "$work/$name.c"
 mpicc -std=c17 -O1 -Wall -Wextra -Werror ${SPMD_RT_CFLAGS:-} -I"$rtinc" -include "$work/$name.h" \
-  "$work/$name.c" "$here/gradcheck.c" -o "$work/check" "$rtlib" "$blas" -lm
+  "$work/$name.c" "$here/gradcheck.c" -o "$work/check" "$rtlib" "$blas" ${SPMD_RT_LIBS:-} -lm
 meshes=$(sed -n 's|^// MESHES: ||p' "$file")
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OPENBLAS_NUM_THREADS=1
 for mesh in ${meshes:-dp=2,tp=1 dp=1,tp=2 dp=2,tp=2}; do

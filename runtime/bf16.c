@@ -1,0 +1,180 @@
+/* bf16 (bfloat16) support: conversions, the bf16 forms of the elementwise
+ * kernels and the MPI reductions of bf16 data.
+ *
+ * Numerics are PyTorch's on CPU: an elementwise op on bf16 widens its
+ * operands to f32, computes as the f32 kernel does, and rounds each result
+ * to bf16 (round to nearest even, NaN kept); a scalar operand stays an f32
+ * (it is not rounded to bf16 first). Reductions, softmax, norms and
+ * cross_entropy read bf16 rows into their f64 accumulators (tensor.c's
+ * rt_load_f64) and round once at the end; matmul and einsum go to oneDNN
+ * (matmul_dnnl.c) and accumulate in f32.
+ *
+ * Collectives move bf16 as MPI_UINT16_T (half the bytes of f32). MPI has no
+ * bf16 arithmetic, so sums, maxima and minima use user-defined MPI_Ops that
+ * combine two bf16 values in f32 and round the partial result to bf16, as
+ * PyTorch's bf16 all_reduce does: `dtype=f32` on a collective sums in f32 on
+ * the wire instead. The ops are declared commutative, so OpenMPI picks the
+ * same algorithm (and so the same reduction order, fixed for a given group
+ * size and message size) as for MPI_SUM on f32, and every rank receives the
+ * same result. */
+#include <math.h>
+#include <string.h>
+
+#include "rt_internal.h"
+
+/* ---- conversions: branch-free so the loops vectorise */
+
+void rt_bf16_from_f32_n(uint16_t *restrict dst, const float *restrict src, int64_t n)
+{
+    for (int64_t i = 0; i < n; i++)
+        dst[i] = rt_f32_to_bf16(src[i]);
+}
+
+void rt_bf16_to_f32_n(float *restrict dst, const uint16_t *restrict src, int64_t n)
+{
+    for (int64_t i = 0; i < n; i++)
+        dst[i] = rt_bf16_to_f32(src[i]);
+}
+
+void rt_bf16_add_n(uint16_t *restrict acc, const uint16_t *restrict x, int64_t n)
+{
+    for (int64_t i = 0; i < n; i++)
+        acc[i] = rt_f32_to_bf16(rt_bf16_to_f32(acc[i]) + rt_bf16_to_f32(x[i]));
+}
+
+void rt_bf16_scale_n(uint16_t *x, double s, int64_t n)
+{
+    for (int64_t i = 0; i < n; i++)
+        x[i] = rt_f32_to_bf16((float)(rt_bf16_to_f32(x[i]) * s));
+}
+
+rt_tensor *rt_bf16_widen(rt_ctx *ctx, const rt_tensor *x)
+{
+    if (x->dtype != RT_BF16)
+        return rt_retain((rt_tensor *)x);
+    rt_tensor *y = rt_empty(ctx, RT_F32, x->ndim, x->shape);
+    rt_bf16_to_f32_n(y->data, x->data, x->numel);
+    return y;
+}
+
+rt_tensor *rt_bf16_narrow(rt_ctx *ctx, rt_tensor *y)
+{
+    if (!y || y->dtype != RT_F32)
+        return y;
+    rt_tensor *h = rt_empty(ctx, RT_BF16, y->ndim, y->shape);
+    rt_bf16_from_f32_n(h->data, y->data, y->numel);
+    rt_free(ctx, y);
+    return h;
+}
+
+/* ---- elementwise kernels: the f32 kernel on widened operands, rounded */
+
+rt_tensor *rt_bf16_unary(rt_ctx *ctx, rt_unary_op op, const rt_tensor *x)
+{
+    rt_tensor *x32 = rt_bf16_widen(ctx, x);
+    rt_tensor *y = rt_unary(ctx, op, x32);
+    rt_free(ctx, x32);
+    return rt_bf16_narrow(ctx, y);
+}
+
+rt_tensor *rt_bf16_unary_bwd(rt_ctx *ctx, rt_unary_op op, const rt_tensor *x, const rt_tensor *dy)
+{
+    RT_CHECK(ctx, dy->dtype == RT_BF16, "%s backward: gradient is %s, input is bf16",
+             rt_unary_name(op), rt_dtype_name(dy->dtype));
+    rt_tensor *x32 = rt_bf16_widen(ctx, x), *dy32 = rt_bf16_widen(ctx, dy);
+    rt_tensor *dx = rt_unary_bwd(ctx, op, x32, dy32);
+    rt_free(ctx, x32);
+    rt_free(ctx, dy32);
+    return rt_bf16_narrow(ctx, dx);
+}
+
+void rt_bf16_unary_with_grad(rt_ctx *ctx, rt_unary_op op, const rt_tensor *x, rt_tensor **y,
+                             rt_tensor **dydx)
+{
+    rt_tensor *x32 = rt_bf16_widen(ctx, x);
+    rt_unary_with_grad(ctx, op, x32, y, dydx);
+    rt_free(ctx, x32);
+    *y = rt_bf16_narrow(ctx, *y);
+    *dydx = rt_bf16_narrow(ctx, *dydx);
+}
+
+rt_tensor *rt_bf16_binary(rt_ctx *ctx, rt_binary_op op, const rt_tensor *a, const rt_tensor *b)
+{
+    RT_CHECK(ctx, a->dtype == b->dtype, "%s: dtypes differ (%s and %s); use astype",
+             rt_binary_name(op), rt_dtype_name(a->dtype), rt_dtype_name(b->dtype));
+    rt_tensor *a32 = rt_bf16_widen(ctx, a), *b32 = rt_bf16_widen(ctx, b);
+    rt_tensor *y = rt_binary(ctx, op, a32, b32);
+    rt_free(ctx, a32);
+    rt_free(ctx, b32);
+    return rt_bf16_narrow(ctx, y);
+}
+
+rt_tensor *rt_bf16_binary_scalar(rt_ctx *ctx, rt_binary_op op, const rt_tensor *a, double s,
+                                 bool scalar_left)
+{
+    rt_tensor *a32 = rt_bf16_widen(ctx, a);
+    rt_tensor *y = rt_binary_scalar(ctx, op, a32, s, scalar_left);
+    rt_free(ctx, a32);
+    return rt_bf16_narrow(ctx, y);
+}
+
+void rt_bf16_binary_bwd(rt_ctx *ctx, rt_binary_op op, const rt_tensor *a, const rt_tensor *b,
+                        const rt_tensor *dy, rt_tensor **da, rt_tensor **db)
+{
+    RT_CHECK(ctx, a->dtype == RT_BF16 && b->dtype == RT_BF16 && dy->dtype == RT_BF16,
+             "%s backward: dtypes differ (%s, %s, gradient %s)", rt_binary_name(op),
+             rt_dtype_name(a->dtype), rt_dtype_name(b->dtype), rt_dtype_name(dy->dtype));
+    rt_tensor *a32 = rt_bf16_widen(ctx, a), *b32 = rt_bf16_widen(ctx, b);
+    rt_tensor *dy32 = rt_bf16_widen(ctx, dy);
+    rt_binary_bwd(ctx, op, a32, b32, dy32, da, db);
+    rt_free(ctx, a32);
+    rt_free(ctx, b32);
+    rt_free(ctx, dy32);
+    if (da)
+        *da = rt_bf16_narrow(ctx, *da);
+    if (db)
+        *db = rt_bf16_narrow(ctx, *db);
+}
+
+/* ---- MPI reductions: inout[i] = in[i] op inout[i], in f32, rounded */
+
+#define BF16_MPI_OP(name, expr)                                                       \
+    static void bf16_mpi_##name(void *in, void *inout, int *len, MPI_Datatype *dt)   \
+    {                                                                                 \
+        (void)dt;                                                                     \
+        const uint16_t *restrict x = in;                                              \
+        uint16_t *restrict y = inout;                                                 \
+        for (int i = 0; i < *len; i++) {                                              \
+            float a = rt_bf16_to_f32(x[i]), b = rt_bf16_to_f32(y[i]);                 \
+            y[i] = rt_f32_to_bf16(expr);                                              \
+        }                                                                             \
+    }
+BF16_MPI_OP(sum, a + b)
+BF16_MPI_OP(max, (a > b || isnan(a) ? a : b))
+BF16_MPI_OP(min, (a < b || isnan(a) ? a : b))
+
+MPI_Op rt_bf16_mpi_op(rt_ctx *ctx, rt_reduce_op op)
+{
+    if (!ctx->bf16_ops_made) {
+        RT_CALL_MPI(ctx, MPI_Op_create(bf16_mpi_sum, 1, &ctx->bf16_ops[0]));
+        RT_CALL_MPI(ctx, MPI_Op_create(bf16_mpi_max, 1, &ctx->bf16_ops[1]));
+        RT_CALL_MPI(ctx, MPI_Op_create(bf16_mpi_min, 1, &ctx->bf16_ops[2]));
+        ctx->bf16_ops_made = true;
+    }
+    switch (op) {
+    case RT_RED_SUM:
+    case RT_RED_AVG: return ctx->bf16_ops[0];
+    case RT_RED_MAX: return ctx->bf16_ops[1];
+    case RT_RED_MIN: return ctx->bf16_ops[2];
+    }
+    return MPI_OP_NULL;
+}
+
+void rt_bf16_free(rt_ctx *ctx)
+{
+    if (!ctx->bf16_ops_made)
+        return;
+    for (int i = 0; i < 3; i++)
+        RT_CALL_MPI(ctx, MPI_Op_free(&ctx->bf16_ops[i]));
+    ctx->bf16_ops_made = false;
+}
