@@ -314,7 +314,7 @@ rt_tensor *rt_binary(rt_ctx *ctx, rt_binary_op op, const rt_tensor *a, const rt_
     RT_CHECK(ctx, a->dtype == b->dtype, "%s: dtypes differ (%s and %s); use astype",
              binary_names[op], rt_dtype_name(a->dtype), rt_dtype_name(b->dtype));
     RT_CHECK(ctx, !(a->dtype == RT_I32 && (op == RT_DIV || op == RT_POW)),
-             "%s: needs f32 or f64, got i32", binary_names[op]);
+             "%s: needs a float dtype (f32, f64, bf16), got i32", binary_names[op]);
     bcast bc = broadcast(ctx, a, b, binary_names[op]);
     RT_KERNEL(ctx, RT_K_ELEMENTWISE, binary_names[op]);
     rt_tensor *y = rt_empty(ctx, a->dtype, bc.ndim, bc.shape);
