@@ -54,6 +54,7 @@ const char *dtype_name(DType dt) {
   case DT_F32: return "f32";
   case DT_F64: return "f64";
   case DT_I32: return "i32";
+  case DT_BF16: return "bf16";
   default: return "?";
   }
 }

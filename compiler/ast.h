@@ -19,7 +19,7 @@ typedef struct FnDecl FnDecl;
 typedef struct Item Item;
 typedef struct Symbol Symbol;
 
-typedef enum { DT_NONE, DT_F32, DT_F64, DT_I32 } DType;
+typedef enum { DT_NONE, DT_F32, DT_F64, DT_I32, DT_BF16 } DType;
 
 /* The local SPMD type letters, as written in types and in src=/dst=. */
 typedef enum { LT_NONE, LT_R, LT_I, LT_V, LT_P, LT_S } LTypeKind;

@@ -232,7 +232,7 @@ static int residuals(IrInst *in, int *out) {
   int n = 0;
   switch (in->op) {
   case IR_UNARY:
-    out[n++] = in->args[0]; /* stands for f'(x), which has x's type */
+    out[n++] = in->args[0]; /* stands for f'(x), which has x's type (bf16: x itself) */
     return n;
   case IR_BINARY: case IR_BINARY_SCALAR: case IR_MATMUL: case IR_EINSUM: case IR_SUM: case IR_MEAN:
   case IR_AMAX: case IR_LAYER_NORM: case IR_RMS_NORM: case IR_CROSS_ENTROPY: case IR_EMBEDDING: case IR_EXPAND:
@@ -254,10 +254,17 @@ static int residuals(IrInst *in, int *out) {
   }
 }
 
+/* A bf16 unary op keeps x and computes dy * f'(x) in f32 in the backward,
+ * rounding once, as PyTorch does; keeping f'(x) would round it to bf16
+ * first.  f32 and f64 keep f'(x), computed in the same pass as f(x). */
+static bool unary_recomputes(Rev *r, IrInst *in) { return ftype(r, in->args[0])->dtype == DT_BF16; }
+
 static IrInst *coll(Rev *r, IrOp op, IrInst *fwd, int dy, Type *t) {
   IrInst *in = bemit(r, op, fwd->span, 1, &dy);
   in->naxes = fwd->naxes;
   memcpy(in->axes, fwd->axes, sizeof in->axes);
+  in->wire = fwd->bwd_wire; /* bwd_dtype= of the forward */
+  in->bwd_wire = fwd->wire;
   in->dst[0] = bval(r, t);
   in->ndst = 1;
   return in;
@@ -329,6 +336,12 @@ static void bwd_rule(Rev *r, IrInst *in, IrBlock *here, int dy, const int *res_f
   bool want1 = in->nargs > 1 && r->active[in->args[1]] && diff_arg(r->f, in, 1);
   switch (in->op) {
   case IR_UNARY: { /* dx = dy * f'(x), with f'(x) kept by the forward */
+    if (unary_recomputes(r, in)) { /* bf16: dx = f'(x) * dy from x, in f32, rounded once */
+      IrInst *b = bemit(r, IR_UNARY_BWD, sp, 2, (int[]){RES(a0), dy});
+      b->s = in->s;
+      grad_of_first(r, here, b, in);
+      return;
+    }
     IrInst *b = bemit(r, IR_BINARY, sp, 2, (int[]){dy, RES(a0)});
     b->s = "MUL";
     grad_of_first(r, here, b, in);
@@ -756,7 +769,7 @@ static IrBlock clone_with_pushes(Rev *r, IrBlock *src) {
     }
     int *res = arena_alloc(&c->arena, sizeof(int) * (size_t)(in->nargs + 1));
     int nres = residuals(in, res);
-    if (in->op == IR_UNARY) { /* compute f'(x) with f(x) and keep it */
+    if (in->op == IR_UNARY && !unary_recomputes(r, in)) { /* compute f'(x) with f(x) and keep it */
       n->op = IR_UNARY_GRAD;
       n->dst[1] = ir_value(c, r->fwd, ftype(r, in->args[0]), NULL);
       n->ndst = 2;

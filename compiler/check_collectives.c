@@ -306,6 +306,72 @@ static Type *relayout(Checker *k, Expr *call, Builtin op, const Type *x, const T
 
 static Type *check_redistribute_to(Checker *k, Expr *call, Type *x);
 
+/* ---- dtype= and bwd_dtype= (SPEC 13): the dtype on the wire */
+
+/* Whether the backward of op from s to d sums over the axes: all_gather to
+ * R (a reduce-scatter), all_reduce to R, convert/reinterpret I -> R and
+ * reinterpret I -> V (all-reduces).  redistribute(x, axes, ...) is the one
+ * collective it lowers to. */
+static bool bwd_reduces(Builtin op, LTypeKind s, LTypeKind d) {
+  switch (op) {
+  case BI_ALL_GATHER:
+  case BI_ALL_REDUCE: return d == LT_R;
+  case BI_CONVERT: return s == LT_I && d == LT_R;
+  case BI_REINTERPRET: return s == LT_I && (d == LT_R || d == LT_V);
+  case BI_REDISTRIBUTE:
+    return ((s == LT_P || s == LT_V) && d == LT_R) || (s == LT_I && d == LT_R);
+  default: return false;
+  }
+}
+
+static int precision(DType dt) { return dt == DT_BF16 ? 1 : dt == DT_F32 ? 2 : dt == DT_F64 ? 3 : 0; }
+
+/* The dtype named by `name=`, DT_NONE if not given; false on an error. */
+static bool wire_arg(Checker *k, Expr *call, const char *name, DType *out) {
+  Arg *a = call_named(k, call, name);
+  *out = DT_NONE;
+  if (!a)
+    return true;
+  if (a->value->kind != EX_TYPE || a->value->type->has_dims || a->value->type->entries ||
+      a->value->type->dtype == DT_I32) {
+    check_error(k, a->value->span, "%s= takes a float dtype: bf16, f32 or f64", name);
+    help(k->c, "for example %s=bf16", name);
+    return false;
+  }
+  *out = a->value->type->dtype;
+  return true;
+}
+
+/* The checker's rule: a dtype= that casts down on a collective whose
+ * backward is a reduction needs bwd_dtype= written, so that the precision
+ * of the gradient's sum is a decision, not a default. */
+static bool check_wire_dtypes(Checker *k, Expr *call, Builtin op, const Type *x, bool reduces, const char *bwd_what) {
+  DType fwd, bwd;
+  if (!wire_arg(k, call, "dtype", &fwd) | !wire_arg(k, call, "bwd_dtype", &bwd))
+    return false;
+  if ((fwd || bwd) && x->dtype == DT_I32) {
+    Arg *a = call_named(k, call, fwd ? "dtype" : "bwd_dtype");
+    check_error(k, a->value->span, "%s= converts a float tensor on the wire, but '%s' is i32",
+                fwd ? "dtype" : "bwd_dtype", src_text(k, call_arg(call, 0)->value));
+    help(k->c, "drop the argument: i32 values travel as they are");
+    return false;
+  }
+  if (fwd && !bwd && reduces && precision(fwd) < precision(x->dtype)) {
+    const char *xs = src_text(k, call_arg(call, 0)->value), *cs = src_text(k, call);
+    size_t n = strlen(cs);
+    while (n > 0 && cs[n - 1] != ')')
+      n--;
+    check_error(k, call_named(k, call, "dtype")->value->span,
+                "dtype=%s casts '%s' (%s) down, and the backward of %s() is %s: write bwd_dtype= to say in which "
+                "dtype the gradients are summed", dtype_name(fwd), xs, dtype_name(x->dtype), builtin_name[op], bwd_what);
+    note_at(k->c, (Span){0, 0, 0}, "'%s' is %s; without bwd_dtype= the backward would sum in %s too", xs, ck_type(k, x),
+            dtype_name(fwd));
+    help(k->c, "%.*s, bwd_dtype=%s)", (int)(n ? n - 1 : 0), cs, dtype_name(x->dtype));
+    return false;
+  }
+  return true;
+}
+
 Type *check_collective(Checker *k, Expr *call, Builtin op) {
   const char *name = builtin_name[op];
   Arg *xa = call_arg(call, 0), *aa = call_arg(call, 1);
@@ -505,7 +571,14 @@ Type *check_collective(Checker *k, Expr *call, Builtin op) {
     }
   }
   (void)rt;
-  return relayout(k, call, op, x, axes, src, dst, global);
+  Type *res = relayout(k, call, op, x, axes, src, dst, global);
+  if (res->kind == TY_ERROR)
+    return res;
+  bool red = bwd_reduces(op, base(src), base(dst));
+  bool rs = op == BI_ALL_GATHER || (op == BI_REDISTRIBUTE && base(src) == LT_V);
+  if (!check_wire_dtypes(k, call, op, x, red, rs ? "a reduce-scatter" : "an all-reduce"))
+    return type_error();
+  return res;
 }
 
 /* redistribute(x, T): the full target type.  The planner (SPEC section 8,
@@ -563,5 +636,16 @@ static Type *check_redistribute_to(Checker *k, Expr *call, Type *x) {
       help(k->c, "%s", fix);
     return type_error();
   }
+  /* the backward of the plan sums if one of its steps' backwards does */
+  const char *what = NULL;
+  for (int i = 0; i < plan.nsteps && !what; i++) {
+    RsStep *st = &plan.steps[i];
+    if (st->op == RS_ALL_GATHER && st->dst == LT_R)
+      what = "a reduce-scatter (of its all_gather to R)";
+    else if ((st->op == RS_ALL_REDUCE && st->dst == LT_R) || (st->op == RS_CONVERT && st->src == LT_I && st->dst == LT_R))
+      what = st->op == RS_ALL_REDUCE ? "an all-reduce (of its all_reduce to R)" : "an all-reduce (of its convert I -> R)";
+  }
+  if (!check_wire_dtypes(k, call, BI_REDISTRIBUTE, x, what != NULL, what ? what : ""))
+    return type_error();
   return t;
 }

@@ -1042,7 +1042,7 @@ static Type *check_misc(Checker *k, Expr *call, Builtin op) {
   case BI_ASTYPE: {
     Arg *d = call_arg(call, 1);
     if (!d || d->value->kind != EX_TYPE || d->value->type->has_dims) {
-      check_error(k, d ? d->value->span : call->span, "astype(x, dtype) takes a dtype: f32, f64 or i32");
+      check_error(k, d ? d->value->span : call->span, "astype(x, dtype) takes a dtype: f32, f64, i32 or bf16");
       return type_error();
     }
     r->dtype = d->value->type->dtype;

@@ -47,7 +47,9 @@ static const char *ctype_of(const Type *t) {
   }
 }
 
-static const char *dtype_c(DType d) { return d == DT_F64 ? "RT_F64" : d == DT_I32 ? "RT_I32" : "RT_F32"; }
+static const char *dtype_c(DType d) {
+  return d == DT_F64 ? "RT_F64" : d == DT_I32 ? "RT_I32" : d == DT_BF16 ? "RT_BF16" : "RT_F32";
+}
 
 /* A size as a C expression over the runtime mesh sizes. */
 static const char *size_c(Emitter *E, Size s) {
@@ -134,6 +136,44 @@ static const char *axes_c(Emitter *E, IrInst *in) {
 
 static const char *A(Emitter *E, IrInst *in, int i) { return vname(E, in->args[i]); }
 static const char *D(Emitter *E, IrInst *in, int i) { return vname(E, in->dst[i]); }
+
+/* A collective that moves data: rt_all_reduce and friends.  With dtype= (or
+ * bwd_dtype= on a backward's collective) naming another dtype than the
+ * operand's, the operand is converted, the collective runs in the wire
+ * dtype, and the result is converted back (SPEC 13). */
+static void emit_comm(Emitter *E, IrInst *in, int ind, const char *loc) {
+  Arena *ar = &E->c->arena;
+  DType have = E->f->values[in->args[0]].type->dtype;
+  bool wire = in->wire != DT_NONE && in->wire != have;
+  const char *x = wire ? "wire_in_" : A(E, in, 0), *d = wire ? "wire_out_" : D(E, in, 0);
+  if (wire) {
+    out(E, ind, "{ /* dtype=%s on the wire */\n", dtype_name(in->wire));
+    ind++;
+    out(E, ind, "rt_tensor *wire_in_ = rt_astype(ctx, %s, %s), *wire_out_;\n", A(E, in, 0), dtype_c(in->wire));
+  }
+  const char *dim0 = in->i[0] < 0 ? "RT_STACK" : arena_sprintf(ar, "%lld", in->i[0]);
+  switch (in->op) {
+  case IR_ALL_REDUCE:
+    out(E, ind, "%s = rt_all_reduce(ctx, %s, %s, %s); %s\n", d, x, axes_c(E, in),
+        (const char *[]){"RT_RED_SUM", "RT_RED_AVG", "RT_RED_MAX", "RT_RED_MIN"}[in->i[0]], loc);
+    break;
+  case IR_ALL_GATHER:
+  case IR_REDUCE_SCATTER:
+    out(E, ind, "%s = rt_%s(ctx, %s, %s, %s); %s\n", d, in->op == IR_ALL_GATHER ? "all_gather" : "reduce_scatter", x,
+        axes_c(E, in), dim0, loc);
+    break;
+  default:
+    out(E, ind, "%s = rt_all_to_all(ctx, %s, %s, %s, %s); %s\n", d, x, axes_c(E, in), dim0,
+        in->i[1] < 0 ? "RT_STACK" : arena_sprintf(ar, "%lld", in->i[1]), loc);
+    break;
+  }
+  if (wire) {
+    out(E, ind, "%s = rt_astype(ctx, wire_out_, %s);\n", D(E, in, 0), dtype_c(have));
+    out(E, ind, "rt_free(ctx, wire_in_);\n");
+    out(E, ind, "rt_free(ctx, wire_out_);\n");
+    out(E, ind - 1, "}\n");
+  }
+}
 
 static const char *host_op(OpKind op) {
   switch (op) {
@@ -354,19 +394,9 @@ static void emit_inst(Emitter *E, IrInst *in, int ind) {
     return;
   }
   case IR_ALL_REDUCE:
-    out(E, ind, "%s = rt_all_reduce(ctx, %s, %s, %s); %s\n", D(E, in, 0), A(E, in, 0), axes_c(E, in),
-        (const char *[]){"RT_RED_SUM", "RT_RED_AVG", "RT_RED_MAX", "RT_RED_MIN"}[in->i[0]], loc);
-    return;
   case IR_ALL_GATHER:
   case IR_REDUCE_SCATTER:
-    out(E, ind, "%s = rt_%s(ctx, %s, %s, %s); %s\n", D(E, in, 0), in->op == IR_ALL_GATHER ? "all_gather" : "reduce_scatter",
-        A(E, in, 0), axes_c(E, in), in->i[0] < 0 ? "RT_STACK" : arena_sprintf(&E->c->arena, "%lld", in->i[0]), loc);
-    return;
-  case IR_ALL_TO_ALL:
-    out(E, ind, "%s = rt_all_to_all(ctx, %s, %s, %s, %s); %s\n", D(E, in, 0), A(E, in, 0), axes_c(E, in),
-        in->i[0] < 0 ? "RT_STACK" : arena_sprintf(&E->c->arena, "%lld", in->i[0]),
-        in->i[1] < 0 ? "RT_STACK" : arena_sprintf(&E->c->arena, "%lld", in->i[1]), loc);
-    return;
+  case IR_ALL_TO_ALL: emit_comm(E, in, ind, loc); return;
   case IR_CONVERT:
   case IR_REINTERPRET: {
     static const char *const lt[] = {"RT_R", "RT_I", "RT_V", "RT_P"};

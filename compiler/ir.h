@@ -41,6 +41,9 @@ struct IrInst {
   Size size;             /* HOST_SIZE */
   int axes[MAX_MESH_AXES];
   int naxes;
+  /* collectives: the dtype on the wire (dtype=) and that of the backward's
+   * collective (bwd_dtype=, default dtype=); DT_NONE: the operand's own */
+  DType wire, bwd_wire;
   IrBlock body, els;
   IrFn *callee;
   IrInst *next;

@@ -208,6 +208,13 @@ static void set_axes(IrInst *in, Type *axes) {
   memcpy(in->axes, axes->axes, sizeof in->axes);
 }
 
+/* dtype= and bwd_dtype= of a collective or cast (bwd_dtype defaults to dtype) */
+static void set_wire(Lower *L, Expr *call, IrInst *in) {
+  Expr *w = named(L, call, "dtype"), *b = named(L, call, "bwd_dtype");
+  in->wire = w && w->kind == EX_TYPE ? w->type->dtype : DT_NONE;
+  in->bwd_wire = b && b->kind == EX_TYPE ? b->type->dtype : in->wire;
+}
+
 static int lower_collective(Lower *L, Expr *call, Builtin op) {
   Expr *x = pos_arg(call, 0), *axes = pos_arg(call, 1);
   if (axes->kind == EX_TYPE) {
@@ -238,6 +245,7 @@ static int lower_collective(Lower *L, Expr *call, Builtin op) {
       in->naxes = st->naxes;
       memcpy(in->axes, st->axes, sizeof in->axes);
       in->s = i == 0 && note ? arena_sprintf(&L->c->arena, "redistribute: %s", note) : "redistribute";
+      set_wire(L, call, in);
       switch (st->op) {
       case RS_ALL_REDUCE: in->i[0] = 0; break;
       case RS_ALL_GATHER: in->i[0] = st->src_dim; break;
@@ -287,6 +295,7 @@ static int lower_collective(Lower *L, Expr *call, Builtin op) {
   IrInst *in = emit(L, irop, call->span);
   ir_set_args(L->c, in, 1, &vx);
   set_axes(in, axes->ty);
+  set_wire(L, call, in);
   switch (irop) {
   case IR_ALL_REDUCE: {
     Expr *o = named(L, call, "op");

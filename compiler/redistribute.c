@@ -49,7 +49,7 @@ static long long d_round(double x) { return (long long)(x < 0 ? x - 0.5 : x + 0.
 
 /* ------------------------------------------------------------ cost model */
 
-static long long dtype_bytes(DType dt) { return dt == DT_F64 ? 8 : 4; }
+static long long dtype_bytes(DType dt) { return dt == DT_F64 ? 8 : dt == DT_BF16 ? 2 : 4; }
 
 Size comm_local_bytes(const Type *t) {
   Size b = size_int(dtype_bytes(t->dtype));

@@ -321,6 +321,7 @@ int yylex(YYSTYPE *lval, Span *lloc, Lexer *lx) {
       "f32"       { lval->dtype = DT_F32; t = DTYPE; goto done; }
       "f64"       { lval->dtype = DT_F64; t = DTYPE; goto done; }
       "i32"       { lval->dtype = DT_I32; t = DTYPE; goto done; }
+      "bf16"      { lval->dtype = DT_BF16; t = DTYPE; goto done; }
       "R"         { lval->ltype = LT_R; t = LTYPE; goto done; }
       "I"         { lval->ltype = LT_I; t = LTYPE; goto done; }
       "V"         { lval->ltype = LT_V; t = LTYPE; goto done; }

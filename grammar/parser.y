@@ -628,7 +628,7 @@ static const char *token_words(Lexer *lx, yysymbol_kind_t k) {
   switch (k) {
   case YYSYMBOL_IDENT: return "a name";
   case YYSYMBOL_INT: return "an integer";
-  case YYSYMBOL_DTYPE: return "a type (f32, f64 or i32)";
+  case YYSYMBOL_DTYPE: return "a type (f32, f64, i32 or bf16)";
   case YYSYMBOL_LTYPE: return "R, I, V, P";
   case YYSYMBOL_SHARD: return "S(dim)";
   case YYSYMBOL_YYEOF: return "end of file";
