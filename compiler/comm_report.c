@@ -97,6 +97,10 @@ static void price(Report *R, IrFn *f, IrInst *in, CommCost *cost, double mult) {
   Type *t = in->op == IR_ALL_GATHER && y ? y : x;
   if (!t || t->kind != TY_TENSOR)
     return;
+  if (in->wire != DT_NONE && in->wire != t->dtype) { /* dtype=: the wire's bytes */
+    t = type_clone(R->c, t);
+    t->dtype = in->wire;
+  }
   comm_cost_add(R->c, cost, (in->op == IR_ALL_REDUCE ? 2 : 1) * mult, group_of(in), comm_local_bytes(t),
                 comm_local_bytes_text(R->c, R->m, t));
 }
@@ -259,7 +263,10 @@ static const char *op_text(Report *R, IrFn *f, IrInst *in, bool bwd) {
     Type *x = vtype(f, in->args[0]), *y = vtype(f, in->dst[0]);
     letters = arena_sprintf(&c->arena, ", %s->%s", form(R, x, in->axes[0]), form(R, y, in->axes[0]));
   }
-  return arena_sprintf(&c->arena, "%s %s%s%s", name, ax, what, letters);
+  const char *wire = "";
+  if (is_comm(in->op) && in->wire != DT_NONE && in->wire != vtype(f, in->args[0])->dtype)
+    wire = arena_sprintf(&c->arena, " dtype=%s", dtype_name(in->wire));
+  return arena_sprintf(&c->arena, "%s %s%s%s%s", name, ax, what, wire, letters);
 }
 
 static const char *shape_text(Report *R, IrFn *f, IrInst *in) {
