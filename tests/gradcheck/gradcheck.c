@@ -7,7 +7,12 @@
  * global indices: the owners of an element (the ranks whose block holds
  * it) perturb it together, and the analytic value is the sum of the owners'
  * local gradients over the axes on which the parameter is R (its gradient
- * is P there) and one copy on the axes on which it is I. */
+ * is P there) and one copy on the axes on which it is I.
+ *
+ * With SPMD_GRADCHECK_DUMP=FILE it checks nothing: rank 0 writes each export
+ * fn's value and its gradients (every element up to 4096 per argument, in
+ * global indices) to FILE, for run_bf16.sh to compare a bf16 program with
+ * its f64 twin. */
 #include <math.h>
 #include <mpi.h>
 #include <stdio.h>
@@ -49,7 +54,8 @@ static int64_t local_index(const rt_layout *l, const int64_t *g) {
   return idx;
 }
 
-static int check_fn(rt_ctx *ctx, const spmd_export_info *info) {
+/* dump: write (rank 0, to out) instead of checking */
+static int check_fn(rt_ctx *ctx, const spmd_export_info *info, bool dump, FILE *out) {
   size_t n = info->nargs > 0 ? (size_t)info->nargs : 1;
   rt_tensor **args = calloc(n, sizeof *args), **grads = calloc(n, sizeof *grads);
   rt_layout *lay = calloc(n, sizeof *lay);
@@ -72,6 +78,11 @@ static int check_fn(rt_ctx *ctx, const spmd_export_info *info) {
   }
   rt_tensor *dout = rt_scalar(ctx, info->result.dtype, 1.0);
   info->vjp(ctx, (const rt_tensor *const *)args, dout, grads);
+  if (dump) {
+    double v = eval(ctx, info, args);
+    if (rt_rank(ctx) == 0)
+      fprintf(out, "value %s %.17g\n", info->name, v);
+  }
   int fails = 0, checked = 0;
   double worst = 0;
   for (int i = 0; i < info->nargs; i++) {
@@ -90,13 +101,22 @@ static int check_fn(rt_ctx *ctx, const spmd_export_info *info) {
       if (!shards && a->ltype[x] == RT_I)
         replicas *= rt_axis_size(ctx, x);
     }
-    for (int s = 0; s < SAMPLES && s < numel; s++) {
-      int64_t flat = numel <= SAMPLES ? s : (s * 7919) % numel, g[RT_MAX_DIMS], rem = flat;
+    int64_t nsamples = dump ? (numel < 4096 ? numel : 4096) : SAMPLES;
+    for (int64_t s = 0; s < nsamples && s < numel; s++) {
+      int64_t flat = numel <= nsamples ? s : (s * 7919) % numel, g[RT_MAX_DIMS], rem = flat;
       for (int d = a->ndim - 1; d >= 0; d--) {
         g[d] = rem % a->global[d];
         rem /= a->global[d];
       }
       int64_t li = local_index(&lay[i], g);
+      if (dump) { /* the analytic gradient only */
+        double mine = li >= 0 && grads[i] ? rt_get(grads[i], li) : 0, an = 0;
+        MPI_Allreduce(&mine, &an, 1, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
+        if (rt_rank(ctx) == 0)
+          fprintf(out, "grad %s %s %lld %.17g\n", info->name, a->name, (long long)flat, an / replicas);
+        checked++;
+        continue;
+      }
       double h = 1e-5, x0 = li >= 0 ? rt_get(args[i], li) : 0;
       if (li >= 0)
         rt_set(args[i], li, x0 + h);
@@ -121,7 +141,9 @@ static int check_fn(rt_ctx *ctx, const spmd_export_info *info) {
       }
     }
   }
-  if (rt_rank(ctx) == 0)
+  if (rt_rank(ctx) == 0 && dump)
+    printf("dumped %s: value and %d derivatives\n", info->name, checked);
+  else if (rt_rank(ctx) == 0)
     printf("%s %s: %d derivatives, worst error %.3g of tolerance\n", fails ? "FAIL" : "ok", info->name, checked, worst);
   for (int i = 0; i < info->nargs; i++) {
     rt_free(ctx, args[i]);
@@ -137,8 +159,20 @@ static int check_fn(rt_ctx *ctx, const spmd_export_info *info) {
 int main(int argc, char **argv) {
   rt_ctx *ctx = rt_init(&argc, &argv, spmd_mesh_naxes, spmd_mesh_names, spmd_mesh_sizes);
   int fails = 0;
+  const char *dump_path = getenv("SPMD_GRADCHECK_DUMP");
+  FILE *dump = NULL;
+  if (dump_path && *dump_path && rt_rank(ctx) == 0) {
+    dump = fopen(dump_path, "w");
+    if (!dump) {
+      perror(dump_path);
+      return 1;
+    }
+  }
+  int dumping = dump_path && *dump_path;
   for (int i = 0; spmd_exports[i]; i++)
-    fails += check_fn(ctx, spmd_exports[i]);
+    fails += check_fn(ctx, spmd_exports[i], dumping, dump);
+  if (dump)
+    fclose(dump);
   fflush(stdout);
   rt_finalize(ctx);
   return fails ? 1 : 0;
