@@ -3,8 +3,9 @@
  *
  * Numerics are PyTorch's on CPU: an elementwise op on bf16 widens its
  * operands to f32, computes as the f32 kernel does, and rounds each result
- * to bf16 (round to nearest even, NaN kept); a scalar operand stays an f32
- * (it is not rounded to bf16 first). Reductions, softmax, norms and
+ * to bf16 (round to nearest even, NaN kept); a scalar operand is a bf16
+ * value too (a literal adopts the tensor's dtype, SPEC 3; PyTorch rounds a
+ * Python scalar to the tensor's dtype the same way). Reductions, softmax, norms and
  * cross_entropy read bf16 rows into their f64 accumulators (tensor.c's
  * rt_load_f64) and round once at the end; matmul and einsum go to oneDNN
  * (matmul_dnnl.c) and accumulate in f32.
@@ -113,7 +114,7 @@ rt_tensor *rt_bf16_binary_scalar(rt_ctx *ctx, rt_binary_op op, const rt_tensor *
                                  bool scalar_left)
 {
     rt_tensor *a32 = rt_bf16_widen(ctx, a);
-    rt_tensor *y = rt_binary_scalar(ctx, op, a32, s, scalar_left);
+    rt_tensor *y = rt_binary_scalar(ctx, op, a32, rt_bf16_round((float)s), scalar_left);
     rt_free(ctx, a32);
     return rt_bf16_narrow(ctx, y);
 }

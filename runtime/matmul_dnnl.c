@@ -181,9 +181,8 @@ rt_tensor *rt_matmul_bias_act(rt_ctx *ctx, const rt_tensor *a, const rt_tensor *
     memcpy(shape, a->shape, sizeof shape);
     shape[a->ndim - 1] = n;
     rt_tensor *y = rt_empty(ctx, RT_BF16, a->ndim, shape);
-    RT_TIMED_BEGIN(ctx);
+    RT_KERNEL(ctx, RT_K_MATMUL, "matmul_bias_act");
     dnnl_gemm_ex(ctx, false, false, m, n, k, a->data, b->data, y->data, RT_BF16, false, bias, act);
-    RT_TIMED_END(ctx, "matmul");
     return y;
 }
 

@@ -130,7 +130,7 @@ Test(bf16, binary_is_f32_rounded)
         rt_tensor *y = rt_binary(C, op, a, b), *y32 = rt_binary(C, op, af, bf);
         expect_rounded(y, y32, n);
         rt_tensor *ys = rt_binary_scalar(C, op, a, 0.1, true);
-        rt_tensor *ys32 = rt_binary_scalar(C, op, af, 0.1, true); /* the scalar stays f32 */
+        rt_tensor *ys32 = rt_binary_scalar(C, op, af, rt_bf16_round(0.1f), true); /* a bf16 literal */
         expect_rounded(ys, ys32, n);
         rt_tensor *da, *db, *da32, *db32;
         rt_binary_bwd(C, op, a, b, dy, &da, &db);
@@ -292,4 +292,131 @@ Test(bf16, creation_and_print)
     cr_assert_str_eq(rt_dtype_name(RT_BF16), "bf16");
     cr_assert_eq(rt_dtype_size(RT_BF16), 2);
     rt_free(C, t); rt_free(C, r); rt_free(C, r32);
+}
+
+/* ---- PyTorch's bf16 numerics: torch_bf16/reference.txt holds PyTorch 1.13's
+ * CPU results for fixed inputs (written by torch_bf16/gen_reference.py) */
+
+typedef struct ref_tensor {
+    char name[32];
+    rt_tensor *t;
+} ref_tensor;
+
+static ref_tensor refs[64];
+static int nrefs;
+
+static void load_refs(void)
+{
+    FILE *f = fopen(RT_TEST_TORCH_REF, "r");
+    cr_assert(f != NULL, "cannot open %s", RT_TEST_TORCH_REF);
+    char name[32], dt[8];
+    int nd;
+    while (nrefs < 64 && fscanf(f, "%31s %7s %d", name, dt, &nd) == 3) {
+        int64_t shape[RT_MAX_DIMS];
+        for (int d = 0; d < nd; d++)
+            cr_assert(fscanf(f, "%ld", &shape[d]) == 1);
+        char colon[4];
+        cr_assert(fscanf(f, "%3s", colon) == 1 && colon[0] == ':');
+        rt_dtype t = !strcmp(dt, "bf16") ? RT_BF16 : !strcmp(dt, "f32") ? RT_F32 : RT_I32;
+        rt_tensor *x = rt_empty(C, t, nd, shape);
+        for (int64_t i = 0; i < x->numel; i++) {
+            unsigned v;
+            int iv;
+            if (t == RT_I32) {
+                cr_assert(fscanf(f, "%d", &iv) == 1);
+                ((int32_t *)x->data)[i] = iv;
+            } else {
+                cr_assert(fscanf(f, "%x", &v) == 1);
+                if (t == RT_BF16)
+                    ((uint16_t *)x->data)[i] = (uint16_t)v;
+                else
+                    ((uint32_t *)x->data)[i] = v;
+            }
+        }
+        snprintf(refs[nrefs].name, sizeof refs[nrefs].name, "%s", name);
+        refs[nrefs++].t = x;
+    }
+    fclose(f);
+}
+
+static const rt_tensor *ref(const char *name)
+{
+    for (int i = 0; i < nrefs; i++)
+        if (!strcmp(refs[i].name, name))
+            return refs[i].t;
+    cr_assert_fail("no tensor '%s' in the reference file", name);
+    return NULL;
+}
+
+/* distance in units in the last place of two bf16 values (NaN == NaN) */
+static int ulps(uint16_t a, uint16_t b)
+{
+    if (((a & 0x7fff) > 0x7f80) && ((b & 0x7fff) > 0x7f80))
+        return 0;
+    int ia = a & 0x8000 ? -(int)(a & 0x7fff) : (int)a, ib = b & 0x8000 ? -(int)(b & 0x7fff) : (int)b;
+    return abs(ia - ib);
+}
+
+/* ours matches PyTorch's: every element within max_ulps, and at least
+ * min_exact of them bit for bit */
+static void expect_torch(rt_tensor *ours, const char *name, int max_ulps, double min_exact)
+{
+    const rt_tensor *want = ref(name);
+    cr_assert_eq(ours->dtype, RT_BF16, "%s: dtype %s", name, rt_dtype_name(ours->dtype));
+    cr_assert_eq(ours->numel, want->numel, "%s: %lld elements, PyTorch %lld", name,
+                 (long long)ours->numel, (long long)want->numel);
+    int64_t exact = 0;
+    int worst = 0;
+    for (int64_t i = 0; i < ours->numel; i++) {
+        int u = ulps(((uint16_t *)ours->data)[i], ((uint16_t *)want->data)[i]);
+        exact += u == 0;
+        worst = u > worst ? u : worst;
+        cr_assert(u <= max_ulps, "%s: element %lld is %g, PyTorch %g (%d ulps)", name, (long long)i,
+                  rt_get(ours, i), rt_get(want, i), u);
+    }
+    cr_log_info("%s: %lld of %lld bit for bit, worst %d ulp", name, (long long)exact,
+                (long long)ours->numel, worst);
+    cr_assert((double)exact >= min_exact * (double)ours->numel, "%s: only %lld of %lld bit for bit",
+              name, (long long)exact, (long long)ours->numel);
+    rt_free(C, ours);
+}
+
+Test(bf16, matches_pytorch)
+{
+    load_refs();
+    const rt_tensor *x = ref("x"), *xp = ref("xp"), *dy = ref("dy");
+    struct { const char *n; rt_unary_op op; const rt_tensor *in; } un[] = {
+        {"gelu", RT_GELU, x}, {"exp", RT_EXP, x}, {"tanh", RT_TANH, x},
+        {"sigmoid", RT_SIGMOID, x}, {"sin", RT_SIN, x}, {"square", RT_SQUARE, x},
+        {"relu", RT_RELU, x}, {"log", RT_LOG, xp}, {"sqrt", RT_SQRT, xp}, {"rsqrt", RT_RSQRT, xp},
+        {"silu_f32", RT_SILU, x}, {"gelu_tanh_f32", RT_GELU_TANH, x},
+    };
+    /* elementwise: f32, then one rounding, bit for bit (PyTorch's vectorised
+     * f32 functions may differ from libm's by an f32 ulp, which could flip a
+     * bf16 rounding: at most 1 ulp, rarely) */
+    for (size_t i = 0; i < sizeof un / sizeof un[0]; i++)
+        expect_torch(rt_unary(C, un[i].op, un[i].in), un[i].n, 1, 0.95);
+    expect_torch(rt_unary_bwd(C, RT_GELU, x, dy), "gelu_bwd", 1, 0.95);
+    /* literals are bf16 values, as PyTorch's scalars */
+    expect_torch(rt_binary_scalar(C, RT_MUL, x, 0.1, false), "mul_scalar", 0, 1.0);
+    expect_torch(rt_binary_scalar(C, RT_ADD, x, 0.3, false), "add_scalar", 0, 1.0);
+    const rt_tensor *a = ref("a"), *b = ref("b");
+    expect_torch(rt_binary(C, RT_ADD, a, b), "add", 0, 1.0);
+    expect_torch(rt_binary(C, RT_SUB, a, b), "sub", 0, 1.0);
+    expect_torch(rt_binary(C, RT_MUL, a, b), "mul", 0, 1.0);
+    expect_torch(rt_binary(C, RT_DIV, a, b), "div", 0, 1.0);
+    expect_torch(rt_astype(C, ref("f32"), RT_BF16), "f32_to_bf16", 0, 1.0);
+    /* reductions and nn kernels accumulate in f64 here, in f32 in PyTorch */
+    const rt_tensor *s = ref("s");
+    expect_torch(rt_softmax(C, s, 1), "softmax", 1, 0.9);
+    expect_torch(rt_log_softmax(C, s, 1), "log_softmax_f32", 1, 0.9);
+    expect_torch(rt_sum(C, s, 1, false), "sum", 1, 0.5);
+    expect_torch(rt_mean(C, s, 1, false), "mean", 1, 0.5);
+    expect_torch(rt_layer_norm(C, s, ref("ln_w"), ref("ln_b"), 1e-5), "layer_norm_f32", 1, 0.9);
+    expect_torch(rt_cross_entropy(C, s, ref("targets")), "cross_entropy", 1, 0.0);
+    /* oneDNN, f32 accumulation: PyTorch's f32 product rounded once */
+    expect_torch(rt_matmul(C, ref("ma"), ref("mb")), "matmul_f32", 1, 0.9);
+    for (int i = 0; i < nrefs; i++)
+        rt_free(C, refs[i].t);
+    nrefs = 0;
 }
