@@ -86,6 +86,8 @@ static inline const char *axis_name(const Checker *k, int a) { return k->mesh->a
 /* note: the operands and their types, after a rule was broken. */
 void note_operands(Checker *k, const Operand *ops, int n);
 void check_error(Checker *k, Span sp, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+void check_error_rule(Checker *k, const char *rule, Span sp, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
 void check_flush_chain(Checker *k);
 Type *check_expr(Checker *k, Expr *e);
 Type *check_type_expr(Checker *k, TypeExpr *te, bool named[MAX_MESH_AXES]);
@@ -97,6 +99,10 @@ bool is_scalar_like(const Type *t);
 Size axes_size(Checker *k, const Type *axes);
 const char *axes_text(Checker *k, const Type *axes);
 const char *src_text(Checker *k, Expr *e); /* an expression's source, for help lines */
+bool src_exact(Checker *k, Expr *e);        /* src_text is e's own text, usable in a fix */
+/* A help line msg whose code replaces expression e (a fix), when the code was
+ * built from e's exact text; else a plain help line. */
+void help_wrap(Checker *k, Expr *e, const char *code, const char *msg);
 /* Whether mesh axis a has local semantics at this point (SPEC 7: local fn,
  * local_map ... over (axes)); every other axis is global. */
 bool check_axis_local(const Checker *k, int a);

@@ -125,21 +125,25 @@ static const char *transition_why(Builtin op, LTypeKind s, LTypeKind d) {
   return "the seed's state-transition table has no such entry for this op";
 }
 
-/* What to write instead of an expert-only transition, as source text. */
-static const char *expert_alternative(Checker *k, Builtin op, LType src, LType dst, const char *x, const char *ax) {
+/* What to write instead of an expert-only transition, as a help line;
+ * *code is the call that replaces this one, when the help has one. */
+static const char *expert_alternative(Checker *k, Builtin op, LType src, LType dst, const char *x, const char *ax,
+                                      const char **code) {
   Compiler *c = k->c;
   LTypeKind s = base(src), d = base(dst);
-  if (s == LT_R && d == LT_P)
-    return arena_sprintf(&c->arena, "to keep the value (reinterpret multiplies it by the size of '%s'): convert(%s, %s, src=R, dst=P)",
-                         ax, x, ax);
-  if (s == LT_R && d == LT_V)
-    return arena_sprintf(&c->arena, "to shard a replicated value: convert(%s, %s, src=R, dst=%s)", x, ax,
-                         dst.kind == LT_S ? form_text(c, dst) : "S(0)");
+  if (s == LT_R && d == LT_P) {
+    *code = arena_sprintf(&c->arena, "convert(%s, %s, src=R, dst=P)", x, ax);
+    return arena_sprintf(&c->arena, "to keep the value (reinterpret multiplies it by the size of '%s'): %s", ax, *code);
+  }
+  if (s == LT_R && d == LT_V) {
+    *code = arena_sprintf(&c->arena, "convert(%s, %s, src=R, dst=%s)", x, ax, dst.kind == LT_S ? form_text(c, dst) : "S(0)");
+    return arena_sprintf(&c->arena, "to shard a replicated value: %s", *code);
+  }
   if (s == LT_R && d == LT_I)
     return arena_sprintf(&c->arena, "produce the value as I where it is reduced, e.g. all_reduce(y, %s, src=P, dst=I) rather than dst=R; "
                          "for a parameter, keep it I and use convert(w, %s, src=I, dst=R) where it is computed with", ax, ax);
   if (s == LT_I && d == LT_P)
-    return arena_sprintf(&c->arena, "convert(convert(%s, %s, src=I, dst=R), %s, src=R, dst=P)", x, ax, ax);
+    return *code = arena_sprintf(&c->arena, "convert(convert(%s, %s, src=I, dst=R), %s, src=R, dst=P)", x, ax, ax);
   if (s == LT_V && d == LT_P && op == BI_CONVERT)
     return arena_sprintf(&c->arena, "to sum the parts: reinterpret(%s, %s, src=%s, dst=P); to assemble the value: all_gather(%s, %s, src=%s, dst=R)",
                          x, ax, form_text(c, src), x, ax, src.kind == LT_S ? form_text(c, src) : "V");
@@ -148,6 +152,22 @@ static const char *expert_alternative(Checker *k, Builtin op, LType src, LType d
 
 static const char *lt_text(Compiler *c, LType lt) {
   return lt.kind == LT_S ? arena_sprintf(&c->arena, "S(%d)", lt.sdim) : lt_name(lt.kind);
+}
+
+/* A help line whose code replaces the whole call (help_fix), when that loses
+ * nothing: the code was built from the value's exact text, and the call has
+ * no arguments but the value, the axes, src=, dst= and `also` (which the
+ * code writes itself).  Otherwise a plain help line. */
+static void help_call(Checker *k, Expr *call, Expr *x, const char *also, const char *code, const char *msg) {
+  int npos = 0;
+  bool plain = src_exact(k, x);
+  for (Arg *a = call->args; a; a = a->next) {
+    if (!a->name)
+      npos++;
+    else if (strcmp(a->name, "src") && strcmp(a->name, "dst") && !(also && strcmp(a->name, also) == 0))
+      plain = false;
+  }
+  help_fix(k->c, call->span, plain && npos == 2 ? code : NULL, "%s", msg);
 }
 
 static bool get_ltype(Checker *k, Expr *call, const char *name, LType *out, bool *given) {
@@ -405,15 +425,17 @@ Type *check_collective(Checker *k, Expr *call, Builtin op) {
   if (!has_src || !has_dst) {
     check_error(k, call->span, "%s() needs %s", name, !has_src && !has_dst ? "src= and dst=" : !has_src ? "src=" : "dst=");
     note_at(k->c, (Span){0, 0, 0}, "the source type is always written down, so that erasing the types leaves a program with the same meaning");
-    help(k->c, "%s(%s, %s, src=%s, dst=%s)", name, src_text(k, xa->value), axes_text(k, axes),
-         lt_text(k->c, has_src ? src : ltype_on(x, axes->axes[0])), has_dst ? lt_text(k->c, dst) : "R");
+    const char *code = arena_sprintf(&k->c->arena, "%s(%s, %s, src=%s, dst=%s)", name, src_text(k, xa->value),
+                                     axes_text(k, axes), lt_text(k->c, has_src ? src : ltype_on(x, axes->axes[0])),
+                                     has_dst ? lt_text(k->c, dst) : "R");
+    help_call(k, call, xa->value, NULL, code, code);
     return type_error();
   }
   Arg *ex = call_named(k, call, "expert");
   bool expert = ex && ex->value->kind == EX_BOOL && ex->value->ival;
   if (ex && ex->value->kind != EX_BOOL) {
     check_error(k, ex->value->span, "expert= takes true or false");
-    help(k->c, "write expert=true");
+    help_fix(k->c, ex->value->span, "true", "write expert=true");
     return type_error();
   }
   if (!resolve_sdim(k, call->span, &src, x->ndim))
@@ -464,16 +486,21 @@ Type *check_collective(Checker *k, Expr *call, Builtin op) {
       note_at(k->c, (Span){0, 0, 0}, "'%s' is %s", xs, ck_type(k, x));
       if (axes->naxes > 1) {
         note_at(k->c, (Span){0, 0, 0}, "a collective over %s needs the same type on every listed axis", as);
-        help(k->c, "bring '%s' to %s first: %s", k->mesh->axes[a].name, lt_name(base(src)),
-             transition_fix(k, xs, k->mesh->axes[a].name, ltype_on(x, a), src));
+        const char *code = transition_fix(k, xs, k->mesh->axes[a].name, ltype_on(x, a), src);
+        help_fix(k->c, xa->value->span, src_exact(k, xa->value) ? code : NULL, "bring '%s' to %s first: %s",
+                 k->mesh->axes[a].name, lt_name(base(src)), code);
       } else if (have == base(dst) && have != LT_V) {
-        help(k->c, "'%s' is %s on '%s' already: drop the call", xs, lt_name(have), as);
+        help_call(k, call, xa->value, NULL, xs,
+                  arena_sprintf(&k->c->arena, "'%s' is %s on '%s' already: drop the call", xs, lt_name(have), as));
       } else if (allowed(op, have, base(dst)) == NO) {
-        help(k->c, "for %s -> %s write %s", lt_name(have), lt_text(k->c, dst),
-             transition_fix(k, xs, as, ltype_on(x, a), dst));
+        const char *code = transition_fix(k, xs, as, ltype_on(x, a), dst);
+        help_call(k, call, xa->value, NULL, code,
+                  arena_sprintf(&k->c->arena, "for %s -> %s write %s", lt_name(have), lt_text(k->c, dst), code));
       } else {
-        help(k->c, "write src=%s: %s(%s, %s, src=%s, dst=%s)", lt_text(k->c, ltype_on(x, a)), name, xs, as,
-             lt_text(k->c, ltype_on(x, a)), lt_text(k->c, dst));
+        const char *code = arena_sprintf(&k->c->arena, "%s(%s, %s, src=%s, dst=%s)", name, xs, as,
+                                         lt_text(k->c, ltype_on(x, a)), lt_text(k->c, dst));
+        help_call(k, call, xa->value, NULL, code,
+                  arena_sprintf(&k->c->arena, "write src=%s: %s", lt_text(k->c, ltype_on(x, a)), code));
       }
       return type_error();
     }
@@ -483,8 +510,10 @@ Type *check_collective(Checker *k, Expr *call, Builtin op) {
     check_error(k, call->span, "src=S(%d), but dim %d of '%s' is not sharded on %s as its last axes", src.sdim,
                 src.sdim, xs, as);
     note_at(k->c, (Span){0, 0, 0}, "'%s' is %s", xs, ck_type(k, x));
-    if (type_spec_has(x, axes->axes[0], &d) && spec_ends_with(x, d, axes))
-      help(k->c, "write src=S(%d): %s(%s, %s, src=S(%d), dst=%s)", d, name, xs, as, d, lt_text(k->c, dst));
+    if (type_spec_has(x, axes->axes[0], &d) && spec_ends_with(x, d, axes)) {
+      const char *code = arena_sprintf(&k->c->arena, "%s(%s, %s, src=S(%d), dst=%s)", name, xs, as, d, lt_text(k->c, dst));
+      help_call(k, call, xa->value, NULL, code, arena_sprintf(&k->c->arena, "write src=S(%d): %s", d, code));
+    }
     else if (type_spec_has(x, axes->axes[0], &d))
       help(k->c, "only the last axes of a dim can be moved on their own: first gather the axes after them, or use redistribute(%s, T)", xs);
     else
@@ -497,7 +526,9 @@ Type *check_collective(Checker *k, Expr *call, Builtin op) {
       if (type_spec_has(x, axes->axes[i], &d)) {
         check_error(k, call->span, "src=V, but '%s' is S(%d) on mesh axis '%s'", xs, d, k->mesh->axes[axes->axes[i]].name);
         note_at(k->c, (Span){0, 0, 0}, "in global code the source names its layout, so that the global shape is known");
-        help(k->c, "write src=S(%d): %s(%s, %s, src=S(%d), dst=%s)", d, name, xs, as, d, lt_text(k->c, dst));
+        const char *code = arena_sprintf(&k->c->arena, "%s(%s, %s, src=S(%d), dst=%s)", name, xs, as, d,
+                                         lt_text(k->c, dst));
+        help_call(k, call, xa->value, NULL, code, arena_sprintf(&k->c->arena, "write src=S(%d): %s", d, code));
         return type_error();
       }
   }
@@ -508,15 +539,18 @@ Type *check_collective(Checker *k, Expr *call, Builtin op) {
         check_error(k, call->span, "%s() sums whole values, but '%s' is S(%d) on mesh axis '%s'", name, xs, d,
                     k->mesh->axes[axes->axes[i]].name);
         note_at(k->c, (Span){0, 0, 0}, "summing the blocks of a sharded dim changes its global size; say so with a reinterpret");
-        help(k->c, "declare the blocks terms of a sum first: %s(reinterpret(%s, %s, src=S(%d), dst=P), %s, src=P, dst=%s)",
-             name, xs, as, d, as, lt_text(k->c, dst));
+        const char *code = arena_sprintf(&k->c->arena, "%s(reinterpret(%s, %s, src=S(%d), dst=P), %s, src=P, dst=%s)",
+                                         name, xs, as, d, as, lt_text(k->c, dst));
+        help_call(k, call, xa->value, NULL, code,
+                  arena_sprintf(&k->c->arena, "declare the blocks terms of a sum first: %s", code));
         return type_error();
       }
   }
   if (src.kind == LT_S && (op == BI_ALL_REDUCE || op == BI_REDUCE_SCATTER)) {
     check_error(k, call->span, "%s() takes src=P or src=V, not src=S(%d)", name, src.sdim);
     note_at(k->c, (Span){0, 0, 0}, "it sums one whole value per rank; S(i) would say the values are blocks of one tensor");
-    help(k->c, "write src=V: %s(%s, %s, src=V, dst=%s)", name, xs, as, lt_text(k->c, dst));
+    const char *code = arena_sprintf(&k->c->arena, "%s(%s, %s, src=V, dst=%s)", name, xs, as, lt_text(k->c, dst));
+    help_call(k, call, xa->value, NULL, code, arena_sprintf(&k->c->arena, "write src=V: %s", code));
     return type_error();
   }
   if (src.kind == LT_S && !global && x->ndim <= src.sdim) {
@@ -531,22 +565,26 @@ Type *check_collective(Checker *k, Expr *call, Builtin op) {
   if (op == BI_ALL_REDUCE && (src.kind == LT_R || src.kind == LT_I)) {
     check_error(k, call->span, "all_reduce() of an %s value on %s: it is already the same on every rank", lt_name(src.kind), as);
     note_at(k->c, (Span){0, 0, 0}, "all_reduce sums pending values (P); summing copies would multiply by the axis size");
-    if (src.kind == LT_R)
-      help(k->c, "if that sum is meant, make the copies terms of a sum first: all_reduce(reinterpret(%s, %s, src=R, dst=P, expert=true), %s, src=P, dst=%s)",
-           xs, as, as, lt_text(k->c, dst));
-    else
-      help(k->c, "if that sum is meant, make the copies terms of a sum first: all_reduce(reinterpret(%s, %s, src=I, dst=V), %s, src=V, dst=%s)",
-           xs, as, as, lt_text(k->c, dst));
+    const char *code =
+        src.kind == LT_R
+            ? arena_sprintf(&k->c->arena, "all_reduce(reinterpret(%s, %s, src=R, dst=P, expert=true), %s, src=P, dst=%s)",
+                            xs, as, as, lt_text(k->c, dst))
+            : arena_sprintf(&k->c->arena, "all_reduce(reinterpret(%s, %s, src=I, dst=V), %s, src=V, dst=%s)", xs, as,
+                            as, lt_text(k->c, dst));
+    help_call(k, call, xa->value, NULL, code,
+              arena_sprintf(&k->c->arena, "if that sum is meant, make the copies terms of a sum first: %s", code));
     return type_error();
   }
   if (ok == NO) {
     check_error(k, call->span, "%s() cannot go from %s to %s", name, lt_text(k->c, src), lt_text(k->c, dst));
     if (base(src) != base(dst) || base(src) == LT_V) {
       note_at(k->c, (Span){0, 0, 0}, "%s", transition_why(op, base(src), base(dst)));
-      help(k->c, "for %s -> %s write %s", lt_name(base(src)), lt_name(base(dst)), transition_fix(k, xs, as, src, dst));
+      const char *code = transition_fix(k, xs, as, src, dst);
+      help_call(k, call, xa->value, NULL, code,
+                arena_sprintf(&k->c->arena, "for %s -> %s write %s", lt_name(base(src)), lt_name(base(dst)), code));
     } else {
       note_at(k->c, (Span){0, 0, 0}, "'%s' is already %s on %s", xs, lt_name(base(src)), as);
-      help(k->c, "drop the call and use '%s' as it is", xs);
+      help_call(k, call, xa->value, NULL, xs, arena_sprintf(&k->c->arena, "drop the call and use '%s' as it is", xs));
     }
     return type_error();
   }
@@ -554,9 +592,14 @@ Type *check_collective(Checker *k, Expr *call, Builtin op) {
     check_error(k, call->span, "%s(%s -> %s) is rarely meant in forward code; it needs expert=true", name,
                 lt_text(k->c, src), lt_text(k->c, dst));
     note_at(k->c, (Span){0, 0, 0}, "%s", transition_why(op, base(src), base(dst)));
-    const char *alt = expert_alternative(k, op, src, dst, xs, as);
-    help(k->c, "%s", *alt ? alt : arena_sprintf(&k->c->arena, "if it is meant: %s(%s, %s, src=%s, dst=%s, expert=true)", name, xs, as,
-                                                lt_text(k->c, src), lt_text(k->c, dst)));
+    const char *code = NULL;
+    const char *alt = expert_alternative(k, op, src, dst, xs, as, &code);
+    if (!*alt) {
+      code = arena_sprintf(&k->c->arena, "%s(%s, %s, src=%s, dst=%s, expert=true)", name, xs, as, lt_text(k->c, src),
+                           lt_text(k->c, dst));
+      alt = arena_sprintf(&k->c->arena, "if it is meant: %s", code);
+    }
+    help_call(k, call, xa->value, "expert", code, alt);
     return type_error();
   }
   if (op == BI_ALL_REDUCE) {
@@ -565,7 +608,10 @@ Type *check_collective(Checker *k, Expr *call, Builtin op) {
       const char *o = opa->value->kind == EX_NAME ? opa->value->name : "";
       if (strcmp(o, "sum") && strcmp(o, "avg") && strcmp(o, "max") && strcmp(o, "min")) {
         check_error(k, opa->value->span, "op= takes sum, avg, max or min");
-        help(k->c, "all_reduce(%s, %s, src=%s, dst=%s, op=sum)", xs, as, lt_text(k->c, src), lt_text(k->c, dst));
+        const char *code =
+            arena_sprintf(&k->c->arena, "all_reduce(%s, %s, src=%s, dst=%s, op=sum)", xs, as, lt_text(k->c, src),
+                          lt_text(k->c, dst));
+        help_call(k, call, xa->value, "op", code, code);
         return type_error();
       }
     }
@@ -630,7 +676,7 @@ static Type *check_redistribute_to(Checker *k, Expr *call, Type *x) {
   RsPlan plan;
   const char *why = NULL, *fix = NULL;
   if (!rs_plan(k->c, k->mesh, x, t, true, &plan, src_text(k, call_arg(call, 0)->value), &why, &fix)) {
-    check_error(k, call->span, "%s", why);
+    check_error_rule(k, "type/redistribute-no-plan", call->span, "%s", why);
     note_at(k->c, (Span){0, 0, 0}, "'%s' is %s", src_text(k, call_arg(call, 0)->value), ck_type(k, x));
     if (fix && *fix)
       help(k->c, "%s", fix);

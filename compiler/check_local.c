@@ -24,12 +24,13 @@ static Type *host_type(TypeKind kind) {
 
 /* Reports an error and, inside a function instance, the call chain that
  * led to it (the same body may be fine for one caller and not another). */
-void check_error(Checker *k, Span sp, const char *fmt, ...) {
-  char msg[1024];
-  va_list ap;
-  va_start(ap, fmt);
-  vsnprintf(msg, sizeof msg, fmt, ap);
-  va_end(ap);
+static void vcheck_error(Checker *k, const char *rule, Span sp, const char *fmt, va_list ap) {
+  va_list again;
+  va_copy(again, ap);
+  int n = vsnprintf(NULL, 0, fmt, ap);
+  char *msg = arena_alloc(&k->c->arena, (size_t)(n < 0 ? 0 : n) + 1);
+  vsnprintf(msg, (size_t)(n < 0 ? 0 : n) + 1, fmt, again);
+  va_end(again);
   /* The same body is checked once per instance: report each error once. */
   uint64_t h = 1469598103934665603ull;
   for (const char *p = msg; *p; p++)
@@ -51,8 +52,23 @@ void check_error(Checker *k, Span sp, const char *fmt, ...) {
   k->seen[k->nseen].begin = sp.begin;
   k->seen[k->nseen++].hash = h;
   check_flush_chain(k);
-  error_at(k->c, sp, "%s", msg);
+  diag_report(k->c, rule ? rule : diag_rule_id(k->c, __FILE__, fmt), fmt, sp, msg);
   k->chain = k->inst;
+}
+
+void check_error(Checker *k, Span sp, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  vcheck_error(k, NULL, sp, fmt, ap);
+  va_end(ap);
+}
+
+/* check_error for a message with no words of its own in fmt ("%s"). */
+void check_error_rule(Checker *k, const char *rule, Span sp, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  vcheck_error(k, rule, sp, fmt, ap);
+  va_end(ap);
 }
 
 /* Notes the call chain of the last error (after its own notes and help):
@@ -76,6 +92,19 @@ static const char *src(Checker *k, Expr *e) {
 }
 
 const char *src_text(Checker *k, Expr *e) { return src(k, e); }
+
+/* Whether src(k, e) is e's own text (not the "x" standing for a long one),
+ * so that code built from it can replace source text as a fix. */
+bool src_exact(Checker *k, Expr *e) {
+  (void)k;
+  return e->span.file != 0 && e->span.end - e->span.begin <= 60;
+}
+
+/* A help line whose code replaces expression e (help_fix), when the code
+ * was built from e's exact text; else a plain help line. */
+void help_wrap(Checker *k, Expr *e, const char *code, const char *msg) {
+  help_fix(k->c, e->span, src_exact(k, e) ? code : NULL, "%s", msg);
+}
 
 /* ---- which axes are local here (SPEC 7, per mesh axis) ---- */
 
@@ -437,9 +466,10 @@ static bool determines_all(Checker *k, Span sp, const bool named[MAX_MESH_AXES],
 /* Whether `actual` fits `want` on the axes `want` names (and in shape). */
 static LTypeKind base_kind(LType lt) { return lt.kind == LT_S ? LT_V : lt.kind; }
 
-/* fits(), with the source text of the value for the help line. */
+/* fits(), with the source text of the value for the help line; a help
+ * whose code replaces the value is a fix of fix_at (NULL: no fix). */
 static bool fits_x(Checker *k, Span sp, const Type *want, const bool named[MAX_MESH_AXES], const Type *actual,
-                   const char *what, const char *xtext) {
+                   const char *what, const char *xtext, Expr *fix_at) {
   if (actual->kind == TY_ERROR)
     return true;
   if (actual->kind != TY_TENSOR) {
@@ -473,9 +503,15 @@ static bool fits_x(Checker *k, Span sp, const Type *want, const bool named[MAX_M
         help(k->c, "make it I where it is reduced (all_reduce(..., %s, src=P, dst=I) rather than dst=R); if the copies are "
              "meant as they are: reinterpret(%s, %s, src=R, dst=I, expert=true)", axis_name(k, a), xtext ? xtext : "x",
              axis_name(k, a));
-      else
-        help(k->c, "to get %s on '%s': %s", lt_name(base_kind(need)), axis_name(k, a),
-             transition_fix(k, xtext ? xtext : "x", axis_name(k, a), have, need));
+      else {
+        const char *code = transition_fix(k, xtext ? xtext : "x", axis_name(k, a), have, need);
+        const char *msg =
+            arena_sprintf(&k->c->arena, "to get %s on '%s': %s", lt_name(base_kind(need)), axis_name(k, a), code);
+        if (fix_at)
+          help_wrap(k, fix_at, code, msg);
+        else
+          help(k->c, "%s", msg);
+      }
       return false;
     }
   }
@@ -496,7 +532,11 @@ static bool fits_x(Checker *k, Span sp, const Type *want, const bool named[MAX_M
     note_at(k->c, (Span){0, 0, 0}, "the axes of a dim are major to minor: another order is another block on each rank");
     note_at(k->c, (Span){0, 0, 0}, "expected %s", ck_type(k, want));
     note_at(k->c, (Span){0, 0, 0}, "     got %s", ck_type(k, actual));
-    help(k->c, "reorder them: redistribute(%s, %s)", xtext ? xtext : "x", ck_type(k, want));
+    const char *code = arena_sprintf(&k->c->arena, "redistribute(%s, %s)", xtext ? xtext : "x", ck_type(k, want));
+    if (fix_at)
+      help_wrap(k, fix_at, code, arena_sprintf(&k->c->arena, "reorder them: %s", code));
+    else
+      help(k->c, "reorder them: %s", code);
     return false;
   }
   return true;
@@ -568,14 +608,17 @@ static bool combine(Checker *k, Rule rule, const char *opname, Span sp, Operand 
       note_at(k->c, (Span){0, 0, 0}, "an I value's gradient must be the same on every rank, so it combines only with I values");
       note_operands(k, ops, n);
       if (ops[bad].t->lt[a] == LT_P && rule != RULE_MULTILINEAR) {
-        help(k->c, "reduce the pending sum to I first: all_reduce(%s, %s, src=P, dst=I)", src(k, ops[bad].e),
-             axis_name(k, a));
+        const char *code = arena_sprintf(&k->c->arena, "all_reduce(%s, %s, src=P, dst=I)", src(k, ops[bad].e),
+                                         axis_name(k, a));
+        help_wrap(k, ops[bad].e, code, arena_sprintf(&k->c->arena, "reduce the pending sum to I first: %s", code));
         return false;
       }
       for (int i = 0; i < n; i++)
         if (!ops[i].t->literal && ops[i].t->kind == TY_TENSOR && ops[i].t->lt[a] == LT_I) {
-          help(k->c, "use the I value as R where it is computed with: convert(%s, %s, src=I, dst=R)",
-               src(k, ops[i].e), axis_name(k, a));
+          const char *code = arena_sprintf(&k->c->arena, "convert(%s, %s, src=I, dst=R)", src(k, ops[i].e),
+                                           axis_name(k, a));
+          help_wrap(k, ops[i].e, code,
+                    arena_sprintf(&k->c->arena, "use the I value as R where it is computed with: %s", code));
           break;
         }
       return false;
@@ -590,7 +633,7 @@ static bool combine(Checker *k, Rule rule, const char *opname, Span sp, Operand 
       check_error(k, sp, "%s mixes P with V on mesh axis '%s'", opname, axis_name(k, a));
       note_at(k->c, (Span){0, 0, 0}, "a pending sum (P) cannot meet a value that differs per rank (V)");
       note_operands(k, ops, n);
-      help(k->c, "reduce the partial operand first: %s", fix);
+      help_wrap(k, pe, fix, arena_sprintf(&k->c->arena, "reduce the partial operand first: %s", fix));
       return false;
     }
     switch (rule) {
@@ -599,7 +642,7 @@ static bool combine(Checker *k, Rule rule, const char *opname, Span sp, Operand 
                   src(k, pe), axis_name(k, a));
       note_at(k->c, (Span){0, 0, 0}, "f(a) + f(b) is not f(a + b): the sum must happen first");
       note_operands(k, ops, n);
-      help(k->c, "reduce it first: %s", fix);
+      help_wrap(k, pe, fix, arena_sprintf(&k->c->arena, "reduce it first: %s", fix));
       return false;
     case RULE_LINEAR:
       if (nr || nlit) {
@@ -615,11 +658,13 @@ static bool combine(Checker *k, Rule rule, const char *opname, Span sp, Operand 
                   "'%s' is the gradient of '%s', which is R on '%s': its gradient is a pending sum (P), "
                   "so the all-reduce of the gradient is missing",
                   g->name, g->grad_of->name, axis_name(k, a));
-          help(k->c, "reduce the P operand first: %s (or keep '%s' I on '%s' and use convert(%s, %s, src=I, dst=R) "
-               "inside the loss: the backward then all-reduces its gradient)",
-               fix, g->grad_of->name, axis_name(k, a), g->grad_of->name, axis_name(k, a));
+          help_wrap(k, pe, fix,
+                    arena_sprintf(&k->c->arena,
+                                  "reduce the P operand first: %s (or keep '%s' I on '%s' and use convert(%s, %s, "
+                                  "src=I, dst=R) inside the loss: the backward then all-reduces its gradient)",
+                                  fix, g->grad_of->name, axis_name(k, a), g->grad_of->name, axis_name(k, a)));
         } else {
-          help(k->c, "reduce the P operand first: %s", fix);
+          help_wrap(k, pe, fix, arena_sprintf(&k->c->arena, "reduce the P operand first: %s", fix));
         }
         return false;
       }
@@ -634,14 +679,19 @@ static bool combine(Checker *k, Rule rule, const char *opname, Span sp, Operand 
         check_error(k, sp, "division by a P value (a pending sum) on mesh axis '%s'", axis_name(k, a));
         note_at(k->c, (Span){0, 0, 0}, "x / (a1 + a2) is not x/a1 + x/a2: only the numerator may be a pending sum");
         note_operands(k, ops, n);
-        help(k->c, "reduce the divisor first: %s", fix);
+        int d = 1; /* the divisor that is P */
+        while (d < n - 1 && !(ops[d].t->kind == TY_TENSOR && !ops[d].t->literal && ops[d].t->lt[a] == LT_P))
+          d++;
+        const char *dfix = arena_sprintf(&k->c->arena, "all_reduce(%s, %s, src=P, dst=R)", src(k, ops[d].e),
+                                         axis_name(k, a));
+        help_wrap(k, ops[d].e, dfix, arena_sprintf(&k->c->arena, "reduce the divisor first: %s", dfix));
         return false;
       }
       if (np > 1) {
         check_error(k, sp, "%s has multiple factors that are P on mesh axis '%s'", opname, axis_name(k, a));
         note_at(k->c, (Span){0, 0, 0}, "(a1 + a2) * (b1 + b2) is not a1*b1 + a2*b2: only one factor may be a pending sum");
         note_operands(k, ops, n);
-        help(k->c, "reduce one factor first: %s", fix);
+        help_wrap(k, pe, fix, arena_sprintf(&k->c->arena, "reduce one factor first: %s", fix));
         return false;
       }
       out[a] = LT_P;
@@ -1003,11 +1053,12 @@ static Type *check_print(Checker *k, Expr *call) {
                     lt_name(t->lt[x]), axis_name(k, x));
         note_at(k->c, (Span){0, 0, 0}, "'%s' is %s; rank 0 prints, so only R and I values (the same on every rank) can be shown",
                 src(k, a->value), ck_type(k, t));
-        if (t->lt[x] == LT_P)
-          help(k->c, "reduce it first: all_reduce(%s, %s, src=P, dst=R)", src(k, a->value), axis_name(k, x));
-        else
-          help(k->c, "gather it first: %s", transition_fix(k, src(k, a->value), axis_name(k, x), ltype_on(t, x),
-                                                            (LType){LT_R, 0}));
+        const char *code = t->lt[x] == LT_P
+                               ? arena_sprintf(&k->c->arena, "all_reduce(%s, %s, src=P, dst=R)", src(k, a->value),
+                                               axis_name(k, x))
+                               : transition_fix(k, src(k, a->value), axis_name(k, x), ltype_on(t, x), (LType){LT_R, 0});
+        help_wrap(k, a->value, code,
+                  arena_sprintf(&k->c->arena, "%s it first: %s", t->lt[x] == LT_P ? "reduce" : "gather", code));
         break;
       }
   }
@@ -1024,7 +1075,7 @@ static Type *check_assert_type(Checker *k, Expr *call) {
   bool named[MAX_MESH_AXES];
   Type *want = type_from(k, ta->value->type, named);
   if (want)
-    fits_x(k, call->span, want, named, t, "assert_type", src(k, x->value));
+    fits_x(k, call->span, want, named, t, "assert_type", src(k, x->value), NULL);
   return host_type(TY_VOID);
 }
 
@@ -1639,7 +1690,8 @@ static Type *check_fn_call(Checker *k, Expr *call, FnDecl *fn) {
     Type *want = type_from(k, p->type, named);
     Inst *saved = k->inst;
     if (!want || !fits_x(k, argx[i]->span, want, named, args[i],
-                         arena_sprintf(&k->c->arena, "argument '%s' of '%s'", p->name->name, fn->name), src(k, argx[i]))) {
+                         arena_sprintf(&k->c->arena, "argument '%s' of '%s'", p->name->name, fn->name), src(k, argx[i]),
+                         argx[i])) {
       ok = false;
       k->inst = saved;
       continue;
@@ -2210,7 +2262,7 @@ static void bind_value(Checker *k, Stmt *s) {
     if (want && want->ndim == 0 && (t->kind == TY_INT || t->kind == TY_FLOAT))
       t = as_tensor(k, s->value, t); /* a host number becomes a scalar tensor of the annotated type */
     if (want && !fits_x(k, s->value->span, want, named, t, arena_sprintf(&k->c->arena, "'%s'", s->targets->name),
-                        src(k, s->value)))
+                        src(k, s->value), s->value))
       t = type_error();
     else if (want && t->kind == TY_TENSOR && t->literal) {
       t = want; /* a literal takes the annotated type */
@@ -2348,7 +2400,7 @@ static void check_return(Checker *k, Stmt *s) {
     bool named[MAX_MESH_AXES];
     Type *want = type_from(k, r, named);
     if (!want || !fits_x(k, s->span, want, named, got, arena_sprintf(&k->c->arena, "the result of '%s'", fn->name),
-                         rx ? src(k, rx) : NULL)) {
+                         rx ? src(k, rx) : NULL, rx && (n == 1 || s->value->next) ? rx : NULL)) {
       inst->ret = type_error();
       return;
     }

@@ -24,6 +24,7 @@ typedef struct Driver {
   const char *input;
   const char *output;
   const char *color;     /* auto, always, never */
+  DiagFormat format;     /* --diagnostics-format */
   int nprocs;            /* run -n */
   char **run_args;       /* after `--` */
   int nrun_args;
@@ -59,15 +60,27 @@ static const char usage_text[] =
     "                    input and every module it imports (with -S or -o)\n"
     "  -MD               the same, into OUTPUT.d\n"
     "  --color=WHEN      colour diagnostics: auto (default), always or never\n"
+    "  --diagnostics-format=FORMAT\n"
+    "                    text (default), or sarif: a SARIF 2.1.0 log on standard output\n"
     "  --max-errors=N    stop after N errors (default 50; 0: no limit)\n"
     "  --print-paths     print where the standard library and the runtime are\n"
     "  --version         print the version\n"
     "  --help            print this help\n";
 
+static bool usage_in_sarif; /* --diagnostics-format=sarif is on the command line */
+
 static _Noreturn void usage_error(const char *fmt, const char *arg) {
   fputs("spmdc: error: ", stderr);
   fprintf(stderr, fmt, arg);
   fputs("\nrun 'spmdc --help' for usage\n", stderr);
+  if (usage_in_sarif) { /* the log says it too, for tools reading only it */
+    Compiler log;
+    compiler_init(&log);
+    log.diag_format = DIAG_FORMAT_SARIF;
+    diag_tool_error(&log, fmt, arg);
+    diag_finish(&log, 2);
+    compiler_free(&log);
+  }
   exit(2);
 }
 
@@ -121,6 +134,8 @@ static const char *option_value(int argc, char **argv, int *i, const char *flag)
 }
 
 static void parse_args(Driver *d, Compiler *c, int argc, char **argv) {
+  for (int j = 1; j < argc && strcmp(argv[j], "--") != 0; j++)
+    usage_in_sarif |= strcmp(argv[j], "--diagnostics-format=sarif") == 0;
   int i = 1;
   if (argc > 1 && strcmp(argv[1], "run") == 0) {
     set_mode(d, MODE_RUN, "run");
@@ -179,6 +194,13 @@ static void parse_args(Driver *d, Compiler *c, int argc, char **argv) {
       d->color = a + 8;
       if (strcmp(d->color, "auto") && strcmp(d->color, "always") && strcmp(d->color, "never"))
         usage_error("--color expects auto, always or never, got '%s'", d->color);
+    } else if (strncmp(a, "--diagnostics-format=", 21) == 0) {
+      if (strcmp(a + 21, "text") == 0)
+        d->format = DIAG_FORMAT_TEXT;
+      else if (strcmp(a + 21, "sarif") == 0)
+        d->format = DIAG_FORMAT_SARIF;
+      else
+        usage_error("--diagnostics-format expects text or sarif, got '%s'", a + 21);
     } else if (strncmp(a, "--max-errors=", 13) == 0) {
       char *end;
       long n = strtol(a + 13, &end, 10);
@@ -192,6 +214,18 @@ static void parse_args(Driver *d, Compiler *c, int argc, char **argv) {
     } else {
       d->input = a;
     }
+  }
+  if (d->format == DIAG_FORMAT_SARIF) {
+    static const char *const writes_stdout[] = {
+        [MODE_DUMP_AST] = "--dump-ast", [MODE_DUMP_TYPES] = "--dump-types", [MODE_DUMP_IR] = "--dump-ir",
+        [MODE_COMM_REPORT] = "--comm-report", [MODE_RUN] = "spmdc run"};
+    const char *other = d->print_paths ? "--print-paths"
+                        : d->mode == MODE_EMIT_C && d->output && strcmp(d->output, "-") == 0 ? "-S -o -"
+                        : d->mode < (int)(sizeof writes_stdout / sizeof *writes_stdout) ? writes_stdout[d->mode]
+                                                                                          : NULL;
+    if (other)
+      usage_error("--diagnostics-format=sarif writes the log to standard output, so it cannot be combined with %s",
+                  other);
   }
   if (d->print_paths && !d->input)
     return;
@@ -218,14 +252,14 @@ static bool write_atomic(Compiler *c, const char *path, void (*write)(Compiler *
   char *tmp = arena_sprintf(&c->arena, "%s.tmp.%ld", path, (long)getpid());
   FILE *fp = fopen(tmp, "w");
   if (!fp) {
-    fprintf(stderr, "spmdc: error: cannot write '%s': %s\n", tmp, strerror(errno));
+    diag_tool_error(c, "cannot write '%s': %s", tmp, strerror(errno));
     return false;
   }
   write(c, prog, fp, arg);
   bool ok = !ferror(fp);
   ok &= fclose(fp) == 0;
   if (!ok || rename(tmp, path) != 0) {
-    fprintf(stderr, "spmdc: error: cannot write '%s': %s\n", path, strerror(errno));
+    diag_tool_error(c, "cannot write '%s': %s", path, strerror(errno));
     remove(tmp);
     return false;
   }
@@ -364,7 +398,7 @@ static bool compile_c(Compiler *c, const Paths *paths, const char *cfile, const 
   argv[n] = NULL;
   int rc = run_command(argv);
   if (rc != 0)
-    fprintf(stderr, "spmdc: error: the C compiler failed (exit %d) on %s\n", rc, cfile);
+    diag_tool_error(c, "the C compiler failed (exit %d) on %s", rc, cfile);
   return rc == 0;
 }
 
@@ -450,6 +484,7 @@ int main(int argc, char **argv) {
   Driver d = {.mode = MODE_COMPILE, .opt_level = 2};
   parse_args(&d, c, argc, argv);
   c->color = want_color(d.color);
+  c->diag_format = d.format;
   Paths paths = find_paths(c);
   c->stdlib_dir = paths.stdlib;
   if (d.print_paths) {
@@ -464,8 +499,8 @@ int main(int argc, char **argv) {
   bool ok = resolve_program(c, d.input, &mesh);
   for (Define *def = c->defines; def; def = def->next)
     if (!def->used) {
-      fprintf(stderr, "spmdc: error: -D %s=%s: the program has no constant named '%s'\n",
-              def->name, def->value, def->name);
+      diag_tool_error(c, "-D %s=%s: the program has no constant named '%s'", def->name, def->value, def->name);
+      diag_finish(c, 2);
       compiler_free(c);
       return 2;
     }
@@ -489,7 +524,7 @@ int main(int argc, char **argv) {
     } else if (d.mode == MODE_COMM_REPORT) {
       comm_report(c, &prog, stdout, d.input);
     } else if (!prog.main && d.mode != MODE_EMIT_C) {
-      fprintf(stderr, "spmdc: error: %s has no `fn main()`, so there is no program to build\n", d.input);
+      diag_tool_error(c, "%s has no `fn main()`, so there is no program to build", d.input);
       status = 1;
     } else if (d.mode == MODE_EMIT_C) {
       const char *out = d.output ? d.output : arena_sprintf(&c->arena, "%s.c", stem(c, d.input));
@@ -512,8 +547,7 @@ int main(int argc, char **argv) {
   }
   if (c->nerrors)
     status = status ? status : 1;
-  if (c->nerrors > 1 && !c->too_many)
-    fprintf(stderr, "%d errors\n", c->nerrors);
+  diag_finish(c, status);
   compiler_free(c);
   return status;
 }

@@ -188,11 +188,20 @@ static const char *mesh_axis_list(Resolver *r) {
   return sb.data;
 }
 
+/* "did you mean 'best'?", as a fix replacing the misspelt name at sp when
+ * sp is exactly that name. */
+static void help_spelling(Resolver *r, Span sp, Name wrong, Name best) {
+  SourceFile *f = source_file(r->c, sp.file);
+  size_t n = strlen(wrong);
+  bool exact = sp.file && sp.end - sp.begin == n && memcmp(f->text + sp.begin, wrong, n) == 0;
+  help_fix(r->c, sp, exact ? best : NULL, "did you mean '%s'?", best);
+}
+
 static void report_undefined(Resolver *r, Name n, Span sp) {
   error_at(r->c, sp, "undefined name '%s'", n);
   Name s = suggest(r, n, NULL);
   if (s)
-    help(r->c, "did you mean '%s'?", s);
+    help_spelling(r, sp, n, s);
 }
 
 /* ---- mesh axes ---- */
@@ -209,7 +218,7 @@ static void resolve_axis(Resolver *r, AxisRef *a) {
     error_at(r->c, a->span, "unknown mesh axis '%s'", a->name);
   Name best = suggest(r, a->name, is_axis_sym);
   if (best)
-    help(r->c, "did you mean '%s'?", best);
+    help_spelling(r, a->span, a->name, best);
   else if (r->mesh->naxes && (!r->mod || r->mod->scope_has_mesh))
     help(r->c, "the mesh axes are: %s", mesh_axis_list(r));
   else if (!r->mesh->declared)
@@ -874,7 +883,7 @@ bool resolve_program(Compiler *c, const char *path, Mesh *mesh) {
   }
   int file = source_load(c, path);
   if (!file) {
-    fprintf(c->err, "spmdc: error: cannot read '%s': %s\n", path, strerror(errno));
+    diag_tool_error(c, "cannot read '%s': %s", path, strerror(errno));
     c->nerrors++;
     return false;
   }

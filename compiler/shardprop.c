@@ -92,6 +92,12 @@ static const char *align_fix(Checker *k, const Operand *o, int d, const Type *li
                        ck_type(k, aligned_like(k, t, d, like, rd)));
 }
 
+/* "lay both out alike: CODE", a fix of operand o. */
+static void help_align(Checker *k, const Operand *o, int d, const Type *like, int rd) {
+  const char *code = align_fix(k, o, d, like, rd);
+  help_wrap(k, o->e, code, arena_sprintf(&k->c->arena, "lay both out alike: %s", code));
+}
+
 /* ---- the seed's einsum conditions (matmul, einsum, embedding, concat) ---- */
 
 /* Condition 1 (and batch dims): a dim both operands have must be sharded on
@@ -113,9 +119,9 @@ static bool same_spec(Checker *k, const char *opname, Span sp, const char *what,
   Operand ops[2] = {*x, *y};
   note_operands(k, ops, 2);
   if (x->t->spec[dx][0] >= 0)
-    help(k->c, "lay both out alike: %s", align_fix(k, y, dy, x->t, dx));
+    help_align(k, y, dy, x->t, dx);
   else
-    help(k->c, "lay both out alike: %s", align_fix(k, x, dx, y->t, dy));
+    help_align(k, x, dx, y->t, dy);
   return false;
 }
 
@@ -134,8 +140,8 @@ static bool not_varying_on(Checker *k, const char *opname, Span sp, const Type *
                 axis_name(k, a));
     note_at(k->c, (Span){0, 0, 0}, "an operand without a sharded dim must be the same on every rank (R) on its axes; "
             "a mesh axis shards at most one dim");
-    help(k->c, "gather it first: %s",
-         transition_fix(k, src_text(k, o->e), axis_name(k, a), ltype_on(t, a), (LType){LT_R, 0}));
+    const char *code = transition_fix(k, src_text(k, o->e), axis_name(k, a), ltype_on(t, a), (LType){LT_R, 0});
+    help_wrap(k, o->e, code, arena_sprintf(&k->c->arena, "gather it first: %s", code));
     return false;
   }
   return true;
@@ -191,9 +197,9 @@ bool shard_broadcast(Checker *k, Span sp, const char *opname, const Operand *ops
         note_at(k->c, (Span){0, 0, 0}, "each rank would combine its own block of one operand with another part of the other");
         note_operands(k, ops, n);
         if (r->spec[rd][0] >= 0)
-          help(k->c, "lay both out alike: %s", align_fix(k, o, d, r, rd));
+          help_align(k, o, d, r, rd);
         else
-          help(k->c, "lay both out alike: %s", align_fix(k, re, rd - (r->ndim - re->t->ndim), t, d));
+          help_align(k, re, rd - (r->ndim - re->t->ndim), t, d);
         return false;
       }
       if (bcast && r->spec[rd][0] >= 0)
@@ -207,8 +213,8 @@ bool shard_broadcast(Checker *k, Span sp, const char *opname, const Operand *ops
                       laid ? arena_sprintf(&k->c->arena, "S(%d)", od) : "V", axis_name(k, a));
           note_at(k->c, (Span){0, 0, 0}, "a value broadcast along a sharded dim must be the same on every rank (R) on its axis");
           note_operands(k, ops, n);
-          help(k->c, "gather it first: %s",
-               transition_fix(k, src_text(k, ops[i].e), axis_name(k, a), ltype_on(t, a), (LType){LT_R, 0}));
+          const char *code = transition_fix(k, src_text(k, ops[i].e), axis_name(k, a), ltype_on(t, a), (LType){LT_R, 0});
+          help_wrap(k, ops[i].e, code, arena_sprintf(&k->c->arena, "gather it first: %s", code));
           return false;
         }
     }
@@ -287,12 +293,13 @@ bool shard_reduction(Checker *k, Expr *call, Builtin op, Expr *x, const Type *r,
     note_at(k->c, (Span){0, 0, 0}, "each rank would divide by its block's size, not the dim's");
     help(k->c, "sum the parts and divide by the global size: sum(%s%s, out_partial_axes=%s) / %s.0", xs,
          has_dim ? arena_sprintf(&k->c->arena, ", dim=%d", sd) : "", axs, size_str(k->c, k->mesh, cnt));
-  } else if (op == BI_AMAX) {
-    note_at(k->c, (Span){0, 0, 0}, "each rank would find the maximum of its block only");
-    help(k->c, "gather the dim first: all_gather(%s, %s, src=S(%d), dst=R)", xs, axs, sd);
   } else {
-    note_at(k->c, (Span){0, 0, 0}, "%s() along a dim needs the whole dim on every rank", builtin_name[op]);
-    help(k->c, "gather the dim first: all_gather(%s, %s, src=S(%d), dst=R)", xs, axs, sd);
+    if (op == BI_AMAX)
+      note_at(k->c, (Span){0, 0, 0}, "each rank would find the maximum of its block only");
+    else
+      note_at(k->c, (Span){0, 0, 0}, "%s() along a dim needs the whole dim on every rank", builtin_name[op]);
+    const char *code = arena_sprintf(&k->c->arena, "all_gather(%s, %s, src=S(%d), dst=R)", xs, axs, sd);
+    help_wrap(k, x, code, arena_sprintf(&k->c->arena, "gather the dim first: %s", code));
   }
   return false;
 }
@@ -453,8 +460,10 @@ bool shard_slice(Checker *k, Expr *call, const Type *r, int d) {
     return true;
   check_error(k, call->span, "slice() of a dim sharded on %s", dim_axes_quoted(k, r, d));
   note_at(k->c, (Span){0, 0, 0}, "each rank holds a block of dim %d; the slice would be taken from every block", d);
-  help(k->c, "gather the dim first: all_gather(%s, %s, src=S(%d), dst=R), or slice per rank inside local_map",
-       src_text(k, call_arg(call, 0)->value), dim_axes_text(k, r, d), d);
+  Expr *x = call_arg(call, 0)->value;
+  const char *code = arena_sprintf(&k->c->arena, "all_gather(%s, %s, src=S(%d), dst=R)", src_text(k, x),
+                                   dim_axes_text(k, r, d), d);
+  help_wrap(k, x, code, arena_sprintf(&k->c->arena, "gather the dim first: %s, or slice per rank inside local_map", code));
   return false;
 }
 
@@ -497,8 +506,9 @@ bool shard_reshape(Checker *k, Expr *call, const Type *r, Type *res) {
                   dim_axes_quoted(k, r, d));
       note_at(k->c, (Span){0, 0, 0}, "dim %d of %s would become an inner factor of a new dim, and its blocks would not be "
               "contiguous", d, ck_type(k, r));
-      help(k->c, "gather the dim first: all_gather(%s, %s, src=S(%d), dst=R), or reshape per rank inside local_map", xs,
-           dim_axes_text(k, r, d), d);
+      const char *code = arena_sprintf(&k->c->arena, "all_gather(%s, %s, src=S(%d), dst=R)", xs, dim_axes_text(k, r, d), d);
+      help_wrap(k, call_arg(call, 0)->value, code,
+                arena_sprintf(&k->c->arena, "gather the dim first: %s, or reshape per rank inside local_map", code));
       return false;
     }
     memcpy(res->spec[o], r->spec[d], sizeof res->spec[o]);

@@ -65,16 +65,45 @@ Span span_join(Span a, Span b);
 Name intern(Compiler *c, const char *s, size_t len);
 Name intern_cstr(Compiler *c, const char *s);
 
-/* ---- diag.c: GNU-format diagnostics with the source line and a caret ---- */
+/* ---- diag.c: GNU-format diagnostics with the source line and a caret,
+ *      or SARIF 2.1.0 on standard output (sarif.c) ---- */
 typedef enum { DIAG_ERROR, DIAG_WARNING, DIAG_NOTE, DIAG_HELP } DiagLevel;
+typedef enum { DIAG_FORMAT_TEXT, DIAG_FORMAT_SARIF } DiagFormat;
 
-/* error_at reports an error; note_at/help attach to the last error.  After
- * max_errors the compiler stops reporting and says so once. */
-void error_at(Compiler *c, Span sp, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-void verror_at(Compiler *c, Span sp, const char *fmt, va_list ap);
+/* error_at reports an error; note_at/help/help_fix attach to the last error.
+ * After max_errors the compiler stops reporting and says so once.
+ *
+ * Every error has a rule id, `phase/kind` (docs/diagnostics.md): the phase
+ * is the file that reports it (its __FILE__), the kind is made of the words
+ * of its format string (diag_rule_id).  diag_error_rule names the rule
+ * itself, for a format with no words of its own ("%s"). */
+#define error_at(c, ...) diag_error((c), __FILE__, __VA_ARGS__)
+void diag_error(Compiler *c, const char *where, Span sp, const char *fmt, ...) __attribute__((format(printf, 4, 5)));
+void diag_error_rule(Compiler *c, const char *rule, Span sp, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+const char *diag_rule_id(Compiler *c, const char *where, const char *fmt);
+/* An error already formatted: msg, made from the format string fmt. */
+void diag_report(Compiler *c, const char *rule, const char *fmt, Span sp, const char *msg);
 void note_at(Compiler *c, Span sp, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 void help(Compiler *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-void diag_fatal(Compiler *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* A help line whose fix is code: `code` replaces the source at `at` (an
+ * empty span inserts it).  The text shows the help line as help() does;
+ * SARIF gives it as a fix with that replacement. */
+void help_fix(Compiler *c, Span at, const char *code, const char *fmt, ...) __attribute__((format(printf, 4, 5)));
+/* `spmdc: error: ...`: an error of the tool, not of the program (a file that
+ * cannot be read or written, the C compiler failing). */
+void diag_tool_error(Compiler *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+_Noreturn void diag_fatal(Compiler *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* Writes what the chosen format needs at the end (the SARIF log). */
+void diag_finish(Compiler *c, int exit_code);
+
+/* ---- sarif.c: diagnostics collected and written as a SARIF 2.1.0 log ---- */
+typedef struct SarifLog SarifLog;
+void sarif_error(Compiler *c, const char *rule, const char *fmt, Span sp, const char *msg);
+void sarif_note(Compiler *c, Span sp, const char *msg);
+void sarif_help(Compiler *c, Span at, const char *code, const char *msg);
+void sarif_notification(Compiler *c, const char *level, const char *msg);
+void sarif_write(Compiler *c, FILE *out, int exit_code);
 
 /* ---- the compiler context ---- */
 typedef struct Module Module;
@@ -95,6 +124,8 @@ struct Compiler {
   Arena arena;
   FILE *err;              /* where diagnostics go (stderr) */
   bool color;             /* ANSI colours in diagnostics */
+  DiagFormat diag_format; /* text (default) or SARIF */
+  SarifLog *sarif;        /* the SARIF results so far (sarif.c) */
   int max_errors;         /* stop reporting after this many (0: no limit) */
   int nerrors;
   bool suppress;          /* inside a suppressed error: drop its notes */

@@ -784,7 +784,7 @@ static void explain(Lexer *lx, yysymbol_kind_t found, Span at, const yysymbol_ki
   else if (level && is_stmt_keyword(found))
     help(C, "statements belong in the body of a function, such as fn main() { ... }");
   else if (level && is_char(found, ';') && p.end - p.begin == 1 && lx->start[p.begin] == '}')
-    help(C, "remove the ';': a block is not followed by one");
+    help_fix(C, at, "", "remove the ';': a block is not followed by one");
   else if (!level && expects(exp, n, YYSYMBOL_IDENT) && is_reserved(found))
     reserved_word_help(lx, found, at);
   else if (expects_char(exp, n, '{') && !expects(exp, n, YYSYMBOL_OROR) &&
@@ -863,7 +863,7 @@ static void yyerror(Span *loc, Lexer *lx, const char *msg) {
   if (strstr(msg, "exhausted"))
     error_at(C, *loc, "the program is nested too deeply to parse");
   else
-    error_at(C, *loc, "%s", msg);
+    diag_error_rule(C, "syntax/parse-error", *loc, "%s", msg);
 }
 
 Module *parse_file(Compiler *c, int file, Name module_name) {

@@ -8,6 +8,12 @@ missing=()
 for p in $SPMD_PACKAGES; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
 done
+# Node.js and npm, for the tests that run under node (tests/node: the editor
+# grammar, the SARIF schema); a machine that has them from elsewhere (such as
+# NodeSource's nodejs, which brings its own npm) keeps those.
+if ! command -v node >/dev/null || ! command -v npm >/dev/null; then
+  missing+=(nodejs npm)
+fi
 if [ ${#missing[@]} -gt 0 ]; then
   echo "installing: ${missing[*]}"
   sudo_cmd=""

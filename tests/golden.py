@@ -4,11 +4,13 @@
 A golden test is a .spmd file whose first line is `// RUN: ARGS` (spmdc's
 arguments; %s stands for the file).  spmdc runs in the file's directory and
 its exit status, standard output and standard error are compared with the
-sibling file NAME.out.  With --update (or SPMD_UPDATE_GOLDEN=1), NAME.out is
+sibling file NAME.out, where the directory's file: URI (in SARIF logs) reads
+file://$DIR/.  With --update (or SPMD_UPDATE_GOLDEN=1), NAME.out is
 rewritten instead: review the diff before committing it.
 """
 import difflib
 import os
+import pathlib
 import shlex
 import subprocess
 import sys
@@ -27,6 +29,7 @@ def run(spmdc, path):
     proc = subprocess.run([spmdc, '--color=never'] + args, cwd=os.path.dirname(os.path.abspath(path)),
                           capture_output=True, text=True, errors='replace', env=env, timeout=60)
     text = 'exit %d\n--- stdout\n%s--- stderr\n%s' % (proc.returncode, proc.stdout, proc.stderr)
+    text = text.replace(pathlib.Path(os.path.dirname(os.path.realpath(path))).as_uri() + '/', 'file://$DIR/')
     return text, None
 
 

@@ -4,8 +4,10 @@
 Feeds spmdc --check with truncations of every .spmd file under the DIRs,
 binary files, deeply nested and very long input, and a generated 100k-line
 program (which must be accepted).  Passes when every run exits 0 or 1 with no
-sanitizer report.
+sanitizer report.  Inputs with bytes outside printable ASCII are also run with
+--diagnostics-format=sarif, whose output must be one JSON document in UTF-8.
 """
+import json
 import os
 import random
 import re
@@ -16,16 +18,22 @@ import tempfile
 SANITIZER_RE = re.compile(r'AddressSanitizer|LeakSanitizer|runtime error:|UndefinedBehaviorSanitizer')
 
 
-def run(spmdc, path, expect_ok=False):
+def run(spmdc, path, expect_ok=False, sarif=False):
     env = dict(os.environ)
     env['ASAN_OPTIONS'] = 'exitcode=99:detect_leaks=1'  # spmdc itself must not leak
     env.setdefault('UBSAN_OPTIONS', 'halt_on_error=1:exitcode=98:print_stacktrace=1')
-    proc = subprocess.run([spmdc, '--check', '--color=never', path], capture_output=True,
-                          env=env, timeout=120)
+    proc = subprocess.run([spmdc, '--check', '--color=never'] + (['--diagnostics-format=sarif'] if sarif else [])
+                          + [path], capture_output=True, env=env, timeout=120)
     err = proc.stderr.decode('utf-8', 'replace')
     bad = proc.returncode not in (0, 1) or SANITIZER_RE.search(err)
     if expect_ok and proc.returncode != 0:
         bad = True
+    if sarif and not bad:
+        try:
+            json.loads(proc.stdout.decode('utf-8'))
+        except ValueError as e:
+            bad = True
+            err = 'SARIF output is not JSON in UTF-8: %s\n%s' % (e, err)
     if bad:
         print('FAIL %s: exit %d\n%s' % (path, proc.returncode, err[-3000:]))
     return not bad
@@ -82,6 +90,8 @@ def main():
             with open(path, 'wb') as f:
                 f.write(data)
             ok &= run(spmdc, path)
+            if re.search(rb'[^\t\n\r\x20-\x7e]', data):
+                ok &= run(spmdc, path, sarif=True)
         big = os.path.join(tmp, 'big.spmd')
         with open(big, 'w') as f:
             f.write(generated_program(100000))
