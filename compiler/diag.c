@@ -97,7 +97,7 @@ static char *vformat(Compiler *c, const char *fmt, va_list ap) {
 
 /* ---- rule ids ----
  * An error's rule id is `phase/kind`.  The phase is the compiler file that
- * reports it; the kind is the words of its format string: conversions
+ * reports it (the table below; another file is a phase of its own name); the kind is the words of its format string: conversions
  * (%s, %d, ...) and punctuation dropped, lower case, '_' as '-', without
  * the filler words below, at most six, joined by '-'.  "undefined name
  * '%s'" in resolve.c is resolve/undefined-name.  scripts/diag_rules.py
@@ -106,11 +106,11 @@ static char *vformat(Compiler *c, const char *fmt, va_list ap) {
 static const struct {
   const char *file, *phase;
 } phases[] = {
-    {"lexer.re", "syntax"},       {"parser.y", "syntax"},   {"ast.c", "syntax"},
-    {"resolve.c", "resolve"},     {"check_local.c", "type"}, {"check_collectives.c", "type"},
-    {"redistribute.c", "type"},   {"types.c", "type"},       {"lower.c", "lower"},
-    {"ir.c", "lower"},            {"autodiff.c", "autodiff"}, {"emit_c.c", "codegen"},
-    {"main.c", "driver"},         {"source.c", "driver"},
+    {"lexer.re", "syntax"},         {"parser.y", "syntax"},        {"ast.c", "syntax"},
+    {"resolve.c", "resolve"},       {"check_local.c", "type"},     {"check_collectives.c", "type"},
+    {"shardprop.c", "type"},        {"redistribute.c", "type"},    {"types.c", "type"},
+    {"lower.c", "lower"},           {"ir.c", "lower"},             {"autodiff.c", "autodiff"},
+    {"emit_c.c", "codegen"},        {"main.c", "driver"},          {"source.c", "driver"},
 };
 
 static const char *const filler[] = {"a", "an", "the", "is", "are", "be", "of", "to", "in", "on",

@@ -10,7 +10,8 @@ const fs = require('fs');
 const path = require('path');
 const { spawnSync } = require('child_process');
 
-const [modules, spmdc, ...files] = process.argv.slice(2);
+const [modulesArg, spmdc, ...files] = process.argv.slice(2);
+const modules = path.resolve(modulesArg || '');
 const Ajv = require(path.join(modules, 'ajv'));
 const schema = require(path.join(modules, '@microsoft/jest-sarif/lib/schemas/sarif-2.1.0-rtm.5.json'));
 const ajv = new Ajv({ schemaId: 'auto', allErrors: true, jsonPointers: true });
@@ -26,7 +27,7 @@ function logOf(file) {
   }
   const first = fs.readFileSync(file, 'utf8').split('\n')[0];
   const args = first.startsWith('// ARGS:') ? first.slice(8).trim().split(/\s+/) : ['--check'];
-  const p = spawnSync(spmdc, ['--diagnostics-format=sarif', '--max-errors=0', ...args, path.basename(file)],
+  const p = spawnSync(path.resolve(spmdc), ['--diagnostics-format=sarif', '--max-errors=0', ...args, path.basename(file)],
                       { cwd: path.dirname(file), encoding: 'utf8', env: { ...process.env, ASAN_OPTIONS: 'detect_leaks=1' } });
   if (p.status !== 0 && p.status !== 1)
     throw new Error(`spmdc exited ${p.status}: ${p.stderr}`);

@@ -13,7 +13,8 @@
 const fs = require('fs');
 const path = require('path');
 
-const [modules, repo] = process.argv.slice(2);
+const [modulesArg, repo] = process.argv.slice(2);
+const modules = path.resolve(modulesArg || '');
 const vsctm = require(path.join(modules, 'vscode-textmate'));
 const oniguruma = require(path.join(modules, 'vscode-oniguruma'));
 const here = __dirname;
