@@ -21,17 +21,20 @@ unset SPMDC_STDLIB SPMDC_RT_INCLUDE SPMDC_RT_LIB SPMDC_BLAS_LIB
 mpirun=(mpirun --oversubscribe -np 2)
 
 fail() { echo "FAIL: $*" >&2; exit 1; }
+trap 'echo "FAIL: line $LINENO: $BASH_COMMAND (exit $?)" >&2' ERR
 
 # The expected output: the build tree's spmdc on the same model.
 expected() {
   "$build/compiler/spmdc" -I "$here/consumer/layers" -D STEPS=3 "$here/consumer/model.spmd" -o "$work/expected"
-  timeout 60 "${mpirun[@]}" "$work/expected" --mesh dp=1,tp=2 > "$work/expected.txt"
+  timeout 60 "${mpirun[@]}" "$work/expected" --mesh dp=1,tp=2 > "$work/expected.txt" 2> "$work/expected.err" \
+    || { cat "$work/expected.txt" "$work/expected.err"; fail "the build tree's model failed"; }
   grep -q "step 2 loss" "$work/expected.txt" || fail "the build tree's model printed no losses"
 }
 
 # Runs ./PROG on 2 ranks and compares its output with expected().
 check_run() {
-  timeout 60 "${mpirun[@]}" "$1" --mesh dp=1,tp=2 > "$work/got.txt"
+  timeout 60 "${mpirun[@]}" "$1" --mesh dp=1,tp=2 > "$work/got.txt" 2> "$work/got.err" \
+    || { cat "$work/got.txt" "$work/got.err"; fail "$1 failed"; }
   diff -u "$work/expected.txt" "$work/got.txt" || fail "$1 prints other losses than the build tree's spmdc"
   echo "ok: $1 on 2 ranks"
   cat "$work/got.txt"
@@ -73,7 +76,7 @@ pkgconfig)
   before=$(mtime model.c)
   sleep 1.1
   touch ../consumer/layers/mlp_block.spmd
-  make > /dev/null
+  make > "$work/make2.log" 2>&1 || { cat "$work/make2.log"; fail "make after a change"; }
   [ "$(mtime model.c)" != "$before" ] || fail "spmdc -MD: make did not rebuild after the imported module changed"
   echo "ok: spmdc -MD dependencies rebuild the model"
   ;;
