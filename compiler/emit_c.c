@@ -365,6 +365,7 @@ static void emit_inst(Emitter *E, IrInst *in, int ind) {
     out(E, ind + 1, "rt_save_npy(ctx, %s, %s, &layout_);\n", c_string(E, in->s), A(E, in, 0));
     out(E, ind, "}\n");
     return;
+  case IR_EXISTS: out(E, ind, "%s = rt_exists(ctx, %s); %s\n", D(E, in, 0), c_string(E, in->s), loc); return;
   case IR_PRINT: {
     out(E, ind, "if (rt_rank(ctx) == 0) { %s\n", loc);
     int a = 0;

@@ -622,6 +622,13 @@ static int lower_builtin(Lower *L, Expr *call, Builtin op) {
     in->t = pos_arg(call, 1)->ty;
     return -1;
   }
+  case BI_EXISTS: {
+    IrInst *in = emit(L, IR_EXISTS, sp);
+    in->s = pos_arg(call, 0)->str;
+    in->dst[0] = value(L, host_type(L, TY_BOOL), NULL);
+    in->ndst = 1;
+    return in->dst[0];
+  }
   case BI_PRINT: {
     int n = 0;
     for (Arg *a = call->args; a; a = a->next)
