@@ -103,6 +103,12 @@ const char *ast_type_str(Compiler *c, TypeExpr *t) {
     sb_puts(&sb, "axis");
     return sb.data;
   }
+  if (t->struct_name) {
+    if (t->struct_module)
+      sb_printf(&sb, "%s.", t->struct_module);
+    sb_puts(&sb, t->struct_name);
+    return sb.data;
+  }
   sb_puts(&sb, dtype_name(t->dtype));
   if (t->has_dims) {
     sb_putc(&sb, '[');
@@ -260,6 +266,11 @@ static void dump_expr(Dumper *d, Expr *e) {
     sb_printf(sb, "%*s)", indent * 2, "");
     break;
   }
+  case EX_LEAF:
+    dump_expr(d, e->lhs);
+    if (e->ival >= 0)
+      sb_printf(sb, ".#%lld", e->ival);
+    break;
   case EX_ERROR: sb_puts(sb, "<error>"); break;
   }
 }
@@ -343,7 +354,10 @@ static void dump_fn(Dumper *d, FnDecl *fn) {
   dump_loc(d, fn->span);
   flush_line(d);
   for (Param *p = fn->params; p; p = p->next) {
-    sb_printf(sb, "    param %s: %s", p->name->name, ast_type_str(d->c, p->type));
+    if (p->type)
+      sb_printf(sb, "    param %s: %s", p->name->name, ast_type_str(d->c, p->type));
+    else
+      sb_printf(sb, "    param %s", p->name->name);
     flush_line(d);
   }
   if (fn->ret) {
@@ -388,6 +402,15 @@ void ast_dump_module(Compiler *c, Module *m, FILE *out) {
       break;
     case IT_FN:
       dump_fn(&d, it->fn);
+      continue;
+    case IT_STRUCT:
+      sb_printf(&d.sb, "  struct %s", it->st->name);
+      dump_loc(&d, it->span);
+      flush_line(&d);
+      for (StructField *f = it->st->fields; f; f = f->next) {
+        sb_printf(&d.sb, "    field %s: %s", f->name, ast_type_str(c, f->type));
+        flush_line(&d);
+      }
       continue;
     }
     dump_loc(&d, it->span);

@@ -18,6 +18,9 @@ typedef struct Param Param;
 typedef struct FnDecl FnDecl;
 typedef struct Item Item;
 typedef struct Symbol Symbol;
+typedef struct StructDecl StructDecl;
+typedef struct LeafMap LeafMap;
+typedef struct StructField StructField;
 
 typedef enum { DT_NONE, DT_F32, DT_F64, DT_I32, DT_BF16 } DType;
 
@@ -55,12 +58,16 @@ struct AxisEntry {
   AxisEntry *next;
 };
 
-/* A written type: `f32`, `f32[dims]`, `f32[dims]{entries}`, or the kind
- * `axis` of a parameter.  Return tuples link types through `next`. */
+/* A written type: `f32`, `f32[dims]`, `f32[dims]{entries}`, the kind
+ * `axis` of a parameter, or a struct's name (`Model`, `nn.Model`).  Return
+ * tuples link types through `next`. */
 struct TypeExpr {
   Span span;
   DType dtype;
   bool is_axis;       /* the `axis` kind of a parameter */
+  /* a struct's name: `module.name` when module is set; resolution sets sym */
+  Name struct_name, struct_module;
+  Symbol *sym;
   bool has_dims;      /* `[...]` was written (`f32[]` is a 0-d tensor too) */
   Dim *dims;
   AxisEntry *entries;
@@ -83,6 +90,8 @@ typedef enum {
   EX_TUPLE,    /* (elems, ...) */
   EX_LIST,     /* [elems, ...] */
   EX_LOCAL_MAP, /* local_map (vars) over (axes) { body } */
+  EX_LEAF,      /* made by the checker: leaf `ival` of the value of lhs (-1:
+                   the whole value), its type preset; str: its text */
   EX_ERROR      /* stands in for an expression that was rejected while parsing */
 } ExprKind;
 
@@ -125,7 +134,18 @@ struct Expr {
    * expression's type, and for a call of a user fn, the callee's instance. */
   struct Type *ty;
   struct Instance *inst;
+  LeafMap *map;         /* set by the checker for an op applied to records field by field */
   Expr *next;
+};
+
+/* An op on records, applied field by field: the same op on each leaf
+ * (depth-first), whose operands are EX_LEAF nodes of the original
+ * operands `ops`.  The lowering lowers each operand once, then each leaf. */
+struct LeafMap {
+  Expr **leaf;
+  int nleaf;
+  Expr **ops;
+  int nops;
 };
 
 /* A call argument, positional (name == NULL) or named (`name=value`). */
@@ -150,7 +170,7 @@ typedef struct Binding {
 struct Stmt {
   StmtKind kind;
   Span span;
-  Binding *targets;     /* let/var: names; assign: one name; for: the index */
+  Binding *targets;     /* let/var/assign: names (a, b = e); for: the index */
   TypeExpr *type;       /* let/var annotation */
   Expr *value;          /* let/var/assign/expr; return: values linked by next */
   Expr *lo, *hi;        /* for i in lo..hi */
@@ -163,8 +183,27 @@ struct Stmt {
 struct Param {
   Span span;
   Binding *name;
-  TypeExpr *type;       /* type->is_axis for `ax: axis` */
+  TypeExpr *type;       /* type->is_axis for `ax: axis`; NULL: generic (the argument's type) */
   Param *next;
+};
+
+/* struct NAME { field: TYPE, ... } */
+struct StructField {
+  Span span;
+  Name name;
+  Span name_span;
+  TypeExpr *type;       /* a tensor type or a struct's name */
+  StructField *next;
+};
+
+struct StructDecl {
+  Span span;
+  Name name;
+  Span name_span;
+  StructField *fields;
+  int nfields;
+  Module *module;
+  int state;            /* resolution: 0 new, 1 being checked for cycles, 2 done */
 };
 
 enum { FN_LOCAL = 1, FN_EXPORT = 2 };
@@ -181,7 +220,7 @@ struct FnDecl {
   Module *module;
 };
 
-typedef enum { IT_IMPORT, IT_MESH, IT_CONST, IT_FN } ItemKind;
+typedef enum { IT_IMPORT, IT_MESH, IT_CONST, IT_FN, IT_STRUCT } ItemKind;
 
 typedef struct MeshAxisDecl {
   Span span;
@@ -198,6 +237,7 @@ struct Item {
   MeshAxisDecl *axes;   /* mesh */
   Expr *value;          /* const */
   FnDecl *fn;
+  StructDecl *st;       /* struct */
   Item *next;
 };
 

@@ -94,6 +94,7 @@ static bool stops_gradient(IrInst *in) {
   case IR_HOST_ITEM: case IR_PRINT: case IR_SAVE: case IR_PUSH: case IR_FOR: case IR_IF: return true;
   case IR_ITEM: return true; /* a host number, like PyTorch's .item() */
   case IR_WHERE: case IR_TAKE_ALONG_DIM: return true; /* the condition, the indices */
+  case IR_ZEROS_LIKE: case IR_ONES_LIKE: return true; /* the value's type, not its value */
   default: return false;
   }
 }

@@ -41,7 +41,6 @@ typedef struct Inst {
   bool returned;
 } Inst;
 
-enum { MAX_LM_BINDINGS = 64 };
 typedef struct LocalBinding {
   Symbol *outer;       /* the variable a local_map rebinds */
   Type *type;          /* its type inside the block */
@@ -58,8 +57,8 @@ struct Checker {
    * `over` axes of the enclosing local_map blocks); the others are global:
    * their partition specs and shard propagation rules apply */
   bool local_axis[MAX_MESH_AXES];
-  LocalBinding lm[MAX_LM_BINDINGS];
-  int nlm;
+  LocalBinding *lm;    /* the local_map rebindings in force (growable) */
+  int nlm, caplm;
   int lm_level;        /* local_map blocks around the current point */
   FILE *dump;          /* --dump-types output, or NULL */
   Instance *instances; /* every instance, in the order they were checked */
@@ -72,6 +71,13 @@ struct Checker {
   size_t nseen, capseen;
   int dump_indent;
   Inst *chain;         /* the call chain of the last error, noted after its help */
+  /* the field an op on records is being checked for ("m.attn.wo"): errors
+   * then name it */
+  const char *field_path;
+  /* an expression already checked (its Expr.ty is set) whose next check
+   * returns that type at once: a built-in's first argument, looked at
+   * first to see whether it is a record */
+  Expr *pre;
 };
 
 /* An operand of an op: its expression (for messages) and its type. */
@@ -103,11 +109,36 @@ bool src_exact(Checker *k, Expr *e);        /* src_text is e's own text, usable 
 /* A help line msg whose code replaces expression e (a fix), when the code was
  * built from e's exact text; else a plain help line. */
 void help_wrap(Checker *k, Expr *e, const char *code, const char *msg);
+/* Whether `actual` fits the written tensor type `want` on the axes it
+ * names (named[]) and in shape; reports why not, naming `what`, with the
+ * value's source text xtext in the fix. */
+bool check_fits(Checker *k, Span sp, const Type *want, const bool named[MAX_MESH_AXES], const Type *actual,
+                const char *what, const char *xtext, Expr *fix_at);
+/* A host number used as a tensor: a scalar literal. */
+Type *check_as_tensor(Checker *k, Expr *e, Type *t);
 /* Whether mesh axis a has local semantics at this point (SPEC 7: local fn,
  * local_map ... over (axes)); every other axis is global. */
 bool check_axis_local(const Checker *k, int a);
 /* Whether every axis is local here (types then print and lay out as local). */
 bool check_all_local(const Checker *k);
+
+/* check_record.c: records (SPEC 13) */
+/* A written type: a tensor type, or a struct's declared type (a record of
+ * its fields' written types; NULL after an error). */
+Type *check_written_type(Checker *k, TypeExpr *te, bool named[MAX_MESH_AXES]);
+Type *record_written(Checker *k, StructDecl *st);
+/* check_fits(), also for records: the struct (nominal) and every field. */
+bool check_fits_any(Checker *k, Span sp, const Type *want, const bool named[MAX_MESH_AXES], const Type *actual,
+                    const char *what, const char *xtext, Expr *fix_at);
+/* The type a value takes where it meets a written type: its own, except
+ * that a literal takes the written type (R on the axes it leaves open). */
+Type *check_bound_type(Checker *k, const Type *want, const bool named[MAX_MESH_AXES], Type *actual);
+Type *check_struct_new(Checker *k, Expr *call, StructDecl *st);
+Type *check_field(Checker *k, Expr *e);
+Type *check_record_index(Checker *k, Expr *e);
+/* e applied field by field: *slots[i] are its operands (checked; records
+ * of one struct, or scalars that go with every field).  Sets e->map. */
+Type *record_map(Checker *k, Expr *e, Expr **slots[], int n, const char *opname);
 
 /* check_collectives.c */
 Type *check_collective(Checker *k, Expr *call, Builtin op);

@@ -15,7 +15,7 @@
  * are copied with type_clone before any change), so that a long program
  * does not allocate one per literal. */
 static Type *host_type(TypeKind kind) {
-  static Type host[TY_TUPLE + 1];
+  static Type host[TY_RECORD + 1];
   host[kind].kind = kind;
   return &host[kind];
 }
@@ -31,6 +31,8 @@ static void vcheck_error(Checker *k, const char *rule, Span sp, const char *fmt,
   char *msg = arena_alloc(&k->c->arena, (size_t)(n < 0 ? 0 : n) + 1);
   vsnprintf(msg, (size_t)(n < 0 ? 0 : n) + 1, fmt, again);
   va_end(again);
+  if (k->field_path) /* an op on records: the field it failed for */
+    msg = arena_sprintf(&k->c->arena, "in field '%s': %s", k->field_path, msg);
   /* The same body is checked once per instance: report each error once. */
   uint64_t h = 1469598103934665603ull;
   for (const char *p = msg; *p; p++)
@@ -84,6 +86,8 @@ const char *ck_type(Checker *k, const Type *t) { return type_str(k->c, k->mesh, 
 
 /* The source text of an expression, for help lines that show a fix. */
 static const char *src(Checker *k, Expr *e) {
+  if (e->kind == EX_LEAF && e->str) /* a field of a record operand: m.attn.wo */
+    return e->str;
   SourceFile *f = source_file(k->c, e->span.file);
   size_t n = e->span.end - e->span.begin;
   if (n > 60 || e->span.file == 0)
@@ -542,6 +546,11 @@ static bool fits_x(Checker *k, Span sp, const Type *want, const bool named[MAX_M
   return true;
 }
 
+bool check_fits(Checker *k, Span sp, const Type *want, const bool named[MAX_MESH_AXES], const Type *actual,
+                const char *what, const char *xtext, Expr *fix_at) {
+  return fits_x(k, sp, want, named, actual, what, xtext, fix_at);
+}
+
 static Symbol *gradient_in(Expr *e);
 static void mark_gradients(Checker *k, Stmt *s, Type *t);
 
@@ -707,6 +716,9 @@ static bool combine(Checker *k, Rule rule, const char *opname, Span sp, Operand 
 bool is_scalar_like(const Type *t) {
   return t->kind == TY_INT || t->kind == TY_FLOAT || (t->kind == TY_TENSOR && t->literal);
 }
+
+static Type *as_tensor(Checker *k, Expr *e, Type *t);
+Type *check_as_tensor(Checker *k, Expr *e, Type *t) { return as_tensor(k, e, t); }
 
 static Type *as_tensor(Checker *k, Expr *e, Type *t) {
   if (t->kind == TY_TENSOR || t->kind == TY_ERROR)
@@ -1056,6 +1068,11 @@ static Type *check_creation(Checker *k, Expr *call, Builtin op) {
 static Type *check_print(Checker *k, Expr *call) {
   for (Arg *a = call->args; a; a = a->next) {
     Type *t = check_expr(k, a->value);
+    if (t->kind == TY_RECORD) {
+      check_error(k, a->value->span, "print() shows tensors and numbers, not the record '%s'", src(k, a->value));
+      help(k->c, "print its fields: print(%s.%s)", src(k, a->value), t->nelems ? t->fields[0] : "f");
+      continue;
+    }
     if (t->kind != TY_TENSOR || t->literal)
       continue;
     for (int x = 0; x < k->naxes; x++)
@@ -1076,18 +1093,41 @@ static Type *check_print(Checker *k, Expr *call) {
   return host_type(TY_VOID);
 }
 
+/* The struct an expression names (`Model`, `nn.Model`), if it names one. */
+static StructDecl *struct_named(Expr *e) {
+  if ((e->kind == EX_NAME || e->kind == EX_FIELD) && e->sym && e->sym->kind == SYM_STRUCT)
+    return e->sym->st;
+  return NULL;
+}
+
 static Type *check_assert_type(Checker *k, Expr *call) {
   Arg *x = call_arg(call, 0), *ta = call_arg(call, 1);
-  if (!x || !ta || ta->value->kind != EX_TYPE) {
-    check_error(k, call->span, "assert_type(x, T) takes a value and a type");
+  StructDecl *st = ta ? struct_named(ta->value) : NULL;
+  if (!x || !ta || (ta->value->kind != EX_TYPE && !st)) {
+    check_error(k, call->span, "assert_type(x, T) takes a value and a type (a tensor type or a struct's name)");
     return type_error();
   }
   Type *t = check_expr(k, x->value);
-  bool named[MAX_MESH_AXES];
-  Type *want = type_from(k, ta->value->type, named);
+  bool named[MAX_MESH_AXES] = {0};
+  Type *want = st ? record_written(k, st) : type_from(k, ta->value->type, named);
   if (want)
-    fits_x(k, call->span, want, named, t, "assert_type", src(k, x->value), NULL);
+    check_fits_any(k, call->span, want, named, t, "assert_type", src(k, x->value), NULL);
   return host_type(TY_VOID);
+}
+
+/* zeros_like(x), ones_like(x): a tensor of x's type (a record: field by
+ * field, see check_builtin), which no gradient flows through. */
+static Type *check_like(Checker *k, Expr *call, Builtin op) {
+  Arg *a = call_arg(call, 0);
+  Type *t = check_expr(k, a->value);
+  if (t->kind == TY_ERROR)
+    return t;
+  if (t->kind != TY_TENSOR || t->literal) {
+    check_error(k, a->value->span, "%s() takes a tensor or a record, not %s", builtin_name[op], ck_type(k, t));
+    help(k->c, "for a number, write it as a type: zeros(f32{*: R})");
+    return type_error();
+  }
+  return t;
 }
 
 static Type *check_misc(Checker *k, Expr *call, Builtin op) {
@@ -1236,9 +1276,12 @@ static Type *check_concat(Checker *k, Expr *call) {
     check_error(k, call->span, "concat((a, b, ...), dim=d) takes a tuple of tensors");
     return type_error();
   }
-  Operand ops[16];
   int n = 0;
-  for (Expr *e = p->value->elems; e && n < 16; e = e->next, n++) {
+  for (Expr *e = p->value->elems; e; e = e->next)
+    n++;
+  Operand *ops = arena_alloc(&k->c->arena, sizeof(Operand) * (size_t)n);
+  n = 0;
+  for (Expr *e = p->value->elems; e; e = e->next, n++) {
     ops[n].e = e;
     ops[n].t = as_tensor(k, e, check_expr(k, e));
     if (ops[n].t->kind == TY_ERROR)
@@ -1443,9 +1486,45 @@ static Type *check_einsum(Checker *k, Expr *call) {
 static Type *check_autodiff(Checker *k, Expr *call, Builtin op);
 static Type *check_fn_call(Checker *k, Expr *call, FnDecl *fn);
 
+/* The built-ins that apply to a record field by field (SPEC 13): the
+ * elementwise unary ones, casts and collectives, astype, detach and the
+ * *_like ones. */
+static bool maps_records(Builtin op) {
+  switch (op) {
+  case BI_EXP: case BI_LOG: case BI_SQRT: case BI_RSQRT: case BI_TANH: case BI_SIGMOID: case BI_RELU:
+  case BI_GELU: case BI_GELU_TANH: case BI_SILU: case BI_ABS: case BI_SQUARE: case BI_SIN: case BI_COS:
+  case BI_ASTYPE: case BI_DETACH: case BI_ZEROS_LIKE: case BI_ONES_LIKE:
+    return true;
+  default: return builtin_class[op] == OPC_COLLECTIVE;
+  }
+}
+
+static Type *check_builtin_kind(Checker *k, Expr *call, Builtin op);
+
 static Type *check_builtin(Checker *k, Expr *call, Builtin op) {
   if (!check_named_args(k, call, op))
     return type_error();
+  Arg *a0 = maps_records(op) ? call_arg(call, 0) : NULL;
+  if (a0) { /* look at the first argument: a record? */
+    Type *t = check_expr(k, a0->value);
+    if (t->kind == TY_RECORD) {
+      if (builtin_class[op] == OPC_COLLECTIVE && call_arg(call, 1) && call_arg(call, 1)->value->kind == EX_TYPE) {
+        check_error(k, call->span, "redistribute(x, T) takes a tensor; '%s' is a record", src(k, a0->value));
+        help(k->c, "redistribute each field to its type, or use redistribute(x, axes, src=, dst=) on the record");
+        return type_error();
+      }
+      return record_map(k, call, (Expr **[]){&a0->value}, 1, arena_sprintf(&k->c->arena, "%s()", builtin_name[op]));
+    }
+  }
+  Expr *outer = k->pre;
+  if (a0)
+    k->pre = a0->value; /* checked: the rule below takes its type as it is */
+  Type *r = check_builtin_kind(k, call, op);
+  k->pre = outer;
+  return r;
+}
+
+static Type *check_builtin_kind(Checker *k, Expr *call, Builtin op) {
   switch (op) {
   case BI_MAX: case BI_MIN: case BI_POW:
     if (!want_args(k, call, op, 2, 2)) return type_error();
@@ -1520,6 +1599,9 @@ static Type *check_builtin(Checker *k, Expr *call, Builtin op) {
       check_path_arg(k, call, op);
     return host_type(TY_BOOL);
   }
+  case BI_ZEROS_LIKE: case BI_ONES_LIKE:
+    if (!want_args(k, call, op, 1, 1)) return type_error();
+    return check_like(k, call, op);
   case BI_PRINT: return check_print(k, call);
   case BI_ASSERT_TYPE: return check_assert_type(k, call);
   case BI_VALUE_AND_GRAD: case BI_GRAD: return check_autodiff(k, call, op);
@@ -1566,7 +1648,10 @@ static void run_instance(Checker *k, Instance *self, Inst *inst) {
   int before = k->c->nerrors;
   check_fn_body(k, self->fn);
   self->ok = k->c->nerrors == before && (!self->fn->ret || (inst->ret && inst->ret->kind != TY_ERROR));
-  self->ret = self->fn->ret ? inst->ret : NULL;
+  /* without `-> RET`, the type of what the body returns (SPEC 13) */
+  self->ret = self->fn->ret || (inst->returned && inst->ret && inst->ret->kind != TY_VOID) ? inst->ret : NULL;
+  if (self->ret && self->ret->kind == TY_ERROR)
+    self->ok = false;
   if (self->ok && k->lower)
     k->lower(k, self, k->lower_arg);
   k->current = saved;
@@ -1580,9 +1665,9 @@ static const char *lt_text_of(Checker *k, const Type *t, int a) {
 /* The result of a local fn returned where some axes are global: it must not
  * vary on them (a V there has no layout in global code). */
 static bool local_result_ok(Checker *k, Expr *call, FnDecl *fn, const Type *ret, const bool was_local[MAX_MESH_AXES]) {
-  int n = ret->kind == TY_TUPLE ? ret->nelems : 1;
+  int n = type_nleaves(ret);
   for (int i = 0; i < n; i++) {
-    const Type *t = ret->kind == TY_TUPLE ? ret->elems[i] : ret;
+    const Type *t = type_leaf(ret, i);
     for (int a = 0; a < k->naxes && t->kind == TY_TENSOR; a++)
       if (!was_local[a] && t->lt[a] == LT_V) {
         check_error(k, call->span, "'%s' is a local fn returning a V value on mesh axis '%s', which is global here",
@@ -1593,6 +1678,32 @@ static bool local_result_ok(Checker *k, Expr *call, FnDecl *fn, const Type *ret,
       }
   }
   return true;
+}
+
+static bool is_axis_param(const Param *p) { return p->type && p->type->is_axis; }
+
+/* The type a parameter takes from its argument: the argument's, as a
+ * non-literal; a tensor that is not sharded, seen from a local fn, is a
+ * local block (records: each field). */
+static Type *param_type(Checker *k, Type *arg) {
+  if (arg->kind == TY_RECORD) {
+    Type *r = type_clone(k->c, arg);
+    r->elems = arena_alloc(&k->c->arena, sizeof(Type *) * (size_t)(arg->nelems + 1));
+    for (int i = 0; i < arg->nelems; i++)
+      r->elems[i] = param_type(k, arg->elems[i]);
+    return r;
+  }
+  if (arg->kind != TY_TENSOR)
+    return arg;
+  Type *bound = type_clone(k->c, arg);
+  bound->literal = false;
+  if (check_all_local(k) && !bound->local) { /* a block seen from a local fn */
+    bool any = false;
+    for (int d = 0; d < bound->ndim; d++)
+      any |= bound->spec[d][0] >= 0;
+    bound->local = !any;
+  }
+  return bound;
 }
 
 static Type *check_fn_call(Checker *k, Expr *call, FnDecl *fn) {
@@ -1614,16 +1725,17 @@ static Type *check_fn_call(Checker *k, Expr *call, FnDecl *fn) {
   int nparams = 0;
   for (Param *p = fn->params; p; p = p->next)
     nparams++;
-  Type *args[64];
-  Expr *argx[64];
   int n = 0;
+  for (Arg *a = call->args; a; a = a->next)
+    n++;
+  Type **args = arena_alloc(&k->c->arena, sizeof(Type *) * (size_t)(n + 1));
+  Expr **argx = arena_alloc(&k->c->arena, sizeof(Expr *) * (size_t)(n + 1));
+  n = 0;
   for (Arg *a = call->args; a; a = a->next) {
     if (a->name) {
       check_error(k, a->name_span, "'%s' takes no named arguments", fn->name);
       return type_error();
     }
-    if (n == 64)
-      break;
     argx[n] = a->value;
     args[n++] = NULL;
   }
@@ -1633,7 +1745,7 @@ static Type *check_fn_call(Checker *k, Expr *call, FnDecl *fn) {
   }
   int i = 0;
   for (Param *p = fn->params; p; p = p->next, i++) {
-    if (p->type->is_axis) {
+    if (is_axis_param(p)) {
       Type *t = check_expr(k, argx[i]);
       if (t->kind != TY_AXES || t->naxes != 1) {
         if (t->kind != TY_ERROR) {
@@ -1647,8 +1759,17 @@ static Type *check_fn_call(Checker *k, Expr *call, FnDecl *fn) {
       args[i] = check_expr(k, argx[i]);
       if (args[i]->kind == TY_ERROR)
         return type_error();
-      if (args[i]->kind == TY_INT || args[i]->kind == TY_FLOAT)
-        args[i] = as_tensor(k, argx[i], args[i]); /* a number passed for a tensor parameter */
+      if (args[i]->kind == TY_TUPLE || args[i]->kind == TY_VOID || args[i]->kind == TY_STRING ||
+          args[i]->kind == TY_AXES || args[i]->kind == TY_LTYPE || args[i]->kind == TY_DTYPE) {
+        check_error(k, argx[i]->span, "argument '%s' of '%s' is %s, which is not a value a function takes",
+                    p->name->name, fn->name, ck_type(k, args[i]));
+        help(k->c, "pass a tensor, a record or a number");
+        return type_error();
+      }
+      /* a number passed for a typed parameter is a scalar tensor; an untyped
+       * one takes it as a host number (SPEC 13) */
+      if (p->type && (args[i]->kind == TY_INT || args[i]->kind == TY_FLOAT))
+        args[i] = as_tensor(k, argx[i], args[i]);
     }
   }
   /* A local fn runs local on every axis.  Where some axis is global (a
@@ -1657,10 +1778,14 @@ static Type *check_fn_call(Checker *k, Expr *call, FnDecl *fn) {
    * values do not (their layout would be lost). */
   if (fn->flags & FN_LOCAL)
     for (int j = 0; j < n; j++)
-      for (int a = 0; a < k->naxes && args[j]->kind == TY_TENSOR; a++)
-        if (!was_local[a] && args[j]->lt[a] == LT_V) {
+      for (int l = 0, nl = type_nleaves(args[j]); l < nl; l++)
+      for (int a = 0; a < k->naxes && type_leaf(args[j], l)->kind == TY_TENSOR; a++)
+        if (!was_local[a] && type_leaf(args[j], l)->lt[a] == LT_V) {
+          const char *x = args[j]->kind == TY_RECORD
+                              ? arena_sprintf(&k->c->arena, "%s.%s", src(k, argx[j]), type_leaf_path(k->c, args[j], l, "."))
+                              : src(k, argx[j]);
           check_error(k, argx[j]->span, "'%s' is a local fn, but mesh axis '%s' is global here and '%s' is %s on it",
-                      fn->name, axis_name(k, a), src(k, argx[j]), lt_text_of(k, args[j], a));
+                      fn->name, axis_name(k, a), x, lt_text_of(k, type_leaf(args[j], l), a));
           note_at(k->c, (Span){0, 0, 0}, "a local fn sees per-rank blocks on every axis; a sharded value's layout on '%s' would be lost",
                   axis_name(k, a));
           help(k->c, "take '%s' local as well: local_map (...) over (..., %s) { ... }", axis_name(k, a), axis_name(k, a));
@@ -1689,14 +1814,14 @@ static Type *check_fn_call(Checker *k, Expr *call, FnDecl *fn) {
   Inst inst = {.fn = fn, .call = call->span, .parent = k->inst};
   i = 0;
   for (Param *p = fn->params; p; p = p->next, i++)
-    if (p->type->is_axis) {
+    if (is_axis_param(p)) {
       int *ax = arena_alloc(&k->c->arena, sizeof(int));
       *ax = args[i]->axes[0];
       p->name->sym->info = ax;
     }
   /* forget shape variables of an earlier instance */
   for (Param *p = fn->params; p; p = p->next)
-    for (Dim *d = p->type->dims; d; d = d->next)
+    for (Dim *d = p->type ? p->type->dims : NULL; d; d = d->next)
       if (d->size->kind == EX_NAME && d->size->sym && d->size->sym->kind == SYM_SHAPEVAR)
         d->size->sym->info = NULL;
   for (TypeExpr *t = fn->ret; t; t = t->next)
@@ -1711,31 +1836,28 @@ static Type *check_fn_call(Checker *k, Expr *call, FnDecl *fn) {
     leave_local(k, &saved_local);
   i = 0;
   for (Param *p = fn->params; p; p = p->next, i++)
-    if (!p->type->is_axis)
+    if (p->type && !p->type->is_axis)
       bind_shapes(k, p->type, args[i]);
   bool ok = true;
   i = 0;
   for (Param *p = fn->params; p; p = p->next, i++) {
-    if (p->type->is_axis)
+    if (is_axis_param(p))
       continue;
+    if (!p->type) { /* generic: the argument's type, whatever it is */
+      p->name->sym->info = param_type(k, args[i]);
+      continue;
+    }
     bool named[MAX_MESH_AXES];
-    Type *want = type_from(k, p->type, named);
+    Type *want = check_written_type(k, p->type, named);
     Inst *saved = k->inst;
-    if (!want || !fits_x(k, argx[i]->span, want, named, args[i],
-                         arena_sprintf(&k->c->arena, "argument '%s' of '%s'", p->name->name, fn->name), src(k, argx[i]),
-                         argx[i])) {
+    if (!want || !check_fits_any(k, argx[i]->span, want, named, args[i],
+                                 arena_sprintf(&k->c->arena, "argument '%s' of '%s'", p->name->name, fn->name),
+                                 src(k, argx[i]), argx[i])) {
       ok = false;
       k->inst = saved;
       continue;
     }
-    Type *bound = type_clone(k->c, args[i]);
-    bound->literal = false;
-    if (check_all_local(k) && !bound->local) { /* a block seen from a local fn */
-      bool any = false;
-      for (int d = 0; d < bound->ndim; d++)
-        any |= bound->spec[d][0] >= 0;
-      bound->local = !any;
-    }
+    Type *bound = param_type(k, args[i]);
     if (args[i]->literal) {
       bound = want;
       for (int a = 0; a < k->naxes; a++)
@@ -1752,7 +1874,7 @@ static Type *check_fn_call(Checker *k, Expr *call, FnDecl *fn) {
   }
   k->inst = &inst;
   for (Param *p = fn->params; p && k->dump; p = p->next)
-    if (!p->type->is_axis)
+    if (!is_axis_param(p))
       dump_binding(k, p->name, p->name->sym->info);
   int saved_lm = k->lm_level;
   k->lm_level = 0;
@@ -1802,9 +1924,11 @@ static Type *check_autodiff(Checker *k, Expr *call, Builtin op) {
       return type_error();
     }
   Expr *list = wrt->value->kind == EX_TUPLE ? wrt->value->elems : wrt->value;
-  int n = 0;
+  int nw = 0;
+  for (Expr *w = list; w; w = wrt->value->kind == EX_TUPLE ? w->next : NULL)
+    nw++;
   Type *res = type_new(k->c, TY_TUPLE);
-  res->elems = arena_alloc(&k->c->arena, sizeof(Type *) * 66);
+  res->elems = arena_alloc(&k->c->arena, sizeof(Type *) * (size_t)(nw + 2));
   if (op == BI_VALUE_AND_GRAD)
     res->elems[res->nelems++] = v;
   for (Expr *w = list; w; w = wrt->value->kind == EX_TUPLE ? w->next : NULL) {
@@ -1817,13 +1941,23 @@ static Type *check_autodiff(Checker *k, Expr *call, Builtin op) {
       return type_error();
     }
     Type *t = check_expr(k, w);
-    if (t->kind != TY_TENSOR || t->dtype == DT_I32) {
-      check_error(k, w->span, "cannot differentiate with respect to '%s' (%s)", src(k, w), ck_type(k, t));
-      help(k->c, "differentiate with respect to float tensors only");
-      return type_error();
+    if (t->kind == TY_ERROR)
+      return t;
+    /* a tensor, or a record all of whose fields are float tensors: its
+     * gradient is a record of the same struct with the dual types */
+    for (int l = 0, nl = type_nleaves(t); l < nl; l++) {
+      Type *leaf = type_leaf(t, l);
+      if (t->kind == TY_TUPLE || leaf->kind != TY_TENSOR || leaf->dtype == DT_I32) {
+        if (t->kind == TY_RECORD)
+          check_error(k, w->span, "cannot differentiate with respect to '%s': field '%s' is %s", src(k, w),
+                      type_leaf_path(k->c, t, l, "."), ck_type(k, leaf));
+        else
+          check_error(k, w->span, "cannot differentiate with respect to '%s' (%s)", src(k, w), ck_type(k, t));
+        help(k->c, "differentiate with respect to float tensors, or records of them, only");
+        return type_error();
+      }
     }
-    if (n++ < 64)
-      res->elems[res->nelems++] = type_dual(k->c, t, k->naxes);
+    res->elems[res->nelems++] = type_dual(k->c, t, k->naxes);
   }
   if (res->nelems == 1)
     return res->elems[0];
@@ -1836,6 +1970,17 @@ static Type *check_binary(Checker *k, Expr *e) {
   Type *l = check_expr(k, e->lhs), *r = check_expr(k, e->rhs);
   if (l->kind == TY_ERROR || r->kind == TY_ERROR)
     return type_error();
+  if (l->kind == TY_RECORD || r->kind == TY_RECORD) { /* field by field (SPEC 13) */
+    const char *opname = arena_sprintf(&k->c->arena, "'%s'", op_spelling[e->op]);
+    if (e->op != OP_ADD && e->op != OP_SUB && e->op != OP_MUL && e->op != OP_DIV) {
+      check_error(k, e->span, "%s does not apply to records; only + - * / go field by field", opname);
+      Expr *rec = l->kind == TY_RECORD ? e->lhs : e->rhs;
+      Type *rt = l->kind == TY_RECORD ? l : r;
+      help(k->c, "apply it to a field, e.g. %s.%s", src(k, rec), rt->nelems ? rt->fields[0] : "f");
+      return type_error();
+    }
+    return record_map(k, e, (Expr **[]){&e->lhs, &e->rhs}, 2, opname);
+  }
   bool host = (l->kind == TY_INT || l->kind == TY_FLOAT || l->kind == TY_BOOL) &&
               (r->kind == TY_INT || r->kind == TY_FLOAT || r->kind == TY_BOOL);
   if (host) {
@@ -1906,7 +2051,7 @@ static Type *check_name(Checker *k, Expr *e, Symbol *s) {
     }
     if (!s->info)
       return type_error();
-    if (s->lm_level < s_lm_level(k) && ((Type *)s->info)->kind == TY_TENSOR) {
+    if (s->lm_level < s_lm_level(k) && (((Type *)s->info)->kind == TY_TENSOR || ((Type *)s->info)->kind == TY_RECORD)) {
       check_error(k, e->span, "'%s' is used inside local_map but not passed to it", s->name);
       help(k->c, "add it to the list: local_map (..., %s)", s->name);
       return type_error();
@@ -1916,6 +2061,10 @@ static Type *check_name(Checker *k, Expr *e, Symbol *s) {
   case SYM_MODULE:
   case SYM_BUILTIN:
     check_error(k, e->span, "'%s' is a %s; call it", s->name, s->kind == SYM_MODULE ? "module" : "function");
+    return type_error();
+  case SYM_STRUCT:
+    check_error(k, e->span, "'%s' is a struct, not a value", s->name);
+    help(k->c, "build a record with named fields: %s(%s=...)", s->name, s->st->fields ? s->st->fields->name : "field");
     return type_error();
   }
   return type_error();
@@ -2000,6 +2149,18 @@ static Type *local_map_result(Checker *k, Expr *e, const Type *want, const bool 
  * axes that are taken local leave the partition spec and divide the size.
  * Reports on `sp` when a local axis follows a global one in a dim. */
 static Type *localize(Checker *k, Span sp, const Type *t, const bool over[MAX_MESH_AXES], const char *what) {
+  if (t->kind == TY_RECORD) { /* each field */
+    Type *r = type_clone(k->c, t);
+    r->elems = arena_alloc(&k->c->arena, sizeof(Type *) * (size_t)(t->nelems + 1));
+    for (int i = 0; i < t->nelems; i++) {
+      r->elems[i] = localize(k, sp, t->elems[i], over, arena_sprintf(&k->c->arena, "%s.%s", what, t->fields[i]));
+      if (!r->elems[i])
+        return NULL;
+      if (r->elems[i]->kind == TY_TENSOR)
+        r->elems[i]->local = check_all_local(k);
+    }
+    return r;
+  }
   Type *lt = type_clone(k->c, t);
   for (int d = 0; lt->kind == TY_TENSOR && d < lt->ndim; d++) {
     int8_t keep[MAX_MESH_AXES];
@@ -2084,8 +2245,15 @@ static Type *check_local_map(Checker *k, Expr *e, TypeExpr *want_te) {
     }
     if (lt->kind == TY_TENSOR)
       lt->local = all;
-    if (k->nlm < MAX_LM_BINDINGS)
-      k->lm[k->nlm++] = (LocalBinding){v->sym, lt};
+    if (k->nlm == k->caplm) {
+      int cap = k->caplm ? 2 * k->caplm : 16;
+      LocalBinding *m = arena_alloc(&k->c->arena, sizeof(LocalBinding) * (size_t)cap);
+      if (k->nlm)
+        memcpy(m, k->lm, sizeof(LocalBinding) * (size_t)k->nlm);
+      k->lm = m;
+      k->caplm = cap;
+    }
+    k->lm[k->nlm++] = (LocalBinding){v->sym, lt};
   }
   k->lm_level++;
   Inst inst = {.fn = k->inst ? k->inst->fn : NULL, .call = (Span){0, 0, 0}, .parent = k->inst};
@@ -2110,6 +2278,11 @@ static Type *check_local_map(Checker *k, Expr *e, TypeExpr *want_te) {
 static Type *check_expr_kind(Checker *k, Expr *e);
 
 Type *check_expr(Checker *k, Expr *e) {
+  if (e == k->pre && e->ty) { /* checked just before (check_builtin) */
+    k->pre = NULL;
+    return e->ty;
+  }
+  e->map = NULL;
   Type *t = check_expr_kind(k, e);
   e->ty = t;
   return t;
@@ -2123,7 +2296,8 @@ static Type *check_expr_kind(Checker *k, Expr *e) {
   case EX_BOOL: return host_type(TY_BOOL);
   case EX_STRING: return host_type(TY_STRING);
   case EX_NAME: return check_name(k, e, e->sym);
-  case EX_FIELD: return e->sym ? check_name(k, e, e->sym) : type_error();
+  case EX_FIELD: return e->sym ? check_name(k, e, e->sym) : check_field(k, e);
+  case EX_LEAF: return e->ty ? e->ty : type_error();
   case EX_LTYPE: {
     Type *t = type_new(k->c, TY_LTYPE);
     t->ltv = e->lt;
@@ -2150,6 +2324,8 @@ static Type *check_expr_kind(Checker *k, Expr *e) {
     }
     if (x->kind == TY_INT || x->kind == TY_FLOAT)
       return x;
+    if (x->kind == TY_RECORD)
+      return record_map(k, e, (Expr **[]){&e->lhs}, 1, "unary '-'");
     Operand o = {e->lhs, as_tensor(k, e->lhs, x)};
     return elementwise(k, e->span, "unary '-'", RULE_LINEAR, &o, 1);
   }
@@ -2162,6 +2338,8 @@ static Type *check_expr_kind(Checker *k, Expr *e) {
       return check_builtin(k, e, (Builtin)s->index);
     if (s->kind == SYM_FN)
       return check_fn_call(k, e, s->fn);
+    if (s->kind == SYM_STRUCT)
+      return check_struct_new(k, e, s->st);
     check_error(k, e->lhs->span, "'%s' is not a function", s->name);
     return type_error();
   }
@@ -2170,6 +2348,8 @@ static Type *check_expr_kind(Checker *k, Expr *e) {
     Type *i = check_expr(k, e->rhs);
     if (x->kind == TY_ERROR || i->kind == TY_ERROR)
       return type_error();
+    if (x->kind == TY_RECORD) /* every field's leading dim */
+      return check_record_index(k, e);
     if (x->kind != TY_TENSOR || x->ndim == 0) {
       check_error(k, e->span, "only tensors with dims can be indexed, not %s", ck_type(k, x));
       return type_error();
@@ -2290,18 +2470,14 @@ static void bind_value(Checker *k, Stmt *s) {
   }
   if (s->type && t->kind != TY_ERROR && t->kind != TY_TUPLE && s->value->kind != EX_LOCAL_MAP) {
     bool named[MAX_MESH_AXES];
-    Type *want = type_from(k, s->type, named);
-    if (want && want->ndim == 0 && (t->kind == TY_INT || t->kind == TY_FLOAT))
+    Type *want = check_written_type(k, s->type, named);
+    if (want && want->kind == TY_TENSOR && want->ndim == 0 && (t->kind == TY_INT || t->kind == TY_FLOAT))
       t = as_tensor(k, s->value, t); /* a host number becomes a scalar tensor of the annotated type */
-    if (want && !fits_x(k, s->value->span, want, named, t, arena_sprintf(&k->c->arena, "'%s'", s->targets->name),
-                        src(k, s->value), s->value))
+    if (want && !check_fits_any(k, s->value->span, want, named, t, arena_sprintf(&k->c->arena, "'%s'", s->targets->name),
+                                src(k, s->value), s->value))
       t = type_error();
-    else if (want && t->kind == TY_TENSOR && t->literal) {
-      t = want; /* a literal takes the annotated type */
-      for (int a = 0; a < k->naxes; a++)
-        if (!named[a])
-          t->lt[a] = LT_R;
-    }
+    else if (want)
+      t = check_bound_type(k, want, named, t); /* a literal takes the annotated type */
   }
   int i = 0;
   for (Binding *b = s->targets; b; b = b->next, i++) {
@@ -2347,9 +2523,9 @@ static Symbol *gradient_in(Expr *e) {
   return s ? s : gradient_in(e->rhs);
 }
 
-static void check_assign(Checker *k, Stmt *s) {
-  Binding *b = s->targets;
-  Type *t = check_expr(k, s->value);
+/* One variable of an assignment takes the value `t` of `x`: a var keeps its
+ * type exactly (every field of a record). */
+static void assign_one(Checker *k, Binding *b, Type *t, Expr *x) {
   if (!b->sym || b->sym->kind != SYM_VAR || t->kind == TY_ERROR)
     return;
   Type *was = b->sym->info;
@@ -2360,27 +2536,69 @@ static void check_assign(Checker *k, Stmt *s) {
   if (was->kind == TY_FLOAT && t->kind == TY_INT)
     return;
   if (was->kind == TY_INT && t->kind == TY_FLOAT) {
-    check_error(k, s->value->span, "assigning a host float to '%s', which is a host integer", b->name);
+    check_error(k, x->span, "assigning a host float to '%s', which is a host integer", b->name);
     help(k->c, "declare it as a float: var %s = 0.0;", b->name);
     return;
   }
-  if (!type_same(was, t, k->naxes)) {
-    check_error(k, s->value->span, "assigning %s to '%s', which is %s", ck_type(k, t), b->name, ck_type(k, was));
-    note_at(k->c, (Span){0, 0, 0}, "a var keeps its type: every assignment must give exactly the same type");
-    bool helped = false;
-    for (int a = 0; a < k->naxes && t->kind == TY_TENSOR && was->kind == TY_TENSOR && !helped; a++) {
-      LType have = ltype_on(t, a), need = ltype_on(was, a);
-      if (have.kind == need.kind && have.sdim == need.sdim)
-        continue;
-      if (was->local && need.kind == LT_V)
-        need = (LType){LT_S, 0};
-      help(k->c, "on '%s' the new value is %s and '%s' is %s: %s = %s;", axis_name(k, a), lt_name(t->lt[a]), b->name,
-           lt_name(was->lt[a]), b->name, transition_fix(k, src(k, s->value), axis_name(k, a), have, need));
-      helped = true;
-    }
-    if (!helped)
-      help(k->c, "declare a new name for a value of another type: let %s2 = %s;", b->name, src(k, s->value));
+  if (type_same(was, t, k->naxes))
+    return;
+  const char *name = b->name, *xs = src(k, x);
+  if (was->kind == TY_RECORD && type_same_struct(was, t)) {
+    /* name the first field that differs, and compare that field */
+    for (int l = 0, nl = type_nleaves(was); l < nl; l++)
+      if (!type_same(type_leaf(was, l), type_leaf(t, l), k->naxes)) {
+        const char *path = type_leaf_path(k->c, was, l, ".");
+        name = arena_sprintf(&k->c->arena, "%s.%s", b->name, path);
+        xs = arena_sprintf(&k->c->arena, "%s.%s", x->kind == EX_NAME || x->kind == EX_FIELD ? xs :
+                           arena_sprintf(&k->c->arena, "(%s)", xs), path);
+        was = type_leaf(was, l);
+        t = type_leaf(t, l);
+        break;
+      }
   }
+  check_error(k, x->span, "assigning %s to '%s', which is %s", ck_type(k, t), name, ck_type(k, was));
+  note_at(k->c, (Span){0, 0, 0}, "a var keeps its type: every assignment must give exactly the same type");
+  bool helped = false;
+  for (int a = 0; a < k->naxes && t->kind == TY_TENSOR && was->kind == TY_TENSOR && !helped; a++) {
+    LType have = ltype_on(t, a), need = ltype_on(was, a);
+    if (have.kind == need.kind && have.sdim == need.sdim)
+      continue;
+    if (was->local && need.kind == LT_V)
+      need = (LType){LT_S, 0};
+    help(k->c, "on '%s' the new value is %s and '%s' is %s: %s = %s;", axis_name(k, a), lt_name(t->lt[a]), name,
+         lt_name(was->lt[a]), name, transition_fix(k, xs, axis_name(k, a), have, need));
+    helped = true;
+  }
+  if (!helped)
+    help(k->c, "declare a new name for a value of another type: let %s2 = %s;", b->name, src(k, x));
+}
+
+/* x = e;  a, b = e; (a tuple, one part per variable) */
+static void check_assign(Checker *k, Stmt *s) {
+  Type *t = check_expr(k, s->value);
+  if (t->kind == TY_ERROR)
+    return;
+  int n = 0;
+  for (Binding *b = s->targets; b; b = b->next)
+    n++;
+  if (n == 1) {
+    if (t->kind == TY_TUPLE) {
+      check_error(k, s->value->span, "the value has %d parts, but one variable is assigned", t->nelems);
+      help(k->c, "assign one variable per part: %s, ... = %s;", s->targets->name, src(k, s->value));
+      return;
+    }
+    assign_one(k, s->targets, t, s->value);
+    return;
+  }
+  if (t->kind != TY_TUPLE || t->nelems != n) {
+    check_error(k, s->value->span, "%d variables are assigned, but the value has %d part%s", n,
+                t->kind == TY_TUPLE ? t->nelems : 1, t->kind == TY_TUPLE && t->nelems == 1 ? "" : "s");
+    help(k->c, "assign one variable per part of the value");
+    return;
+  }
+  int i = 0;
+  for (Binding *b = s->targets; b; b = b->next, i++)
+    assign_one(k, b, t->elems[i], s->value);
 }
 
 static void check_return(Checker *k, Stmt *s) {
@@ -2413,8 +2631,10 @@ static void check_return(Checker *k, Stmt *s) {
   if (!fn || k->lm_level > 0) /* a local_map block: its caller checks the result */
     return;
   if (!fn->ret) {
-    if (n > 0)
-      check_error(k, s->span, "'%s' declares no result, but returns a value", fn->name);
+    /* no `-> RET`: the function's result is what it returns (SPEC 13),
+     * except for export fns, whose C signature is fixed */
+    if (n > 0 && (fn->flags & FN_EXPORT))
+      check_error(k, s->span, "export fn '%s' declares no result, but returns a value", fn->name);
     return;
   }
   int nret = 0;
@@ -2430,9 +2650,9 @@ static void check_return(Checker *k, Stmt *s) {
   for (TypeExpr *r = fn->ret; r; r = r->next, i++, rx = rx ? rx->next : NULL) {
     Type *got = n == 1 ? t : t->elems[i];
     bool named[MAX_MESH_AXES];
-    Type *want = type_from(k, r, named);
-    if (!want || !fits_x(k, s->span, want, named, got, arena_sprintf(&k->c->arena, "the result of '%s'", fn->name),
-                         rx ? src(k, rx) : NULL, rx && (n == 1 || s->value->next) ? rx : NULL)) {
+    Type *want = check_written_type(k, r, named);
+    if (!want || !check_fits_any(k, s->span, want, named, got, arena_sprintf(&k->c->arena, "the result of '%s'", fn->name),
+                                 rx ? src(k, rx) : NULL, rx && (n == 1 || s->value->next) ? rx : NULL)) {
       inst->ret = type_error();
       return;
     }
@@ -2515,7 +2735,7 @@ static void check_fn_body(Checker *k, FnDecl *fn) {
   if (fn->ret && !k->inst->returned) {
     check_error(k, fn->name_span, "'%s' must end with a return", fn->name);
     help(k->c, "end the body with: return ...;");
-  } else if (fn->ret && !check_always_returns(fn->body)) {
+  } else if ((fn->ret || (k->inst->ret && k->inst->ret->kind != TY_VOID)) && !check_always_returns(fn->body)) {
     check_error(k, fn->name_span, "'%s' can reach its end without returning a value", fn->name);
     help(k->c, "return on every path: give the last `if` an `else` that returns, or end the body with: return ...;");
   }
@@ -2526,28 +2746,41 @@ static void check_fn_body(Checker *k, FnDecl *fn) {
 
 /* A function whose signature names every mesh axis, with no shape
  * variables or axis parameters, is checked on its own (SPEC section 3). */
-static bool fully_typed(Checker *k, FnDecl *fn) {
-  for (Param *p = fn->params; p; p = p->next) {
-    if (p->type->is_axis)
+static bool type_fully_typed(Checker *k, TypeExpr *te) {
+  if (!te || te->is_axis)
+    return false;
+  if (te->struct_name) { /* every field, through nested structs */
+    if (!te->sym || te->sym->kind != SYM_STRUCT)
       return false;
-    bool named[MAX_MESH_AXES] = {0};
-    for (Dim *d = p->type->dims; d; d = d->next) {
+    for (StructField *f = te->sym->st->fields; f; f = f->next)
+      if (!type_fully_typed(k, f->type))
+        return false;
+    return true;
+  }
+  bool named[MAX_MESH_AXES] = {0};
+  for (Dim *d = te->dims; d; d = d->next) {
       if (d->rest || (d->size->kind == EX_NAME && d->size->sym && d->size->sym->kind == SYM_SHAPEVAR))
         return false;
       for (AxisRef *a = d->axes; a; a = a->next)
         if (a->sym && a->sym->kind == SYM_AXIS)
           named[a->sym->index] = true;
-    }
-    for (AxisEntry *e = p->type->entries; e; e = e->next) {
-      if (!e->axis)
-        memset(named, 1, sizeof named); /* '*' names all the others */
-      else if (e->axis->sym && e->axis->sym->kind == SYM_AXIS)
-        named[e->axis->sym->index] = true;
-    }
-    for (int a = 0; a < k->naxes; a++)
-      if (!named[a])
-        return false;
   }
+  for (AxisEntry *e = te->entries; e; e = e->next) {
+    if (!e->axis)
+      memset(named, 1, sizeof named); /* '*' names all the others */
+    else if (e->axis->sym && e->axis->sym->kind == SYM_AXIS)
+      named[e->axis->sym->index] = true;
+  }
+  for (int a = 0; a < k->naxes; a++)
+    if (!named[a])
+      return false;
+  return true;
+}
+
+static bool fully_typed(Checker *k, FnDecl *fn) {
+  for (Param *p = fn->params; p; p = p->next)
+    if (!type_fully_typed(k, p->type))
+      return false;
   return true;
 }
 
@@ -2564,12 +2797,12 @@ static void check_standalone(Checker *k, FnDecl *fn) {
   int i = 0;
   for (Param *p = fn->params; p; p = p->next, i++) {
     bool named[MAX_MESH_AXES];
-    Type *t = type_from(k, p->type, named);
+    Type *t = check_written_type(k, p->type, named);
     if (!t) {
       ok = false;
       continue;
     }
-    if (fn->flags & FN_EXPORT)
+    if ((fn->flags & FN_EXPORT) && t->kind == TY_TENSOR)
       determines_all(k, p->span, named, arena_sprintf(&k->c->arena, "the type of export parameter '%s'", p->name->name));
     args[i] = p->name->sym->info = t;
     if (k->dump)

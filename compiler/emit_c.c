@@ -825,7 +825,8 @@ static void emit_signature(Emitter *E, IrFn *f, bool decl) {
   if (f->uses_tape)
     fputs(", tape_t *tape", E->out);
   for (int i = 0; i < f->nparams; i++)
-    fprintf(E->out, ", %s%s", ctype_of(f->values[f->params[i]].type), decl ? "" : vname(E, f->params[i]));
+    fprintf(E->out, ", %s%s%s", ctype_of(f->values[f->params[i]].type),
+            decl || is_tensor(E, f->params[i]) ? "" : " ", decl ? "" : vname(E, f->params[i]));
   for (int i = 0; i < f->nret; i++)
     fprintf(E->out, ", %s*ret%d", ctype_of(f->ret_types[i]), i);
   fputs(decl ? ");\n" : ") {\n", E->out);

@@ -2,7 +2,10 @@
  * The checker calls lower_instance() right after it checks an instance's
  * body, while every expression of that body carries the instance's types
  * (Expr.ty) and every call its callee's instance (Expr.inst).  Lowering
- * decides nothing about types: it only spells out values and operations. */
+ * decides nothing about types: it only spells out values and operations.
+ * Records are lowered away here: a record is its leaf tensors (depth
+ * first), as parameters, results, variables and call arguments, each named
+ * after its field path (m_attn_wo), so the IR and the C know no records. */
 #include <string.h>
 
 #include "ir.h"
@@ -14,9 +17,12 @@ typedef struct Lower {
   IrProgram *prog;
   IrFn *f;
   IrBlock *b;
-  /* symbol -> value id (or var slot), an open-addressing map */
-  struct { Symbol *sym; int id; bool is_var; } *map;
+  /* symbol -> value ids (or var slots), one per leaf: an open-addressing map */
+  struct { Symbol *sym; int *ids; int n; bool is_var; } *map;
   size_t cap, count;
+  /* the lowered operands of the record ops being lowered, for EX_LEAF */
+  struct { Expr *e; int *ids; int n; } *memo;
+  int nmemo, capmemo;
   bool failed;
   int lm_depth;         /* inside local_map blocks */
   /* A function that returns from inside an `if`: results go through var
@@ -28,7 +34,8 @@ typedef struct Lower {
   int done;
 } Lower;
 
-static void bind(Lower *L, Symbol *s, int id, bool is_var) {
+/* Binds s to its n leaves' value ids (or var slots). */
+static void bind_leaves(Lower *L, Symbol *s, int *ids, int n, bool is_var) {
   if ((L->count + 1) * 2 > L->cap) {
     size_t oldcap = L->cap;
     __typeof__(L->map) old = L->map;
@@ -37,7 +44,7 @@ static void bind(Lower *L, Symbol *s, int id, bool is_var) {
     L->count = 0;
     for (size_t i = 0; i < oldcap; i++)
       if (old[i].sym)
-        bind(L, old[i].sym, old[i].id, old[i].is_var);
+        bind_leaves(L, old[i].sym, old[i].ids, old[i].n, old[i].is_var);
   }
   size_t i = ((uintptr_t)s >> 4) & (L->cap - 1);
   while (L->map[i].sym && L->map[i].sym != s)
@@ -45,11 +52,18 @@ static void bind(Lower *L, Symbol *s, int id, bool is_var) {
   if (!L->map[i].sym)
     L->count++;
   L->map[i].sym = s;
-  L->map[i].id = id;
+  L->map[i].ids = ids;
+  L->map[i].n = n;
   L->map[i].is_var = is_var;
 }
 
-static bool lookup(Lower *L, Symbol *s, int *id, bool *is_var) {
+static void bind(Lower *L, Symbol *s, int id, bool is_var) {
+  int *ids = arena_alloc(&L->c->arena, sizeof(int));
+  *ids = id;
+  bind_leaves(L, s, ids, 1, is_var);
+}
+
+static bool lookup_leaves(Lower *L, Symbol *s, int **ids, int *n, bool *is_var) {
   if (!L->cap)
     return false;
   size_t i = ((uintptr_t)s >> 4) & (L->cap - 1);
@@ -57,9 +71,26 @@ static bool lookup(Lower *L, Symbol *s, int *id, bool *is_var) {
     i = (i + 1) & (L->cap - 1);
   if (!L->map[i].sym)
     return false;
-  *id = L->map[i].id;
+  *ids = L->map[i].ids;
+  *n = L->map[i].n;
   *is_var = L->map[i].is_var;
   return true;
+}
+
+static bool lookup(Lower *L, Symbol *s, int *id, bool *is_var) {
+  int *ids, n;
+  if (!lookup_leaves(L, s, &ids, &n, is_var) || n < 1)
+    return false;
+  *id = ids[0];
+  return true;
+}
+
+/* The name of leaf i of a value of type t named `base`: base_attn_wo. */
+static Name leaf_name(Lower *L, Name base, const Type *t, int i) {
+  if (t->kind != TY_RECORD && t->kind != TY_TUPLE)
+    return base;
+  const char *path = type_leaf_path(L->c, t, i, "_");
+  return intern_cstr(L->c, base ? arena_sprintf(&L->c->arena, "%s_%s", base, path) : path);
 }
 
 static void unsupported(Lower *L, Span sp, const char *what) {
@@ -80,6 +111,8 @@ static int emit1(Lower *L, IrOp op, Span sp, Type *t, int nargs, const int *args
 }
 
 static int lower_expr(Lower *L, Expr *e);
+static int *lower_leaves(Lower *L, Expr *e, int *n);
+static IrInst *lower_call_inst(Lower *L, Expr *call, bool results);
 static int to_tensor(Lower *L, int v, Type *want, Span sp);
 
 static Type *host_type(Lower *L, TypeKind kind) { return type_new(L->c, kind); }
@@ -580,6 +613,11 @@ static int lower_builtin(Lower *L, Expr *call, Builtin op) {
     in->ndst = 1;
     return in->dst[0];
   }
+  case BI_ZEROS_LIKE:
+  case BI_ONES_LIKE: {
+    int v = lower_expr(L, pos_arg(call, 0));
+    return emit1(L, op == BI_ZEROS_LIKE ? IR_ZEROS_LIKE : IR_ONES_LIKE, sp, rt, 1, &v);
+  }
   case BI_ZEROS:
   case BI_ONES:
   case BI_FULL: {
@@ -658,28 +696,32 @@ static int lower_builtin(Lower *L, Expr *call, Builtin op) {
   case BI_ASSERT_TYPE: return -1;
   case BI_VALUE_AND_GRAD:
   case BI_GRAD: {
+    /* the callee's parameters are its arguments' leaves; wrt= marks all
+     * the leaves of each named argument, and each gradient is as many */
     Expr *fc = pos_arg(call, 0);
-    args = lower_args(L, fc, &n);
+    IrInst *cin = lower_call_inst(L, fc, false);
+    if (!cin)
+      return -1;
     Expr *wrt = named(L, call, "wrt");
-    char *mask = arena_alloc(&L->c->arena, (size_t)n + 1);
-    for (Expr *w = wrt->kind == EX_TUPLE ? wrt->elems : wrt; w; w = wrt->kind == EX_TUPLE ? w->next : NULL) {
-      int i = 0;
-      for (Arg *a = fc->args; a; a = a->next, i++)
+    char *mask = arena_alloc(&L->c->arena, (size_t)cin->nargs + 1);
+    int j = 0, i = 0;
+    Param *p = fc->lhs->sym->fn->params;
+    for (Arg *a = fc->args; a; a = a->next, p = p ? p->next : NULL, i++) {
+      if (p && p->type && p->type->is_axis)
+        continue;
+      int nl = type_nleaves(fc->inst->args[i]);
+      for (Expr *w = wrt->kind == EX_TUPLE ? wrt->elems : wrt; w; w = wrt->kind == EX_TUPLE ? w->next : NULL)
         if (a->value->kind == EX_NAME && a->value->sym == w->sym)
-          mask[i] = 1;
+          memset(mask + j, 1, (size_t)nl);
+      j += nl;
     }
-    IrInst *in = emit(L, IR_VJP_CALL, sp);
-    ir_set_args(L->c, in, n, args);
-    in->callee = fc->inst ? fc->inst->ir : NULL;
-    in->wrt = mask;
-    in->i[1] = op == BI_VALUE_AND_GRAD;
-    if (rt->kind == TY_TUPLE) {
-      for (int i = 0; i < rt->nelems; i++)
-        ir_add_dst(L->c, in, value(L, rt->elems[i], NULL));
-    } else {
-      ir_add_dst(L->c, in, value(L, rt, NULL));
-    }
-    return in->dst[0];
+    cin->op = IR_VJP_CALL;
+    cin->span = sp;
+    cin->wrt = mask;
+    cin->i[1] = op == BI_VALUE_AND_GRAD;
+    for (int i = 0, nl = type_nleaves(rt); i < nl; i++)
+      ir_add_dst(L->c, cin, value(L, type_leaf(rt, i), NULL));
+    return cin->dst[0];
   }
   default:
     if (builtin_class[op] == OPC_COLLECTIVE)
@@ -689,37 +731,44 @@ static int lower_builtin(Lower *L, Expr *call, Builtin op) {
   }
 }
 
-static int lower_call(Lower *L, Expr *call) {
+/* A call of a user fn: its arguments' leaves in, its result's leaves out
+ * (unless !results: the caller gives it its own). */
+static IrInst *lower_call_inst(Lower *L, Expr *call, bool results) {
   Symbol *s = call->lhs->sym;
-  if (s->kind == SYM_BUILTIN)
-    return lower_builtin(L, call, (Builtin)s->index);
   IrFn *callee = call->inst ? call->inst->ir : NULL;
   if (!callee) {
     unsupported(L, call->span, "this call");
-    return -1;
+    return NULL;
   }
   int nargs = 0, n = 0, i = 0;
   for (Arg *a = call->args; a; a = a->next)
-    nargs++;
+    nargs += type_nleaves(call->inst->args[i++]);
   int *args = arena_alloc(&L->c->arena, sizeof(int) * (size_t)(nargs + 1));
+  i = 0;
   Param *p = s->fn->params;
-  for (Arg *a = call->args; a; a = a->next, p = p ? p->next : NULL, i++)
-    if (!(p && p->type->is_axis)) {
-      args[n] = lower_expr(L, a->value);
-      args[n] = to_tensor(L, args[n], call->inst->args[i], a->value->span);
-      n++;
-    }
+  for (Arg *a = call->args; a; a = a->next, p = p ? p->next : NULL, i++) {
+    if (p && p->type && p->type->is_axis)
+      continue;
+    int nl, *ids = lower_leaves(L, a->value, &nl);
+    for (int j = 0; j < nl; j++)
+      args[n++] = to_tensor(L, ids[j], type_leaf(call->inst->args[i], j), a->value->span);
+  }
   IrInst *in = emit(L, IR_CALL, call->span);
   ir_set_args(L->c, in, n, args);
   in->callee = callee;
   Type *rt = call->ty;
-  if (rt->kind == TY_TUPLE) {
-    for (int i = 0; i < rt->nelems; i++)
-      ir_add_dst(L->c, in, value(L, rt->elems[i], NULL));
-  } else if (rt->kind != TY_VOID) {
-    ir_add_dst(L->c, in, value(L, rt, NULL));
-  }
-  return in->ndst ? in->dst[0] : -1;
+  if (results && rt->kind != TY_VOID && rt->kind != TY_ERROR)
+    for (int i = 0, nl = type_nleaves(rt); i < nl; i++)
+      ir_add_dst(L->c, in, value(L, type_leaf(rt, i), NULL));
+  return in;
+}
+
+static int lower_call(Lower *L, Expr *call) {
+  Symbol *s = call->lhs->sym;
+  if (s->kind == SYM_BUILTIN)
+    return lower_builtin(L, call, (Builtin)s->index);
+  IrInst *in = lower_call_inst(L, call, true);
+  return in && in->ndst ? in->dst[0] : -1;
 }
 
 static void lower_block(Lower *L, Stmt *block);
@@ -740,13 +789,27 @@ static int to_tensor(Lower *L, int v, Type *want, Span sp) {
 
 static int lower_expr(Lower *L, Expr *e) {
   Type *t = e->ty;
+  if (t && t->kind == TY_RECORD) { /* (only where a record's value is unused) */
+    int n;
+    int *ids = lower_leaves(L, e, &n);
+    return n ? ids[0] : -1;
+  }
   switch (e->kind) {
+  case EX_LEAF:
+    for (int i = L->nmemo - 1; i >= 0; i--)
+      if (L->memo[i].e == e->lhs)
+        return L->memo[i].ids[e->ival < 0 ? 0 : e->ival];
+    break;
   case EX_INT: return host_const(L, e->span, TY_INT, e->ival, (double)e->ival);
   case EX_FLOAT: return host_const(L, e->span, TY_FLOAT, 0, e->fval);
   case EX_BOOL: return host_const(L, e->span, TY_BOOL, e->ival, 0);
   case EX_NAME:
   case EX_FIELD: {
     Symbol *s = e->sym;
+    if (!s && e->kind == EX_FIELD) { /* a record's tensor field */
+      int n, *ids = lower_leaves(L, e, &n);
+      return n ? ids[0] : -1;
+    }
     if (!s)
       break;
     if (s->kind == SYM_CONST)
@@ -828,60 +891,210 @@ static int lower_expr(Lower *L, Expr *e) {
   return host_const(L, e->span, TY_INT, 0, 0);
 }
 
+/* ---- records: each is its leaves ---- */
+
+static void memo_push(Lower *L, Expr *e, int *ids, int n) {
+  if (L->nmemo == L->capmemo) {
+    int cap = L->capmemo ? 2 * L->capmemo : 8;
+    __typeof__(L->memo) m = arena_alloc(&L->c->arena, sizeof(*m) * (size_t)cap);
+    if (L->nmemo)
+      memcpy(m, L->memo, sizeof(*m) * (size_t)L->nmemo);
+    L->memo = m;
+    L->capmemo = cap;
+  }
+  L->memo[L->nmemo].e = e;
+  L->memo[L->nmemo].ids = ids;
+  L->memo[L->nmemo++].n = n;
+}
+
+/* The leaves of e's value (one id for a tensor or host value), in a new
+ * array of *n: a record's fields depth first, a tuple's parts in order. */
+static int *lower_leaves(Lower *L, Expr *e, int *n) {
+  Type *t = e->ty;
+  *n = 0;
+  if (!t || (t->kind != TY_RECORD && t->kind != TY_TUPLE && !(e->kind == EX_FIELD && !e->sym))) {
+    int *one = arena_alloc(&L->c->arena, sizeof(int));
+    *one = lower_expr(L, e);
+    *n = *one >= 0 ? 1 : 0;
+    return one;
+  }
+  int nl = type_nleaves(t);
+  int *ids = arena_alloc(&L->c->arena, sizeof(int) * (size_t)(nl + 1));
+  if (e->map && t->kind == TY_RECORD) {
+    /* an op field by field: each operand once, then the op on each leaf */
+    int mark = L->nmemo;
+    for (int i = 0; i < e->map->nops; i++) {
+      int k;
+      int *ops = lower_leaves(L, e->map->ops[i], &k);
+      memo_push(L, e->map->ops[i], ops, k);
+    }
+    for (int i = 0; i < e->map->nleaf && i < nl; i++)
+      ids[(*n)++] = lower_expr(L, e->map->leaf[i]);
+    L->nmemo = mark;
+    return ids;
+  }
+  switch (e->kind) {
+  case EX_NAME:
+  case EX_FIELD:
+    if (e->kind == EX_FIELD && !e->sym) { /* r.f: a slice of r's leaves */
+      int k, *all = lower_leaves(L, e->lhs, &k);
+      Type *rt = e->lhs->ty;
+      int f = type_field(rt, e->name), off = 0;
+      for (int i = 0; i < f; i++)
+        off += type_nleaves(rt->elems[i]);
+      for (int i = 0; i < nl && off + i < k; i++)
+        ids[(*n)++] = all[off + i];
+      return ids;
+    }
+    if (e->sym) {
+      Symbol *key = e->sym;
+      while (key->outer)
+        key = key->outer;
+      int *got, k;
+      bool is_var;
+      if (lookup_leaves(L, key, &got, &k, &is_var)) {
+        for (int i = 0; i < k && i < nl; i++) {
+          if (!is_var) {
+            ids[(*n)++] = got[i];
+            continue;
+          }
+          IrInst *in = emit(L, IR_VAR_GET, e->span);
+          in->i[0] = got[i];
+          in->dst[0] = ids[(*n)++] = value(L, L->f->vars[got[i]].type, L->f->vars[got[i]].name);
+          in->ndst = 1;
+        }
+        return ids;
+      }
+    }
+    break;
+  case EX_CALL: {
+    Symbol *s = e->lhs->sym;
+    if (s && s->kind == SYM_STRUCT) { /* Name(f=..., g=...): the fields in order */
+      StructDecl *st = s->st;
+      for (StructField *f = st->fields; f; f = f->next)
+        for (Arg *a = e->args; a; a = a->next)
+          if (a->name == f->name) {
+            int k, *v = lower_leaves(L, a->value, &k);
+            int fi = type_field(t, f->name), off = 0;
+            for (int i = 0; i < fi; i++)
+              off += type_nleaves(t->elems[i]);
+            for (int i = 0; i < k; i++)
+              ids[(*n)++] = to_tensor(L, v[i], type_leaf(t, off + i), a->value->span);
+          }
+      return ids;
+    }
+    if (s && s->kind == SYM_FN) {
+      IrInst *in = lower_call_inst(L, e, true);
+      for (int i = 0; in && i < in->ndst; i++)
+        ids[(*n)++] = in->dst[i];
+      return ids;
+    }
+    if (s && s->kind == SYM_BUILTIN && (s->index == BI_VALUE_AND_GRAD || s->index == BI_GRAD)) {
+      lower_builtin(L, e, (Builtin)s->index);
+      IrInst *in = L->b->tail;
+      for (int i = 0; in && i < in->ndst; i++)
+        ids[(*n)++] = in->dst[i];
+      return ids;
+    }
+    break;
+  }
+  case EX_LEAF:
+    for (int i = L->nmemo - 1; i >= 0; i--)
+      if (L->memo[i].e == e->lhs) {
+        for (int j = 0; j < L->memo[i].n && j < nl; j++)
+          ids[(*n)++] = L->memo[i].ids[j];
+        return ids;
+      }
+    break;
+  default: break;
+  }
+  unsupported(L, e->span, "this record expression");
+  return ids;
+}
+
+/* Binds the targets of `let a, b = e` to e's leaves, split by their types. */
+static void bind_targets(Lower *L, Binding *targets, int *ids, int n, Type *t, Span sp) {
+  int off = 0, i = 0;
+  for (Binding *b = targets; b; b = b->next, i++) {
+    Type *bt = targets->next && t->kind == TY_TUPLE ? (i < t->nelems ? t->elems[i] : type_error()) : t;
+    int nl = type_nleaves(bt);
+    if (off + nl > n)
+      return;
+    int *mine = arena_alloc(&L->c->arena, sizeof(int) * (size_t)(nl + 1));
+    for (int j = 0; j < nl; j++) {
+      int v = to_tensor(L, ids[off + j], b->sym ? type_leaf(b->sym->info, j) : NULL, sp);
+      mine[j] = v;
+      if (v >= 0 && !L->f->values[v].hint)
+        L->f->values[v].hint = leaf_name(L, b->name, bt, j);
+    }
+    if (b->sym)
+      bind_leaves(L, b->sym, mine, nl, false);
+    off += nl;
+  }
+}
+
+/* Stores value leaves ids into the var slots of `slots`. */
+static void set_vars(Lower *L, const int *slots, const int *ids, int n, Span sp) {
+  for (int i = 0; i < n; i++) {
+    int v = to_tensor(L, ids[i], L->f->vars[slots[i]].type, sp);
+    IrInst *in = emit(L, IR_VAR_SET, sp);
+    ir_set_args(L->c, in, 1, &v);
+    in->i[0] = slots[i];
+  }
+}
+
 static void lower_stmt(Lower *L, Stmt *s) {
   switch (s->kind) {
   case ST_LET: {
-    int v = lower_expr(L, s->value);
-    if (!s->targets->next && s->targets->sym)
-      v = to_tensor(L, v, s->targets->sym->info, s->value->span);
-    IrInst *last = L->b->tail;
-    int i = 0;
-    for (Binding *b = s->targets; b; b = b->next, i++) {
-      int id = (s->targets->next && last && i < last->ndst) ? last->dst[i] : v;
-      if (id >= 0 && b->sym) {
-        bind(L, b->sym, id, false);
-        if (!L->f->values[id].hint)
-          L->f->values[id].hint = b->name;
-      }
-    }
+    int n, *ids = lower_leaves(L, s->value, &n);
+    bind_targets(L, s->targets, ids, n, s->value->ty, s->value->span);
     return;
   }
   case ST_VAR: {
     Binding *b = s->targets;
-    int v = to_tensor(L, lower_expr(L, s->value), b->sym ? b->sym->info : NULL, s->value->span);
-    int slot = ir_var(L->c, L->f, L->f->values[v].type, b->name);
-    bind(L, b->sym, slot, true);
-    IrInst *in = emit(L, IR_VAR_SET, s->span);
-    ir_set_args(L->c, in, 1, &v);
-    in->i[0] = slot;
-    if (!L->f->values[v].hint)
-      L->f->values[v].hint = b->name;
+    int n, *ids = lower_leaves(L, s->value, &n);
+    Type *vt = b->sym && b->sym->info ? b->sym->info : s->value->ty;
+    int *slots = arena_alloc(&L->c->arena, sizeof(int) * (size_t)(n + 1));
+    for (int i = 0; i < n; i++) {
+      int v = to_tensor(L, ids[i], type_leaf(vt, i), s->value->span);
+      Name name = leaf_name(L, b->name, vt, i);
+      slots[i] = ir_var(L->c, L->f, L->f->values[v].type, name);
+      IrInst *in = emit(L, IR_VAR_SET, s->span);
+      ir_set_args(L->c, in, 1, &v);
+      in->i[0] = slots[i];
+      if (!L->f->values[v].hint)
+        L->f->values[v].hint = name;
+    }
+    bind_leaves(L, b->sym, slots, n, true);
     return;
   }
   case ST_ASSIGN: {
-    int v = lower_expr(L, s->value);
-    int slot;
-    bool is_var;
-    if (!lookup(L, s->targets->sym, &slot, &is_var) || !is_var) {
-      unsupported(L, s->span, "this assignment");
-      return;
+    int n, *ids = lower_leaves(L, s->value, &n), off = 0;
+    for (Binding *b = s->targets; b; b = b->next) {
+      int *slots, k;
+      bool is_var;
+      if (!b->sym || !lookup_leaves(L, b->sym, &slots, &k, &is_var) || !is_var || off + k > n) {
+        unsupported(L, s->span, "this assignment");
+        return;
+      }
+      set_vars(L, slots, ids + off, k, s->value->span);
+      off += k;
     }
-    v = to_tensor(L, v, L->f->vars[slot].type, s->value->span);
-    IrInst *in = emit(L, IR_VAR_SET, s->span);
-    ir_set_args(L->c, in, 1, &v);
-    in->i[0] = slot;
     return;
   }
   case ST_RETURN: {
     int n = 0;
     for (Expr *e = s->value; e; e = e->next)
-      n++;
+      n += type_nleaves(e->ty);
     int *vals = arena_alloc(&L->c->arena, sizeof(int) * (size_t)(n + 1));
     n = 0;
-    for (Expr *e = s->value; e; e = e->next, n++) {
-      vals[n] = lower_expr(L, e);
-      if (L->lm_depth == 0 && n < L->f->nret)
-        vals[n] = to_tensor(L, vals[n], L->f->ret_types[n], e->span);
+    for (Expr *e = s->value; e; e = e->next) {
+      int k, *ids = lower_leaves(L, e, &k);
+      for (int j = 0; j < k; j++, n++) {
+        vals[n] = ids[j];
+        if (L->lm_depth == 0 && n < L->f->nret)
+          vals[n] = to_tensor(L, vals[n], L->f->ret_types[n], e->span);
+      }
     }
     if (L->slots) {
       for (int r = 0; r < n && r < L->nret_slots; r++) {
@@ -1019,21 +1232,27 @@ static void lower_instance(Checker *k, Instance *inst, void *arg) {
   f->is_main = is_main;
   Lower L = {.c = c, .k = k, .prog = prog, .f = f, .b = &f->body};
   int i = 0, np = 0;
-  for (Param *p = fn->params; p; p = p->next)
-    np++;
+  for (Param *p = fn->params; p; p = p->next, i++)
+    if (!(p->type && p->type->is_axis))
+      np += type_nleaves(inst->args[i]);
   f->params = arena_alloc(&c->arena, sizeof(int) * (size_t)(np ? np : 1));
+  i = 0;
   for (Param *p = fn->params; p; p = p->next, i++) {
-    if (p->type->is_axis)
+    if (p->type && p->type->is_axis)
       continue;
-    int v = ir_value(c, f, inst->args[i], p->name->name);
-    f->params[f->nparams++] = v;
-    bind(&L, p->name->sym, v, false);
+    int nl = type_nleaves(inst->args[i]);
+    int *ids = arena_alloc(&c->arena, sizeof(int) * (size_t)(nl + 1));
+    for (int j = 0; j < nl; j++) {
+      ids[j] = ir_value(c, f, type_leaf(inst->args[i], j), leaf_name(&L, p->name->name, inst->args[i], j));
+      f->params[f->nparams++] = ids[j];
+    }
+    bind_leaves(&L, p->name->sym, ids, nl, false);
   }
   if (inst->ret) {
-    f->nret = inst->ret->kind == TY_TUPLE ? inst->ret->nelems : 1;
-    f->ret_types = inst->ret->kind == TY_TUPLE ? inst->ret->elems : arena_alloc(&c->arena, sizeof(Type *));
-    if (inst->ret->kind != TY_TUPLE)
-      f->ret_types[0] = inst->ret;
+    f->nret = type_nleaves(inst->ret);
+    f->ret_types = arena_alloc(&c->arena, sizeof(Type *) * (size_t)(f->nret + 1));
+    for (int r = 0; r < f->nret; r++)
+      f->ret_types[r] = type_leaf(inst->ret, r);
   }
   bool in_loop = false, early = early_return(fn->body->body, true, &in_loop);
   if (in_loop) /* (the checker ensures every path ends in a return) */
@@ -1041,7 +1260,7 @@ static void lower_instance(Checker *k, Instance *inst, void *arg) {
   Stmt *last = fn->body->body;
   while (last && last->next)
     last = last->next;
-  if (early || (fn->ret && last && last->kind == ST_IF)) {
+  if (early || (inst->ret && last && last->kind == ST_IF)) {
     L.slots = true;
     L.ret_slots = arena_alloc(&c->arena, sizeof(int) * (size_t)(f->nret + 1));
     for (int r = 0; r < f->nret; r++)

@@ -131,7 +131,7 @@ static const char *a_kind(SymKind k) {
          k == SYM_AXIS ? "a mesh axis" : k == SYM_CONST ? "a constant" :
          k == SYM_FN ? "a function" : k == SYM_BUILTIN ? "a built-in function" :
          k == SYM_PARAM ? "a parameter" : k == SYM_LOOP ? "a loop index" :
-         k == SYM_SHAPEVAR ? "a shape variable" : "a variable";
+         k == SYM_SHAPEVAR ? "a shape variable" : k == SYM_STRUCT ? "a struct" : "a variable";
 }
 
 /* Optimal string alignment distance: edits, with a swap of two neighbours
@@ -286,9 +286,50 @@ static void resolve_size(Resolver *r, Expr *e, bool rest) {
     help(r->c, "declare it: const %s = ...;", e->name);
 }
 
+static bool is_struct_sym(Symbol *s) { return s->kind == SYM_STRUCT; }
+
+/* A struct's name used as a type: `Model` or `nn.Model`. */
+static void resolve_struct_name(Resolver *r, TypeExpr *t) {
+  Symbol *s;
+  if (t->struct_module) {
+    Symbol *m = lookup(r, t->struct_module);
+    if (!m || m->kind != SYM_MODULE) {
+      if (m)
+        error_at(r->c, t->span, "'%s' is %s, not a module", t->struct_module, a_kind(m->kind));
+      else
+        error_at(r->c, t->span, "unknown module '%s'", t->struct_module);
+      return;
+    }
+    s = module_lookup(m->module, t->struct_name);
+    if (!s || s->kind != SYM_STRUCT) {
+      error_at(r->c, t->span, "module '%s' has no struct '%s'", t->struct_module, t->struct_name);
+      return;
+    }
+  } else {
+    s = lookup(r, t->struct_name);
+    if (!s || s->kind != SYM_STRUCT) {
+      if (s)
+        error_at(r->c, t->span, "'%s' is %s, not a type", t->struct_name, a_kind(s->kind));
+      else
+        error_at(r->c, t->span, "unknown type '%s'", t->struct_name);
+      Name best = suggest(r, t->struct_name, is_struct_sym);
+      if (best)
+        help(r->c, "did you mean '%s'?", best);
+      else
+        help(r->c, "a type is a tensor type such as f32[4, 8]{dp: R}, or the name of a struct");
+      return;
+    }
+  }
+  t->sym = s;
+}
+
 static void resolve_type(Resolver *r, TypeExpr *t) {
   if (t->is_axis)
     return;
+  if (t->struct_name) {
+    resolve_struct_name(r, t);
+    return;
+  }
   for (Dim *d = t->dims; d; d = d->next) {
     resolve_size(r, d->size, d->rest);
     for (AxisRef *a = d->axes; a; a = a->next)
@@ -306,15 +347,17 @@ static bool call_takes_axes(Expr *call) {
   return s && s->kind == SYM_BUILTIN && builtin_class[s->index] == OPC_COLLECTIVE;
 }
 
+static bool calls_builtin(Expr *call) { return call->lhs->sym && call->lhs->sym->kind == SYM_BUILTIN; }
+
 static void resolve_call(Resolver *r, Expr *e) {
   resolve_expr(r, e->lhs);
   int pos = 0;
   for (Arg *a = e->args; a; a = a->next) {
     if (a->name) {
-      if (a->name == intern_cstr(r->c, "out_partial_axes") ||
-          (a->name == intern_cstr(r->c, "axes") && call_takes_axes(e)))
+      if (calls_builtin(e) && (a->name == intern_cstr(r->c, "out_partial_axes") ||
+                               (a->name == intern_cstr(r->c, "axes") && call_takes_axes(e))))
         resolve_axis_expr(r, a->value);
-      else if (a->name == intern_cstr(r->c, "op") && a->value->kind == EX_NAME)
+      else if (calls_builtin(e) && a->name == intern_cstr(r->c, "op") && a->value->kind == EX_NAME)
         ; /* op=sum|avg|max|min: a keyword, checked by the type checker */
       else
         resolve_expr(r, a->value);
@@ -327,23 +370,18 @@ static void resolve_call(Resolver *r, Expr *e) {
   }
 }
 
+/* `module.name` names a member of an imported module (e->sym); any other
+ * `x.name` reads a field of a record, which the checker resolves. */
 static void resolve_field(Resolver *r, Expr *e) {
-  if (e->lhs->kind != EX_NAME) {
-    resolve_expr(r, e->lhs);
-    error_at(r->c, e->span, "'.%s': only members of imported modules can be named with '.'", e->name);
-    return;
-  }
-  Symbol *m = lookup(r, e->lhs->name);
+  Symbol *m = e->lhs->kind == EX_NAME ? lookup(r, e->lhs->name) : NULL;
   if (!m || m->kind != SYM_MODULE) {
     resolve_expr(r, e->lhs);
-    if (m)
-      error_at(r->c, e->span, "'%s' is %s, not a module", e->lhs->name, a_kind(m->kind));
     return;
   }
   e->lhs->sym = m;
   Symbol *s = module_lookup(m->module, e->name);
-  if (!s || (s->kind != SYM_FN && s->kind != SYM_CONST)) {
-    error_at(r->c, e->span, "module '%s' has no function or constant '%s'", m->name, e->name);
+  if (!s || (s->kind != SYM_FN && s->kind != SYM_CONST && s->kind != SYM_STRUCT)) {
+    error_at(r->c, e->span, "module '%s' has no function, constant or struct '%s'", m->name, e->name);
     return;
   }
   e->sym = s;
@@ -390,6 +428,7 @@ static void resolve_expr(Resolver *r, Expr *e) {
   case EX_STRING:
   case EX_BOOL:
   case EX_ERROR:
+  case EX_LEAF:
     return;
   case EX_NAME: {
     Symbol *s = lookup(r, e->name);
@@ -430,13 +469,34 @@ static void bind_targets(Resolver *r, Binding *targets, SymKind kind) {
         note_at(r->c, p->span, "first bound here");
       }
     Symbol *old = lookup(r, b->name);
-    if (old && (old->kind == SYM_BUILTIN || old->kind == SYM_AXIS || old->kind == SYM_AXIS_PARAM)) {
+    /* a local may shadow a built-in function (`let full = ...`), not an axis */
+    if (old && (old->kind == SYM_AXIS || old->kind == SYM_AXIS_PARAM)) {
       error_at(r->c, b->span, "'%s' is %s and cannot be used as a variable name", b->name,
                a_kind(old->kind));
       continue;
     }
     b->sym = new_symbol(r, kind, b->name, b->span);
     bind(r, b->name, b->sym);
+  }
+}
+
+/* One variable assigned by `x = e;` or `a, b = e;`. */
+static void resolve_assign_target(Resolver *r, Binding *b) {
+  Symbol *sym = lookup(r, b->name);
+  b->sym = sym;
+  if (!sym) {
+    report_undefined(r, b->name, b->span);
+  } else if (sym->kind != SYM_VAR) {
+    error_at(r->c, b->span, "cannot assign to '%s': it is %s%s", b->name,
+             a_kind(sym->kind), sym->kind == SYM_LET ? " declared with 'let'" : "");
+    if (sym->kind == SYM_LET && sym->span.file) {
+      note_at(r->c, sym->span, "'%s' is declared here", b->name);
+      help(r->c, "declare it with 'var' to make it assignable: var %s = ...;", b->name);
+    }
+  } else if (sym->lm_level < r->lm_level) {
+    error_at(r->c, b->span, "cannot assign to '%s' inside local_map: it belongs to the enclosing code",
+             b->name);
+    help(r->c, "return the new value from the local_map block instead");
   }
 }
 
@@ -449,27 +509,17 @@ static void resolve_stmt(Resolver *r, Stmt *s) {
       resolve_type(r, s->type);
     bind_targets(r, s->targets, s->kind == ST_LET ? SYM_LET : SYM_VAR);
     return;
-  case ST_ASSIGN: {
+  case ST_ASSIGN:
     resolve_expr(r, s->value);
-    Binding *b = s->targets;
-    Symbol *sym = lookup(r, b->name);
-    b->sym = sym;
-    if (!sym) {
-      report_undefined(r, b->name, b->span);
-    } else if (sym->kind != SYM_VAR) {
-      error_at(r->c, b->span, "cannot assign to '%s': it is %s%s", b->name,
-               a_kind(sym->kind), sym->kind == SYM_LET ? " declared with 'let'" : "");
-      if (sym->kind == SYM_LET && sym->span.file) {
-        note_at(r->c, sym->span, "'%s' is declared here", b->name);
-        help(r->c, "declare it with 'var' to make it assignable: var %s = ...;", b->name);
-      }
-    } else if (sym->lm_level < r->lm_level) {
-      error_at(r->c, b->span, "cannot assign to '%s' inside local_map: it belongs to the enclosing code",
-               b->name);
-      help(r->c, "return the new value from the local_map block instead");
+    for (Binding *b = s->targets; b; b = b->next) {
+      for (Binding *p = s->targets; p != b; p = p->next)
+        if (p->name == b->name) {
+          error_at(r->c, b->span, "'%s' is assigned twice in one statement", b->name);
+          note_at(r->c, p->span, "first assigned here");
+        }
+      resolve_assign_target(r, b);
     }
     return;
-  }
   case ST_RETURN:
     for (Expr *e = s->value; e; e = e->next)
       resolve_expr(r, e);
@@ -517,7 +567,7 @@ static void resolve_fn(Resolver *r, FnDecl *fn) {
         error_at(r->c, p->name->span, "duplicate parameter '%s'", p->name->name);
         note_at(r->c, q->name->span, "'%s' is first declared here", q->name->name);
       }
-    if (!p->type->is_axis)
+    if (!p->type || !p->type->is_axis)
       continue;
     Symbol *s = new_symbol(r, SYM_AXIS_PARAM, p->name->name, p->name->span);
     p->name->sym = s;
@@ -525,12 +575,13 @@ static void resolve_fn(Resolver *r, FnDecl *fn) {
   }
   r->signature = true;
   for (Param *p = fn->params; p; p = p->next)
-    resolve_type(r, p->type);
+    if (p->type)
+      resolve_type(r, p->type);
   for (TypeExpr *t = fn->ret; t; t = t->next)
     resolve_type(r, t);
   r->signature = false;
   for (Param *p = fn->params; p; p = p->next) {
-    if (p->type->is_axis)
+    if (p->type && p->type->is_axis)
       continue;
     Symbol *s = new_symbol(r, SYM_PARAM, p->name->name, p->name->span);
     Symbol *old = lookup(r, s->name);
@@ -542,6 +593,41 @@ static void resolve_fn(Resolver *r, FnDecl *fn) {
   resolve_block(r, fn->body);
   scope_leave(r, mark);
   r->fn = NULL;
+}
+
+/* ---- structs ---- */
+
+/* Field types are tensor types whose sizes are constants and mesh axes (no
+ * shape variables), or other structs' names. */
+static void resolve_struct(Resolver *r, StructDecl *st) {
+  for (StructField *f = st->fields; f; f = f->next) {
+    for (StructField *g = st->fields; g != f; g = g->next)
+      if (g->name == f->name) {
+        error_at(r->c, f->name_span, "struct '%s' has two fields named '%s'", st->name, f->name);
+        note_at(r->c, g->name_span, "the first is declared here");
+        break;
+      }
+    resolve_type(r, f->type);
+  }
+}
+
+/* A struct that contains itself (directly or through others) would be
+ * infinitely large.  `via` is the field being followed, for the message. */
+static bool struct_cycle(Resolver *r, StructDecl *st, StructField *via) {
+  if (st->state == 2)
+    return false;
+  if (st->state == 1) {
+    error_at(r->c, via->span, "struct '%s' contains itself through field '%s'", st->name, via->name);
+    help(r->c, "a record cannot hold a record of its own struct");
+    return true;
+  }
+  st->state = 1;
+  bool cyc = false;
+  for (StructField *f = st->fields; f && !cyc; f = f->next)
+    if (f->type->sym && f->type->sym->kind == SYM_STRUCT)
+      cyc = struct_cycle(r, f->type->sym->st, f);
+  st->state = 2;
+  return cyc;
 }
 
 /* ---- constants ---- */
@@ -822,6 +908,13 @@ static void declare_items(Resolver *r, Module *m) {
       s->fn = it->fn;
       it->fn->module = m;
       break;
+    case IT_STRUCT:
+      s->kind = SYM_STRUCT;
+      s->name = it->st->name;
+      s->span = it->st->name_span;
+      s->st = it->st;
+      it->st->module = m;
+      break;
     case IT_MESH: break;
     }
     declare(r, m, s);
@@ -918,6 +1011,16 @@ bool resolve_program(Compiler *c, const char *path, Mesh *mesh) {
     }
     if (m == c->main)
       check_mesh_sizes(r);
+    for (Item *it = m->items; it; it = it->next)
+      if (it->kind == IT_STRUCT)
+        resolve_struct(r, it->st);
+  }
+  for (Module *m = c->modules; m; m = m->next)
+    for (Item *it = m->items; it; it = it->next)
+      if (it->kind == IT_STRUCT)
+        struct_cycle(r, it->st, NULL);
+  for (Module *m = c->modules; m; m = m->next) {
+    enter_module(r, m);
     for (Item *it = m->items; it; it = it->next)
       if (it->kind == IT_FN)
         resolve_fn(r, it->fn);

@@ -36,7 +36,8 @@ typedef enum {
   SYM_LET,        /* let (immutable) */
   SYM_VAR,        /* var (mutable) */
   SYM_LOOP,       /* for i in ...: a host integer */
-  SYM_SHAPEVAR    /* a size name bound by a signature (also `..Rest`) */
+  SYM_SHAPEVAR,   /* a size name bound by a signature (also `..Rest`) */
+  SYM_STRUCT      /* struct NAME { ... }: st */
 } SymKind;
 
 struct Symbol {
@@ -44,7 +45,8 @@ struct Symbol {
   Name name;
   Span span;          /* where it is defined (0 for built-ins) */
   int index;
-  Item *item;         /* SYM_CONST, SYM_FN, SYM_MODULE */
+  Item *item;         /* SYM_CONST, SYM_FN, SYM_MODULE, SYM_STRUCT */
+  StructDecl *st;     /* SYM_STRUCT */
   FnDecl *fn;         /* SYM_FN; for locals: the enclosing function */
   Module *module;     /* SYM_MODULE: the imported module; others: owner */
   bool is_rest;       /* SYM_SHAPEVAR from `..Name` */

@@ -187,9 +187,28 @@ void type_spec_add(Type *t, int dim, int axis) {
     t->spec[dim][k] = (int8_t)axis;
 }
 
+bool type_same_struct(const Type *a, const Type *b) {
+  if (a->kind != TY_RECORD || b->kind != TY_RECORD || a->st != b->st || a->nelems != b->nelems)
+    return false;
+  for (int i = 0; i < a->nelems; i++)
+    if (a->fields[i] != b->fields[i])
+      return false;
+  return true;
+}
+
 bool type_same(const Type *a, const Type *b, int naxes) {
   if (a->kind != b->kind)
     return false;
+  if (a->kind == TY_RECORD && !type_same_struct(a, b))
+    return false;
+  if (a->kind == TY_TUPLE || a->kind == TY_RECORD) {
+    if (a->nelems != b->nelems)
+      return false;
+    for (int i = 0; i < a->nelems; i++)
+      if (!type_same(a->elems[i], b->elems[i], naxes))
+        return false;
+    return true;
+  }
   if (a->kind != TY_TENSOR)
     return true;
   if (a->dtype != b->dtype || a->ndim != b->ndim)
@@ -214,6 +233,12 @@ const char *lt_name(LTypeKind k) {
 /* The type of a gradient: R and P swap, I and V stay (SPEC section 9). */
 Type *type_dual(Compiler *c, const Type *t, int naxes) {
   Type *d = type_clone(c, t);
+  if (t->kind == TY_RECORD) {
+    d->elems = arena_alloc(&c->arena, sizeof(Type *) * (size_t)(t->nelems + 1));
+    for (int i = 0; i < t->nelems; i++)
+      d->elems[i] = type_dual(c, t->elems[i], naxes);
+    return d;
+  }
   for (int a = 0; a < naxes; a++)
     d->lt[a] = t->lt[a] == LT_R ? LT_P : t->lt[a] == LT_P ? LT_R : t->lt[a];
   d->literal = false;
@@ -238,6 +263,15 @@ const char *type_str(Compiler *c, const Mesh *m, const Type *t) {
     for (int i = 0; i < t->nelems; i++)
       sb_printf(&sb, "%s%s", i ? ", " : "", type_str(c, m, t->elems[i]));
     sb_putc(&sb, ')');
+    return sb.data;
+  }
+  case TY_RECORD: {
+    StrBuf sb;
+    sb_init(&sb, &c->arena);
+    sb_printf(&sb, "%s{", t->st ? t->st->name : "");
+    for (int i = 0; i < t->nelems; i++)
+      sb_printf(&sb, "%s%s: %s", i ? ", " : "", t->fields[i], type_str(c, m, t->elems[i]));
+    sb_putc(&sb, '}');
     return sb.data;
   }
   case TY_TENSOR: break;
@@ -278,4 +312,52 @@ const char *type_str(Compiler *c, const Mesh *m, const Type *t) {
   if (open)
     sb_putc(&sb, '}');
   return sb.data;
+}
+
+int type_nleaves(const Type *t) {
+  if (t->kind != TY_RECORD && t->kind != TY_TUPLE)
+    return 1;
+  int n = 0;
+  for (int i = 0; i < t->nelems; i++)
+    n += type_nleaves(t->elems[i]);
+  return n;
+}
+
+Type *type_leaf(const Type *t, int i) {
+  while (t->kind == TY_RECORD || t->kind == TY_TUPLE) {
+    int f = 0;
+    while (f < t->nelems && i >= type_nleaves(t->elems[f]))
+      i -= type_nleaves(t->elems[f++]);
+    if (f == t->nelems)
+      return type_error();
+    t = t->elems[f];
+  }
+  return (Type *)t;
+}
+
+const char *type_leaf_path(Compiler *c, const Type *t, int i, const char *sep) {
+  StrBuf sb;
+  sb_init(&sb, &c->arena);
+  while (t->kind == TY_RECORD || t->kind == TY_TUPLE) {
+    int f = 0;
+    while (f < t->nelems && i >= type_nleaves(t->elems[f]))
+      i -= type_nleaves(t->elems[f++]);
+    if (f == t->nelems)
+      break;
+    if (t->kind == TY_RECORD)
+      sb_printf(&sb, "%s%s", sb.len ? sep : "", t->fields[f]);
+    else
+      sb_printf(&sb, "%s%d", sb.len ? sep : "", f);
+    t = t->elems[f];
+  }
+  return sb.len ? sb.data : "";
+}
+
+int type_field(const Type *t, Name name) {
+  if (t->kind != TY_RECORD)
+    return -1;
+  for (int i = 0; i < t->nelems; i++)
+    if (t->fields[i] == name)
+      return i;
+  return -1;
 }

@@ -33,7 +33,8 @@ typedef enum {
   TY_AXES,     /* a mesh axis or a tuple of them */
   TY_LTYPE,    /* R I V P S(i) as a value (src=, dst=) */
   TY_DTYPE,    /* a type as a value: f32, f32[4]{dp: R} */
-  TY_TUPLE     /* several results */
+  TY_TUPLE,    /* several results */
+  TY_RECORD    /* a record: named fields (elems), of a struct or anonymous */
 } TypeKind;
 
 typedef struct Type Type;
@@ -55,9 +56,13 @@ struct Type {
   LType ltv;
   /* TY_DTYPE: the written type, converted */
   Type *of;
-  /* TY_TUPLE */
+  /* TY_TUPLE: the parts; TY_RECORD: the fields, in declaration order */
   Type **elems;
   int nelems;
+  /* TY_RECORD: the fields' names, and the struct (NULL for the anonymous
+   * record that r[i] gives) */
+  Name *fields;
+  StructDecl *st;
 };
 
 typedef struct Checker Checker;
@@ -85,5 +90,17 @@ void type_spec_add(Type *t, int dim, int axis);
 const char *type_str(Compiler *c, const Mesh *m, const Type *t);
 const char *lt_name(LTypeKind k);
 Type *type_dual(Compiler *c, const Type *t, int naxes);
+
+/* Records and tuples as their leaves (tensors and host values), depth
+ * first: what the lowering turns a record into. */
+int type_nleaves(const Type *t);
+Type *type_leaf(const Type *t, int i);
+/* The field path of leaf i, its names joined by sep: "attn.wo". */
+const char *type_leaf_path(Compiler *c, const Type *t, int i, const char *sep);
+/* The index of field `name` in record t, or -1. */
+int type_field(const Type *t, Name name);
+/* Whether two records have the same struct (or, anonymous, the same field
+ * names), so that field-by-field operations pair them up. */
+bool type_same_struct(const Type *a, const Type *b);
 
 #endif

@@ -316,6 +316,7 @@ int yylex(YYSTYPE *lval, Span *lloc, Lexer *lx) {
       "axis"      { t = AXIS; goto done; }
       "local_map" { t = LOCAL_MAP; goto done; }
       "over"      { t = OVER; goto done; }
+      "struct"    { t = decl_keyword(lx, STRUCT); goto done; }
       "true"      { lval->ival = 1; t = TRUE; goto done; }
       "false"     { lval->ival = 0; t = FALSE; goto done; }
       "f32"       { lval->dtype = DT_F32; t = DTYPE; goto done; }

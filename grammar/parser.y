@@ -53,6 +53,7 @@
   Param *param;
   Binding *bind;
   MeshAxisDecl *maxis;
+  StructField *field;
   LIST_TYPE(Expr) exprs;
   LIST_TYPE(Arg) args;
   LIST_TYPE(Stmt) stmts;
@@ -63,6 +64,7 @@
   LIST_TYPE(Param) params;
   LIST_TYPE(Binding) binds;
   LIST_TYPE(MeshAxisDecl) maxes;
+  LIST_TYPE(StructField) fields;
 }
 
 %code {
@@ -111,7 +113,7 @@ static Expr *new_seq(Lexer *lx, ExprKind kind, Expr *elems, Span sp);
 %token MESH "mesh" CONST "const" FN "fn" LOCAL "local" EXPORT "export"
 %token LET "let" VAR "var" RETURN "return" FOR "for" IN "in" IF "if"
 %token ELSE "else" IMPORT "import" AXIS "axis" LOCAL_MAP "local_map"
-%token OVER "over"
+%token OVER "over" STRUCT "struct"
 %token EQ "==" NE "!=" LE "<=" GE ">=" ANDAND "&&" OROR "||"
 %token ARROW "->" DOTDOT ".."
 %token TYPE_LBRACE "{ (of axis types)" TYPE_RBRACE "} (of axis types)"
@@ -122,7 +124,9 @@ static Expr *new_seq(Lexer *lx, ExprKind kind, Expr *elems, Span sp);
 %type <args> args args_opt
 %type <stmt> stmt block if_stmt
 %type <stmts> stmts
-%type <type> type
+%type <type> type any_type
+%type <field> field
+%type <fields> fields fields_opt
 %type <ret> fn_ret
 %type <types> type_list
 %type <dim> dim
@@ -136,7 +140,7 @@ static Expr *new_seq(Lexer *lx, ExprKind kind, Expr *elems, Span sp);
 %type <params> params params_opt
 %type <bind> binding
 %type <name> name
-%type <binds> bindings
+%type <binds> bindings assign_targets
 %type <maxis> mesh_axis
 %type <maxes> mesh_axes
 %type <flags> fn_flags
@@ -157,11 +161,20 @@ program
   | program item
   ;
 
-/* item: import | mesh | const | fn */
+/* item: import | mesh | const | struct | fn */
 item
   : IMPORT name ';'                    { Item *it = new_item(lx, IT_IMPORT, @$); it->name = $2; it->name_span = @2; add_item(lx, it); }
   | MESH '(' mesh_axes ')' ';'         { Item *it = new_item(lx, IT_MESH, @$); it->axes = $3.head; add_item(lx, it); }
   | CONST name '=' expr ';'            { Item *it = new_item(lx, IT_CONST, @$); it->name = $2; it->name_span = @2; it->value = $4; add_item(lx, it); }
+  | STRUCT name fields_opt
+      {
+        Item *it = new_item(lx, IT_STRUCT, @$);
+        StructDecl *st = it->st = NEW(StructDecl);
+        st->span = @$; st->name = $2; st->name_span = @2; st->fields = $3.head;
+        for (StructField *f = st->fields; f; f = f->next)
+          st->nfields++;
+        add_item(lx, it);
+      }
   | fn_flags FN name '(' params_opt ')' fn_ret block
       {
         Item *it = new_item(lx, IT_FN, @$);
@@ -187,6 +200,22 @@ fn_flags
   | EXPORT LOCAL  { $$ = FN_EXPORT | FN_LOCAL; }
   ;
 
+/* fields: '{' [field (',' field)* [',']] '}' -- the lexer reads the '{'
+ * before `name :` as the brace of axis types, which this accepts too */
+fields_opt
+  : '{' '}'                              { LIST_EMPTY($$); }
+  | TYPE_LBRACE fields TYPE_RBRACE       { $$ = $2; }
+  | TYPE_LBRACE fields ',' TYPE_RBRACE   { $$ = $2; }
+  ;
+fields
+  : field              { LIST_ONE($$, $1); }
+  | fields ',' field   { LIST_ADD($$, $1, $3); }
+  ;
+/* field: name ':' any_type */
+field
+  : name ':' any_type  { $$ = NEW(StructField); $$->span = @$; $$->name = $1; $$->name_span = @1; $$->type = $3; }
+  ;
+
 /* mesh_axis: name [':' size] */
 mesh_axes
   : mesh_axis                  { LIST_ONE($$, $1); }
@@ -206,9 +235,10 @@ params
   : param              { LIST_ONE($$, $1); }
   | params ',' param   { LIST_ADD($$, $1, $3); }
   ;
-/* param: name ':' type | name ':' 'axis' */
+/* param: name [':' any_type] | name ':' 'axis' */
 param
-  : name ':' type   { $$ = NEW(Param); $$->span = @$; $$->name = new_binding(lx, $1, @1); $$->type = $3; }
+  : name ':' any_type { $$ = NEW(Param); $$->span = @$; $$->name = new_binding(lx, $1, @1); $$->type = $3; }
+  | name              { $$ = NEW(Param); $$->span = @$; $$->name = new_binding(lx, $1, @1); }
   | name ':' AXIS
       {
         $$ = NEW(Param); $$->span = @$; $$->name = new_binding(lx, $1, @1);
@@ -216,15 +246,22 @@ param
       }
   ;
 
-/* fn_ret: ['->' type | '->' '(' type, ... ')'] */
+/* fn_ret: ['->' any_type | '->' '(' any_type, ... ')'] */
 fn_ret
   : %empty                  { $$.t = NULL; $$.tuple = false; }
-  | ARROW type              { $$.t = $2; $$.tuple = false; }
+  | ARROW any_type          { $$.t = $2; $$.tuple = false; }
   | ARROW '(' type_list ')' { $$.t = $3.head; $$.tuple = true; }
   ;
 type_list
-  : type                    { LIST_ONE($$, $1); }
-  | type_list ',' type      { LIST_ADD($$, $1, $3); }
+  : any_type                { LIST_ONE($$, $1); }
+  | type_list ',' any_type  { LIST_ADD($$, $1, $3); }
+  ;
+
+/* any_type: type | struct_name | module '.' struct_name */
+any_type
+  : type
+  | IDENT             { $$ = NEW(TypeExpr); $$->span = @$; $$->struct_name = $1; }
+  | IDENT '.' IDENT   { $$ = NEW(TypeExpr); $$->span = @$; $$->struct_module = $1; $$->struct_name = $3; }
   ;
 
 /* type: dtype ['[' dim, ... ']'] ['{' entry, ... '}'] */
@@ -310,14 +347,19 @@ stmts
 stmt
   : LET bindings '=' expr ';'
       { $$ = new_stmt(lx, ST_LET, @$); $$->targets = $2.head; $$->value = $4; }
-  | LET binding ':' type '=' expr ';'
+  | LET binding ':' any_type '=' expr ';'
       { $$ = new_stmt(lx, ST_LET, @$); $$->targets = $2; $$->type = $4; $$->value = $6; }
   | VAR binding '=' expr ';'
       { $$ = new_stmt(lx, ST_VAR, @$); $$->targets = $2; $$->value = $4; }
-  | VAR binding ':' type '=' expr ';'
+  | VAR binding ':' any_type '=' expr ';'
       { $$ = new_stmt(lx, ST_VAR, @$); $$->targets = $2; $$->type = $4; $$->value = $6; }
   | IDENT '=' expr ';'
       { $$ = new_stmt(lx, ST_ASSIGN, @$); $$->targets = new_binding(lx, $1, @1); $$->value = $3; }
+  | IDENT ',' assign_targets '=' expr ';'
+      {
+        $$ = new_stmt(lx, ST_ASSIGN, @$); $$->targets = new_binding(lx, $1, @1);
+        $$->targets->next = $3.head; $$->value = $5;
+      }
   | RETURN ';'
       { $$ = new_stmt(lx, ST_RETURN, @$); }
   | RETURN expr_list ';'
@@ -339,6 +381,11 @@ if_stmt
   | IF expr block ELSE block       { $$ = new_stmt(lx, ST_IF, @$); $$->cond = $2; $$->then = $3; $$->els = $5; }
   | IF expr block ELSE if_stmt     { $$ = new_stmt(lx, ST_IF, @$); $$->cond = $2; $$->then = $3; $$->els = $5; }
   ;
+/* the variables of `a, b = e;` after the first */
+assign_targets
+  : IDENT                      { LIST_ONE($$, new_binding(lx, $1, @1)); }
+  | assign_targets ',' IDENT   { LIST_ADD($$, $1, new_binding(lx, $3, @3)); }
+  ;
 bindings
   : binding                  { LIST_ONE($$, $1); }
   | bindings ',' binding     { LIST_ADD($$, $1, $3); }
@@ -354,7 +401,7 @@ name
   ;
 reserved
   : MESH | CONST | FN | LOCAL | EXPORT | LET | VAR | RETURN | FOR | IN | IF | ELSE
-  | IMPORT | AXIS | LOCAL_MAP | OVER | TRUE | FALSE | DTYPE | LTYPE | SHARD
+  | IMPORT | AXIS | LOCAL_MAP | OVER | STRUCT | TRUE | FALSE | DTYPE | LTYPE | SHARD
   ;
 
 expr
@@ -553,11 +600,11 @@ static bool expects(const yysymbol_kind_t *exp, int n, yysymbol_kind_t k) {
   return false;
 }
 
-static bool is_keyword(yysymbol_kind_t k) { return k >= YYSYMBOL_MESH && k <= YYSYMBOL_OVER; }
+static bool is_keyword(yysymbol_kind_t k) { return k >= YYSYMBOL_MESH && k <= YYSYMBOL_STRUCT; }
 
 static bool is_decl_keyword(yysymbol_kind_t k) {
   return k == YYSYMBOL_FN || k == YYSYMBOL_MESH || k == YYSYMBOL_CONST || k == YYSYMBOL_IMPORT ||
-         k == YYSYMBOL_LOCAL || k == YYSYMBOL_EXPORT;
+         k == YYSYMBOL_LOCAL || k == YYSYMBOL_EXPORT || k == YYSYMBOL_STRUCT;
 }
 
 static bool is_stmt_keyword(yysymbol_kind_t k) {
@@ -651,6 +698,7 @@ typedef struct Context {
   bool size;       /* inside `[...]` of a type, where a size goes */
   bool after_size; /* after a size: '@' ',' ']' matter more than arithmetic */
   bool in_args;    /* after a call argument: `name=value` is rarely meant */
+  bool any_type;   /* where a type goes: a dtype or a struct's name */
 } Context;
 
 static Context context_of(const yysymbol_kind_t *exp, int n) {
@@ -663,6 +711,7 @@ static Context context_of(const yysymbol_kind_t *exp, int n) {
   x.size = expects(exp, n, YYSYMBOL_DOTDOT) && expects(exp, n, YYSYMBOL_INT);
   x.after_size = expects_char(exp, n, '@') && expects_char(exp, n, ']') && !x.after_expr;
   x.in_args = expects_char(exp, n, ')') && expects_char(exp, n, ',');
+  x.any_type = expects(exp, n, YYSYMBOL_DTYPE) && expects(exp, n, YYSYMBOL_IDENT) && !x.expr && !x.new_name;
   return x;
 }
 
@@ -693,6 +742,8 @@ static bool unsaid(const Context *x, yysymbol_kind_t k) {
     return true;
   if (x->after_size && (is_char(k, '*') || is_char(k, '/') || is_char(k, '+') || is_char(k, '-')))
     return true;
+  if (x->any_type && k == YYSYMBOL_IDENT)
+    return true; /* said with the dtypes */
   return (x->in_args && is_char(k, '=')) || (x->new_name && is_reserved(k));
 }
 
@@ -706,7 +757,7 @@ static const char *expected_words(Lexer *lx, const yysymbol_kind_t *exp, int n, 
   if (expected_phrase(exp, n))
     return expected_phrase(exp, n);
   if (x.decl)
-    words[nw++] = "a declaration (fn, mesh, const or import)";
+    words[nw++] = "a declaration (fn, struct, mesh, const or import)";
   else if (x.stmt)
     words[nw++] = "a statement";
   else if (x.size)
@@ -715,7 +766,8 @@ static const char *expected_words(Lexer *lx, const yysymbol_kind_t *exp, int n, 
     words[nw++] = "an expression";
   for (int i = 0; i < n; i++)
     if (!unsaid(&x, exp[i]))
-      words[nw++] = token_words(lx, exp[i]);
+      words[nw++] = x.any_type && exp[i] == YYSYMBOL_DTYPE ? "a type (f32, f64, i32, bf16 or a struct's name)"
+                                                            : token_words(lx, exp[i]);
   if (nw == 0 || nw > 5)
     return NULL;
   StrBuf sb;
@@ -791,6 +843,9 @@ static void explain(Lexer *lx, yysymbol_kind_t found, Span at, const yysymbol_ki
            (expects(exp, n, YYSYMBOL_ARROW) || expects_char(exp, n, '[')) &&
            !expects_char(exp, n, '='))
     help(C, "every function has a body in braces, even an empty one: { }");
+  else if (found == YYSYMBOL_DTYPE && expects_char(exp, n, ':') && expects_char(exp, n, ','))
+    help(C, "a parameter's type follows a ':', as in %.*s: %.*s", (int)(p.end - p.begin), lx->start + p.begin, len,
+         text);
   else if (is_char(found, '=') && expects_char(exp, n, ';') && !expects_char(exp, n, '='))
     help(C, "only a variable can be assigned to, as in `x = value;`");
 }
