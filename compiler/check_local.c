@@ -2525,7 +2525,7 @@ static Symbol *gradient_in(Expr *e) {
 
 /* One variable of an assignment takes the value `t` of `x`: a var keeps its
  * type exactly (every field of a record). */
-static void assign_one(Checker *k, Binding *b, Type *t, Expr *x) {
+static void assign_one(Checker *k, Binding *b, Type *t, Expr *x, bool part) {
   if (!b->sym || b->sym->kind != SYM_VAR || t->kind == TY_ERROR)
     return;
   Type *was = b->sym->info;
@@ -2542,7 +2542,7 @@ static void assign_one(Checker *k, Binding *b, Type *t, Expr *x) {
   }
   if (type_same(was, t, k->naxes))
     return;
-  const char *name = b->name, *xs = src(k, x);
+  const char *name = b->name, *xs = part ? "x" : src(k, x); /* x: the part of a tuple */
   if (was->kind == TY_RECORD && type_same_struct(was, t)) {
     /* name the first field that differs, and compare that field */
     for (int l = 0, nl = type_nleaves(was); l < nl; l++)
@@ -2570,7 +2570,7 @@ static void assign_one(Checker *k, Binding *b, Type *t, Expr *x) {
     helped = true;
   }
   if (!helped)
-    help(k->c, "declare a new name for a value of another type: let %s2 = %s;", b->name, src(k, x));
+    help(k->c, "declare a new name for a value of another type: let %s2 = %s;", b->name, xs);
 }
 
 /* x = e;  a, b = e; (a tuple, one part per variable) */
@@ -2587,18 +2587,19 @@ static void check_assign(Checker *k, Stmt *s) {
       help(k->c, "assign one variable per part: %s, ... = %s;", s->targets->name, src(k, s->value));
       return;
     }
-    assign_one(k, s->targets, t, s->value);
+    assign_one(k, s->targets, t, s->value, false);
     return;
   }
   if (t->kind != TY_TUPLE || t->nelems != n) {
-    check_error(k, s->value->span, "%d variables are assigned, but the value has %d part%s", n,
-                t->kind == TY_TUPLE ? t->nelems : 1, t->kind == TY_TUPLE && t->nelems == 1 ? "" : "s");
+    int parts = t->kind == TY_TUPLE ? t->nelems : 1;
+    check_error(k, s->value->span, "%d variables are assigned, but the value has %d part%s", n, parts,
+                parts == 1 ? "" : "s");
     help(k->c, "assign one variable per part of the value");
     return;
   }
   int i = 0;
   for (Binding *b = s->targets; b; b = b->next, i++)
-    assign_one(k, b, t->elems[i], s->value);
+    assign_one(k, b, t->elems[i], s->value, true);
 }
 
 static void check_return(Checker *k, Stmt *s) {

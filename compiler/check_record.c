@@ -47,7 +47,15 @@ static void named_of(Checker *k, const Type *want, bool named[MAX_MESH_AXES]) {
     named[a] = want->lt[a] != LT_NONE;
 }
 
-static const char *struct_text(const Type *t) { return t->st ? t->st->name : "an anonymous"; }
+/* "a Model", "an Attn": a struct's name with its article. */
+static const char *a_struct(Checker *k, const char *name) {
+  bool vowel = name[0] && strchr("AEIOUaeiou", name[0]);
+  return arena_sprintf(&k->c->arena, "%s %s", vowel ? "an" : "a", name);
+}
+
+static const char *struct_text(Checker *k, const Type *t) {
+  return t->st ? a_struct(k, t->st->name) : "an anonymous";
+}
 
 /* The fields of a record type, for help lines: "wqkv, wo". */
 static const char *field_list(Checker *k, const Type *t) {
@@ -71,18 +79,19 @@ static bool fits_rec(Checker *k, Span sp, const Type *want, const Type *actual, 
     return true;
   const char *w = *path ? arena_sprintf(&k->c->arena, "%s, field '%s'", what, path) : what;
   if (actual->kind != TY_RECORD) {
-    check_error(k, sp, "%s: expected a %s record, got %s", w, want->st->name, ck_type(k, actual));
+    check_error(k, sp, "%s: expected %s record, got %s", w, a_struct(k, want->st->name), ck_type(k, actual));
     help(k->c, "build one with %s(%s)", want->st->name,
          arena_sprintf(&k->c->arena, "%s=...%s", want->nelems ? want->fields[0] : "", want->nelems > 1 ? ", ..." : ""));
     return false;
   }
   if (actual->st != want->st) {
     if (!actual->st) {
-      check_error(k, sp, "%s: expected a %s record, got an anonymous record (r[i] of a record gives one)", w,
-                  want->st->name);
+      check_error(k, sp, "%s: expected %s record, got an anonymous record (r[i] of a record gives one)", w,
+                  a_struct(k, want->st->name));
       help(k->c, "leave the parameter's type out to take it as it is: fn f(..., p)");
     } else {
-      check_error(k, sp, "%s: expected a %s record, got a %s record", w, want->st->name, actual->st->name);
+      check_error(k, sp, "%s: expected %s record, got %s record", w, a_struct(k, want->st->name),
+                  a_struct(k, actual->st->name));
       note_at(k->c, (Span){0, 0, 0}, "structs are nominal: records of two structs are different types, even with the same fields");
     }
     return false;
@@ -144,15 +153,16 @@ static Name close_field(const Type *t, Name name) {
 /* Name(field=value, ...): every field once, by name, in any order. */
 Type *check_struct_new(Checker *k, Expr *call, StructDecl *st) {
   Type *want = record_written(k, st);
-  bool ok = want != NULL;
+  bool ok = want != NULL, positional = false;
   for (Arg *a = call->args; a; a = a->next) {
     Type *t = check_expr(k, a->value);
     ok &= t->kind != TY_ERROR;
     if (!a->name) {
-      check_error(k, a->value->span, "a %s record is built with its fields named: %s(%s=...)", st->name, st->name,
-                  st->fields ? st->fields->name : "field");
+      check_error(k, a->value->span, "%s record is built with its fields named: %s(%s=...)", a_struct(k, st->name),
+                  st->name, st->fields ? st->fields->name : "field");
       help(k->c, "name each field: %s(%s)", st->name, want ? field_list(k, want) : "...");
       ok = false;
+      positional = true;
       continue;
     }
     if (!struct_field(st, a->name)) {
@@ -184,6 +194,8 @@ Type *check_struct_new(Checker *k, Expr *call, StructDecl *st) {
       if (a->name == f->name)
         given = a;
     if (!given) {
+      if (positional) /* reported as such already */
+        continue;
       check_error(k, call->span, "%s(...) leaves out field '%s'", st->name, f->name);
       help(k->c, "give every field once: %s(%s)", st->name, field_list(k, want));
       ok = false;
@@ -319,8 +331,8 @@ Type *record_map(Checker *k, Expr *e, Expr **slots[], int n, const char *opname)
       shape = op->ty;
       first = op;
     } else if (!type_same_struct(shape, op->ty)) {
-      check_error(k, e->span, "%s needs records of one struct, but '%s' is a %s record and '%s' a %s record", opname,
-                  src_text(k, first), struct_text(shape), src_text(k, op), struct_text(op->ty));
+      check_error(k, e->span, "%s needs records of one struct, but '%s' is %s record and '%s' %s record", opname,
+                  src_text(k, first), struct_text(k, shape), src_text(k, op), struct_text(k, op->ty));
       note_at(k->c, (Span){0, 0, 0}, "records combine field by field only when their structs (or, for r[i], their field "
               "names) are the same");
       return type_error();
@@ -330,8 +342,8 @@ Type *record_map(Checker *k, Expr *e, Expr **slots[], int n, const char *opname)
     Expr *op = *slots[i];
     if (op->ty->kind == TY_RECORD || broadcasts(op->ty) || (e->kind == EX_INDEX && slots[i] == &e->rhs))
       continue;
-    check_error(k, e->span, "%s mixes the %s record '%s' with %s, which is not a scalar", opname, struct_text(shape),
-                src_text(k, first), ck_type(k, op->ty));
+    check_error(k, e->span, "%s mixes the record '%s' with %s, which is not a scalar", opname, src_text(k, first),
+                ck_type(k, op->ty));
     note_at(k->c, (Span){0, 0, 0}, "an op on records applies to every field; only numbers and 0-d tensors go with each field");
     help(k->c, "apply it to the field it is meant for, e.g. %s.%s", src_text(k, first), shape->nelems ? shape->fields[0] : "f");
     return type_error();

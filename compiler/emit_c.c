@@ -569,7 +569,10 @@ static void emit_inst(Emitter *E, IrInst *in, int ind) {
     return;
   case IR_RETURN:
     for (int i = 0; i < in->nargs; i++)
-      out(E, ind, "*ret%d = rt_retain(%s); %s\n", i, A(E, in, i), loc);
+      if (is_tensor(E, in->args[i]))
+        out(E, ind, "*ret%d = rt_retain(%s); %s\n", i, A(E, in, i), loc);
+      else /* a host result (a generic fn's, SPEC 13) */
+        out(E, ind, "*ret%d = %s; %s\n", i, A(E, in, i), loc);
     return;
   case IR_PUSH:
     for (int i = 0; i < in->nargs; i++) {
@@ -828,7 +831,7 @@ static void emit_signature(Emitter *E, IrFn *f, bool decl) {
     fprintf(E->out, ", %s%s%s", ctype_of(f->values[f->params[i]].type),
             decl || is_tensor(E, f->params[i]) ? "" : " ", decl ? "" : vname(E, f->params[i]));
   for (int i = 0; i < f->nret; i++)
-    fprintf(E->out, ", %s*ret%d", ctype_of(f->ret_types[i]), i);
+    fprintf(E->out, ", %s%s*ret%d", ctype_of(f->ret_types[i]), f->ret_types[i]->kind == TY_TENSOR ? "" : " ", i);
   fputs(decl ? ");\n" : ") {\n", E->out);
 }
 

@@ -613,11 +613,14 @@ static void resolve_struct(Resolver *r, StructDecl *st) {
 
 /* A struct that contains itself (directly or through others) would be
  * infinitely large.  `via` is the field being followed, for the message. */
-static bool struct_cycle(Resolver *r, StructDecl *st, StructField *via) {
+static bool struct_cycle(Resolver *r, StructDecl *st, StructDecl *owner, StructField *via) {
   if (st->state == 2)
     return false;
   if (st->state == 1) {
-    error_at(r->c, via->span, "struct '%s' contains itself through field '%s'", st->name, via->name);
+    if (owner == st)
+      error_at(r->c, via->span, "struct '%s' contains itself through field '%s'", st->name, via->name);
+    else
+      error_at(r->c, via->span, "struct '%s' contains itself through field '%s.%s'", st->name, owner->name, via->name);
     help(r->c, "a record cannot hold a record of its own struct");
     return true;
   }
@@ -625,7 +628,7 @@ static bool struct_cycle(Resolver *r, StructDecl *st, StructField *via) {
   bool cyc = false;
   for (StructField *f = st->fields; f && !cyc; f = f->next)
     if (f->type->sym && f->type->sym->kind == SYM_STRUCT)
-      cyc = struct_cycle(r, f->type->sym->st, f);
+      cyc = struct_cycle(r, f->type->sym->st, st, f);
   st->state = 2;
   return cyc;
 }
@@ -1018,7 +1021,7 @@ bool resolve_program(Compiler *c, const char *path, Mesh *mesh) {
   for (Module *m = c->modules; m; m = m->next)
     for (Item *it = m->items; it; it = it->next)
       if (it->kind == IT_STRUCT)
-        struct_cycle(r, it->st, NULL);
+        struct_cycle(r, it->st, NULL, NULL);
   for (Module *m = c->modules; m; m = m->next) {
     enter_module(r, m);
     for (Item *it = m->items; it; it = it->next)

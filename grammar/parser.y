@@ -206,6 +206,8 @@ fields_opt
   : '{' '}'                              { LIST_EMPTY($$); }
   | TYPE_LBRACE fields TYPE_RBRACE       { $$ = $2; }
   | TYPE_LBRACE fields ',' TYPE_RBRACE   { $$ = $2; }
+  | '{' fields '}'                       { $$ = $2; } /* (only with a syntax error in the first field) */
+  | '{' fields ',' '}'                   { $$ = $2; }
   ;
 fields
   : field              { LIST_ONE($$, $1); }
