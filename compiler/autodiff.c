@@ -933,7 +933,17 @@ static Variant *variant(AD *ad, IrFn *f, Mask mask) {
     b->body.head = bret;
   b->body.tail = bret;
 
-  /* the wrapper value_and_grad calls */
+  /* the wrapper value_and_grad calls: only for a scalar result (a callee
+   * with several results, a record's leaves say, is differentiated only
+   * through its fwd/bwd pair) */
+  IrFn **tail = &ad->new_fns;
+  while (*tail)
+    tail = &(*tail)->next;
+  *tail = v->fwd;
+  v->fwd->next = b;
+  b->next = NULL;
+  if (f->nret != 1)
+    return v;
   IrFn *w = v->vjp = ir_fn_new(c, arena_sprintf(&c->arena, "%s_vjp%s", f->cname, suffix));
   w->span = f->span;
   w->fn = f->fn;
@@ -951,11 +961,6 @@ static Variant *variant(AD *ad, IrFn *f, Mask mask) {
     w->ret_types[1 + i] = b->ret_types[i];
 
   /* callees first: fwd, bwd, then the wrapper */
-  IrFn **tail = &ad->new_fns;
-  while (*tail)
-    tail = &(*tail)->next;
-  *tail = v->fwd;
-  v->fwd->next = b;
   b->next = w;
   w->next = NULL;
   return v;
