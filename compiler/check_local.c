@@ -2221,6 +2221,11 @@ static Type *check_local_map(Checker *k, Expr *e, TypeExpr *want_te) {
     help(k->c, "annotate the binding: let y: f32[...]{...} = local_map (...) { ... };");
     return type_error();
   }
+  if (want_te->struct_name) {
+    check_error(k, e->span, "a local_map block returns a tensor, not a %s record", want_te->struct_name);
+    help(k->c, "map each field: let w: T = local_map (r) { return f(r.w); };");
+    return type_error();
+  }
   bool named[MAX_MESH_AXES];
   Type *want = type_from(k, want_te, named);
   if (!want)
@@ -2270,8 +2275,11 @@ static Type *check_local_map(Checker *k, Expr *e, TypeExpr *want_te) {
     return type_error();
   }
   Type *got = inst.ret;
-  if (got->kind != TY_TENSOR)
-    return got->kind == TY_ERROR ? got : type_error();
+  if (got->kind != TY_TENSOR) {
+    if (got->kind != TY_ERROR)
+      check_error(k, e->span, "the local_map block returns %s; it must return one tensor", ck_type(k, got));
+    return type_error();
+  }
   return local_map_result(k, e, want, named, wl, got, over);
 }
 
