@@ -420,3 +420,34 @@ Test(bf16, matches_pytorch)
         rt_free(C, refs[i].t);
     nrefs = 0;
 }
+
+/* .npy has no bf16: a bf16 tensor is saved as '<f4' exactly and a bf16 load
+ * of an '<f4' file rounds to nearest even */
+Test(bf16, npy_stores_f32)
+{
+    char dir[] = "/tmp/spmdrt_bf16_XXXXXX", path[64], cmd[128];
+    cr_assert(mkdtemp(dir) != NULL);
+    snprintf(path, sizeof path, "%s/h.npy", dir);
+    int64_t s[2] = {3, 5};
+    rt_layout l = rt_layout_full(2, s);
+    rt_tensor *h, *f;
+    mk_pair(2, s, 31, -5, 5, &h, &f);
+    rt_save_npy(C, path, h, &l);
+    FILE *fp = fopen(path, "rb");
+    char head[128] = {0};
+    cr_assert(fp && fread(head, 1, sizeof head - 1, fp) > 0);
+    fclose(fp);
+    cr_assert(strstr(head + 10, "'descr': '<f4'") != NULL, "header: %s", head + 10);
+    rt_tensor *back32 = rt_load_npy(C, path, RT_F32, &l), *back16 = rt_load_npy(C, path, RT_BF16, &l);
+    cr_assert_eq(memcmp(back32->data, f->data, (size_t)f->numel * 4), 0, "saved values differ");
+    cr_assert_eq(memcmp(back16->data, h->data, (size_t)h->numel * 2), 0, "round trip differs");
+    rt_tensor *g = rt_full(C, RT_F32, 2, s, 0.1);  /* an f32 file loads as bf16, rounded */
+    rt_save_npy(C, path, g, &l);
+    rt_tensor *gh = rt_load_npy(C, path, RT_BF16, &l);
+    cr_assert_eq(((uint16_t *)gh->data)[4], rt_f32_to_bf16(0.1f));
+    rt_print(C, "bf16", gh); /* prints the f32 values of the bf16 bits */
+    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+    cr_assert_eq(system(cmd), 0);
+    rt_free(C, h); rt_free(C, f); rt_free(C, back32); rt_free(C, back16); rt_free(C, g);
+    rt_free(C, gh);
+}
