@@ -765,6 +765,51 @@ static int emit_fused(Emitter *E, IrInst **insts, int j, int n, int ind) {
   return end - j;
 }
 
+/* A bf16 matmul whose result only feeds `+ bias` (bias 1-D over the last
+ * dim) and/or gelu, gelu_tanh or relu becomes one oneDNN GEMM with the bias
+ * and the activation as post-ops (rt_matmul_bias_act): the intermediate
+ * [.., N] results are never written.  A differentiated forward keeps the
+ * matmul's result for the backward, so there the uses do not allow it:
+ * this pays in forward-only code (evaluation, inference).  Returns how
+ * many instructions it covered (0: none). */
+static int emit_gemm_epilogue(Emitter *E, IrInst **insts, int j, int n, int ind) {
+  IrInst *mm = insts[j];
+  if (mm->op != IR_MATMUL || mm->nargs != 2)
+    return 0;
+  const Type *a = E->f->values[mm->args[0]].type, *b = E->f->values[mm->args[1]].type;
+  const Type *y = E->f->values[mm->dst[0]].type;
+  if (y->dtype != DT_BF16 || a->ndim < 2 || b->ndim != 2)
+    return 0;
+  int k = j + 1, cur = mm->dst[0], bias = -1;
+  const char *act = NULL;
+  if (k < n && insts[k]->op == IR_BINARY && !strcmp(insts[k]->s, "ADD") && E->nuses[cur] == 1) {
+    int other = insts[k]->args[0] == cur ? insts[k]->args[1] : insts[k]->args[1] == cur ? insts[k]->args[0] : -1;
+    const Type *bt = other >= 0 ? E->f->values[other].type : NULL;
+    if (bt && bt->kind == TY_TENSOR && bt->dtype == DT_BF16 && bt->ndim == 1 &&
+        size_eq(bt->shape[0], y->shape[y->ndim - 1]) && !bt->shape[0].unknown &&
+        same_shape(E->f->values[insts[k]->dst[0]].type, y)) {
+      bias = other;
+      cur = insts[k]->dst[0];
+      k++;
+    }
+  }
+  if (k < n && insts[k]->op == IR_UNARY && insts[k]->args[0] == cur && E->nuses[cur] == 1 &&
+      (!strcmp(insts[k]->s, "GELU") || !strcmp(insts[k]->s, "GELU_TANH") || !strcmp(insts[k]->s, "RELU"))) {
+    act = insts[k]->s;
+    cur = insts[k]->dst[0];
+    k++;
+  }
+  if (bias < 0 && !act)
+    return 0;
+  int line, col;
+  source_position(E->c, mm->span, &line, &col);
+  out(E, ind, "%s = rt_matmul_bias_act(ctx, %s, %s, %s, %s); /* %s:%d: matmul%s%s%s in one GEMM */\n", vname(E, cur),
+      A(E, mm, 0), A(E, mm, 1), bias >= 0 ? vname(E, bias) : "NULL", act ? arena_sprintf(&E->c->arena, "RT_%s", act) : "-1",
+      source_file(E->c, mm->span.file)->path, line, bias >= 0 ? " + bias" : "", act ? ", " : "",
+      act ? arena_sprintf(&E->c->arena, "%s", act) : "");
+  return k - j;
+}
+
 /* Emits a block; each tensor it defines is freed after its last use in it. */
 static void emit_block(Emitter *E, IrBlock *b, int ind) {
   int n = 0;
@@ -795,7 +840,9 @@ static void emit_block(Emitter *E, IrBlock *b, int ind) {
       free_after[last] = v;
     }
   for (j = 0; j < n;) {
-    int run = emit_fused(E, insts, j, n, ind);
+    int run = emit_gemm_epilogue(E, insts, j, n, ind);
+    if (!run)
+      run = emit_fused(E, insts, j, n, ind);
     if (!run) {
       emit_inst(E, insts[j], ind);
       run = 1;
