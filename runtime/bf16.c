@@ -3,7 +3,8 @@
  *
  * Numerics are PyTorch's on CPU: an elementwise op on bf16 widens its
  * operands to f32, computes as the f32 kernel does, and rounds each result
- * to bf16 (round to nearest even, NaN kept); a scalar operand is a bf16
+ * to bf16 (unary ops and their backwards through per-op tables of all 65536
+ * bf16 inputs, built by the f32 kernels: the same bits, one lookup each) (round to nearest even, NaN kept); a scalar operand is a bf16
  * value too (a literal adopts the tensor's dtype, SPEC 3; PyTorch rounds a
  * Python scalar to the tensor's dtype the same way). Reductions, softmax, norms and
  * cross_entropy read bf16 rows into their f64 accumulators (tensor.c's
@@ -19,25 +20,34 @@
  * size and message size) as for MPI_SUM on f32, and every rank receives the
  * same result. */
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "rt_internal.h"
 
-/* ---- conversions: branch-free so the loops vectorise */
+/* ---- conversions: branch-free so the loops vectorise, compiled for
+ * AVX-512, AVX2 and the baseline, the one for the running CPU chosen at
+ * load time (ifunc), so no binary is built for one machine only */
 
-void rt_bf16_from_f32_n(uint16_t *restrict dst, const float *restrict src, int64_t n)
+#if defined(__GNUC__) && defined(__x86_64__) && !defined(__clang__)
+#define RT_MULTIVERSION __attribute__((target_clones("avx512f", "avx2", "default")))
+#else
+#define RT_MULTIVERSION
+#endif
+
+RT_MULTIVERSION void rt_bf16_from_f32_n(uint16_t *restrict dst, const float *restrict src, int64_t n)
 {
     for (int64_t i = 0; i < n; i++)
         dst[i] = rt_f32_to_bf16(src[i]);
 }
 
-void rt_bf16_to_f32_n(float *restrict dst, const uint16_t *restrict src, int64_t n)
+RT_MULTIVERSION void rt_bf16_to_f32_n(float *restrict dst, const uint16_t *restrict src, int64_t n)
 {
     for (int64_t i = 0; i < n; i++)
         dst[i] = rt_bf16_to_f32(src[i]);
 }
 
-void rt_bf16_add_n(uint16_t *restrict acc, const uint16_t *restrict x, int64_t n)
+RT_MULTIVERSION void rt_bf16_add_n(uint16_t *restrict acc, const uint16_t *restrict x, int64_t n)
 {
     for (int64_t i = 0; i < n; i++)
         acc[i] = rt_f32_to_bf16(rt_bf16_to_f32(acc[i]) + rt_bf16_to_f32(x[i]));
@@ -68,25 +78,58 @@ rt_tensor *rt_bf16_narrow(rt_ctx *ctx, rt_tensor *y)
     return h;
 }
 
-/* ---- elementwise kernels: the f32 kernel on widened operands, rounded */
+/* ---- unary ops by table: a bf16 has 65536 values, so f(x) rounded to bf16
+ * (the f32 kernel's result, rounded once) and f'(x) (as the f32 kernel
+ * computes it) are tabulated on an op's first use, by the f32 kernels
+ * themselves; then a unary op is one lookup per element, and its backward a
+ * lookup, an f32 multiply and a rounding (PyTorch's numerics: f32 compute,
+ * one rounding).  The tables live in the ctx (128 KiB + 256 KiB per op). */
+
+static void bf16_tables(rt_ctx *ctx, rt_unary_op op)
+{
+    if (ctx->bf16_fwd[op])
+        return;
+    int64_t n = 65536;
+    rt_tensor *x = rt_empty(ctx, RT_F32, 1, &n), *one = rt_full(ctx, RT_F32, 1, &n, 1.0);
+    for (int64_t i = 0; i < n; i++)
+        ((float *)x->data)[i] = rt_bf16_to_f32((uint16_t)i);
+    rt_tensor *y = rt_unary(ctx, op, x), *d = rt_unary_bwd(ctx, op, x, one);
+    uint16_t *fwd = malloc((size_t)n * sizeof *fwd);
+    float *deriv = malloc((size_t)n * sizeof *deriv);
+    RT_CHECK(ctx, fwd && deriv, "out of memory");
+    rt_bf16_from_f32_n(fwd, y->data, n);
+    memcpy(deriv, d->data, (size_t)n * sizeof *deriv);
+    ctx->bf16_fwd[op] = fwd;
+    ctx->bf16_deriv[op] = deriv;
+    rt_free(ctx, x); rt_free(ctx, one); rt_free(ctx, y); rt_free(ctx, d);
+}
 
 rt_tensor *rt_bf16_unary(rt_ctx *ctx, rt_unary_op op, const rt_tensor *x)
 {
-    rt_tensor *x32 = rt_bf16_widen(ctx, x);
-    rt_tensor *y = rt_unary(ctx, op, x32);
-    rt_free(ctx, x32);
-    return rt_bf16_narrow(ctx, y);
+    bf16_tables(ctx, op);
+    RT_KERNEL(ctx, RT_K_ELEMENTWISE, rt_unary_name(op));
+    rt_tensor *y = rt_empty(ctx, RT_BF16, x->ndim, x->shape);
+    const uint16_t *restrict X = x->data, *restrict tab = ctx->bf16_fwd[op];
+    uint16_t *restrict Y = y->data;
+    for (int64_t i = 0; i < x->numel; i++)
+        Y[i] = tab[X[i]];
+    return y;
 }
 
 rt_tensor *rt_bf16_unary_bwd(rt_ctx *ctx, rt_unary_op op, const rt_tensor *x, const rt_tensor *dy)
 {
-    RT_CHECK(ctx, dy->dtype == RT_BF16, "%s backward: gradient is %s, input is bf16",
-             rt_unary_name(op), rt_dtype_name(dy->dtype));
-    rt_tensor *x32 = rt_bf16_widen(ctx, x), *dy32 = rt_bf16_widen(ctx, dy);
-    rt_tensor *dx = rt_unary_bwd(ctx, op, x32, dy32);
-    rt_free(ctx, x32);
-    rt_free(ctx, dy32);
-    return rt_bf16_narrow(ctx, dx);
+    RT_CHECK(ctx, dy->dtype == RT_BF16 && rt_same_shape(x, dy),
+             "%s backward: gradient is %s, input is bf16 (or the shapes differ)", rt_unary_name(op),
+             rt_dtype_name(dy->dtype));
+    bf16_tables(ctx, op);
+    RT_KERNEL(ctx, RT_K_ELEMENTWISE, rt_unary_name(op));
+    rt_tensor *dx = rt_empty(ctx, RT_BF16, x->ndim, x->shape);
+    const uint16_t *restrict X = x->data, *restrict DY = dy->data;
+    const float *restrict d = ctx->bf16_deriv[op];
+    uint16_t *restrict DX = dx->data;
+    for (int64_t i = 0; i < x->numel; i++)
+        DX[i] = rt_f32_to_bf16(rt_bf16_to_f32(DY[i]) * d[X[i]]);
+    return dx;
 }
 
 void rt_bf16_unary_with_grad(rt_ctx *ctx, rt_unary_op op, const rt_tensor *x, rt_tensor **y,
@@ -173,6 +216,12 @@ MPI_Op rt_bf16_mpi_op(rt_ctx *ctx, rt_reduce_op op)
 
 void rt_bf16_free(rt_ctx *ctx)
 {
+    for (int op = 0; op < RT_NUNARY; op++) {
+        free(ctx->bf16_fwd[op]);
+        free(ctx->bf16_deriv[op]);
+        ctx->bf16_fwd[op] = NULL;
+        ctx->bf16_deriv[op] = NULL;
+    }
     if (!ctx->bf16_ops_made)
         return;
     for (int i = 0; i < 3; i++)

@@ -36,6 +36,7 @@ rt_ctx *rt_ctx_serial(void)
 
 void rt_ctx_free_serial(rt_ctx *ctx)
 {
+    rt_bf16_free(ctx);
     rt_dnnl_free(ctx);
     rt_pool_free_all(ctx);
     rt_trace_free(ctx);

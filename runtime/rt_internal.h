@@ -104,6 +104,8 @@ struct rt_ctx {
 
     MPI_Op bf16_ops[4];     /* rt_bf16_mpi_op, created on first use */
     bool bf16_ops_made;
+    uint16_t *bf16_fwd[RT_NUNARY]; /* bf16.c: f(x) for all 65536 bf16 x, built on first use */
+    float *bf16_deriv[RT_NUNARY];  /* f'(x) as the f32 kernel computes it */
     struct rt_dnnl *dnnl;   /* matmul_dnnl.c: engine, stream, primitive cache */
 };
 
