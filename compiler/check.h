@@ -4,6 +4,7 @@
  * call site, with the caller's types on the axes their signature leaves
  * open).  Internal to the checker: the Checker context shared by
  * check_local.c (expressions, statements, functions, the R/I/V/P rules),
+ * check_select.c (SPEC 13's host values, masks, selection and losses),
  * shardprop.c (the global shard-propagation rules, shardprop.h) and
  * check_collectives.c (collectives and casts). */
 #ifndef SPMDC_CHECK_H
@@ -139,6 +140,34 @@ Type *check_record_index(Checker *k, Expr *e);
 /* e applied field by field: *slots[i] are its operands (checked; records
  * of one struct, or scalars that go with every field).  Sets e->map. */
 Type *record_map(Checker *k, Expr *e, Expr **slots[], int n, const char *opname);
+
+/* The local R/I/V/P rules of an op's class (SPEC 5), for combine(). */
+typedef enum { RULE_NONLINEAR, RULE_LINEAR, RULE_MULTILINEAR, RULE_DIVIDE } Rule;
+/* The result's letter on each axis of an op of rule `rule` over ops, or
+ * false after reporting why not (literals adopt, except beside P). */
+bool combine(Checker *k, Rule rule, const char *opname, Span sp, Operand *ops, int n, LTypeKind out[MAX_MESH_AXES]);
+/* NumPy broadcasting of the operands' shapes and dtypes, built in *r. */
+Type *broadcast(Checker *k, Span sp, const char *opname, Operand *ops, int n, Type *r);
+/* Shapes, then combine(), then the layouts (shard_broadcast). */
+Type *elementwise(Checker *k, Span sp, const char *opname, Rule rule, Operand *ops, int n);
+/* out_partial_axes= of a reduction or contraction: the listed axes become P. */
+bool apply_out_partial(Checker *k, Expr *call, Type *r, const bool contracted[MAX_MESH_AXES]);
+/* zeros/ones/full/randn/uniform/load/iota: the type argument, which must
+ * name every axis and (but for zeros) not be P. */
+Type *check_creation(Checker *k, Expr *call, Builtin op);
+bool named_int(Checker *k, Expr *call, const char *name, long long *v, bool *given);
+/* A dim argument, negative counting from the end as in PyTorch. */
+bool check_norm_dim(Checker *k, Span sp, long long d, int ndim, int *out);
+
+/* check_select.c: SPEC 13's host values, masks, selection and losses */
+Type *check_item(Checker *k, Expr *call);
+Type *check_axis_size(Checker *k, Expr *call);
+Type *check_axis_index(Checker *k, Expr *call);
+Type *check_iota(Checker *k, Expr *call);
+Type *check_where(Checker *k, Expr *call);
+Type *check_take_along_dim(Checker *k, Expr *call);
+Type *check_dropout(Checker *k, Expr *call);
+Type *check_cross_entropy(Checker *k, Expr *call);
 
 /* check_collectives.c */
 Type *check_collective(Checker *k, Expr *call, Builtin op);

@@ -240,7 +240,7 @@ static bool host_int(Checker *k, Expr *e, long long *v) {
   return false;
 }
 
-static bool named_int(Checker *k, Expr *call, const char *name, long long *v, bool *given) {
+bool named_int(Checker *k, Expr *call, const char *name, long long *v, bool *given) {
   Arg *a = call_named(k, call, name);
   *given = a != NULL;
   return !a || host_int(k, a->value, v);
@@ -255,6 +255,8 @@ static bool norm_dim(Checker *k, Span sp, long long d, int ndim, int *out) {
   *out = (int)(d < 0 ? d + ndim : d);
   return true;
 }
+
+bool check_norm_dim(Checker *k, Span sp, long long d, int ndim, int *out) { return norm_dim(k, sp, d, ndim, out); }
 
 /* ---- written types ---- */
 
@@ -556,8 +558,6 @@ static void mark_gradients(Checker *k, Stmt *s, Type *t);
 
 /* ---- the local SPMD rules, axis by axis (SPEC section 5) ---- */
 
-typedef enum { RULE_NONLINEAR, RULE_LINEAR, RULE_MULTILINEAR, RULE_DIVIDE } Rule;
-
 /* note: the operands and their types, after a rule was broken. */
 void note_operands(Checker *k, const Operand *ops, int n) {
   StrBuf sb;
@@ -577,7 +577,7 @@ void note_operands(Checker *k, const Operand *ops, int n) {
  * after reporting why not.  Scalar literals and host numbers adopt the
  * others' types, except next to P in a linear op (affine: the literal would
  * be summed once per rank). */
-static bool combine(Checker *k, Rule rule, const char *opname, Span sp, Operand *ops, int n,
+bool combine(Checker *k, Rule rule, const char *opname, Span sp, Operand *ops, int n,
                     LTypeKind out[MAX_MESH_AXES]) {
   for (int a = 0; a < k->naxes; a++) {
     int np = 0, nr = 0, ni = 0, nv = 0, nlit = 0, first_p = -1, first_other = -1;
@@ -738,7 +738,7 @@ static Type *as_tensor(Checker *k, Expr *e, Type *t) {
  * spec is shard_broadcast()'s (shardprop.c).  The result is built in *r
  * (caller's storage, so that elementwise ops allocate only a type that is
  * new). */
-static Type *broadcast(Checker *k, Span sp, const char *opname, Operand *ops, int n, Type *r) {
+Type *broadcast(Checker *k, Span sp, const char *opname, Operand *ops, int n, Type *r) {
   memset(r, 0, sizeof *r);
   memset(r->spec, -1, sizeof r->spec);
   r->kind = TY_TENSOR;
@@ -790,7 +790,7 @@ static Type *broadcast(Checker *k, Span sp, const char *opname, Operand *ops, in
 
 /* Elementwise ops: broadcast shapes, combine types axis by axis, then the
  * layouts (shard_broadcast). */
-static Type *elementwise(Checker *k, Span sp, const char *opname, Rule rule, Operand *ops, int n) {
+Type *elementwise(Checker *k, Span sp, const char *opname, Rule rule, Operand *ops, int n) {
   for (int i = 0; i < n; i++)
     if (ops[i].t->kind == TY_ERROR)
       return type_error();
@@ -820,7 +820,7 @@ static Type *elementwise(Checker *k, Span sp, const char *opname, Rule rule, Ope
 /* The local rule: only a V result can be declared a pending sum.  The
  * contracted[] axes are those of the op's sharded contracted dims, for the
  * shard rules (shard_out_partial_axis, shard_out_partial_complete). */
-static bool apply_out_partial(Checker *k, Expr *call, Type *r, const bool contracted[MAX_MESH_AXES]) {
+bool apply_out_partial(Checker *k, Expr *call, Type *r, const bool contracted[MAX_MESH_AXES]) {
   Arg *opa = call_named(k, call, "out_partial_axes");
   bool listed[MAX_MESH_AXES] = {0};
   if (opa) {
@@ -950,6 +950,7 @@ static Type *check_matmul(Checker *k, Expr *call, Expr *ea, Expr *eb, const char
   if (a->dtype != b->dtype) {
     check_error(k, call->span, "%s needs operands of one dtype, got %s and %s", opname, dtype_name(a->dtype),
                 dtype_name(b->dtype));
+    help(k->c, "convert one: astype(%s, %s)", src(k, eb), dtype_name(a->dtype));
     return type_error();
   }
   int ka = a->ndim - 1, kb = b->ndim >= 2 ? b->ndim - 2 : 0;
@@ -1018,13 +1019,15 @@ static bool check_path_arg(Checker *k, Expr *call, Builtin op) {
   return false;
 }
 
-static Type *check_creation(Checker *k, Expr *call, Builtin op) {
+Type *check_creation(Checker *k, Expr *call, Builtin op) {
   int tpos = op == BI_LOAD ? 1 : 0;
   Arg *ta = call_arg(call, tpos);
   if (!ta || ta->value->kind != EX_TYPE) {
     check_error(k, ta ? ta->value->span : call->span, "%s() needs a tensor type as argument %d, as in %s",
                 builtin_name[op], tpos + 1,
-                op == BI_LOAD ? "load(\"w.npy\", f32[4, 8]{*: I})" : "zeros(f32[4, 8]{*: R})");
+                op == BI_LOAD   ? "load(\"w.npy\", f32[4, 8]{*: I})"
+                : op == BI_IOTA ? "iota(i32[4, 8]{*: R}, dim=0)"
+                                : "zeros(f32[4, 8]{*: R})");
     return type_error();
   }
   bool named[MAX_MESH_AXES];
@@ -1321,8 +1324,8 @@ static Type *check_concat(Checker *k, Expr *call) {
   return r;
 }
 
-/* Norms and losses: nonlinear over the last dim (layer_norm, rms_norm) or
- * the class dim (cross_entropy); weights combine like the input. */
+/* Norms: nonlinear over the last dim (layer_norm, rms_norm); weights
+ * combine like the input.  (cross_entropy is in check_select.c.) */
 static Type *check_nn(Checker *k, Expr *call, Builtin op) {
   Operand ops[3];
   int n = 0;
@@ -1335,27 +1338,6 @@ static Type *check_nn(Checker *k, Expr *call, Builtin op) {
       n++;
     }
   const Type *x = ops[0].t;
-  if (op == BI_CROSS_ENTROPY) {
-    const Type *tg = ops[1].t;
-    if (x->ndim != 2 || tg->ndim != 1 || tg->dtype != DT_I32) {
-      check_error(k, call->span, "cross_entropy(logits, targets) takes logits [N, C] and i32 targets [N], got %s and %s",
-                  ck_type(k, x), ck_type(k, tg));
-      return type_error();
-    }
-    if (!size_eq(x->shape[0], tg->shape[0])) {
-      check_error(k, call->span, "cross_entropy(): %s logits but %s targets", size_str(k->c, k->mesh, x->shape[0]),
-                  size_str(k->c, k->mesh, tg->shape[0]));
-      return type_error();
-    }
-    Type *r = type_new(k->c, TY_TENSOR);
-    r->dtype = x->dtype;
-    r->local = check_all_local(k);
-    if (!combine(k, RULE_NONLINEAR, "cross_entropy()", call->span, ops, 2, r->lt))
-      return type_error();
-    if (!shard_cross_entropy(k, call, ops))
-      return type_error();
-    return r;
-  }
   if (x->ndim < 1) {
     check_error(k, call->span, "%s() needs at least one dim", builtin_name[op]);
     return type_error();
@@ -1417,6 +1399,13 @@ static Type *check_einsum(Checker *k, Expr *call) {
     check_error(k, fa->value->span, "einsum subscripts need '->' and the output labels");
     return type_error();
   }
+  for (int i = 1; i < n; i++)
+    if (!ops[i].t->literal && !ops[0].t->literal && ops[i].t->dtype != ops[0].t->dtype) {
+      check_error(k, call->span, "einsum() needs operands of one dtype, got %s and %s", dtype_name(ops[0].t->dtype),
+                  dtype_name(ops[i].t->dtype));
+      help(k->c, "convert one: astype(%s, %s)", src(k, ops[i].e), dtype_name(ops[0].t->dtype));
+      return type_error();
+    }
   Size lsize[128];
   bool lset[128] = {0}, in_out[128] = {0};
   int lop[128], ldim[128]; /* where a label was first seen */
@@ -1540,7 +1529,29 @@ static Type *check_builtin_kind(Checker *k, Expr *call, Builtin op) {
     return check_nn(k, call, op);
   case BI_CROSS_ENTROPY:
     if (!want_args(k, call, op, 2, 2)) return type_error();
-    return check_nn(k, call, op);
+    return check_cross_entropy(k, call);
+  /* SPEC 13: host values, masks and selection (check_select.c) */
+  case BI_ITEM:
+    if (!want_args(k, call, op, 1, 1)) return type_error();
+    return check_item(k, call);
+  case BI_AXIS_SIZE:
+    if (!want_args(k, call, op, 1, 1)) return type_error();
+    return check_axis_size(k, call);
+  case BI_AXIS_INDEX:
+    if (!want_args(k, call, op, 1, 1)) return type_error();
+    return check_axis_index(k, call);
+  case BI_IOTA:
+    if (!want_args(k, call, op, 1, 1)) return type_error();
+    return check_iota(k, call);
+  case BI_WHERE:
+    if (!want_args(k, call, op, 3, 3)) return type_error();
+    return check_where(k, call);
+  case BI_TAKE_ALONG_DIM:
+    if (!want_args(k, call, op, 2, 2)) return type_error();
+    return check_take_along_dim(k, call);
+  case BI_DROPOUT:
+    if (!want_args(k, call, op, 1, 1)) return type_error();
+    return check_dropout(k, call);
   case BI_MATMUL:
     if (!want_args(k, call, op, 2, 2)) return type_error();
     return check_matmul(k, call, call_arg(call, 0)->value, call_arg(call, 1)->value, "matmul()");
@@ -2702,7 +2713,9 @@ static void check_stmt_kind(Checker *k, Stmt *s) {
       Type *t = check_expr(k, b);
       if (t->kind != TY_INT && t->kind != TY_ERROR)
         check_error(k, b->span, "a loop bound must be a host integer, not %s", ck_type(k, t));
-      if (t->kind != TY_INT && t->kind != TY_ERROR)
+      if (t->kind == TY_TENSOR && t->ndim == 0 && t->dtype == DT_I32 && !t->literal)
+        help(k->c, "a 0-d i32 tensor that is R or I on every axis becomes a host integer with item(%s)", src(k, b));
+      else if (t->kind != TY_INT && t->kind != TY_ERROR)
         help(k->c, "loop over a constant or a host integer expression, e.g. for i in 0..N");
     }
     check_block(k, s->then);

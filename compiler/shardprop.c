@@ -15,7 +15,10 @@
  *   sum, mean, amax, cumsum,
  *   softmax, log_softmax                     shard_reduction, shard_reduction_result
  *   layer_norm, rms_norm                     shard_norm
- *   cross_entropy                            shard_cross_entropy
+ *   cross_entropy (mean, sum, none)          shard_cross_entropy
+ *   where (condition and values)             shard_where
+ *   take_along_dim                           shard_take_along_dim
+ *   dropout                                  (keeps the spec: elementwise)
  *   concat                                   shard_concat
  *   slice                                    shard_slice
  *   transpose                                shard_transpose
@@ -24,7 +27,7 @@
  *   expand                                   shard_expand
  *   x[i]                                     shard_index
  *
- * Not here: creation ops (zeros, ones, randn, uniform, full, load) take the
+ * Not here: creation ops (zeros, ones, randn, uniform, full, load, iota) take the
  * spec of their written type, which type_from() in check_local.c reads
  * (section 1 of docs/global_rules.md); local_map's local view of a spec
  * (localize(), local_map_result()) is in check_local.c; the collectives'
@@ -415,25 +418,79 @@ bool shard_norm(Checker *k, Expr *call, Builtin op, const Operand *x) {
   return false;
 }
 
-bool shard_cross_entropy(Checker *k, Expr *call, const Operand ops[2]) {
+bool shard_cross_entropy(Checker *k, Expr *call, const Operand ops[2], int red, Type *res,
+                         bool contracted[MAX_MESH_AXES]) {
   const Type *x = ops[0].t;
-  if (x->spec[1][0] >= 0) {
+  int cd = x->ndim - 1;
+  if (x->spec[cd][0] >= 0) {
     check_error(k, call->span, "cross_entropy() takes a softmax over the class dim, which is sharded on %s",
-                dim_axes_quoted(k, x, 1));
+                dim_axes_quoted(k, x, cd));
     note_at(k->c, (Span){0, 0, 0}, "each rank holds only some of the classes of each row");
-    help(k->c, "gather the classes first: all_gather(%s, %s, src=S(1), dst=R)", src_text(k, ops[0].e),
-         dim_axes_text(k, x, 1));
+    help(k->c, "gather the classes first: all_gather(%s, %s, src=S(%d), dst=R), or write a vocab-parallel loss in "
+         "local code", src_text(k, ops[0].e), dim_axes_text(k, x, cd), cd);
     return false;
   }
-  if (x->spec[0][0] >= 0) {
-    const char *ax = dim_axes_text(k, x, 0);
-    check_error(k, call->span, "cross_entropy() takes the mean over a dim sharded on %s", dim_axes_quoted(k, x, 0));
-    note_at(k->c, (Span){0, 0, 0}, "each rank would average its own rows only");
-    help(k->c, "gather the rows first: cross_entropy(all_gather(%s, %s, src=S(0), dst=R), all_gather(%s, %s, src=S(0), "
-         "dst=R)), or take each rank's mean inside local_map", src_text(k, ops[0].e), ax, src_text(k, ops[1].e), ax);
+  for (int d = 0; d < cd; d++)
+    if (!same_spec(k, "cross_entropy()", call->span, arena_sprintf(&k->c->arena, "dim %d", d), &ops[0], d, &ops[1], d))
+      return false;
+  for (int d = 0; d < cd; d++) {
+    if (x->spec[d][0] < 0)
+      continue;
+    if (red == 0) { /* mean: each rank would divide by its own count */
+      StrBuf axes; /* every axis of the sharded leading dims */
+      sb_init(&axes, &k->c->arena);
+      int nax = 0;
+      for (int j = 0; j < cd; j++)
+        for (int q = 0; q < MAX_MESH_AXES && x->spec[j][q] >= 0; q++)
+          sb_printf(&axes, "%s%s", nax++ ? ", " : "", axis_name(k, x->spec[j][q]));
+      const char *ax = nax > 1 ? arena_sprintf(&k->c->arena, "(%s)", axes.data) : axes.data;
+      check_error(k, call->span, "cross_entropy() takes the mean over a dim sharded on %s", dim_axes_quoted(k, x, d));
+      note_at(k->c, (Span){0, 0, 0}, "each rank would average its own rows only");
+      Size n = size_int(1);
+      for (int j = 0; j < cd; j++)
+        n = size_mul(n, x->shape[j]);
+      help(k->c, "sum the parts and divide by the number of targets: cross_entropy(%s, %s, reduction=\"sum\", "
+           "out_partial_axes=%s) / %s", src_text(k, ops[0].e), src_text(k, ops[1].e), ax, size_str(k->c, k->mesh, n));
+      return false;
+    }
+    for (int j = 0; j < MAX_MESH_AXES && x->spec[d][j] >= 0; j++)
+      contracted[x->spec[d][j]] |= red == 1; /* sum: a part of the sum on each rank */
+    if (red == 2)                            /* none: the rows keep their layout */
+      memcpy(res->spec[d], x->spec[d], sizeof res->spec[d]);
+  }
+  return true;
+}
+
+/* ---- masks and selection (SPEC 13) ---- */
+
+/* where(c, a, b): the condition lines up with the values like any operand
+ * of an elementwise op (ops: condition, a, b; r has the broadcast shape). */
+bool shard_where(Checker *k, Span sp, const Operand ops[3], Type *r) {
+  return shard_broadcast(k, sp, "where()", ops, 3, r);
+}
+
+/* take_along_dim(x, idx, dim=d): the dim taken along is whole in both (each
+ * rank's indices point into the whole dim); the others line up as in an
+ * elementwise op. */
+bool shard_take_along_dim(Checker *k, Expr *call, const Operand o[2], int dim, Type *r) {
+  for (int i = 0; i < 2; i++) {
+    const Type *t = o[i].t;
+    if (t->spec[dim][0] < 0)
+      continue;
+    check_error(k, call->span, "take_along_dim() along dim %d, which is sharded on %s in '%s'", dim,
+                dim_axes_quoted(k, t, dim), src_text(k, o[i].e));
+    note_at(k->c, (Span){0, 0, 0}, i == 0 ? "each rank holds a block of the dim, but the indices point into the whole dim"
+                                          : "take along a whole dim: the indices' blocks would select from the whole dim "
+                                            "of each rank");
+    help(k->c, "gather the dim first: all_gather(%s, %s, src=S(%d), dst=R), or take along it per rank inside local_map",
+         src_text(k, o[i].e), dim_axes_text(k, t, dim), dim);
     return false;
   }
-  return same_spec(k, "cross_entropy()", call->span, "dim 0", &ops[0], 0, &ops[1], 0);
+  /* the other dims: elementwise broadcasting, the dim taken along set aside */
+  Type tx = *o[0].t, ti = *o[1].t;
+  tx.shape[dim] = ti.shape[dim] = size_int(1);
+  Operand ops[2] = {{o[0].e, &tx}, {o[1].e, &ti}};
+  return shard_broadcast(k, call->span, "take_along_dim()", ops, 2, r);
 }
 
 /* ---- concat, slice ---- */

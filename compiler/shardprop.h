@@ -58,10 +58,22 @@ void shard_einsum_contracted(const Operand *ops, const bool lset[128], const boo
 /* embedding(ids, table): r has the ids' dims and the feature dim. */
 bool shard_embedding(Checker *k, Span sp, const Operand o[2], Type *r, bool contracted[MAX_MESH_AXES]);
 
-/* layer_norm, rms_norm: the last dim of x whole; cross_entropy: classes and
- * rows whole, the targets laid out as the rows. */
+/* layer_norm, rms_norm: the last dim of x whole. */
 bool shard_norm(Checker *k, Expr *call, Builtin op, const Operand *x);
-bool shard_cross_entropy(Checker *k, Expr *call, const Operand ops[2]);
+/* cross_entropy(logits [..., C], targets [...], reduction red: 0 mean, 1
+ * sum, 2 none): the classes whole, the targets laid out as the leading
+ * dims; mean over a sharded dim rejected; sum: the axes of sharded leading
+ * dims in contracted[] (out_partial_axes must list them); none: res takes
+ * the leading dims' spec. */
+bool shard_cross_entropy(Checker *k, Expr *call, const Operand ops[2], int red, Type *res,
+                         bool contracted[MAX_MESH_AXES]);
+
+/* where(c, a, b) (ops: c, a, b): all three laid out as for an elementwise
+ * op; sets r's spec. */
+bool shard_where(Checker *k, Span sp, const Operand ops[3], Type *r);
+/* take_along_dim(x, idx, dim): dim whole in both; the others as for an
+ * elementwise op; sets r's spec. */
+bool shard_take_along_dim(Checker *k, Expr *call, const Operand o[2], int dim, Type *r);
 
 /* concat along dim d; slice of dim d of r. */
 bool shard_concat(Checker *k, Expr *call, const Operand *ops, int n, int d);
