@@ -36,7 +36,7 @@ typedef struct Driver {
 
 /* Where spmdc finds the standard library and the runtime (see find_paths). */
 typedef struct Paths {
-  const char *stdlib, *rt_include, *rt_lib, *blas_lib, *dnnl_lib, *gomp_lib;
+  const char *stdlib, *rt_include, *rt_lib, *blas_lib, *dnnl_lib, *gomp_lib, *sleef_lib;
   const char *layout; /* "installed" or "build tree" */
 } Paths;
 
@@ -346,9 +346,11 @@ static bool is_dir(const char *path) {
  * its own directory (<prefix>/bin -> <prefix>/share/spmdc/stdlib, ...), so a
  * prefix moved elsewhere keeps working; an spmdc in its build tree uses the
  * source and build directories it was configured with.  SPMDC_STDLIB,
- * SPMDC_RT_INCLUDE, SPMDC_RT_LIB and SPMDC_BLAS_LIB override each one. */
+ * SPMDC_RT_INCLUDE, SPMDC_RT_LIB, SPMDC_BLAS_LIB and SPMDC_SLEEF_LIB override
+ * each one. */
 static Paths find_paths(Compiler *c) {
-  Paths p = {SPMD_STDLIB_DIR, SPMD_RT_INCLUDE, SPMD_RT_LIB, SPMD_BLAS_LIB, SPMD_DNNL_LIB, SPMD_GOMP_LIB, "build tree"};
+  Paths p = {SPMD_STDLIB_DIR, SPMD_RT_INCLUDE, SPMD_RT_LIB, SPMD_BLAS_LIB, SPMD_DNNL_LIB, SPMD_GOMP_LIB,
+             SPMD_SLEEF_LIB, "build tree"};
   const char *dir = own_dir(c);
   const char *stdlib = dir ? real_path(c, arena_sprintf(&c->arena, "%s/%s", dir, SPMD_INSTALL_STDLIB)) : NULL;
   const char *lib = dir ? real_path(c, arena_sprintf(&c->arena, "%s/%s", dir, SPMD_INSTALL_RT_LIB)) : NULL;
@@ -364,12 +366,14 @@ static Paths find_paths(Compiler *c) {
   p.rt_lib = env_or("SPMDC_RT_LIB", p.rt_lib);
   p.blas_lib = env_or("SPMDC_BLAS_LIB", p.blas_lib);
   p.dnnl_lib = env_or("SPMDC_DNNL_LIB", p.dnnl_lib);
+  p.sleef_lib = env_or("SPMDC_SLEEF_LIB", p.sleef_lib);
   return p;
 }
 
 static void print_paths(const Paths *p) {
-  printf("layout: %s\nstdlib: %s\nruntime include: %s\nruntime library: %s\nblas library: %s\n", p->layout,
-         p->stdlib, p->rt_include, p->rt_lib, p->blas_lib);
+  printf("layout: %s\nstdlib: %s\nruntime include: %s\nruntime library: %s\nblas library: %s\n"
+         "sleef library: %s\n",
+         p->layout, p->stdlib, p->rt_include, p->rt_lib, p->blas_lib, p->sleef_lib);
 }
 
 /* mpicc the generated C into an executable linked with libspmdrt and BLAS. */
@@ -394,6 +398,7 @@ static bool compile_c(Compiler *c, const Paths *paths, const char *cfile, const 
   argv[n++] = (char *)paths->blas_lib;
   argv[n++] = (char *)paths->dnnl_lib; /* bf16 GEMM */
   argv[n++] = (char *)paths->gomp_lib;
+  argv[n++] = (char *)paths->sleef_lib;
   argv[n++] = "-lm";
   argv[n] = NULL;
   int rc = run_command(argv);

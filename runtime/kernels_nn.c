@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "rt_internal.h"
+#include "vmath.h"
 
 /* ---- lanes along a dim: x viewed as [outer, d, inner], lane (o, i) */
 
@@ -52,7 +53,19 @@ static double lane_max(const double *v, int64_t n)
     return m;
 }
 
-typedef void (*lane_fn)(double *y, const double *a, const double *b, int64_t n);
+/* y[j] = exp(x[j]) (in place allowed): vectorised when the CPU allows (vmath.h) */
+static void lane_exp(const rt_vm_table *vm, const double *x, double *y, int64_t n)
+{
+    if (vm) {
+        vm->exp_f64(x, y, n);
+        return;
+    }
+    for (int64_t j = 0; j < n; j++)
+        y[j] = exp(x[j]);
+}
+
+typedef void (*lane_fn)(const rt_vm_table *vm, double *y, const double *a, const double *b,
+                        int64_t n);
 
 /* y = f(a[, b]) lane by lane, with a and b of the same shape */
 static rt_tensor *map_lanes(rt_ctx *ctx, const rt_tensor *a, const rt_tensor *b, int dim,
@@ -72,7 +85,7 @@ static rt_tensor *map_lanes(rt_ctx *ctx, const rt_tensor *a, const rt_tensor *b,
             lane_load(a, &l, o, i, va);
             if (b)
                 lane_load(b, &l, o, i, vb);
-            f(vy, va, vb, l.d);
+            f(ctx->vm, vy, va, vb, l.d);
             lane_store(y, &l, o, i, vy);
         }
     rt_pool_release(ctx, va, c1);
@@ -83,30 +96,42 @@ static rt_tensor *map_lanes(rt_ctx *ctx, const rt_tensor *a, const rt_tensor *b,
 
 /* ---- softmax family */
 
-static void softmax_lane(double *y, const double *x, const double *unused, int64_t n)
+/* y may be x */
+static void softmax_lane(const rt_vm_table *vm, double *y, const double *x, const double *unused,
+                         int64_t n)
 {
     (void)unused;
     double m = lane_max(x, n), s = 0;
     for (int64_t j = 0; j < n; j++)
-        s += y[j] = exp(x[j] - m);
+        y[j] = x[j] - m;
+    lane_exp(vm, y, y, n);
+    for (int64_t j = 0; j < n; j++)
+        s += y[j];
     for (int64_t j = 0; j < n; j++)
         y[j] /= s;
 }
 
-static void log_softmax_lane(double *y, const double *x, const double *unused, int64_t n)
+/* y is not x */
+static void log_softmax_lane(const rt_vm_table *vm, double *y, const double *x,
+                             const double *unused, int64_t n)
 {
     (void)unused;
     double m = lane_max(x, n), s = 0;
     for (int64_t j = 0; j < n; j++)
-        s += exp(x[j] - m);
+        y[j] = x[j] - m;
+    lane_exp(vm, y, y, n);
+    for (int64_t j = 0; j < n; j++)
+        s += y[j];
     double lse = m + log(s);
     for (int64_t j = 0; j < n; j++)
         y[j] = x[j] - lse;
 }
 
 /* dx = y * (dy - sum(dy * y)) */
-static void softmax_bwd_lane(double *dx, const double *y, const double *dy, int64_t n)
+static void softmax_bwd_lane(const rt_vm_table *vm, double *dx, const double *y, const double *dy,
+                             int64_t n)
 {
+    (void)vm;
     double s = 0;
     for (int64_t j = 0; j < n; j++)
         s += dy[j] * y[j];
@@ -115,13 +140,15 @@ static void softmax_bwd_lane(double *dx, const double *y, const double *dy, int6
 }
 
 /* dx = dy - exp(y) * sum(dy) */
-static void log_softmax_bwd_lane(double *dx, const double *y, const double *dy, int64_t n)
+static void log_softmax_bwd_lane(const rt_vm_table *vm, double *dx, const double *y,
+                                 const double *dy, int64_t n)
 {
     double s = 0;
     for (int64_t j = 0; j < n; j++)
         s += dy[j];
+    lane_exp(vm, y, dx, n);
     for (int64_t j = 0; j < n; j++)
-        dx[j] = dy[j] - exp(y[j]) * s;
+        dx[j] = dy[j] - dx[j] * s;
 }
 
 rt_tensor *rt_softmax(rt_ctx *ctx, const rt_tensor *x, int dim)
@@ -352,16 +379,17 @@ rt_tensor *rt_cross_entropy_reduce(rt_ctx *ctx, const rt_tensor *logits,
     check_ce(ctx, logits, targets);
     RT_KERNEL(ctx, RT_K_NN, "cross_entropy");
     int64_t n = targets->numel, c = logits->shape[logits->ndim - 1];
-    size_t cap, lcap;
+    size_t cap, lcap, pcap;
     double *row = rt_scratch(ctx, c, &cap), *loss = rt_scratch(ctx, n, &lcap), total = 0;
+    double *lp = rt_scratch(ctx, c, &pcap);
     for (int64_t r = 0; r < n; r++) {
         int32_t t = ((const int32_t *)targets->data)[r];
         loss[r] = 0;
         if (t == IGNORE_INDEX)
             continue;
         rt_load_f64(logits, r * c, c, row);
-        log_softmax_lane(row, row, NULL, c);
-        loss[r] = -row[t];
+        log_softmax_lane(ctx->vm, lp, row, NULL, c);
+        loss[r] = -lp[t];
         total += loss[r];
     }
     rt_tensor *y;
@@ -375,6 +403,7 @@ rt_tensor *rt_cross_entropy_reduce(rt_ctx *ctx, const rt_tensor *logits,
     }
     rt_pool_release(ctx, row, cap);
     rt_pool_release(ctx, loss, lcap);
+    rt_pool_release(ctx, lp, pcap);
     return y;
 }
 
@@ -400,7 +429,7 @@ rt_tensor *rt_cross_entropy_reduce_bwd(rt_ctx *ctx, const rt_tensor *logits,
         int32_t t = ((const int32_t *)targets->data)[r];
         double sr = red == RT_CE_NONE ? rt_get(dy, r) : scale;
         rt_load_f64(logits, r * c, c, row);
-        softmax_lane(row, row, NULL, c);
+        softmax_lane(ctx->vm, row, row, NULL, c);
         for (int64_t j = 0; j < c; j++)
             row[j] = t == IGNORE_INDEX ? 0.0 : sr * (row[j] - (j == t));
         rt_store_f64(dx, r * c, c, row);

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "rt_internal.h"
+#include "vmath.h"
 
 static rt_ctx *ctx_new(void)
 {
@@ -25,6 +26,7 @@ static rt_ctx *ctx_new(void)
     ctx->rs_algo = !rs ? RT_RS_AUTO : strcmp(rs, "mpi") == 0 ? RT_RS_MPI
                  : strcmp(rs, "allreduce") == 0 ? RT_RS_ALLREDUCE : RT_RS_AUTO;
     ctx->rs_allreduce_min = RT_RS_ALLREDUCE_MIN;
+    ctx->vm = rt_vm_select();
     ctx->t_start = rt_now();
     return ctx;
 }

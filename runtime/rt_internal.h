@@ -107,6 +107,7 @@ struct rt_ctx {
     uint16_t *bf16_fwd[RT_NUNARY]; /* bf16.c: f(x) for all 65536 bf16 x, built on first use */
     float *bf16_deriv[RT_NUNARY];  /* f'(x) as the f32 kernel computes it */
     struct rt_dnnl *dnnl;   /* matmul_dnnl.c: engine, stream, primitive cache */
+    const struct rt_vm_table *vm; /* vector kernels for this CPU, or NULL (vmath.h) */
 };
 
 /* error.c: every rank calls it with the same message (a failure they agreed

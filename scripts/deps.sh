@@ -3,7 +3,7 @@
 # or with sudo available).  Sourced by main.sh and test.sh.
 set -euo pipefail
 SPMD_PACKAGES="cmake make gcc re2c bison libopenmpi-dev openmpi-bin libcriterion-dev
-  libopenblas-dev libdnnl-dev pkg-config python3 python3-numpy"
+  libopenblas-dev libdnnl-dev libsleef-dev pkg-config python3 python3-numpy"
 missing=()
 for p in $SPMD_PACKAGES; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -17,7 +17,7 @@ work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
 export OPENBLAS_NUM_THREADS=1 ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=0}
-unset SPMDC_STDLIB SPMDC_RT_INCLUDE SPMDC_RT_LIB SPMDC_BLAS_LIB
+unset SPMDC_STDLIB SPMDC_RT_INCLUDE SPMDC_RT_LIB SPMDC_BLAS_LIB SPMDC_SLEEF_LIB
 mpirun=(mpirun --oversubscribe -np 2)
 
 fail() { echo "FAIL: $*" >&2; exit 1; }

@@ -1,0 +1,159 @@
+/* The vector kernels of one instruction set, included by vmath_avx512.c and
+ * vmath_avx2.c after they define, for S = F (float) and D (double):
+ *   V##S (vector type), W##S (lanes), LD##S(p), ST##S(p, v), LDM##S(p, n) /
+ *   STM##S(p, v, n) (the first n < W lanes, others read as 0), SET##S(c),
+ *   ADD##S SUB##S MUL##S DIV##S, NEG##S(x) (sign flip), GE0##S(x, a, b)
+ *   (per lane x >= 0 ? a : b), and the SLEEF functions ERF##S EXP##S
+ *   LOG##S TANH##S SIN##S COS##S; and VM_TABLE, the table's name.
+ * Each op's formula and derivative follow runtime/kernels.c's scalar helpers
+ * operation by operation, in the tensor's own precision (vmath.h). */
+#include <math.h>
+
+#include "vmath.h"
+
+#define GELU_C_ 0.7978845608028654 /* sqrt(2/pi) */
+
+/* y = f(x) and *d = f'(x) for each op; unused results cost nothing (the
+ * SLEEF functions are declared const, so dead calls are dropped) */
+#define DEF_OPS(S, V)                                                                     \
+    static inline V exp_fd_##S(V x, V *d)                                                 \
+    {                                                                                     \
+        V y = EXP##S(x);                                                                  \
+        *d = y;                                                                           \
+        return y;                                                                         \
+    }                                                                                     \
+    static inline V log_fd_##S(V x, V *d)                                                 \
+    {                                                                                     \
+        *d = DIV##S(SET##S(1.0), x);                                                      \
+        return LOG##S(x);                                                                 \
+    }                                                                                     \
+    static inline V tanh_fd_##S(V x, V *d)                                                \
+    {                                                                                     \
+        V y = TANH##S(x);                                                                 \
+        *d = SUB##S(SET##S(1.0), MUL##S(y, y));                                           \
+        return y;                                                                         \
+    }                                                                                     \
+    /* x >= 0 ? 1 / (1 + exp(-x)) : exp(x) / (1 + exp(x)) */                             \
+    static inline V sigmoid_##S(V x)                                                      \
+    {                                                                                     \
+        V e = EXP##S(GE0##S(x, NEG##S(x), x));                                            \
+        V one = SET##S(1.0), den = ADD##S(one, e);                                        \
+        return GE0##S(x, DIV##S(one, den), DIV##S(e, den));                               \
+    }                                                                                     \
+    static inline V sigmoid_fd_##S(V x, V *d)                                             \
+    {                                                                                     \
+        V y = sigmoid_##S(x);                                                             \
+        *d = MUL##S(y, SUB##S(SET##S(1.0), y));                                           \
+        return y;                                                                         \
+    }                                                                                     \
+    /* 0.5 x (1 + erf(x / sqrt 2)); 0.5 (1 + erf(x / sqrt 2)) + x exp(-x^2 / 2) / sqrt(2 pi) */ \
+    static inline V gelu_fd_##S(V x, V *d)                                                \
+    {                                                                                     \
+        V one = SET##S(1.0), half = SET##S(0.5);                                          \
+        V p = ADD##S(one, ERF##S(MUL##S(x, SET##S(M_SQRT1_2))));                          \
+        V e = EXP##S(MUL##S(MUL##S(SET##S(-0.5), x), x));                                 \
+        *d = ADD##S(MUL##S(half, p),                                                      \
+                    MUL##S(MUL##S(x, e), SET##S(0.5 * M_2_SQRTPI * M_SQRT1_2)));          \
+        return MUL##S(MUL##S(half, x), p);                                                \
+    }                                                                                     \
+    static inline V gelu_tanh_fd_##S(V x, V *d)                                           \
+    {                                                                                     \
+        V one = SET##S(1.0), half = SET##S(0.5), c = SET##S(GELU_C_);                     \
+        V cube = MUL##S(MUL##S(MUL##S(SET##S(0.044715), x), x), x);                       \
+        V t = TANH##S(MUL##S(c, ADD##S(x, cube)));                                        \
+        V hx = MUL##S(half, x);                                                           \
+        V q = ADD##S(one, MUL##S(MUL##S(SET##S(3 * 0.044715), x), x));                    \
+        *d = ADD##S(MUL##S(half, ADD##S(one, t)),                                         \
+                    MUL##S(MUL##S(MUL##S(hx, SUB##S(one, MUL##S(t, t))), c), q));         \
+        return MUL##S(hx, ADD##S(one, t));                                                \
+    }                                                                                     \
+    static inline V silu_fd_##S(V x, V *d)                                                \
+    {                                                                                     \
+        V one = SET##S(1.0), s = sigmoid_##S(x);                                          \
+        *d = MUL##S(s, ADD##S(one, MUL##S(x, SUB##S(one, s))));                           \
+        return MUL##S(x, s);                                                              \
+    }                                                                                     \
+    static inline V sin_fd_##S(V x, V *d)                                                 \
+    {                                                                                     \
+        *d = COS##S(x);                                                                   \
+        return SIN##S(x);                                                                 \
+    }                                                                                     \
+    static inline V cos_fd_##S(V x, V *d)                                                 \
+    {                                                                                     \
+        *d = NEG##S(SIN##S(x));                                                           \
+        return COS##S(x);                                                                 \
+    }
+
+DEF_OPS(F, VF)
+DEF_OPS(D, VD)
+
+/* Array kernels of an op: whole vectors, then the rest as one masked vector
+ * (the same function, so the same value for an element wherever it is). */
+#define DEF_KERNELS(op, S, T)                                                             \
+    static void op##_un_##S(const void *px, void *py, int64_t n)                          \
+    {                                                                                     \
+        const T *x = px;                                                                  \
+        T *y = py;                                                                        \
+        V##S d;                                                                           \
+        int64_t i = 0;                                                                    \
+        for (; i + W##S <= n; i += W##S)                                                  \
+            ST##S(y + i, op##_fd_##S(LD##S(x + i), &d));                                  \
+        if (i < n)                                                                        \
+            STM##S(y + i, op##_fd_##S(LDM##S(x + i, n - i), &d), n - i);                  \
+    }                                                                                     \
+    static void op##_unb_##S(const void *px, const void *pdy, void *pdx, int64_t n)       \
+    {                                                                                     \
+        const T *x = px, *dy = pdy;                                                       \
+        T *dx = pdx;                                                                      \
+        V##S d;                                                                           \
+        int64_t i = 0;                                                                    \
+        for (; i + W##S <= n; i += W##S) {                                                \
+            (void)op##_fd_##S(LD##S(x + i), &d);                                          \
+            ST##S(dx + i, MUL##S(LD##S(dy + i), d));                                      \
+        }                                                                                 \
+        if (i < n) {                                                                      \
+            (void)op##_fd_##S(LDM##S(x + i, n - i), &d);                                  \
+            STM##S(dx + i, MUL##S(LDM##S(dy + i, n - i), d), n - i);                      \
+        }                                                                                 \
+    }                                                                                     \
+    static void op##_ung_##S(const void *px, void *py, void *pg, int64_t n)               \
+    {                                                                                     \
+        const T *x = px;                                                                  \
+        T *y = py, *g = pg;                                                               \
+        V##S d;                                                                           \
+        int64_t i = 0;                                                                    \
+        for (; i + W##S <= n; i += W##S) {                                                \
+            ST##S(y + i, op##_fd_##S(LD##S(x + i), &d));                                  \
+            ST##S(g + i, d);                                                              \
+        }                                                                                 \
+        if (i < n) {                                                                      \
+            STM##S(y + i, op##_fd_##S(LDM##S(x + i, n - i), &d), n - i);                  \
+            STM##S(g + i, d, n - i);                                                      \
+        }                                                                                 \
+    }
+
+#define VM_OPS(X) X(exp, EXP) X(log, LOG) X(tanh, TANH) X(sigmoid, SIGMOID) X(gelu, GELU) \
+    X(gelu_tanh, GELU_TANH) X(silu, SILU) X(sin, SIN) X(cos, COS)
+
+#define DEF_BOTH(op, OP) DEF_KERNELS(op, F, float) DEF_KERNELS(op, D, double)
+VM_OPS(DEF_BOTH)
+
+static void exp_f64_(const double *x, double *y, int64_t n)
+{
+    exp_un_D(x, y, n);
+}
+
+#define UN_F(op, OP) [RT_##OP] = op##_un_F,
+#define UN_D(op, OP) [RT_##OP] = op##_un_D,
+#define UNB_F(op, OP) [RT_##OP] = op##_unb_F,
+#define UNB_D(op, OP) [RT_##OP] = op##_unb_D,
+#define UNG_F(op, OP) [RT_##OP] = op##_ung_F,
+#define UNG_D(op, OP) [RT_##OP] = op##_ung_D,
+
+const rt_vm_table VM_TABLE = {
+    .name = VM_NAME,
+    .un = {{VM_OPS(UN_F)}, {VM_OPS(UN_D)}},
+    .unb = {{VM_OPS(UNB_F)}, {VM_OPS(UNB_D)}},
+    .ung = {{VM_OPS(UNG_F)}, {VM_OPS(UNG_D)}},
+    .exp_f64 = exp_f64_,
+};
