@@ -16,6 +16,9 @@ typedef struct Emitter {
   IrFn *f;
   int *lastuse;     /* per value: index of its last use in the current block */
   int *nuses;       /* per value: how many instruction operands read it */
+  int *defblk;      /* per value: the number of the block that defines it */
+  bool *moved;      /* per value: read from a var by a move (emit_at) */
+  int nblocks;      /* blocks numbered so far in the current function */
 } Emitter;
 
 static void out(Emitter *E, int indent, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
@@ -606,13 +609,22 @@ static bool is_param(Emitter *E, int v) {
 
 /* ---- elementwise fusion ----
  * A run of consecutive arithmetic instructions (+ - * /, negation, sqrt,
- * square) on tensors of one shape and dtype, and host scalars, becomes one C
- * loop: intermediates live in registers, only values used after the run
- * are stored.  Each operation rounds to the dtype as the runtime's kernels
- * do, so results are bit-identical to the unfused code.  Host computations
- * and var reads between them are emitted before the loop. */
+ * square, gradient accumulation) on tensors of one shape and dtype, and host
+ * scalars, becomes one C loop: intermediates live in registers, only values
+ * used after the run are stored.  Each operation rounds to the dtype as the
+ * runtime's kernels do, so results are bit-identical to the unfused code.
+ * Host computations and var reads between them are emitted before the loop.
+ *
+ * In place: a stored result takes the buffer of an operand that dies in the
+ * run (a tensor this block owns, read for the last time here) through
+ * rt_reuse, which hands the buffer over when no one else holds it (refs ==
+ * 1) and allocates otherwise.  Every element is read before the iteration
+ * stores anything, so writing over an operand is safe.  With the var moves
+ * of emit_block, `w = w - LR * g` and the Adam moments update in place. */
 
 static const char *fused_op(IrInst *in) {
+  if (in->op == IR_ACCUM)
+    return "+";
   if (!in->s)
     return NULL;
   if (!strcmp(in->s, "ADD"))
@@ -644,7 +656,8 @@ static bool fusable(Emitter *E, IrInst *in) {
     return false;
   switch (in->op) {
   case IR_BINARY:
-    if (!fused_op(in))
+  case IR_ACCUM:
+    if (!fused_op(in) || in->nargs != 2)
       return false;
     for (int i = 0; i < 2; i++) {
       const Type *a = E->f->values[in->args[i]].type;
@@ -678,9 +691,23 @@ static const char *fused_operand(Emitter *E, int v, const char *const *reg) {
   return arena_sprintf(&E->c->arena, "((const T_ *)%s->data)[i_]", vname(E, v));
 }
 
-/* Emits the run starting at insts[j], if there is one worth fusing;
- * returns how many instructions it covered (0: none). */
-static int emit_fused(Emitter *E, IrInst **insts, int j, int n, int ind) {
+/* A var read that hands the var's reference over (emit_block decides). */
+static void emit_at(Emitter *E, IrInst **insts, int k, const bool *move, int ind) {
+  IrInst *in = insts[k];
+  if (move[k]) {
+    const char *var = varname(E, (int)in->i[0]);
+    out(E, ind, "%s = %s; %s = NULL; /* the last read before %s is set: moved */\n", D(E, in, 0), var, var,
+        E->f->vars[in->i[0]].name);
+    E->moved[in->dst[0]] = true;
+    return;
+  }
+  emit_inst(E, in, ind);
+}
+
+/* Emits the run starting at insts[j], if there is one worth fusing (two
+ * members, or one that can reuse a dying operand's buffer); returns how many
+ * instructions it covered (0: none).  blk: the block's number (E->defblk). */
+static int emit_fused(Emitter *E, IrInst **insts, int j, int n, const bool *move, int blk, int ind) {
   if (!fusable(E, insts[j]))
     return 0;
   const Type *t = E->f->values[insts[j]->dst[0]].type;
@@ -693,22 +720,50 @@ static int emit_fused(Emitter *E, IrInst **insts, int j, int n, int ind) {
       break;
     }
   }
-  if (members < 2)
-    return 0;
-  /* uses of each member's value inside the run */
+  /* uses of each member's value inside the run; members' values */
   int *inside = arena_alloc(&E->c->arena, sizeof(int) * (size_t)(E->f->nvalues + 1));
-  for (int k = j; k < end; k++)
+  const char **reg = arena_alloc(&E->c->arena, sizeof(char *) * (size_t)(E->f->nvalues + 1));
+  for (int k = j; k < end; k++) {
     for (int a = 0; a < insts[k]->nargs; a++)
       inside[insts[k]->args[a]]++;
-  const char **reg = arena_alloc(&E->c->arena, sizeof(char *) * (size_t)(E->f->nvalues + 1));
+    if (!transparent(insts[k]))
+      reg[insts[k]->dst[0]] = "member";
+  }
+  /* donors: operands of the run's shape that this block owns and reads for
+   * the last time in the run; each gives its buffer to one stored result.
+   * A var's old value comes first (`w = w - LR * g` updates w's buffer). */
+  int *donors = arena_alloc(&E->c->arena, sizeof(int) * (size_t)(2 * (end - j) + 1));
+  int ndonors = 0;
+  for (int pass = 0; pass < 2; pass++) {
+    for (int k = j; k < end; k++) {
+      if (transparent(insts[k]))
+        continue;
+      for (int a = 0; a < insts[k]->nargs; a++) {
+        int v = insts[k]->args[a];
+        bool dup = false;
+        for (int d = 0; d < ndonors; d++)
+          dup = dup || donors[d] == v;
+        if (!dup && !reg[v] && E->moved[v] == !pass && is_tensor(E, v) && same_shape(E->f->values[v].type, t) &&
+            E->defblk[v] == blk && !is_param(E, v) && E->lastuse[v] >= j && E->lastuse[v] < end)
+          donors[ndonors++] = v;
+      }
+    }
+  }
+  int stored = 0;
+  for (int k = j; k < end; k++)
+    if (!transparent(insts[k]) && E->nuses[insts[k]->dst[0]] > inside[insts[k]->dst[0]])
+      stored++;
+  if (members < 2 && (ndonors == 0 || stored == 0))
+    return 0;
+  memset(reg, 0, sizeof(char *) * (size_t)(E->f->nvalues + 1));
   const char *T = t->dtype == DT_F64 ? "double" : "float";
   int line, col;
   source_position(E->c, insts[j]->span, &line, &col);
   for (int k = j; k < end; k++)
     if (transparent(insts[k]))
-      emit_inst(E, insts[k], ind);
-  out(E, ind, "{ /* %s:%d: %d elementwise operations in one loop */\n", source_file(E->c, insts[j]->span.file)->path,
-      line, members);
+      emit_at(E, insts, k, move, ind);
+  out(E, ind, "{ /* %s:%d: %d elementwise operation%s in one loop */\n", source_file(E->c, insts[j]->span.file)->path,
+      line, members, members > 1 ? "s" : "");
   out(E, ind + 1, "typedef %s T_;\n", T);
   out(E, ind + 1, "rt_kspan span_ = rt_kernel_begin(ctx); /* --profile, --trace */\n");
   const char *first = NULL;
@@ -723,6 +778,7 @@ static int emit_fused(Emitter *E, IrInst **insts, int j, int n, int ind) {
     first = "NULL"; /* not reached: a member has a tensor operand of the run's shape */
   out(E, ind + 1, "const int64_t n_ = %s->numel;\n", first);
   /* outputs: members read after the run */
+  int used = 0;
   for (int k = j; k < end; k++) {
     if (transparent(insts[k]))
       continue;
@@ -733,8 +789,15 @@ static int emit_fused(Emitter *E, IrInst **insts, int j, int n, int ind) {
         out(E, ind + 1, "RT_CHECK(ctx, %s->numel == n_, \"internal error: fused operands differ in size\");\n",
             vname(E, insts[k]->args[a]));
     }
-    if (E->nuses[v] > inside[v])
-      out(E, ind + 1, "%s = rt_empty(ctx, %s, %s->ndim, %s->shape);\n", vname(E, v), dtype_c(t->dtype), first, first);
+    if (E->nuses[v] > inside[v]) {
+      if (used < ndonors) {
+        const char *d = vname(E, donors[used++]);
+        out(E, ind + 1, "%s = rt_reuse(ctx, %s); /* in place: %s dies here */\n", vname(E, v), d, d);
+      } else {
+        out(E, ind + 1, "%s = rt_empty(ctx, %s, %s->ndim, %s->shape);\n", vname(E, v), dtype_c(t->dtype), first,
+            first);
+      }
+    }
     reg[v] = arena_sprintf(&E->c->arena, "r%d_", v);
   }
   out(E, ind + 1, "for (int64_t i_ = 0; i_ < n_; i_++) {\n");
@@ -756,6 +819,12 @@ static int emit_fused(Emitter *E, IrInst **insts, int j, int n, int ind) {
       expr = arena_sprintf(&E->c->arena, "%s %s %s", x, fused_op(in), fused_operand(E, in->args[1], reg));
     out(E, ind + 2, "const T_ r%d_ = %s;\n", v, expr);
     reg[v] = arena_sprintf(&E->c->arena, "r%d_", v);
+  }
+  /* stores last: an output may share its buffer with an operand read above */
+  for (int k = j; k < end; k++) {
+    if (transparent(insts[k]))
+      continue;
+    int v = insts[k]->dst[0];
     if (E->nuses[v] > inside[v])
       out(E, ind + 2, "((T_ *)%s->data)[i_] = r%d_;\n", vname(E, v), v);
   }
@@ -810,6 +879,43 @@ static int emit_gemm_epilogue(Emitter *E, IrInst **insts, int j, int n, int ind)
   return k - j;
 }
 
+/* Whether an instruction (or one nested in it) reads or writes var `slot`. */
+static void slots_touched(IrInst *in, bool *touched) {
+  if (in->op == IR_VAR_GET || in->op == IR_VAR_SET || in->op == IR_INDEX_ADD_SLOT)
+    touched[in->i[0]] = true;
+  for (IrInst *x = in->body.head; x; x = x->next)
+    slots_touched(x, touched);
+  for (IrInst *x = in->els.head; x; x = x->next)
+    slots_touched(x, touched);
+}
+
+/* move[j]: insts[j] reads a tensor var whose next access in this block is
+ * an assignment at this level, so the read can take the var's reference
+ * (the old value is dead after it) instead of adding one.  A value with one
+ * reference can be updated in place (rt_reuse). */
+static bool *var_moves(Emitter *E, IrInst **insts, int n) {
+  bool *move = arena_alloc(&E->c->arena, sizeof(bool) * (size_t)(n ? n : 1));
+  int nv = E->f->nvars;
+  bool *next_set = arena_alloc(&E->c->arena, sizeof(bool) * (size_t)(nv ? nv : 1));
+  bool *touched = arena_alloc(&E->c->arena, sizeof(bool) * (size_t)(nv ? nv : 1));
+  for (int k = n - 1; k >= 0; k--) {
+    IrInst *in = insts[k];
+    if (in->op == IR_VAR_GET) {
+      move[k] = next_set[in->i[0]] && is_tensor(E, in->dst[0]);
+      next_set[in->i[0]] = false;
+    } else if (in->op == IR_VAR_SET) {
+      next_set[in->i[0]] = true;
+    } else if (in->body.head || in->els.head || in->op == IR_INDEX_ADD_SLOT) {
+      memset(touched, 0, sizeof(bool) * (size_t)(nv ? nv : 1));
+      slots_touched(in, touched);
+      for (int s = 0; s < nv; s++)
+        if (touched[s])
+          next_set[s] = false;
+    }
+  }
+  return move;
+}
+
 /* Emits a block; each tensor it defines is freed after its last use in it. */
 static void emit_block(Emitter *E, IrBlock *b, int ind) {
   int n = 0;
@@ -824,10 +930,14 @@ static void emit_block(Emitter *E, IrBlock *b, int ind) {
   int *next_free = arena_alloc(&E->c->arena, sizeof(int) * (size_t)(E->f->nvalues + 1));
   for (j = 0; j < n; j++)
     free_after[j] = -1;
+  int blk = ++E->nblocks;
   for (j = 0; j < n; j++)
     for (int d = 0; d < insts[j]->ndst; d++)
-      if (insts[j]->dst[d] >= 0)
+      if (insts[j]->dst[d] >= 0) {
         E->lastuse[insts[j]->dst[d]] = -1;
+        E->defblk[insts[j]->dst[d]] = blk;
+      }
+  bool *move = var_moves(E, insts, n);
   for (j = 0; j < n; j++)
     uses(insts[j], j, E->lastuse);
   for (j = 0; j < n; j++)
@@ -842,9 +952,9 @@ static void emit_block(Emitter *E, IrBlock *b, int ind) {
   for (j = 0; j < n;) {
     int run = emit_gemm_epilogue(E, insts, j, n, ind);
     if (!run)
-      run = emit_fused(E, insts, j, n, ind);
+      run = emit_fused(E, insts, j, n, move, blk, ind);
     if (!run) {
-      emit_inst(E, insts[j], ind);
+      emit_at(E, insts, j, move, ind);
       run = 1;
     }
     for (int k = j; k < j + run; k++)
@@ -918,6 +1028,9 @@ static void emit_fn(Emitter *E, IrFn *f) {
   }
   E->lastuse = arena_alloc(&E->c->arena, sizeof(int) * (size_t)(f->nvalues + 1));
   E->nuses = arena_alloc(&E->c->arena, sizeof(int) * (size_t)(f->nvalues + 1));
+  E->defblk = arena_alloc(&E->c->arena, sizeof(int) * (size_t)(f->nvalues + 1));
+  E->moved = arena_alloc(&E->c->arena, sizeof(bool) * (size_t)(f->nvalues + 1));
+  E->nblocks = 0;
   count_uses(&f->body, E->nuses);
   int line, col;
   source_position(E->c, f->span, &line, &col);

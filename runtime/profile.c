@@ -230,7 +230,7 @@ static void print_kinds(rt_ctx *ctx, double total_s)
 {
     rt_prof *p = &ctx->prof;
     /* per kind: calls, seconds, faults; then allocation, totals */
-    enum { NV = 3 * NK + 5 };
+    enum { NV = 3 * NK + 7 };
     double loc[NV], sum[NV], mx[NV];
     for (int k = 0; k < RT_NKINDS; k++) {
         loc[3 * k] = p->kind_calls[k];
@@ -248,6 +248,8 @@ static void print_kinds(rt_ctx *ctx, double total_s)
     loc[3 * NK + 2] = (double)(p->faults_end - p->faults_start);
     loc[3 * NK + 3] = p->alloc_fresh;
     loc[3 * NK + 4] = p->alloc_fresh_bytes;
+    loc[3 * NK + 5] = p->reuse_calls;
+    loc[3 * NK + 6] = p->reuse_hits;
     reduce_ranks(ctx, loc, sum, mx, NV);
     if (ctx->rank != 0)
         return;
@@ -275,6 +277,10 @@ static void print_kinds(rt_ctx *ctx, double total_s)
                     "allocations per rank, %.0f fresh (%.1f MiB), the rest reused\n",
             sum[3 * NK + 2] / w, kfaults / w, sum[3 * RT_NKINDS] / w, sum[3 * NK + 3] / w,
             sum[3 * NK + 4] / w / (1 << 20));
+    if (sum[3 * NK + 5] > 0)
+        fprintf(stderr, "in place: %.0f of %.0f elementwise results per rank wrote over a dying "
+                        "operand (rt_reuse)\n",
+                sum[3 * NK + 6] / w, sum[3 * NK + 5] / w);
 }
 
 static void print_collectives(rt_ctx *ctx)

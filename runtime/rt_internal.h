@@ -52,6 +52,7 @@ typedef struct rt_region {
 typedef struct rt_prof {
     double kind_s[RT_NKINDS], kind_calls[RT_NKINDS], kind_faults[RT_NKINDS];
     double alloc_s, alloc_calls, alloc_fresh, alloc_fresh_bytes;
+    double reuse_calls, reuse_hits; /* rt_reuse: results asked for, written in place */
     long faults_start, faults_end;
     int kdepth; /* open kernels: only the outermost is recorded */
     rt_region *regions;

@@ -68,6 +68,10 @@ rt_tensor *rt_from_data(rt_ctx *ctx, rt_dtype dt, int ndim, const int64_t *shape
                         const void *data);                          /* copies */
 rt_tensor *rt_copy(rt_ctx *ctx, const rt_tensor *x);
 rt_tensor *rt_retain(rt_tensor *x); /* new reference to the same tensor */
+/* The result buffer of an elementwise op whose operand x dies at it: x
+ * itself (a new reference) when the caller's is its only reference, so the
+ * op writes in place; otherwise a new tensor of x's dtype and shape. */
+rt_tensor *rt_reuse(rt_ctx *ctx, rt_tensor *x);
 void rt_free(rt_ctx *ctx, rt_tensor *x); /* NULL is allowed */
 double rt_get(const rt_tensor *x, int64_t i);        /* flat index, as double */
 void rt_set(rt_tensor *x, int64_t i, double v);

@@ -40,6 +40,9 @@ for region, calls in [("main", "1"), ("value_and_grad(loss)", "3"), ("loss (forw
     r = row(region)
     if r[0] != calls:
         sys.exit("region %r: %s calls, expected %s" % (region, r[0], calls))
+# the SGD updates (2 per step), the gelu gradient and the loss's: in place
+if not re.search(r"^in place: 12 of 12 elementwise results", text, re.M):
+    sys.exit("expected the 12 in-place results of 3 steps")
 if not re.search(r"^for step \(.*mlp_tp\.spmd:35\) +3 ", text, re.M):
     sys.exit("no region for the iterations of the training loop")
 print("profile ok")
