@@ -6,10 +6,12 @@
  * at the declared mesh sizes; then the total per call of each function and
  * of the program.  Loops multiply by their trip count when it is a
  * constant; both branches of an `if` are counted (an upper bound).  Steps of
- * a redistribute(x, T) also list their local converts and the plan note. */
+ * a redistribute(x, T) also list their local converts and the plan note.
+ * A collective that starts non-blocking (overlap.h) says where it is waited. */
 #include <string.h>
 
 #include "comm_report.h"
+#include "overlap.h"
 #include "redistribute.h"
 
 typedef struct FnTotal {
@@ -291,7 +293,7 @@ static void print_cost_line(Report *R, int ind, const char *label, const CommCos
     fprintf(R->out, "%s: %s = %s bytes\n", label, t, v);
 }
 
-static void print_inst(Report *R, IrFn *f, IrInst *in, int ind, bool bwd) {
+static void print_inst(Report *R, IrFn *f, IrBlock *b, IrInst *in, int ind, bool bwd) {
   CommCost one = {0};
   price(R, f, in, &one, 1);
   indent(R, ind);
@@ -304,6 +306,16 @@ static void print_inst(Report *R, IrFn *f, IrInst *in, int ind, bool bwd) {
   if (in->s && strncmp(in->s, "redistribute: ", 14) == 0) {
     indent(R, ind + 1);
     fprintf(R->out, "note: redistribute %s\n", in->s + 14);
+  }
+  const IrInst *first = NULL;
+  if (overlap_starts_early(f, b, in, &first)) {
+    indent(R, ind + 1);
+    if (first)
+      fprintf(R->out, "overlaps: started non-blocking, waited for before its first use at %s\n",
+              where(R, first->span));
+    else
+      fputs("overlaps: started non-blocking, returned pending; waited for where the caller first uses it\n",
+            R->out);
   }
 }
 
@@ -361,7 +373,7 @@ static void print_block(Report *R, IrFn *f, IrBlock *b, int ind, bool bwd) {
                               : arena_sprintf(&R->c->arena, "%s  call %s", where(R, in->span), g->cname);
       print_cost_line(R, ind, label, &sub);
     } else {
-      print_inst(R, f, in, ind, bwd);
+      print_inst(R, f, b, in, ind, bwd);
     }
   }
 }
@@ -424,7 +436,9 @@ void comm_report(Compiler *c, IrProgram *p, FILE *out, const char *source_path) 
         "# buffer in bytes, n the number of ranks in the group:\n"
         "#   all_reduce 2*(n-1)/n*N; all_gather (n-1)/n*N of the result;\n"
         "#   reduce_scatter (n-1)/n*N of the input; all_to_all (n-1)/n*N; converts are local.\n"
-        "# Loops multiply by their trip count; both branches of an if are counted.\n", out);
+        "# Loops multiply by their trip count; both branches of an if are counted.\n"
+        "# \"overlaps\": a gradient all_reduce started non-blocking and waited for where\n"
+        "# first used; those under 1 MiB (SPMD_BUCKET_KB) share one all_reduce at run time.\n", out);
   if (library)
     fputs("# no main and no export fn: every function is listed\n", out);
   /* callees before callers: the program's order, main last */

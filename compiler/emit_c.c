@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "ir.h"
+#include "overlap.h"
 
 typedef struct Emitter {
   Compiler *c;
@@ -18,6 +19,7 @@ typedef struct Emitter {
   int *nuses;       /* per value: how many instruction operands read it */
   int *defblk;      /* per value: the number of the block that defines it */
   bool *moved;      /* per value: read from a var by a move (emit_at) */
+  bool started;     /* the function started a collective early (then rt_flush) */
   int nblocks;      /* blocks numbered so far in the current function */
 } Emitter;
 
@@ -691,10 +693,22 @@ static const char *fused_operand(Emitter *E, int v, const char *const *reg) {
   return arena_sprintf(&E->c->arena, "((const T_ *)%s->data)[i_]", vname(E, v));
 }
 
-/* A var read that hands the var's reference over (emit_block decides). */
-static void emit_at(Emitter *E, IrInst **insts, int k, const bool *move, int ind) {
+/* special[k] (emit_block decides): a var read that hands the var's
+ * reference over (var_moves), or an all_reduce that starts non-blocking
+ * (overlap.c). */
+static void emit_at(Emitter *E, IrInst **insts, int k, const bool *special, int ind) {
   IrInst *in = insts[k];
-  if (move[k]) {
+  if (special[k] && in->op == IR_ALL_REDUCE) {
+    int line, col;
+    source_position(E->c, in->span, &line, &col);
+    out(E, ind, "%s = rt_all_reduce_start(ctx, %s, %s, %s); /* %s:%d: non-blocking, waited where first used */\n",
+        D(E, in, 0), A(E, in, 0), axes_c(E, in),
+        (const char *[]){"RT_RED_SUM", "RT_RED_AVG", "RT_RED_MAX", "RT_RED_MIN"}[in->i[0]],
+        source_file(E->c, in->span.file)->path, line);
+    E->started = true;
+    return;
+  }
+  if (special[k]) {
     const char *var = varname(E, (int)in->i[0]);
     out(E, ind, "%s = %s; %s = NULL; /* the last read before %s is set: moved */\n", D(E, in, 0), var, var,
         E->f->vars[in->i[0]].name);
@@ -706,8 +720,9 @@ static void emit_at(Emitter *E, IrInst **insts, int k, const bool *move, int ind
 
 /* Emits the run starting at insts[j], if there is one worth fusing (two
  * members, or one that can reuse a dying operand's buffer); returns how many
- * instructions it covered (0: none).  blk: the block's number (E->defblk). */
-static int emit_fused(Emitter *E, IrInst **insts, int j, int n, const bool *move, int blk, int ind) {
+ * instructions it covered (0: none).  blk: the block's number (E->defblk).
+ * dry: only says how many, emits nothing. */
+static int emit_fused(Emitter *E, IrInst **insts, int j, int n, const bool *special, int blk, bool dry, int ind) {
   if (!fusable(E, insts[j]))
     return 0;
   const Type *t = E->f->values[insts[j]->dst[0]].type;
@@ -755,13 +770,15 @@ static int emit_fused(Emitter *E, IrInst **insts, int j, int n, const bool *move
       stored++;
   if (members < 2 && (ndonors == 0 || stored == 0))
     return 0;
+  if (dry)
+    return end - j;
   memset(reg, 0, sizeof(char *) * (size_t)(E->f->nvalues + 1));
   const char *T = t->dtype == DT_F64 ? "double" : "float";
   int line, col;
   source_position(E->c, insts[j]->span, &line, &col);
   for (int k = j; k < end; k++)
     if (transparent(insts[k]))
-      emit_at(E, insts, k, move, ind);
+      emit_at(E, insts, k, special, ind);
   out(E, ind, "{ /* %s:%d: %d elementwise operation%s in one loop */\n", source_file(E->c, insts[j]->span.file)->path,
       line, members, members > 1 ? "s" : "");
   out(E, ind + 1, "typedef %s T_;\n", T);
@@ -840,8 +857,8 @@ static int emit_fused(Emitter *E, IrInst **insts, int j, int n, const bool *move
  * [.., N] results are never written.  A differentiated forward keeps the
  * matmul's result for the backward, so there the uses do not allow it:
  * this pays in forward-only code (evaluation, inference).  Returns how
- * many instructions it covered (0: none). */
-static int emit_gemm_epilogue(Emitter *E, IrInst **insts, int j, int n, int ind) {
+ * many instructions it covered (0: none); dry: emits nothing. */
+static int emit_gemm_epilogue(Emitter *E, IrInst **insts, int j, int n, bool dry, int ind) {
   IrInst *mm = insts[j];
   if (mm->op != IR_MATMUL || mm->nargs != 2)
     return 0;
@@ -870,6 +887,8 @@ static int emit_gemm_epilogue(Emitter *E, IrInst **insts, int j, int n, int ind)
   }
   if (bias < 0 && !act)
     return 0;
+  if (dry) /* only how many */
+    return k - j;
   int line, col;
   source_position(E->c, mm->span, &line, &col);
   out(E, ind, "%s = rt_matmul_bias_act(ctx, %s, %s, %s, %s); /* %s:%d: matmul%s%s%s in one GEMM */\n", vname(E, cur),
@@ -937,7 +956,38 @@ static void emit_block(Emitter *E, IrBlock *b, int ind) {
         E->lastuse[insts[j]->dst[d]] = -1;
         E->defblk[insts[j]->dst[d]] = blk;
       }
-  bool *move = var_moves(E, insts, n);
+  bool *special = var_moves(E, insts, n);
+  /* all_reduces that start non-blocking; values that may be pending (those,
+   * and results of backward calls) are waited for right before the first
+   * instruction that reads them, unless that is the return of a function
+   * whose callers wait (overlap.c) */
+  int *wait_head = arena_alloc(&E->c->arena, sizeof(int) * (size_t)(n ? n : 1));
+  int *wait_next = arena_alloc(&E->c->arena, sizeof(int) * (size_t)(E->f->nvalues + 1));
+  for (j = 0; j < n; j++)
+    wait_head[j] = -1;
+  for (j = 0; j < n; j++) {
+    IrInst *in = insts[j];
+    bool early = overlap_starts_early(E->f, b, in, NULL);
+    if (early)
+      special[j] = true;
+    bool calls = (in->op == IR_CALL || in->op == IR_VJP_CALL) && overlap_may_return_pending(in->callee);
+    if (!early && !calls)
+      continue;
+    for (int d = 0; d < in->ndst; d++) {
+      int v = in->dst[d];
+      if (v < 0 || !is_tensor(E, v))
+        continue;
+      for (int k = j + 1; k < n; k++) {
+        if (insts[k]->op == IR_FREE || !overlap_reads(insts[k], v))
+          continue;
+        if (insts[k]->op != IR_RETURN || !overlap_may_return_pending(E->f)) {
+          wait_next[v] = wait_head[k];
+          wait_head[k] = v;
+        }
+        break;
+      }
+    }
+  }
   for (j = 0; j < n; j++)
     uses(insts[j], j, E->lastuse);
   for (j = 0; j < n; j++)
@@ -950,11 +1000,19 @@ static void emit_block(Emitter *E, IrBlock *b, int ind) {
       free_after[last] = v;
     }
   for (j = 0; j < n;) {
-    int run = emit_gemm_epilogue(E, insts, j, n, ind);
-    if (!run)
-      run = emit_fused(E, insts, j, n, move, blk, ind);
-    if (!run) {
-      emit_at(E, insts, j, move, ind);
+    int run = emit_gemm_epilogue(E, insts, j, n, true, ind);
+    bool gemm = run > 0;
+    if (!gemm)
+      run = emit_fused(E, insts, j, n, special, blk, true, ind);
+    for (int k = j; k < j + (run ? run : 1); k++)
+      for (int v = wait_head[k]; v >= 0; v = wait_next[v])
+        out(E, ind, "rt_wait(ctx, %s); /* a collective started early: done before its first use */\n", vname(E, v));
+    if (gemm)
+      emit_gemm_epilogue(E, insts, j, n, false, ind);
+    else if (run)
+      emit_fused(E, insts, j, n, special, blk, false, ind);
+    else {
+      emit_at(E, insts, j, special, ind);
       run = 1;
     }
     for (int k = j; k < j + run; k++)
@@ -1030,6 +1088,7 @@ static void emit_fn(Emitter *E, IrFn *f) {
   E->nuses = arena_alloc(&E->c->arena, sizeof(int) * (size_t)(f->nvalues + 1));
   E->defblk = arena_alloc(&E->c->arena, sizeof(int) * (size_t)(f->nvalues + 1));
   E->moved = arena_alloc(&E->c->arena, sizeof(bool) * (size_t)(f->nvalues + 1));
+  E->started = false;
   E->nblocks = 0;
   count_uses(&f->body, E->nuses);
   int line, col;
@@ -1055,6 +1114,8 @@ static void emit_fn(Emitter *E, IrFn *f) {
   if (f->uses_tape)
     out(E, 1, "(void)tape;\n");
   emit_block(E, &f->body, 1);
+  if (E->started)
+    out(E, 1, "rt_flush(ctx); /* start the bucketed small gradients before returning */\n");
   for (int s = 0; s < f->nvars; s++)
     if (f->vars[s].type->kind == TY_TENSOR)
       out(E, 1, "rt_free(ctx, %s);\n", varname(E, s));
@@ -1196,7 +1257,12 @@ static void emit_exports(Emitter *E) {
     for (int i = 0; i < f->nparams; i++)
       if (f->exp_mask[i])
         fprintf(fp, ", d_%s", f->values[f->params[i]].hint);
-    fputs(");\n  RT_CHECK(ctx, tape_.n == 0, \"internal error: autodiff tape not empty\");\n", fp);
+    fputs(");\n", fp);
+    for (int i = 0; i < f->nparams; i++) /* gradients leave complete */
+      if (f->exp_mask[i])
+        fprintf(fp, "  if (d_%s)\n    rt_wait(ctx, *d_%s);\n", f->values[f->params[i]].hint,
+                f->values[f->params[i]].hint);
+    fputs("  RT_CHECK(ctx, tape_.n == 0, \"internal error: autodiff tape not empty\");\n", fp);
     fputs("  free(tape_.t);\n  free(tape_.h);\n}\n\n", fp);
     fprintf(fp, "static void %s_a(rt_ctx *ctx, const rt_tensor *const *args, rt_tensor **out) {\n  %s(ctx", n, n);
     for (int i = 0; i < f->nparams; i++)

@@ -98,6 +98,7 @@ rt_ctx *rt_init(int *argc, char ***argv, int naxes, const char *const *names,
     RT_CALL_MPI(ctx, MPI_Comm_size(MPI_COMM_WORLD, &ctx->world));
     const char *mesh = argc && argv ? parse_args(ctx, argc, *argv) : NULL;
     rt_mesh_setup(ctx, naxes, names, sizes, mesh);
+    rt_overlap_setup(ctx);
     RT_CALL_MPI(ctx, MPI_Barrier(MPI_COMM_WORLD));
     ctx->t_start = rt_now();
     rt_profile_start(ctx);
@@ -106,6 +107,7 @@ rt_ctx *rt_init(int *argc, char ***argv, int naxes, const char *const *names,
 
 int rt_finalize(rt_ctx *ctx)
 {
+    rt_overlap_free(ctx);
     rt_trace_finish(ctx);
     rt_bf16_free(ctx);
     rt_dnnl_free(ctx);

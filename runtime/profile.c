@@ -107,6 +107,14 @@ void rt_coll_record(rt_ctx *ctx, rt_coll_kind kind, rt_kspan *s, double bytes)
     kernel_done(ctx, s, RT_K_COLL, coll_names[kind], bytes);
 }
 
+void rt_coll_record_part(rt_ctx *ctx, const char *name, rt_kspan *s, double bytes)
+{
+    if (!s->on)
+        return;
+    ctx->stats[RT_COLL_ALL_REDUCE].seconds += rt_now() - s->t0 - (ctx->prof.alloc_s - s->alloc0);
+    kernel_done(ctx, s, RT_K_COLL, name, bytes);
+}
+
 void rt_alloc_record(rt_ctx *ctx, double t0, bool fresh, size_t bytes)
 {
     double dur = rt_now() - t0;

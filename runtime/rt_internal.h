@@ -39,6 +39,38 @@ typedef struct rt_coll_stat {
     double inflight; /* non-blocking: from the start to the end of the wait */
 } rt_coll_stat;
 
+/* overlap.c: non-blocking all_reduce; a request is one MPI_Iallreduce of a
+ * large tensor (in -> buf, the result) or of a bucket (buf, in place) */
+typedef struct rt_request {
+    MPI_Request req;
+    struct rt_group *group;
+    rt_reduce_op op;
+    rt_dtype dtype;
+    rt_tensor *in;   /* retained input (large tensors) */
+    rt_tensor *buf;  /* the result (borrowed) or the bucket (owned) */
+    int64_t count;   /* elements reduced */
+    bool bucket, open, done; /* open: not started; done: MPI_Test said so */
+    double t_start;
+} rt_request;
+
+/* a pending result: its request and offset in the bucket */
+typedef struct rt_member {
+    rt_tensor *out;
+    int req;
+    int64_t offset;
+    rt_reduce_op op;
+    int group_size;
+} rt_member;
+
+typedef struct rt_overlap {
+    bool enabled;        /* SPMD_OVERLAP != 0 */
+    size_t bucket_bytes; /* SPMD_BUCKET_KB */
+    rt_request *reqs;
+    int nreqs, cap_reqs;
+    rt_member *members;
+    int nmembers, cap_members;
+} rt_overlap;
+
 /* --profile: a trace region's totals (one per name) */
 typedef struct rt_region {
     const char *name;
@@ -109,6 +141,7 @@ struct rt_ctx {
     float *bf16_deriv[RT_NUNARY];  /* f'(x) as the f32 kernel computes it */
     struct rt_dnnl *dnnl;   /* matmul_dnnl.c: engine, stream, primitive cache */
     const struct rt_vm_table *vm; /* vector kernels for this CPU, or NULL (vmath.h) */
+    rt_overlap ov;
 };
 
 /* error.c: every rank calls it with the same message (a failure they agreed
@@ -141,6 +174,8 @@ bool rt_measuring(const rt_ctx *ctx); /* --profile or --trace */
 /* a collective measured by span s (begun before it): blocked time, bytes */
 void rt_coll_record(rt_ctx *ctx, rt_coll_kind kind, rt_kspan *s, double bytes);
 const char *rt_coll_name(rt_coll_kind kind);
+/* part of a non-blocking all_reduce (its start or wait): blocked time */
+void rt_coll_record_part(rt_ctx *ctx, const char *name, rt_kspan *s, double bytes);
 void rt_alloc_record(rt_ctx *ctx, double t0, bool fresh, size_t bytes);
 void rt_region_enter(rt_ctx *ctx, int level, const char *name);
 void rt_region_leave(rt_ctx *ctx, int level, double incl);
@@ -159,6 +194,11 @@ void rt_kscope_end_(rt_kscope *k);
 #define RT_KERNEL(ctx, kind, name)                                          \
     __attribute__((cleanup(rt_kscope_end_), unused)) rt_kscope rt_kscope_ = { \
         (ctx), rt_kernel_begin(ctx), (kind), (name)}
+
+/* overlap.c */
+void rt_overlap_setup(rt_ctx *ctx);
+void rt_overlap_free(rt_ctx *ctx);
+void rt_progress(rt_ctx *ctx); /* tests the requests in flight */
 
 /* mesh.c */
 rt_group *rt_group_get(rt_ctx *ctx, rt_axes axes);

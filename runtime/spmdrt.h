@@ -152,6 +152,16 @@ rt_tensor *rt_reinterpret(rt_ctx *ctx, const rt_tensor *x, rt_axes axes, rt_ltyp
                           rt_ltype dst); /* no-op: returns a new reference */
 void rt_barrier(rt_ctx *ctx);
 
+/* Non-blocking all_reduce: the result's data are valid after rt_wait(ctx,
+ * result) (rt_free waits too); small inputs share one MPI_Iallreduce per
+ * bucket (docs/runtime.md "Overlap"). rt_wait is a no-op for a tensor that
+ * is not pending. rt_flush starts the buckets still open. */
+rt_tensor *rt_all_reduce_start(rt_ctx *ctx, const rt_tensor *x, rt_axes axes, rt_reduce_op op);
+void rt_wait(rt_ctx *ctx, const rt_tensor *t);
+void rt_flush(rt_ctx *ctx);
+void rt_wait_all(rt_ctx *ctx);
+bool rt_pending(const rt_ctx *ctx, const rt_tensor *t);
+
 /* --------------------------------------------------------- shape kernels */
 
 rt_tensor *rt_reshape(rt_ctx *ctx, const rt_tensor *x, int ndim, const int64_t *shape);

@@ -91,6 +91,8 @@ rt_tensor *rt_empty(rt_ctx *ctx, rt_dtype dt, int ndim, const int64_t *shape)
         t->shape[d] = shape[d];
     }
     t->numel = rt_numel_of(ndim, shape);
+    if (ctx->ov.nreqs > 0) /* collectives in flight advance between kernels */
+        rt_progress(ctx);
     t->data = rt_pool_alloc(ctx, (size_t)t->numel * rt_dtype_size(dt), &t->cap);
     t->refs = 1;
     return t;
@@ -168,6 +170,11 @@ void rt_free(rt_ctx *ctx, rt_tensor *x)
 {
     if (!x || --x->refs > 0)
         return;
+    if (ctx->ov.nmembers > 0 && rt_pending(ctx, x)) { /* MPI still writes it */
+        x->refs = 1;
+        rt_wait(ctx, x);
+        x->refs = 0;
+    }
     rt_pool_release(ctx, x->data, x->cap);
     free(x);
 }

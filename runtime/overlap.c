@@ -1,0 +1,250 @@
+/* Non-blocking all_reduce with bucketing (docs/runtime.md "Overlap").
+ *
+ * rt_all_reduce_start returns the result tensor at once; its data are valid
+ * after rt_wait(ctx, result), which generated code calls right before the
+ * result's first use (rt_free waits too). An input of at least the bucket
+ * size starts its own MPI_Iallreduce; smaller ones are copied into the open
+ * bucket of their (communicator, op, dtype), which starts as one
+ * MPI_Iallreduce (in place) when it reaches the bucket size, at rt_flush
+ * (generated backward functions call it before returning), when one of its
+ * results is waited for, or before a blocking collective. Results are
+ * elementwise sums in whatever order MPI reduces; tests check that they are
+ * bit-identical to the blocking rt_all_reduce's. While requests are in
+ * flight, kernels call rt_progress, which tests them so that MPI advances
+ * its schedules between kernels.
+ *
+ * SPMD_OVERLAP=0 makes rt_all_reduce_start the blocking rt_all_reduce
+ * (the blocking schedule, same binary); SPMD_BUCKET_KB sets the bucket size
+ * (default 1024; 0 disables bucketing). */
+#include <limits.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "rt_internal.h"
+
+static MPI_Datatype mpi_type(rt_dtype dt)
+{
+    return dt == RT_F64 ? MPI_DOUBLE : dt == RT_F32 ? MPI_FLOAT : MPI_INT32_T;
+}
+
+static MPI_Op mpi_op(rt_reduce_op op)
+{
+    return op == RT_RED_MAX ? MPI_MAX : op == RT_RED_MIN ? MPI_MIN : MPI_SUM;
+}
+
+static size_t bytes_of(const rt_tensor *x)
+{
+    return (size_t)x->numel * rt_dtype_size(x->dtype);
+}
+
+static void scale(rt_tensor *y, double s)
+{
+    if (y->dtype == RT_F32)
+        for (int64_t i = 0; i < y->numel; i++)
+            ((float *)y->data)[i] = (float)(((float *)y->data)[i] * s);
+    else
+        for (int64_t i = 0; i < y->numel; i++)
+            ((double *)y->data)[i] *= s;
+}
+
+static void *grow(rt_ctx *ctx, void *p, int *cap, int need, size_t each)
+{
+    if (need <= *cap)
+        return p;
+    int c = *cap ? 2 * *cap : 8;
+    while (c < need)
+        c *= 2;
+    void *q = realloc(p, (size_t)c * each);
+    RT_CHECK(ctx, q != NULL, "out of memory for pending collectives");
+    *cap = c;
+    return q;
+}
+
+/* ---- requests: one MPI_Iallreduce each (a large tensor, or a bucket) */
+
+static int new_request(rt_ctx *ctx, rt_group *g, rt_reduce_op op, rt_dtype dt)
+{
+    rt_overlap *o = &ctx->ov;
+    o->reqs = grow(ctx, o->reqs, &o->cap_reqs, o->nreqs + 1, sizeof *o->reqs);
+    rt_request *r = &o->reqs[o->nreqs];
+    *r = (rt_request){.req = MPI_REQUEST_NULL, .group = g, .op = op, .dtype = dt, .open = true};
+    return o->nreqs++;
+}
+
+static void start_request(rt_ctx *ctx, rt_request *r)
+{
+    if (!r->open)
+        return;
+    rt_kspan ks_ = rt_kernel_begin(ctx);
+    r->t_start = rt_now();
+    void *send = r->in ? r->in->data : MPI_IN_PLACE;
+    RT_CHECK(ctx, r->count <= INT_MAX, "collective of %lld elements exceeds MPI's int count",
+             (long long)r->count);
+    RT_CALL_MPI(ctx, MPI_Iallreduce(send, r->buf->data, (int)r->count, mpi_type(r->dtype),
+                                    mpi_op(r->op), r->group->comm, &r->req));
+    r->open = false;
+    ctx->stats[RT_COLL_ALL_REDUCE].count += 1;
+    ctx->stats[RT_COLL_ALL_REDUCE].bytes += (double)r->count * rt_dtype_size(r->dtype);
+    rt_coll_record_part(ctx, "all_reduce (start)", &ks_, (double)r->count * rt_dtype_size(r->dtype));
+}
+
+/* the open bucket of (group, op, dtype), or -1 */
+static int open_bucket(rt_ctx *ctx, rt_group *g, rt_reduce_op op, rt_dtype dt)
+{
+    rt_overlap *o = &ctx->ov;
+    for (int i = 0; i < o->nreqs; i++) {
+        rt_request *r = &o->reqs[i];
+        if (r->open && r->bucket && r->group == g && r->op == op && r->dtype == dt)
+            return i;
+    }
+    return -1;
+}
+
+rt_tensor *rt_all_reduce_start(rt_ctx *ctx, const rt_tensor *x, rt_axes axes, rt_reduce_op op)
+{
+    rt_group *g = rt_group_get(ctx, axes);
+    RT_CHECK(ctx, !(op == RT_RED_AVG && x->dtype == RT_I32), "all_reduce: op=avg needs a float tensor");
+    if (g->size == 1)
+        return rt_retain((rt_tensor *)x);
+    if (!ctx->ov.enabled)
+        return rt_all_reduce(ctx, x, axes, op);
+    rt_overlap *o = &ctx->ov;
+    rt_tensor *y = rt_empty(ctx, x->dtype, x->ndim, x->shape);
+    o->members = grow(ctx, o->members, &o->cap_members, o->nmembers + 1, sizeof *o->members);
+    rt_member *m = &o->members[o->nmembers];
+    *m = (rt_member){.out = y, .op = op, .group_size = g->size};
+    size_t bytes = bytes_of(x);
+    if (bytes >= o->bucket_bytes) { /* its own request, out of place from x */
+        int k = new_request(ctx, g, op, x->dtype);
+        rt_request *r = &o->reqs[k];
+        r->in = rt_retain((rt_tensor *)x); /* MPI reads it until the wait */
+        r->buf = y;                        /* borrowed: rt_free(y) waits first */
+        r->count = x->numel;
+        m->req = k;
+        o->nmembers++;
+        start_request(ctx, r);
+        return y;
+    }
+    int k = open_bucket(ctx, g, op, x->dtype);
+    if (k < 0) {
+        k = new_request(ctx, g, op, x->dtype);
+        rt_request *r = &o->reqs[k];
+        r->bucket = true;
+        int64_t cap = (int64_t)(o->bucket_bytes / rt_dtype_size(x->dtype));
+        r->buf = rt_empty(ctx, x->dtype, 1, &cap);
+    }
+    rt_request *r = &o->reqs[k];
+    if ((size_t)(r->count + x->numel) * rt_dtype_size(x->dtype) > o->bucket_bytes) {
+        start_request(ctx, r); /* full: a new bucket for this one */
+        k = new_request(ctx, g, op, x->dtype);
+        r = &o->reqs[k];
+        r->bucket = true;
+        int64_t cap = (int64_t)(o->bucket_bytes / rt_dtype_size(x->dtype));
+        r->buf = rt_empty(ctx, x->dtype, 1, &cap);
+    }
+    m->req = k;
+    m->offset = r->count;
+    memcpy((char *)r->buf->data + (size_t)r->count * rt_dtype_size(x->dtype), x->data, bytes);
+    r->count += x->numel;
+    o->nmembers++;
+    return y;
+}
+
+void rt_flush(rt_ctx *ctx)
+{
+    rt_overlap *o = &ctx->ov;
+    for (int i = 0; i < o->nreqs; i++)
+        if (o->reqs[i].open)
+            start_request(ctx, &o->reqs[i]);
+}
+
+/* completes request k: waits, copies bucket members out, releases buffers */
+static void complete(rt_ctx *ctx, int k)
+{
+    rt_overlap *o = &ctx->ov;
+    rt_request *r = &o->reqs[k];
+    if (r->open)
+        start_request(ctx, r);
+    rt_kspan ks_ = rt_kernel_begin(ctx);
+    if (!r->done)
+        RT_CALL_MPI(ctx, MPI_Wait(&r->req, MPI_STATUS_IGNORE));
+    double now = rt_now();
+    ctx->stats[RT_COLL_ALL_REDUCE].inflight += now - r->t_start;
+    for (int i = 0; i < o->nmembers; i++) {
+        rt_member *m = &o->members[i];
+        if (m->req != k)
+            continue;
+        if (r->bucket)
+            memcpy(m->out->data, (char *)r->buf->data + (size_t)m->offset * rt_dtype_size(r->dtype),
+                   bytes_of(m->out));
+        if (m->op == RT_RED_AVG)
+            scale(m->out, 1.0 / m->group_size);
+        o->members[i] = o->members[--o->nmembers]; /* unordered */
+        i--;
+    }
+    rt_tensor *in = r->in, *buf = r->bucket ? r->buf : NULL;
+    o->reqs[k] = o->reqs[--o->nreqs]; /* request k is gone; members of the moved one follow */
+    for (int i = 0; i < o->nmembers; i++)
+        if (o->members[i].req == o->nreqs)
+            o->members[i].req = k;
+    rt_coll_record_part(ctx, "all_reduce (wait)", &ks_, 0);
+    rt_free(ctx, in);
+    rt_free(ctx, buf);
+}
+
+static int member_of(const rt_ctx *ctx, const rt_tensor *t)
+{
+    for (int i = 0; i < ctx->ov.nmembers; i++)
+        if (ctx->ov.members[i].out == t)
+            return i;
+    return -1;
+}
+
+void rt_wait(rt_ctx *ctx, const rt_tensor *t)
+{
+    if (!t || ctx->ov.nmembers == 0)
+        return;
+    int i = member_of(ctx, t);
+    if (i >= 0)
+        complete(ctx, ctx->ov.members[i].req);
+}
+
+bool rt_pending(const rt_ctx *ctx, const rt_tensor *t)
+{
+    return ctx->ov.nmembers > 0 && member_of(ctx, t) >= 0;
+}
+
+void rt_wait_all(rt_ctx *ctx)
+{
+    while (ctx->ov.nreqs > 0)
+        complete(ctx, ctx->ov.nreqs - 1);
+}
+
+void rt_progress(rt_ctx *ctx)
+{
+    rt_overlap *o = &ctx->ov;
+    for (int i = 0; i < o->nreqs; i++) {
+        rt_request *r = &o->reqs[i];
+        if (r->open || r->done)
+            continue;
+        int flag = 0;
+        RT_CALL_MPI(ctx, MPI_Test(&r->req, &flag, MPI_STATUS_IGNORE));
+        r->done = flag != 0;
+    }
+}
+
+void rt_overlap_setup(rt_ctx *ctx)
+{
+    const char *e = getenv("SPMD_OVERLAP");
+    ctx->ov.enabled = ctx->mpi && !(e && strcmp(e, "0") == 0);
+    const char *b = getenv("SPMD_BUCKET_KB");
+    ctx->ov.bucket_bytes = (b ? (size_t)strtoull(b, NULL, 10) : 1024) << 10;
+}
+
+void rt_overlap_free(rt_ctx *ctx)
+{
+    rt_wait_all(ctx);
+    free(ctx->ov.reqs);
+    free(ctx->ov.members);
+    memset(&ctx->ov, 0, sizeof ctx->ov);
+}
