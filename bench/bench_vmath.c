@@ -1,10 +1,13 @@
-/* GELU with its derivative (the tp_mlp forward's elementwise kernel) over
+/* 1. GELU with its derivative (the tp_mlp forward's elementwise kernel) over
  * 2^20 floats: the runtime's SLEEF kernels (AVX-512 and AVX2) against the
  * scalar libm loop they replace and against glibc's libmvec (AVX-512 and
  * AVX2), interleaved pass by pass, medians and min-max over the passes. It
  * also counts the elements where each vector variant's bits differ from
  * the other instruction set's (SLEEF's finz functions: none; libmvec: the
  * AVX2 and AVX-512 variants are different algorithms).
+ * 2. Start-up: rt_randn of tp_mlp's parameters and data (w1 [1024, 4096],
+ * w2 [4096, 1024], x and t [256, 1024], f32: 8.9 M values) with the scalar
+ * loop (SPMD_VMATH=scalar) and the vector kernels, and how many values differ.
  * Usage: bench_vmath [reps] */
 #include <immintrin.h>
 #include <math.h>
@@ -163,6 +166,44 @@ int main(int argc, char **argv)
                "libmvec %ld (gelu) %ld (gelu')\n",
                differing(v[s5].y, v[s2].y), differing(v[s5].g, v[s2].g),
                differing(v[m5].y, v[m2].y), differing(v[m5].g, v[m2].g));
+    }
+    /* 2. randn */
+    {
+        rt_ctx *cs = ctx_with("scalar"), *cv = rt_ctx_serial();
+        int64_t shapes[4][2] = {{1024, 4096}, {4096, 1024}, {256, 1024}, {256, 1024}};
+        int rr = reps < 5 ? reps : 5;
+        double ts[5], tv[5];
+        long diff = 0, total = 0;
+        for (int r = 0; r < rr; r++)
+            for (int which = 0; which < 2; which++) {
+                rt_ctx *c = which ? cv : cs;
+                rt_tensor *t[4];
+                double t0 = now_s();
+                for (int i = 0; i < 4; i++) {
+                    rt_layout l = rt_layout_full(2, shapes[i]);
+                    t[i] = rt_randn(c, RT_F32, &l, (uint64_t)(i + 1), 0.1);
+                }
+                (which ? tv : ts)[r] = now_s() - t0;
+                if (r == 0 && which == 1) {
+                    for (int i = 0; i < 4; i++) {
+                        rt_layout l = rt_layout_full(2, shapes[i]);
+                        rt_tensor *s = rt_randn(cs, RT_F32, &l, (uint64_t)(i + 1), 0.1);
+                        for (int64_t e = 0; e < s->numel; e++)
+                            diff += ((float *)s->data)[e] != ((float *)t[i]->data)[e];
+                        total += s->numel;
+                        rt_free(cs, s);
+                    }
+                }
+                for (int i = 0; i < 4; i++)
+                    rt_free(c, t[i]);
+            }
+        double ms = median(ts, rr), mv = median(tv, rr);
+        printf("\nrandn of tp_mlp's parameters and data (%ld f32), %d interleaved runs\n", total, rr);
+        printf("%-32s %10.3f ms\n%-32s %10.3f ms  (%.3f of scalar)\n", "scalar (SPMD_VMATH=scalar)", ms * 1e3,
+               "vector (default)", mv * 1e3, mv / ms);
+        printf("values that differ from the scalar loop's: %ld of %ld\n", diff, total);
+        rt_ctx_free_serial(cs);
+        rt_ctx_free_serial(cv);
     }
     for (int k = 0; k < nv; k++) {
         free(v[k].y);

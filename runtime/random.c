@@ -5,6 +5,7 @@
 #include <math.h>
 
 #include "rt_internal.h"
+#include "vmath.h"
 
 static void mulhilo(uint32_t a, uint32_t b, uint32_t *hi, uint32_t *lo)
 {
@@ -37,6 +38,8 @@ static double unit(uint32_t a, uint32_t b)
 }
 
 typedef double (*sample_fn)(const uint32_t r[4], double p0, double p1);
+typedef void (*sample_run_fn)(uint64_t seed, uint32_t stream, uint64_t g0, int64_t n, double p0,
+                              double p1, double *out);
 
 static double sample_normal(const uint32_t r[4], double std, double unused)
 {
@@ -49,6 +52,31 @@ static double sample_normal(const uint32_t r[4], double std, double unused)
 static double sample_uniform(const uint32_t r[4], double lo, double hi)
 {
     return lo + (hi - lo) * unit(r[0], r[1]);
+}
+
+/* The local block row by row (the last dim's elements have consecutive
+ * global indices) through the vector kernels, 256 samples at a time. */
+static void fill_runs(rt_tensor *t, const rt_layout *l, const int64_t *gstr, int64_t g,
+                      uint64_t seed, uint32_t stream, sample_run_fn run, double p0, double p1)
+{
+    enum { CHUNK = 256 };
+    double buf[CHUNK];
+    int last = l->ndim - 1;
+    int64_t len = l->ndim ? l->local[last] : 1, idx[RT_MAX_DIMS] = {0};
+    for (int64_t i = 0; i < t->numel; i += len) {
+        for (int64_t k = 0; k < len; k += CHUNK) {
+            int64_t m = len - k < CHUNK ? len - k : CHUNK;
+            run(seed, stream, (uint64_t)(g + k), m, p0, p1, buf);
+            rt_store_f64(t, i + k, m, buf);
+        }
+        for (int d = last - 1; d >= 0; d--) { /* odometer over the outer dims */
+            g += gstr[d];
+            if (++idx[d] < l->local[d])
+                break;
+            g -= gstr[d] * l->local[d];
+            idx[d] = 0;
+        }
+    }
 }
 
 /* walks the local block, computing each element's global row-major index */
@@ -66,6 +94,10 @@ static rt_tensor *fill(rt_ctx *ctx, rt_dtype dt, const rt_layout *l, uint64_t se
         g += l->offset[d] * gstr[d];
     }
     rt_tensor *t = rt_empty(ctx, dt, l->ndim, l->local);
+    if (ctx->vm && t->numel > 0) {
+        fill_runs(t, l, gstr, g, seed, stream, stream ? ctx->vm->uniform : ctx->vm->normal, p0, p1);
+        return t;
+    }
     for (int64_t i = 0; i < t->numel; i++) {
         uint32_t r[4];
         rt_philox4x32(seed, (uint64_t)g, stream, r);

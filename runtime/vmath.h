@@ -26,6 +26,13 @@ typedef struct rt_vm_table {
     rt_vm_grad ung[2][RT_NUNARY];
     /* y = exp(x) in double: softmax, log_softmax, cross entropy lanes */
     void (*exp_f64)(const double *x, double *y, int64_t n);
+    /* random.c's samples for the n counters g0, g0 + 1, ...: Philox4x32-10
+     * in vector lanes, Box-Muller on SLEEF's log and cos (normal: p0 = std)
+     * or lo + (hi - lo) u (uniform: p0 = lo, p1 = hi) */
+    void (*normal)(uint64_t seed, uint32_t stream, uint64_t g0, int64_t n, double p0, double p1,
+                   double *out);
+    void (*uniform)(uint64_t seed, uint32_t stream, uint64_t g0, int64_t n, double p0, double p1,
+                    double *out);
 } rt_vm_table;
 
 extern const rt_vm_table rt_vm_avx512, rt_vm_avx2;

@@ -53,6 +53,19 @@ static inline __m256i mask64(int64_t n)
 #define SIND Sleef_finz_sind4_u10avx2
 #define COSD Sleef_finz_cosd4_u10avx2
 
+#define VI __m256i
+#define SETI(c) _mm256_set1_epi64x((long long)(c))
+#define ADDI _mm256_add_epi64
+#define ANDI _mm256_and_si256
+#define XORI _mm256_xor_si256
+#define SRLI(v, n) _mm256_srli_epi64((v), (n))
+#define MULU32 _mm256_mul_epu32
+#define IOTAI _mm256_setr_epi64x(0, 1, 2, 3)
+/* the low 32 bits of each 64-bit lane, packed, to double */
+#define TOD(v) _mm256_cvtepi32_pd(_mm256_castsi256_si128( \
+    _mm256_permutevar8x32_epi32((v), _mm256_setr_epi32(0, 2, 4, 6, 0, 0, 0, 0))))
+#define SQRTD _mm256_sqrt_pd
+
 #define VM_TABLE rt_vm_avx2
 #define VM_NAME "avx2"
 #include "vmath_isa.h"

@@ -45,6 +45,17 @@
 #define SIND Sleef_finz_sind8_u10avx512f
 #define COSD Sleef_finz_cosd8_u10avx512f
 
+#define VI __m512i
+#define SETI(c) _mm512_set1_epi64((long long)(c))
+#define ADDI _mm512_add_epi64
+#define ANDI _mm512_and_si512
+#define XORI _mm512_xor_si512
+#define SRLI(v, n) _mm512_srli_epi64((v), (n))
+#define MULU32 _mm512_mul_epu32
+#define IOTAI _mm512_setr_epi64(0, 1, 2, 3, 4, 5, 6, 7)
+#define TOD(v) _mm512_cvtepi32_pd(_mm512_cvtepi64_epi32(v))
+#define SQRTD _mm512_sqrt_pd
+
 #define VM_TABLE rt_vm_avx512
 #define VM_NAME "avx512"
 #include "vmath_isa.h"

@@ -6,7 +6,10 @@
  *   (per lane x >= 0 ? a : b), and the SLEEF functions ERF##S EXP##S
  *   LOG##S TANH##S SIN##S COS##S; and VM_TABLE, the table's name.
  * Each op's formula and derivative follow runtime/kernels.c's scalar helpers
- * operation by operation, in the tensor's own precision (vmath.h). */
+ * operation by operation, in the tensor's own precision (vmath.h).
+ * For the random numbers also: VI (WD lanes of 64 bits), SETI(c), ADDI,
+ * ANDI, XORI, SRLI(v, n), MULU32(a, b) (the 64-bit products of the low 32
+ * bits), IOTAI (0, 1, ...), TOD(v) (lanes under 2^31 to double), SQRTD. */
 #include <math.h>
 
 #include "vmath.h"
@@ -143,6 +146,61 @@ static void exp_f64_(const double *x, double *y, int64_t n)
     exp_un_D(x, y, n);
 }
 
+/* ---- random.c's samples: the same integer steps as rt_philox4x32 and
+ * random.c's unit(), lane by lane; the floating point of unit() and of the
+ * uniform is exact, Box-Muller's log and cos are SLEEF's (vmath.h) */
+
+static inline void philox_v(uint64_t seed, VI g, uint32_t stream, VI r[4])
+{
+    const VI lo32 = SETI(0xffffffffu), m0 = SETI(0xD2511F53u), m1 = SETI(0xCD9E8D57u);
+    VI c0 = ANDI(g, lo32), c1 = SRLI(g, 32), c2 = SETI(stream), c3 = SETI(0);
+    uint32_t k0 = (uint32_t)seed, k1 = (uint32_t)(seed >> 32);
+    for (int i = 0; i < 10; i++) {
+        VI p0 = MULU32(m0, c0), p1 = MULU32(m1, c2);
+        VI n0 = XORI(XORI(SRLI(p1, 32), c1), SETI(k0));
+        VI n2 = XORI(XORI(SRLI(p0, 32), c3), SETI(k1));
+        c1 = ANDI(p1, lo32);
+        c3 = ANDI(p0, lo32);
+        c0 = n0;
+        c2 = n2;
+        k0 += 0x9E3779B9u;
+        k1 += 0xBB67AE85u;
+    }
+    r[0] = c0;
+    r[1] = c1;
+    r[2] = c2;
+    r[3] = c3;
+}
+
+/* 53 random bits as a double in [0, 1), as random.c's unit(a, b) */
+static inline VD unit_v(VI a, VI b)
+{
+    return MULD(ADDD(MULD(TOD(SRLI(a, 5)), SETD(67108864.0)), TOD(SRLI(b, 6))),
+                SETD(1.0 / 9007199254740992.0));
+}
+
+#define DEF_SAMPLES(name, expr)                                                           \
+    static void name##_run(uint64_t seed, uint32_t stream, uint64_t g0, int64_t n, double p0, \
+                           double p1, double *out)                                        \
+    {                                                                                     \
+        (void)p1;                                                                         \
+        for (int64_t i = 0; i < n; i += WD) {                                             \
+            VI r[4];                                                                      \
+            philox_v(seed, ADDI(SETI(g0 + (uint64_t)i), IOTAI), stream, r);               \
+            VD v = (expr);                                                                \
+            if (i + WD <= n)                                                              \
+                STD(out + i, v);                                                          \
+            else                                                                          \
+                STMD(out + i, v, n - i);                                                  \
+        }                                                                                 \
+    }
+
+/* std * sqrt(-2 log(1 - u)) * cos(2 pi u') */
+DEF_SAMPLES(normal, MULD(MULD(SETD(p0), SQRTD(MULD(SETD(-2.0), LOGD(SUBD(SETD(1.0), unit_v(r[0], r[1])))))),
+                         COSD(MULD(SETD(6.283185307179586), unit_v(r[2], r[3])))))
+/* lo + (hi - lo) u */
+DEF_SAMPLES(uniform, ADDD(SETD(p0), MULD(SETD(p1 - p0), unit_v(r[0], r[1]))))
+
 #define UN_F(op, OP) [RT_##OP] = op##_un_F,
 #define UN_D(op, OP) [RT_##OP] = op##_un_D,
 #define UNB_F(op, OP) [RT_##OP] = op##_unb_F,
@@ -156,4 +214,6 @@ const rt_vm_table VM_TABLE = {
     .unb = {{VM_OPS(UNB_F)}, {VM_OPS(UNB_D)}},
     .ung = {{VM_OPS(UNG_F)}, {VM_OPS(UNG_D)}},
     .exp_f64 = exp_f64_,
+    .normal = normal_run,
+    .uniform = uniform_run,
 };
