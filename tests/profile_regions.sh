@@ -33,8 +33,10 @@ for kind in ["reduce", "copy"]:
 parts += float(row("other")[0])
 if abs(parts - total_ms) > 0.02 * total_ms + 1:
     sys.exit("kinds add up to %.3f ms, the run took %.3f ms" % (parts, total_ms))
-if row("all_reduce")[0] != "7":   # dw1, dw2 per step, and the loss at step 0
-    sys.exit("expected 7 all_reduce calls per rank: %r" % row("all_reduce"))
+# dw1 and dw2 share one bucket per step (non-blocking), and the loss at step 0
+r = row("all_reduce")
+if r[0] != "4" or float(r[4]) <= 0:
+    sys.exit("expected 4 all_reduce calls per rank, some time in flight: %r" % r)
 for region, calls in [("main", "1"), ("value_and_grad(loss)", "3"), ("loss (forward)", "3"),
                       ("mlp (backward)", "3")]:
     r = row(region)
