@@ -49,6 +49,8 @@ bool overlap_starts_early(const IrFn *f, const IrBlock *b, const IrInst *in, con
   if (in->op != IR_ALL_REDUCE || !overlap_is_backward(f) || in->ndst < 1 || in->dst[0] < 0 ||
       f->values[in->dst[0]].type->kind != TY_TENSOR)
     return false;
+  if (in->wire != DT_NONE && in->wire != f->values[in->args[0]].type->dtype)
+    return false; /* dtype= on the wire: converted around a blocking all_reduce */
   (void)b;
   int v = in->dst[0];
   bool work = false;

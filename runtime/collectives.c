@@ -74,6 +74,9 @@ static int64_t split_size(rt_ctx *ctx, const rt_tensor *x, int dim, int n, const
     return x->shape[dim] / n;
 }
 
+MPI_Datatype rt_mpi_type(rt_dtype dt) { return mpi_type(dt); }
+MPI_Op rt_mpi_op(rt_ctx *ctx, rt_reduce_op op, rt_dtype dt) { return mpi_op(ctx, op, dt); }
+
 /* ---- all_reduce */
 
 static void scale_inplace(rt_tensor *y, double s)
@@ -106,6 +109,8 @@ rt_tensor *rt_all_reduce(rt_ctx *ctx, const rt_tensor *x, rt_axes axes, rt_reduc
     rt_coll_record(ctx, RT_COLL_ALL_REDUCE, &ks_, (double)bytes_of(x));
     return y;
 }
+
+void rt_scale_inplace(rt_tensor *y, double s) { scale_inplace(y, s); }
 
 /* ---- all_gather */
 

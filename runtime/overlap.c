@@ -22,29 +22,9 @@
 
 #include "rt_internal.h"
 
-static MPI_Datatype mpi_type(rt_dtype dt)
-{
-    return dt == RT_F64 ? MPI_DOUBLE : dt == RT_F32 ? MPI_FLOAT : MPI_INT32_T;
-}
-
-static MPI_Op mpi_op(rt_reduce_op op)
-{
-    return op == RT_RED_MAX ? MPI_MAX : op == RT_RED_MIN ? MPI_MIN : MPI_SUM;
-}
-
 static size_t bytes_of(const rt_tensor *x)
 {
     return (size_t)x->numel * rt_dtype_size(x->dtype);
-}
-
-static void scale(rt_tensor *y, double s)
-{
-    if (y->dtype == RT_F32)
-        for (int64_t i = 0; i < y->numel; i++)
-            ((float *)y->data)[i] = (float)(((float *)y->data)[i] * s);
-    else
-        for (int64_t i = 0; i < y->numel; i++)
-            ((double *)y->data)[i] *= s;
 }
 
 static void *grow(rt_ctx *ctx, void *p, int *cap, int need, size_t each)
@@ -80,8 +60,8 @@ static void start_request(rt_ctx *ctx, rt_request *r)
     void *send = r->in ? r->in->data : MPI_IN_PLACE;
     RT_CHECK(ctx, r->count <= INT_MAX, "collective of %lld elements exceeds MPI's int count",
              (long long)r->count);
-    RT_CALL_MPI(ctx, MPI_Iallreduce(send, r->buf->data, (int)r->count, mpi_type(r->dtype),
-                                    mpi_op(r->op), r->group->comm, &r->req));
+    RT_CALL_MPI(ctx, MPI_Iallreduce(send, r->buf->data, (int)r->count, rt_mpi_type(r->dtype),
+                                    rt_mpi_op(ctx, r->op, r->dtype), r->group->comm, &r->req));
     r->open = false;
     ctx->stats[RT_COLL_ALL_REDUCE].count += 1;
     ctx->stats[RT_COLL_ALL_REDUCE].bytes += (double)r->count * rt_dtype_size(r->dtype);
@@ -178,7 +158,7 @@ static void complete(rt_ctx *ctx, int k)
             memcpy(m->out->data, (char *)r->buf->data + (size_t)m->offset * rt_dtype_size(r->dtype),
                    bytes_of(m->out));
         if (m->op == RT_RED_AVG)
-            scale(m->out, 1.0 / m->group_size);
+            rt_scale_inplace(m->out, 1.0 / m->group_size);
         o->members[i] = o->members[--o->nmembers]; /* unordered */
         i--;
     }

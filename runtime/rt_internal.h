@@ -195,6 +195,11 @@ void rt_kscope_end_(rt_kscope *k);
     __attribute__((cleanup(rt_kscope_end_), unused)) rt_kscope rt_kscope_ = { \
         (ctx), rt_kernel_begin(ctx), (kind), (name)}
 
+/* collectives.c: what every all_reduce uses (bf16 through its own MPI_Op) */
+MPI_Datatype rt_mpi_type(rt_dtype dt);
+MPI_Op rt_mpi_op(rt_ctx *ctx, rt_reduce_op op, rt_dtype dt);
+void rt_scale_inplace(rt_tensor *y, double s); /* op=avg */
+
 /* overlap.c */
 void rt_overlap_setup(rt_ctx *ctx);
 void rt_overlap_free(rt_ctx *ctx);
