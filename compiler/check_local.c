@@ -864,9 +864,15 @@ static Type *arg_tensor(Checker *k, Expr *call, int pos) {
   return a ? as_tensor(k, a->value, check_expr(k, a->value)) : type_error();
 }
 
+/* Whether t is a host number (an int or a float, not a bool). */
+static bool host_number(const Type *t) { return t->kind == TY_INT || t->kind == TY_FLOAT; }
+
 static Type *check_unary(Checker *k, Expr *call, Builtin op, Rule rule) {
   Arg *a = call_arg(call, 0);
-  Type *t = arg_tensor(k, call, 0);
+  Type *t = a ? check_expr(k, a->value) : type_error();
+  if (host_number(t))
+    return host_type(TY_FLOAT); /* on a host number: a host number (cos(pi * t)) */
+  t = a ? as_tensor(k, a->value, t) : t;
   if (t->kind == TY_ERROR)
     return t;
   Operand o = {a->value, t};
@@ -874,10 +880,13 @@ static Type *check_unary(Checker *k, Expr *call, Builtin op, Rule rule) {
 }
 
 static Type *check_binary_builtin(Checker *k, Expr *call, Builtin op) {
+  Type *h[2] = {check_expr(k, call_arg(call, 0)->value), check_expr(k, call_arg(call, 1)->value)};
+  if (host_number(h[0]) && host_number(h[1])) /* pow(0.9, step), max(a, b) on host numbers */
+    return host_type(op != BI_POW && h[0]->kind == TY_INT && h[1]->kind == TY_INT ? TY_INT : TY_FLOAT);
   Operand o[2];
   for (int i = 0; i < 2; i++) {
     o[i].e = call_arg(call, i)->value;
-    o[i].t = arg_tensor(k, call, i);
+    o[i].t = as_tensor(k, o[i].e, h[i]);
   }
   return elementwise(k, call->span, arena_sprintf(&k->c->arena, "%s()", builtin_name[op]), RULE_NONLINEAR, o, 2);
 }
@@ -1605,6 +1614,9 @@ static Type *check_builtin_kind(Checker *k, Expr *call, Builtin op) {
       }
     return host_type(TY_VOID);
   }
+  case BI_WALL_TIME:
+    if (!want_args(k, call, op, 0, 0)) return type_error();
+    return host_type(TY_FLOAT);
   case BI_EXISTS: {
     if (want_args(k, call, op, 1, 1))
       check_path_arg(k, call, op);

@@ -223,6 +223,16 @@ static void emit_inst(Emitter *E, IrInst *in, int ind) {
       out(E, ind, "%s = %s %s %s; %s\n", D(E, in, 0), A(E, in, 0), host_op((OpKind)in->i[0]), A(E, in, 1), loc);
     return;
   case IR_HOST_NEG: out(E, ind, "%s = -%s;\n", D(E, in, 0), A(E, in, 0)); return;
+  case IR_HOST_MATH: {
+    const char *cast = E->f->values[in->dst[0]].type->kind == TY_INT ? "(int64_t)" : "";
+    if (in->nargs == 1)
+      out(E, ind, "%s = %srt_host_unary(RT_%s, (double)%s); %s\n", D(E, in, 0), cast, in->s, A(E, in, 0), loc);
+    else
+      out(E, ind, "%s = %srt_host_binary(RT_%s, (double)%s, (double)%s); %s\n", D(E, in, 0), cast, in->s, A(E, in, 0),
+          A(E, in, 1), loc);
+    return;
+  }
+  case IR_HOST_WALL_TIME: out(E, ind, "%s = rt_wall_time(ctx); %s\n", D(E, in, 0), loc); return;
   case IR_HOST_NOT: out(E, ind, "%s = !%s;\n", D(E, in, 0), A(E, in, 0)); return;
   case IR_HOST_ITEM: out(E, ind, "%s = rt_item(ctx, %s) != 0; %s\n", D(E, in, 0), A(E, in, 0), loc); return;
   case IR_ITEM:
@@ -353,12 +363,19 @@ static void emit_inst(Emitter *E, IrInst *in, int ind) {
     emit_shape(E, ind + 1, in->t, name);
     const char *dt = dtype_c(in->t->dtype);
     if (in->op == IR_FILL)
-      out(E, ind + 1, "%s = rt_full(ctx, %s, %d, layout_.local, %s);\n", D(E, in, 0), dt, in->t->ndim, num(E, in->f));
-    else if (in->op == IR_RANDN)
-      out(E, ind + 1, "%s = rt_randn(ctx, %s, &layout_, %lldu, %s);\n", D(E, in, 0), dt, in->i[0], num(E, in->f));
-    else if (in->op == IR_UNIFORM)
-      out(E, ind + 1, "%s = rt_uniform(ctx, %s, &layout_, %lldu, %s, %s);\n", D(E, in, 0), dt, in->i[0], num(E, in->f),
-          num(E, in->f2));
+      out(E, ind + 1, "%s = rt_full(ctx, %s, %d, layout_.local, %s);\n", D(E, in, 0), dt, in->t->ndim,
+          in->nargs ? arena_sprintf(&E->c->arena, "(double)%s", A(E, in, 0)) : num(E, in->f));
+    else if (in->op == IR_RANDN && !in->i[0])
+      out(E, ind + 1, "%s = rt_randn(ctx, %s, &layout_, (uint64_t)%s, (double)%s);\n", D(E, in, 0), dt, A(E, in, 0),
+          A(E, in, 1));
+    else if (in->op == IR_RANDN) { /* with a mean */
+      out(E, ind + 1, "rt_tensor *z_ = rt_randn(ctx, %s, &layout_, (uint64_t)%s, (double)%s);\n", dt, A(E, in, 0),
+          A(E, in, 1));
+      out(E, ind + 1, "%s = rt_binary_scalar(ctx, RT_ADD, z_, (double)%s, false);\n", D(E, in, 0), A(E, in, 2));
+      out(E, ind + 1, "rt_free(ctx, z_);\n");
+    } else if (in->op == IR_UNIFORM)
+      out(E, ind + 1, "%s = rt_uniform(ctx, %s, &layout_, (uint64_t)%s, (double)%s, (double)%s);\n", D(E, in, 0), dt,
+          A(E, in, 0), A(E, in, 1), A(E, in, 2));
     else
       out(E, ind + 1, "%s = rt_load_npy(ctx, %s, %s, &layout_);\n", D(E, in, 0), c_string(E, in->s), dt);
     out(E, ind, "}\n");
@@ -678,6 +695,7 @@ static bool fusable(Emitter *E, IrInst *in) {
 /* Instructions that may sit between members: pure host work and var reads. */
 static bool transparent(IrInst *in) {
   return in->op == IR_HOST_CONST || in->op == IR_HOST_BINARY || in->op == IR_HOST_SIZE || in->op == IR_HOST_NEG ||
+         in->op == IR_HOST_MATH ||
          in->op == IR_VAR_GET;
 }
 

@@ -228,6 +228,15 @@ static double num_arg(Expr *e, double dflt) {
   return dflt;
 }
 
+/* Whether num_arg() knows e's value: a literal, a negated one, a constant. */
+static bool is_number(Expr *e) {
+  if (e->kind == EX_FLOAT || e->kind == EX_INT)
+    return true;
+  if (e->kind == EX_UNARY)
+    return is_number(e->lhs);
+  return e->sym && e->sym->kind == SYM_CONST;
+}
+
 static int ltype_rt(LType lt) { return lt.kind == LT_R ? 0 : lt.kind == LT_I ? 1 : lt.kind == LT_P ? 3 : 2; }
 
 static int sdim_of(Expr *e, int ndim) {
@@ -390,6 +399,9 @@ static int lower_select(Lower *L, Expr *call, Builtin op) {
     for (int i = 0; i < x->ty->naxes; i++)
       in->size = size_mul(in->size, size_axis(x->ty->axes[i]));
     break;
+  case BI_WALL_TIME:
+    in = emit(L, IR_HOST_WALL_TIME, sp);
+    break;
   case BI_AXIS_INDEX:
     in = emit(L, IR_AXIS_INDEX, sp);
     set_axes(in, x->ty);
@@ -450,7 +462,7 @@ static int lower_builtin(Lower *L, Expr *call, Builtin op) {
   const char *u = unary_rt(op);
   if (u) {
     int x = lower_expr(L, pos_arg(call, 0));
-    IrInst *in = emit(L, IR_UNARY, sp);
+    IrInst *in = emit(L, ir_is_host(rt) ? IR_HOST_MATH : IR_UNARY, sp);  /* a host number: exp(0.5) */
     ir_set_args(L->c, in, 1, &x);
     in->s = u;
     in->dst[0] = value(L, rt, NULL);
@@ -461,6 +473,15 @@ static int lower_builtin(Lower *L, Expr *call, Builtin op) {
   case BI_POW:
   case BI_MAX:
   case BI_MIN:
+    if (ir_is_host(rt)) { /* pow(0.9, step) on host numbers */
+      int ab[2] = {lower_expr(L, pos_arg(call, 0)), lower_expr(L, pos_arg(call, 1))};
+      IrInst *in = emit(L, IR_HOST_MATH, sp);
+      ir_set_args(L->c, in, 2, ab);
+      in->s = op == BI_POW ? "POW" : op == BI_MAX ? "MAX" : "MIN";
+      in->dst[0] = value(L, rt, NULL);
+      in->ndst = 1;
+      return in->dst[0];
+    }
     return lower_arith(L, sp, rt, op == BI_POW ? "POW" : op == BI_MAX ? "MAX" : "MIN", OP_ADD, pos_arg(call, 0),
                        pos_arg(call, 1));
   case BI_SUM:
@@ -505,6 +526,7 @@ static int lower_builtin(Lower *L, Expr *call, Builtin op) {
   }
   case BI_ITEM:
   case BI_AXIS_SIZE:
+  case BI_WALL_TIME:
   case BI_AXIS_INDEX:
   case BI_IOTA:
   case BI_WHERE:
@@ -621,25 +643,30 @@ static int lower_builtin(Lower *L, Expr *call, Builtin op) {
   case BI_ZEROS:
   case BI_ONES:
   case BI_FULL: {
+    Expr *fv = op == BI_FULL ? pos_arg(call, 1) : NULL;
+    int v = fv && !is_number(fv) ? lower_expr(L, fv) : -1; /* full(T, step + 1): a host value */
     IrInst *in = emit(L, IR_FILL, sp);
+    if (v >= 0)
+      ir_set_args(L->c, in, 1, &v);
     in->t = rt;
-    in->f = op == BI_ZEROS ? 0.0 : op == BI_ONES ? 1.0 : num_arg(pos_arg(call, 1), 0.0);
+    in->f = op == BI_ZEROS ? 0.0 : op == BI_ONES ? 1.0 : num_arg(fv, 0.0);
     in->dst[0] = value(L, rt, NULL);
     in->ndst = 1;
     return in->dst[0];
   }
   case BI_RANDN:
   case BI_UNIFORM: {
+    /* seed, std, mean (randn) or seed, lo, hi (uniform): host values, so
+     * any host expression (seed=1000 + step) */
+    const char *p1 = op == BI_RANDN ? "std" : "lo", *p2 = op == BI_RANDN ? "mean" : "hi";
+    Expr *se = named(L, call, "seed"), *e1 = named(L, call, p1), *e2 = named(L, call, p2);
+    int args[3] = {se ? lower_expr(L, se) : host_const(L, sp, TY_INT, 0, 0),
+                   e1 ? lower_expr(L, e1) : host_const(L, sp, TY_FLOAT, 0, op == BI_RANDN ? 1.0 : 0.0),
+                   e2 ? lower_expr(L, e2) : host_const(L, sp, TY_FLOAT, 0, op == BI_RANDN ? 0.0 : 1.0)};
     IrInst *in = emit(L, op == BI_RANDN ? IR_RANDN : IR_UNIFORM, sp);
+    ir_set_args(L->c, in, 3, args);
     in->t = rt;
-    in->i[0] = (long long)num_arg(named(L, call, "seed"), 0);
-    if (op == BI_RANDN) {
-      in->f = num_arg(named(L, call, "std"), 1.0);
-      in->f2 = num_arg(named(L, call, "mean"), 0.0);
-    } else {
-      in->f = num_arg(named(L, call, "lo"), 0.0);
-      in->f2 = num_arg(named(L, call, "hi"), 1.0);
-    }
+    in->i[0] = e2 != NULL; /* randn: a mean was given */
     in->dst[0] = value(L, rt, NULL);
     in->ndst = 1;
     return in->dst[0];

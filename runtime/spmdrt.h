@@ -231,6 +231,12 @@ typedef enum { RT_BINARY_OPS(RT_ENUM_BINARY_) RT_NBINARY } rt_binary_op;
 
 const char *rt_unary_name(rt_unary_op op);
 const char *rt_binary_name(rt_binary_op op);
+/* the same functions on a host number (host.c): exp(0.5), pow(0.9, step) */
+double rt_host_unary(rt_unary_op op, double x);
+double rt_host_binary(rt_binary_op op, double a, double b);
+/* seconds since rt_init on rank 0's clock, the same on every rank (a
+ * broadcast: every rank must call it, as with a collective) */
+double rt_wall_time(rt_ctx *ctx);
 rt_tensor *rt_unary(rt_ctx *ctx, rt_unary_op op, const rt_tensor *x);
 rt_tensor *rt_unary_bwd(rt_ctx *ctx, rt_unary_op op, const rt_tensor *x, const rt_tensor *dy);
 /* y = f(x) and dydx = f'(x) in one pass (a forward that keeps what its
