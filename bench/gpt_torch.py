@@ -1,0 +1,323 @@
+#!/usr/bin/python3
+"""The GPT of examples/gpt.spmd in PyTorch, with Megatron-style tensor and
+sequence parallelism over gloo: the reference our program's losses are
+checked against and the baseline its speed is compared with.
+
+    /usr/bin/python3 bench/gpt_torch.py --data DIR --init CKPT [--mesh dp=2,tp=2]
+        [--steps N] [--every K] [-D NAME=VALUE ...] [--time FILE]
+
+* Model, optimizer, schedule and data are those of examples/gpt.spmd, with
+  the same constant names (-D overrides them as spmdc's -D does): byte
+  embeddings (vocabulary-parallel, tied with the output layer), learned
+  positions, L pre-LN blocks of causal multi-head attention (heads split on
+  tp) and a GELU MLP (column- then row-parallel), a final layer norm, the
+  vocabulary-parallel cross-entropy, global-norm clipping, torch.optim.AdamW
+  and a warm-up + cosine learning rate.
+* The initial parameters are read from CKPT, a checkpoint directory that
+  examples/gpt.spmd writes (one global .npy per field path); each rank keeps
+  its own shard.
+* The batches are the program's: each step draws B window offsets with the
+  runtime's counter-based generator (Philox4x32-10 keyed by the seed, the
+  global element index as the counter: uniform() of runtime/random.c,
+  re-implemented below in NumPy), so the same windows of DIR/train.npy.
+* Ranks are laid out as our runtime lays them out (rank = i_dp * tp + i_tp).
+  Megatron's regions: copy_to (identity, all-reduce backward), all-gather of
+  the sequence before a column-parallel layer (reduce-scatter backward) and
+  reduce-scatter after a row-parallel one (all-gather backward); gloo has no
+  reduce-scatter, so it is an all_to_all of the blocks plus a local sum
+  (the same bytes as a ring reduce-scatter). Gradients of parameters that
+  are replicated on tp are all-reduced over tp, all gradients over dp.
+
+Rank 0 prints `step S loss L` every K steps (the training loss of that step,
+before the update) and, with --time FILE, writes each step's wall time in
+seconds (one per line) to FILE.
+"""
+import argparse
+import math
+import os
+import socket
+import sys
+import time
+
+import numpy as np
+
+# The constants of examples/gpt.spmd (names and defaults must stay in step).
+CONFIG = {
+    "B": 16, "T": 64, "D": 128, "NH": 4, "L": 4, "NV": 256, "FF": 4,
+    "STEPS": 600, "WARMUP": 30, "LR": 3e-3, "MIN_LR": 3e-4, "WD": 0.01,
+    "BETA1": 0.9, "BETA2": 0.95, "EPS": 1e-8, "CLIP": 1.0, "DATA_SEED": 1000,
+}
+
+
+# ---- the runtime's counter-based random numbers (runtime/random.c)
+
+M32 = np.uint64(0xFFFFFFFF)
+
+
+def philox4x32(seed, counter, stream):
+    """Philox4x32-10 of runtime/random.c, vectorised over counters."""
+    counter = np.asarray(counter, dtype=np.uint64)
+    c0, c1 = counter & M32, counter >> np.uint64(32)
+    c2 = np.full_like(c0, stream)
+    c3 = np.zeros_like(c0)
+    k0, k1 = np.uint64(seed) & M32, np.uint64(seed) >> np.uint64(32)
+    for _ in range(10):
+        p0 = np.uint64(0xD2511F53) * c0
+        p1 = np.uint64(0xCD9E8D57) * c2
+        hi0, lo0 = p0 >> np.uint64(32), p0 & M32
+        hi1, lo1 = p1 >> np.uint64(32), p1 & M32
+        c0, c1, c2, c3 = hi1 ^ c1 ^ k0, lo1, hi0 ^ c3 ^ k1, lo0
+        k0 = (k0 + np.uint64(0x9E3779B9)) & M32
+        k1 = (k1 + np.uint64(0xBB67AE85)) & M32
+    return c0, c1, c2, c3
+
+
+def uniform(seed, n, lo, hi):
+    """uniform(f64[n], seed=seed, lo=lo, hi=hi) of the runtime."""
+    r0, r1, _, _ = philox4x32(seed, np.arange(n, dtype=np.uint64), 1)
+    unit = ((r0 >> np.uint64(5)).astype(np.float64) * 67108864.0
+            + (r1 >> np.uint64(6)).astype(np.float64)) * (1.0 / 9007199254740992.0)
+    return lo + (hi - lo) * unit
+
+
+def batch_offsets(seed, B, T, n):
+    """The window starts of one batch: astype(uniform(...), i32) in gpt.spmd."""
+    return uniform(seed, B, 0.0, float(n - T - 1)).astype(np.int32)
+
+
+def lr_at(step, c):
+    """Linear warm-up to LR, then cosine decay to MIN_LR (optim.spmd's)."""
+    if step < c["WARMUP"]:
+        return c["LR"] * (step + 1) / c["WARMUP"]
+    span = max(1, c["STEPS"] - c["WARMUP"])
+    progress = min(1.0, (step - c["WARMUP"]) / span)
+    return c["MIN_LR"] + 0.5 * (c["LR"] - c["MIN_LR"]) * (1.0 + math.cos(math.pi * progress))
+
+
+# ---- the model, one process per rank
+
+def worker(rank, world, args, c, port):
+    import torch
+    import torch.distributed as dist
+    import torch.nn.functional as F
+
+    torch.set_num_threads(1)
+    os.environ["MASTER_ADDR"] = "127.0.0.1"
+    os.environ["MASTER_PORT"] = str(port)
+    dist.init_process_group("gloo", rank=rank, world_size=world)
+    ndp, ntp = args.dp, args.tp
+    idp, itp = rank // ntp, rank % ntp
+    tp_groups = [dist.new_group([d * ntp + t for t in range(ntp)]) for d in range(ndp)]
+    dp_groups = [dist.new_group([d * ntp + t for d in range(ndp)]) for t in range(ntp)]
+    tpg, dpg = tp_groups[idp], dp_groups[itp]
+
+    B, T, D, NH, L, NV = c["B"], c["T"], c["D"], c["NH"], c["L"], c["NV"]
+    HD, F4 = D // NH, c["FF"] * D
+    Bl, Tl, NVl, NHl, Fl = B // ndp, T // ntp, NV // ntp, NH // ntp, F4 // ntp
+
+    # -- Megatron's communication regions as autograd functions
+    def all_gather_seq(x):              # [b, T/tp, ...] -> [b, T, ...]
+        if ntp == 1:
+            return x
+        parts = [torch.empty_like(x) for _ in range(ntp)]
+        dist.all_gather(parts, x.contiguous(), group=tpg)
+        return torch.cat(parts, dim=1)
+
+    def reduce_scatter_seq(x):          # [b, T, ...] partial -> [b, T/tp, ...] summed
+        if ntp == 1:
+            return x
+        blocks = torch.stack(x.chunk(ntp, dim=1)).contiguous()    # [tp, b, T/tp, ...]
+        out = torch.empty_like(blocks)
+        dist.all_to_all_single(out, blocks, group=tpg)            # out[j] = rank j's block for us
+        return out.sum(0)
+
+    class GatherSeq(torch.autograd.Function):        # all-gather; backward reduce-scatter
+        @staticmethod
+        def forward(ctx, x):
+            return all_gather_seq(x)
+
+        @staticmethod
+        def backward(ctx, g):
+            return reduce_scatter_seq(g)
+
+    class ScatterSeq(torch.autograd.Function):       # reduce-scatter; backward all-gather
+        @staticmethod
+        def forward(ctx, x):
+            return reduce_scatter_seq(x)
+
+        @staticmethod
+        def backward(ctx, g):
+            return all_gather_seq(g)
+
+    class VocabParallelCE(torch.autograd.Function):
+        """Megatron's: local max and sum-exp all-reduced over tp, the target
+        logit picked on the rank that owns it. Returns the loss per row."""
+        @staticmethod
+        def forward(ctx, logits, target):
+            m = logits.max(dim=-1)[0]
+            if ntp > 1:
+                dist.all_reduce(m, op=dist.ReduceOp.MAX, group=tpg)
+            z = logits - m.unsqueeze(-1)
+            lo = itp * NVl
+            mine = (target >= lo) & (target < lo + NVl)
+            local = torch.where(mine, target - lo, torch.zeros_like(target))
+            picked = torch.gather(z, -1, local.unsqueeze(-1).long()).squeeze(-1)
+            picked = torch.where(mine, picked, torch.zeros_like(picked))
+            e = z.exp()
+            se = e.sum(dim=-1)
+            if ntp > 1:
+                dist.all_reduce(picked, group=tpg)
+                dist.all_reduce(se, group=tpg)
+            ctx.save_for_backward(e / se.unsqueeze(-1), mine, local)
+            return se.log() - picked
+
+        @staticmethod
+        def backward(ctx, g):
+            p, mine, local = ctx.saved_tensors
+            grad = p.clone()
+            onehot = torch.zeros_like(grad).scatter_(-1, local.unsqueeze(-1).long(), 1.0)
+            grad -= onehot * mine.unsqueeze(-1).to(grad.dtype)
+            return grad * g.unsqueeze(-1), None
+
+    # -- parameters: the global arrays of the checkpoint, this rank's shards
+    def load(name):
+        return np.load(os.path.join(args.init, name + ".npy"))
+
+    sl_v = slice(itp * NVl, (itp + 1) * NVl)
+    sl_h = slice(itp * NHl, (itp + 1) * NHl)
+    sl_f = slice(itp * Fl, (itp + 1) * Fl)
+    shards = {   # name -> (local array, sharded on tp?)
+        "wte": (load("wte")[sl_v], True),
+        "wpe": (load("wpe"), False),
+        "lnf_g": (load("lnf_g"), False),
+        "lnf_b": (load("lnf_b"), False),
+    }
+    for n in ("ln1_g", "ln1_b", "ln2_g", "ln2_b", "bo", "b2"):
+        shards["blocks." + n] = (load("blocks." + n), False)
+    for n in ("wq", "wk", "wv"):
+        shards["blocks." + n] = (load("blocks." + n)[:, :, sl_h], True)      # [L, D, NH, HD]
+    for n in ("bq", "bk", "bv"):
+        shards["blocks." + n] = (load("blocks." + n)[:, sl_h], True)         # [L, NH, HD]
+    shards["blocks.wo"] = (load("blocks.wo")[:, sl_h], True)                 # [L, NH, HD, D]
+    shards["blocks.w1"] = (load("blocks.w1")[:, :, sl_f], True)              # [L, D, FF*D]
+    shards["blocks.b1"] = (load("blocks.b1")[:, sl_f], True)
+    shards["blocks.w2"] = (load("blocks.w2")[:, sl_f], True)                 # [L, FF*D, D]
+    P = {k: torch.nn.Parameter(torch.from_numpy(np.ascontiguousarray(v, dtype=np.float32)))
+         for k, (v, _) in shards.items()}
+    sharded = {k for k, (_, s) in shards.items() if s}
+    names = sorted(P)
+    params = [P[k] for k in names]
+
+    def forward(ids, tgt):
+        b = P
+        # vocabulary-parallel embedding: masked local lookup, then the pending
+        # sum over tp is reduce-scattered onto the sequence shards
+        lo = itp * NVl
+        mine = (ids >= lo) & (ids < lo + NVl)
+        local = torch.where(mine, ids - lo, torch.zeros_like(ids)).long()
+        e = F.embedding(local, b["wte"]) * mine.unsqueeze(-1).to(torch.float32)
+        x = ScatterSeq.apply(e) + b["wpe"][itp * Tl:(itp + 1) * Tl]          # [Bl, T/tp, D]
+        causal = torch.ones(T, T, dtype=torch.bool).tril()
+        for l in range(L):
+            n = F.layer_norm(x, (D,), b["blocks.ln1_g"][l], b["blocks.ln1_b"][l])
+            nf = GatherSeq.apply(n)                                          # [Bl, T, D]
+            q = torch.einsum("btd,dhe->bhte", nf, b["blocks.wq"][l]) + b["blocks.bq"][l].unsqueeze(1)
+            k = torch.einsum("btd,dhe->bhte", nf, b["blocks.wk"][l]) + b["blocks.bk"][l].unsqueeze(1)
+            v = torch.einsum("btd,dhe->bhte", nf, b["blocks.wv"][l]) + b["blocks.bv"][l].unsqueeze(1)
+            s = torch.einsum("bhte,bhse->bhts", q, k) * (1.0 / math.sqrt(HD))
+            s = torch.where(causal, s, torch.full_like(s, -1e9))
+            o = torch.einsum("bhts,bhse->bhte", torch.softmax(s, dim=-1), v)
+            y = torch.einsum("bhte,hed->btd", o, b["blocks.wo"][l])          # partial on tp
+            x = x + ScatterSeq.apply(y) + b["blocks.bo"][l]
+            n = F.layer_norm(x, (D,), b["blocks.ln2_g"][l], b["blocks.ln2_b"][l])
+            nf = GatherSeq.apply(n)
+            h = F.gelu(nf @ b["blocks.w1"][l] + b["blocks.b1"][l])
+            y = h @ b["blocks.w2"][l]                                        # partial on tp
+            x = x + ScatterSeq.apply(y) + b["blocks.b2"][l]
+        xf = GatherSeq.apply(F.layer_norm(x, (D,), b["lnf_g"], b["lnf_b"]))
+        logits = torch.einsum("btd,vd->btv", xf, b["wte"])                   # [Bl, T, NV/tp]
+        rows = VocabParallelCE.apply(logits, tgt)                            # [Bl, T]
+        return rows.sum() / (B * T)                                          # this dp rank's part
+
+    opt = torch.optim.AdamW(params, lr=c["LR"], betas=(c["BETA1"], c["BETA2"]),
+                            eps=c["EPS"], weight_decay=c["WD"])
+    train = np.load(os.path.join(args.data, "train.npy"))
+    times = []
+    for step in range(args.steps):
+        t0 = time.perf_counter()
+        offs = batch_offsets(c["DATA_SEED"] + step, B, T, len(train))[idp * Bl:(idp + 1) * Bl]
+        win = np.stack([train[o:o + T + 1] for o in offs])
+        ids, tgt = torch.from_numpy(win[:, :T].copy()), torch.from_numpy(win[:, 1:].copy())
+        for p in params:
+            p.grad = None
+        loss = forward(ids, tgt)
+        loss.backward()
+        # gradient synchronisation: tp-replicated parameters over tp, all over dp
+        for k, p in zip(names, params):
+            if ntp > 1 and k not in sharded:
+                dist.all_reduce(p.grad, group=tpg)
+            if ndp > 1:
+                dist.all_reduce(p.grad, group=dpg)
+        # global-norm clipping (Megatron's: replicated parameters counted once)
+        sq = torch.zeros(())
+        for k, p in zip(names, params):
+            if k in sharded or itp == 0:
+                sq += p.grad.double().pow(2).sum().float()
+        if ntp > 1:
+            dist.all_reduce(sq, group=tpg)
+        coef = min(1.0, c["CLIP"] / (math.sqrt(float(sq)) + 1e-6))
+        for p in params:
+            p.grad.mul_(coef)
+        for g in opt.param_groups:
+            g["lr"] = lr_at(step, c)
+        opt.step()
+        total = loss.detach().clone()
+        if ndp > 1:
+            dist.all_reduce(total, group=dpg)
+        times.append(time.perf_counter() - t0)
+        if rank == 0 and (step % args.every == 0 or step == args.steps - 1):
+            print(f"step {step} loss {float(total):.6f} time {times[-1]:.4f}", flush=True)
+    if rank == 0 and args.time:
+        with open(args.time, "w") as f:
+            f.write("".join(f"{t:.6f}\n" for t in times))
+    dist.barrier()
+    dist.destroy_process_group()
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--data", required=True, help="directory of train.npy (scripts/gpt_data.py)")
+    ap.add_argument("--init", required=True, help="checkpoint directory written by examples/gpt.spmd")
+    ap.add_argument("--mesh", default="dp=1,tp=1")
+    ap.add_argument("--steps", type=int, default=None)
+    ap.add_argument("--every", type=int, default=1)
+    ap.add_argument("--time", help="write each step's seconds to this file")
+    ap.add_argument("-D", action="append", default=[], metavar="NAME=VALUE")
+    args = ap.parse_args()
+    c = dict(CONFIG)
+    for d in args.D:
+        k, _, v = d.partition("=")
+        if k not in c:
+            sys.exit(f"gpt_torch: -D {k}: no such constant (have {', '.join(c)})")
+        c[k] = type(c[k])(float(v)) if isinstance(c[k], float) else int(v)
+    mesh = dict(kv.split("=") for kv in args.mesh.split(","))
+    args.dp, args.tp = int(mesh.get("dp", 1)), int(mesh.get("tp", 1))
+    if args.steps is None:
+        args.steps = c["STEPS"]
+    world = args.dp * args.tp
+    port = free_port()
+    if world == 1:
+        worker(0, 1, args, c, port)
+    else:
+        import torch.multiprocessing as mp
+        mp.spawn(worker, args=(world, args, c, port), nprocs=world)
+
+
+if __name__ == "__main__":
+    main()
