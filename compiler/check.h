@@ -169,6 +169,11 @@ Type *check_take_along_dim(Checker *k, Expr *call);
 Type *check_dropout(Checker *k, Expr *call);
 Type *check_cross_entropy(Checker *k, Expr *call);
 
+/* check_io.c: save, load, exists */
+bool check_io_path(Checker *k, Expr *call, Builtin op); /* the path: a string literal, first */
+Type *check_save(Checker *k, Expr *call);
+Type *check_load_record(Checker *k, Expr *call, StructDecl *st);
+
 /* check_collectives.c */
 Type *check_collective(Checker *k, Expr *call, Builtin op);
 /* The call that moves the value written `x` on axes `ax` from src to dst

@@ -1014,29 +1014,18 @@ static Type *check_matmul(Checker *k, Expr *call, Expr *ea, Expr *eb, const char
   return r;
 }
 
-/* save, load, exists: the path is a string literal, written first (the
- * generated C passes it to the runtime as it is). */
-static bool check_path_arg(Checker *k, Expr *call, Builtin op) {
-  Arg *p = call_arg(call, 0);
-  if (p && p->value->kind == EX_STRING)
-    return true;
-  Span sp = p ? p->value->span : call->span;
-  check_error(k, sp, "%s() takes a path as a string literal first", builtin_name[op]);
-  help(k->c, "%s", op == BI_SAVE ? "save(\"w.npy\", w) or, for a record, save(\"ckpt/step_100\", model)"
-                   : op == BI_LOAD ? "load(\"w.npy\", f32[4, 8]{*: I}) or, for a record, load(\"ckpt/step_100\", Model)"
-                                   : "exists(\"ckpt/step_100\")");
-  return false;
-}
-
 Type *check_creation(Checker *k, Expr *call, Builtin op) {
   int tpos = op == BI_LOAD ? 1 : 0;
   Arg *ta = call_arg(call, tpos);
+  if ((!ta || ta->value->kind != EX_TYPE) && op == BI_LOAD) {
+    check_error(k, ta ? ta->value->span : call->span, "load() needs a tensor type or a struct's name second");
+    help(k->c, "load(\"w.npy\", f32[4, 8]{*: I}), or for a checkpoint directory load(\"ckpt/step_100\", Model)");
+    return type_error();
+  }
   if (!ta || ta->value->kind != EX_TYPE) {
     check_error(k, ta ? ta->value->span : call->span, "%s() needs a tensor type as argument %d, as in %s",
                 builtin_name[op], tpos + 1,
-                op == BI_LOAD   ? "load(\"w.npy\", f32[4, 8]{*: I})"
-                : op == BI_IOTA ? "iota(i32[4, 8]{*: R}, dim=0)"
-                                : "zeros(f32[4, 8]{*: R})");
+                op == BI_IOTA ? "iota(i32[4, 8]{*: R}, dim=0)" : "zeros(f32[4, 8]{*: R})");
     return type_error();
   }
   bool named[MAX_MESH_AXES];
@@ -1061,7 +1050,7 @@ Type *check_creation(Checker *k, Expr *call, Builtin op) {
         return type_error();
       }
   if (op == BI_LOAD)
-    check_path_arg(k, call, op);
+    check_io_path(k, call, op);
   if (op == BI_FULL) {
     Arg *v = call_arg(call, 1);
     Type *vt = v ? check_expr(k, v->value) : type_error();
@@ -1585,41 +1574,18 @@ static Type *check_builtin_kind(Checker *k, Expr *call, Builtin op) {
     return check_creation(k, call, op);
   case BI_FULL: case BI_LOAD:
     if (!want_args(k, call, op, 2, 2)) return type_error();
+    if (op == BI_LOAD && struct_named(call_arg(call, 1)->value)) /* a checkpoint directory */
+      return check_load_record(k, call, struct_named(call_arg(call, 1)->value));
     return check_creation(k, call, op);
-  case BI_SAVE: {
-    if (!want_args(k, call, op, 2, 2) || !check_path_arg(k, call, op)) return host_type(TY_VOID);
-    Type *t = arg_tensor(k, call, 1);
-    if (t->kind == TY_TENSOR && t->literal) {
-      check_error(k, call_arg(call, 1)->value->span, "save() writes a tensor, but this is a host value");
-      help(k->c, "make it a tensor: save(\"%s\", full(f32{*: R}, v))", call_arg(call, 0)->value->str);
-      return host_type(TY_VOID);
-    }
-    for (int a = 0; a < k->naxes && t->kind == TY_TENSOR; a++)
-      if (t->lt[a] == LT_P || (t->lt[a] == LT_V && !type_spec_has(t, a, NULL))) {
-        Expr *v = call_arg(call, 1)->value;
-        check_error(k, v->span, "save() writes the global tensor, but this value is %s on mesh axis '%s'",
-                    lt_name(t->lt[a]), axis_name(k, a));
-        SourceFile *f = source_file(k->c, v->span.file);
-        int n = (int)(v->span.end - v->span.begin);
-        const char *text = f->text + v->span.begin, *path = call_arg(call, 0)->value->str;
-        if (t->lt[a] == LT_P) {
-          note_at(k->c, (Span){0, 0, 0}, "a P value is a pending sum: each rank holds one term, not the value");
-          help(k->c, "reduce it first: save(\"%s\", all_reduce(%.*s, %s, src=P, dst=R))", path, n, text, axis_name(k, a));
-        } else {
-          note_at(k->c, (Span){0, 0, 0}, "a V value without a layout differs on each rank, so it is no global tensor");
-          help(k->c, "gather it first: save(\"%s\", all_gather(%.*s, %s, src=V, dst=R)), or save it outside local code", path,
-               n, text, axis_name(k, a));
-        }
-        break;
-      }
-    return host_type(TY_VOID);
-  }
+  case BI_SAVE:
+    if (!want_args(k, call, op, 2, 2)) return host_type(TY_VOID);
+    return check_save(k, call);
   case BI_WALL_TIME:
     if (!want_args(k, call, op, 0, 0)) return type_error();
     return host_type(TY_FLOAT);
   case BI_EXISTS: {
     if (want_args(k, call, op, 1, 1))
-      check_path_arg(k, call, op);
+      check_io_path(k, call, op);
     return host_type(TY_BOOL);
   }
   case BI_ZEROS_LIKE: case BI_ONES_LIKE:

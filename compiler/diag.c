@@ -108,6 +108,7 @@ static const struct {
 } phases[] = {
     {"lexer.re", "syntax"},         {"parser.y", "syntax"},        {"ast.c", "syntax"},
     {"resolve.c", "resolve"},       {"check_local.c", "type"},     {"check_collectives.c", "type"}, {"check_record.c", "type"},
+    {"check_io.c", "type"},
     {"shardprop.c", "type"},        {"redistribute.c", "type"},    {"types.c", "type"},
     {"check_select.c", "type"},
     {"lower.c", "lower"},           {"ir.c", "lower"},             {"autodiff.c", "autodiff"},

@@ -359,6 +359,8 @@ static void emit_inst(Emitter *E, IrInst *in, int ind) {
   case IR_UNIFORM:
   case IR_LOAD: {
     const char *name = E->f->values[in->dst[0]].hint ? E->f->values[in->dst[0]].hint : "tensor";
+    if (in->op == IR_LOAD && in->strs) /* a record's field: its path */
+      name = in->strs[0];
     out(E, ind, "{ %s\n", loc);
     emit_shape(E, ind + 1, in->t, name);
     const char *dt = dtype_c(in->t->dtype);
@@ -376,12 +378,27 @@ static void emit_inst(Emitter *E, IrInst *in, int ind) {
     } else if (in->op == IR_UNIFORM)
       out(E, ind + 1, "%s = rt_uniform(ctx, %s, &layout_, (uint64_t)%s, (double)%s, (double)%s);\n", D(E, in, 0), dt,
           A(E, in, 0), A(E, in, 1), A(E, in, 2));
+    else if (in->strs) /* a field of a checkpoint directory */
+      out(E, ind + 1, "%s = rt_ckpt_read(ctx, %s, %s, %s, &layout_);\n", D(E, in, 0), c_string(E, in->s),
+          c_string(E, in->strs[0]), dt);
     else
       out(E, ind + 1, "%s = rt_load_npy(ctx, %s, %s, &layout_);\n", D(E, in, 0), c_string(E, in->s), dt);
     out(E, ind, "}\n");
     return;
   }
   case IR_SAVE:
+    if (in->strs) { /* a record: a checkpoint directory, one file per field */
+      out(E, ind, "{ rt_ckpt *ckpt_ = rt_ckpt_begin(ctx, %s); %s\n", c_string(E, in->s), loc);
+      for (int j = 0; j < in->nargs; j++) {
+        out(E, ind + 1, "{\n");
+        emit_shape(E, ind + 2, E->f->values[in->args[j]].type, in->strs[j]);
+        out(E, ind + 2, "rt_ckpt_write(ctx, ckpt_, %s, %s, &layout_);\n", c_string(E, in->strs[j]), A(E, in, j));
+        out(E, ind + 1, "}\n");
+      }
+      out(E, ind + 1, "rt_ckpt_commit(ctx, ckpt_);\n");
+      out(E, ind, "}\n");
+      return;
+    }
     out(E, ind, "{ %s\n", loc);
     emit_shape(E, ind + 1, in->t, "save");
     out(E, ind + 1, "rt_save_npy(ctx, %s, %s, &layout_);\n", c_string(E, in->s), A(E, in, 0));

@@ -680,11 +680,24 @@ static int lower_builtin(Lower *L, Expr *call, Builtin op) {
     return in->dst[0];
   }
   case BI_SAVE: {
-    int v = lower_expr(L, pos_arg(call, 1));
+    Expr *x = pos_arg(call, 1);
+    Type *xt = x->ty;
+    if (xt->kind == TY_RECORD) { /* a checkpoint directory: one file per field path */
+      int n, *ids = lower_leaves(L, x, &n);
+      IrInst *in = emit(L, IR_SAVE, sp);
+      ir_set_args(L->c, in, n, ids);
+      in->s = pos_arg(call, 0)->str;
+      in->t = xt;
+      in->strs = arena_alloc(&L->c->arena, sizeof(char *) * (size_t)(n + 1));
+      for (int j = 0; j < n; j++)
+        in->strs[j] = type_leaf_path(L->c, xt, j, ".");
+      return -1;
+    }
+    int v = lower_expr(L, x);
     IrInst *in = emit(L, IR_SAVE, sp);
     ir_set_args(L->c, in, 1, &v);
     in->s = pos_arg(call, 0)->str;
-    in->t = pos_arg(call, 1)->ty;
+    in->t = xt;
     return -1;
   }
   case BI_EXISTS: {
@@ -1008,6 +1021,18 @@ static int *lower_leaves(Lower *L, Expr *e, int *n) {
             for (int i = 0; i < k; i++)
               ids[(*n)++] = to_tensor(L, v[i], type_leaf(t, off + i), a->value->span);
           }
+      return ids;
+    }
+    if (s && s->kind == SYM_BUILTIN && s->index == BI_LOAD) { /* load(dir, Struct): a file per field */
+      for (int j = 0; j < nl; j++) {
+        IrInst *in = emit(L, IR_LOAD, e->span);
+        in->t = type_leaf(t, j);
+        in->s = pos_arg(e, 0)->str;
+        in->strs = arena_alloc(&L->c->arena, sizeof(char *));
+        in->strs[0] = type_leaf_path(L->c, t, j, ".");
+        in->dst[0] = ids[(*n)++] = value(L, in->t, NULL);
+        in->ndst = 1;
+      }
       return ids;
     }
     if (s && s->kind == SYM_FN) {

@@ -20,7 +20,7 @@ BEGIN, END = '<!-- rules begin: scripts/diag_rules.py --update -->', '<!-- rules
 
 # The same tables as compiler/diag.c.
 PHASES = {'lexer.re': 'syntax', 'parser.y': 'syntax', 'ast.c': 'syntax', 'resolve.c': 'resolve',
-          'check_local.c': 'type', 'check_collectives.c': 'type', 'check_record.c': 'type', 'shardprop.c': 'type', 'redistribute.c': 'type',
+          'check_local.c': 'type', 'check_collectives.c': 'type', 'check_record.c': 'type', 'check_io.c': 'type', 'shardprop.c': 'type', 'redistribute.c': 'type',
           'check_select.c': 'type',
           'types.c': 'type', 'lower.c': 'lower', 'ir.c': 'lower', 'autodiff.c': 'autodiff', 'emit_c.c': 'codegen',
           'main.c': 'driver', 'source.c': 'driver'}
