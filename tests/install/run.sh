@@ -71,7 +71,10 @@ pkgconfig)
   export PKG_CONFIG_PATH="$work/prefix/lib/pkgconfig"
   make > "$work/make.log" 2>&1 || { cat "$work/make.log"; fail "make"; }
   cat "$work/make.log"
-  ldd ./model | grep -q "libspmdrt.so.0 => $work/prefix/" || { ldd ./model; fail "./model does not use the installed libspmdrt.so"; }
+  # grep reads all of ldd's output (no -q): with pipefail, grep -q leaving
+  # early would kill ldd with SIGPIPE and fail the check at random.
+  ldd ./model > "$work/ldd.txt"
+  grep "libspmdrt.so.0 => $work/prefix/" "$work/ldd.txt" > /dev/null || { cat "$work/ldd.txt"; fail "./model does not use the installed libspmdrt.so"; }
   check_run ./model
   before=$(mtime model.c)
   sleep 1.1
