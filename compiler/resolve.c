@@ -966,6 +966,17 @@ static void check_mesh_sizes(Resolver *r) {
 }
 
 bool resolve_program(Compiler *c, const char *path, Mesh *mesh) {
+  memset(mesh, 0, sizeof *mesh);
+  int file = source_load(c, path);
+  if (!file) {
+    diag_tool_error(c, "cannot read '%s': %s", path, strerror(errno));
+    c->nerrors++;
+    return false;
+  }
+  return resolve_source(c, file, mesh);
+}
+
+bool resolve_source(Compiler *c, int file, Mesh *mesh) {
   int before = c->nerrors;
   Resolver rs = {.c = c, .mesh = mesh};
   Resolver *r = &rs;
@@ -977,12 +988,7 @@ bool resolve_program(Compiler *c, const char *path, Mesh *mesh) {
     s->index = i;
     r->builtins[i] = s;
   }
-  int file = source_load(c, path);
-  if (!file) {
-    diag_tool_error(c, "cannot read '%s': %s", path, strerror(errno));
-    c->nerrors++;
-    return false;
-  }
+  const char *path = source_file(c, (uint32_t)file)->path;
   const char *base = strrchr(path, '/') ? strrchr(path, '/') + 1 : path;
   const char *dot = strrchr(base, '.');
   c->main = c->modules = parse_file(c, file, intern(c, base, dot ? (size_t)(dot - base) : strlen(base)));

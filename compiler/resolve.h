@@ -81,7 +81,9 @@ typedef struct Mesh {
 /* Loads `path` as the main module and everything it imports, and resolves
  * all names.  Returns false if any error was reported. */
 bool resolve_program(Compiler *c, const char *path, Mesh *mesh);
-/* Loads and resolves a built-in check of the given text (for tests). */
+/* The same for a main module already added with source_add() (in-process
+ * drivers: unit tests, the fuzzer). */
+bool resolve_source(Compiler *c, int file, Mesh *mesh);
 Symbol *module_lookup(Module *m, Name name);
 
 #endif
