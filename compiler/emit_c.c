@@ -674,12 +674,18 @@ static const char *fused_op(IrInst *in) {
   return NULL;
 }
 
+/* The same dtype and local shape: the same global shape and partition spec
+ * (an S(0) value and an R one of one global shape differ in size per rank). */
 static bool same_shape(const Type *a, const Type *b) {
   if (a->ndim != b->ndim || a->dtype != b->dtype)
     return false;
-  for (int d = 0; d < a->ndim; d++)
+  for (int d = 0; d < a->ndim; d++) {
     if (!size_eq(a->shape[d], b->shape[d]) || a->shape[d].unknown)
       return false;
+    for (int k = 0; k < MAX_MESH_AXES && (a->spec[d][k] >= 0 || b->spec[d][k] >= 0); k++)
+      if (a->spec[d][k] != b->spec[d][k])
+        return false;
+  }
   return true;
 }
 
