@@ -268,6 +268,14 @@ static Type *relayout(Checker *k, Expr *call, Builtin op, const Type *x, const T
     help(k->c, "write both sides as S(i) (concatenate and split dims) or both as V (stack and unstack dim 0)");
     return type_error();
   }
+  if (global && op == BI_ALL_TO_ALL && fs == FORM_SHARD && fd == FORM_SHARD && src.sdim == dst.sdim) {
+    /* globally the identity, but each rank would still split its block and
+     * exchange the pieces, reordering the dim */
+    check_error(k, call->span, "all_to_all from S(%d) to S(%d) moves nothing in global code, yet it would "
+                "reorder dim %d across ranks", src.sdim, dst.sdim, src.sdim);
+    help(k->c, "drop the all_to_all, or move the shard to another dim: dst=S(j)");
+    return type_error();
+  }
   if (fs == FORM_SHARD) {
     int d = src.sdim;
     if (global) {
