@@ -3,6 +3,7 @@
  * axis tuple, created on first use and cached. Ranks are laid out row-major
  * over the mesh (last axis fastest), as torch's init_device_mesh does. */
 #include <cblas.h>
+#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -135,16 +136,24 @@ static int find_axis(const rt_ctx *ctx, const char *name, size_t len)
 static void apply_mesh_arg(rt_ctx *ctx, const char *arg)
 {
     const char *p = arg;
+    unsigned given = 0;
     while (*p) {
         const char *eq = strchr(p, '=');
         RT_CHECK(ctx, eq != NULL, "--mesh '%s': expected axis=size entries", arg);
         int a = find_axis(ctx, p, (size_t)(eq - p));
         RT_CHECK(ctx, a >= 0, "--mesh '%s': no mesh axis named '%.*s'", arg, (int)(eq - p), p);
+        RT_CHECK(ctx, !(given & (1u << a)), "--mesh '%s': axis '%s' is given twice", arg,
+                 ctx->names[a]);
+        given |= 1u << a;
         char *end;
+        errno = 0;
         long n = strtol(eq + 1, &end, 10);
         RT_CHECK(ctx, end != eq + 1 && n > 0 && (*end == ',' || *end == 0),
                  "--mesh '%s': size of axis '%s' must be a positive integer", arg,
                  ctx->names[a]);
+        RT_CHECK(ctx, errno != ERANGE && n <= ctx->world,
+                 "--mesh '%s': axis '%s' is larger than the world size %d (mpirun -np %d)", arg,
+                 ctx->names[a], ctx->world, ctx->world);
         ctx->sizes[a] = (int)n;
         p = *end ? end + 1 : end;
     }
@@ -164,7 +173,9 @@ static void infer_sizes(rt_ctx *ctx)
     long prod = 1;
     for (int a = 0; a < ctx->naxes; a++) {
         if (ctx->sizes[a] > 0) {
-            prod *= ctx->sizes[a];
+            /* past the world size the exact product does not matter (and
+             * could overflow): it is reported as more than the world */
+            prod = prod > ctx->world ? prod : prod * ctx->sizes[a];
             continue;
         }
         RT_CHECK(ctx, omitted < 0,
@@ -181,8 +192,8 @@ static void infer_sizes(rt_ctx *ctx)
     }
     char desc[512] = "";
     describe_mesh(ctx, desc, sizeof desc);
-    RT_CHECK(ctx, prod == ctx->world,
-             "mesh (%s) has %ld ranks but the program runs on %d (mpirun -np %d)", desc, prod,
+    RT_CHECK(ctx, prod == ctx->world, "mesh (%s) has %s%ld ranks but the program runs on %d (mpirun -np %d)",
+             desc, prod > ctx->world ? "more than " : "", prod > ctx->world ? (long)ctx->world : prod,
              ctx->world, ctx->world);
 }
 
