@@ -5,6 +5,9 @@ set -euo pipefail
 SPMD_PACKAGES="cmake make gcc re2c bison libopenmpi-dev openmpi-bin libcriterion-dev
   libopenblas-dev libdnnl-dev libsleef-dev pkg-config python3 python3-numpy"
 missing=()
+# the test suite's: clang and libFuzzer (the clang build, tests/fuzz), ip
+# (tests/multihost), unshare (tests/faults)
+SPMD_PACKAGES="$SPMD_PACKAGES clang libclang-rt-14-dev iproute2 util-linux"
 for p in $SPMD_PACKAGES; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
 done
