@@ -4,6 +4,7 @@
  * over the mesh (last axis fastest), as torch's init_device_mesh does. */
 #include <cblas.h>
 #include <errno.h>
+#include <limits.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -173,9 +174,9 @@ static void infer_sizes(rt_ctx *ctx)
     long prod = 1;
     for (int a = 0; a < ctx->naxes; a++) {
         if (ctx->sizes[a] > 0) {
-            /* past the world size the exact product does not matter (and
-             * could overflow): it is reported as more than the world */
-            prod = prod > ctx->world ? prod : prod * ctx->sizes[a];
+            /* stops before it could overflow: past INT_MAX it is reported
+             * as "more than" */
+            prod = prod > INT_MAX ? prod : prod * ctx->sizes[a];
             continue;
         }
         RT_CHECK(ctx, omitted < 0,
@@ -193,8 +194,8 @@ static void infer_sizes(rt_ctx *ctx)
     char desc[512] = "";
     describe_mesh(ctx, desc, sizeof desc);
     RT_CHECK(ctx, prod == ctx->world, "mesh (%s) has %s%ld ranks but the program runs on %d (mpirun -np %d)",
-             desc, prod > ctx->world ? "more than " : "", prod > ctx->world ? (long)ctx->world : prod,
-             ctx->world, ctx->world);
+             desc, prod > INT_MAX ? "more than " : "", prod > INT_MAX ? (long)INT_MAX : prod, ctx->world,
+             ctx->world);
 }
 
 void rt_mesh_setup(rt_ctx *ctx, int naxes, const char *const *names, const int *sizes,

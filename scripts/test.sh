@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The whole test suite: installs missing packages, builds spmdc and libspmdrt,
-# runs every test with ctest, then does the same in an ASan+UBSan build.
-#   bash scripts/test.sh            both builds
+# runs every test with ctest, then builds with clang (-Werror, a test subset
+# and a 60 s fuzz campaign), then runs every test again in an ASan+UBSan build.
+#   bash scripts/test.sh            all three builds
 #   bash scripts/test.sh --quick    the normal build only
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -19,8 +20,20 @@ run_suite() { # build-dir cmake-args...
   (cd "$dir" && ctest -j "$jobs" --output-on-failure --timeout 900 --repeat until-pass:2)
 }
 
+# clang: the whole project must build with clang -Werror too; then the tests
+# that exercise what the compiler choice changes (unit tests, goldens, the
+# generated C compiled by clang), and a 60 s fuzz campaign of the compiler
+# under libFuzzer+ASan+UBSan (tests/README.md, "Fuzzing").
+run_clang() {
+  CC=clang cmake -S . -B build-clang -DCMAKE_BUILD_TYPE=RelWithDebInfo -DSPMD_FUZZ=ON >/dev/null
+  cmake --build build-clang -j "$jobs"
+  (cd build-clang && OMPI_CC=clang ctest -j "$jobs" --output-on-failure --timeout 900 --repeat until-pass:2 \
+     -R '^(unit/|golden/|codegen_corpus$|fuzz/)')
+}
+
 run_suite build
 if [ "${1:-}" != "--quick" ]; then
+  run_clang
   # MPI's own allocations are not ours to fix: leak checks are off under mpirun
   # (tests that run spmdc itself turn them back on).
   ASAN_OPTIONS=detect_leaks=0:exitcode=99 run_suite build-asan -DSPMD_SANITIZE=ON
