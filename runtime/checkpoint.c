@@ -405,11 +405,16 @@ static void write_tensor_file(rt_ctx *ctx, const char *what, const char *file,
              what, "MPI_File_open", file);
     MPI_Status st;
     int n = 0;
+    /* A short write (a full disk) is this rank's error until all agree:
+     * every rank reports it, and the temporary is removed. */
+    char *short_write = NULL;
     if (ctx->rank == 0) {
         io_check(ctx, MPI_File_write_at(fh, 0, head, (int)hl, MPI_BYTE, &st), what,
                  "MPI_File_write_at (header)", file);
         RT_CALL_MPI(ctx, MPI_Get_count(&st, MPI_BYTE, &n));
-        RT_CHECK(ctx, n == (int)hl, "%s: short write of the header of '%s'", what, file);
+        if (n != (int)hl)
+            short_write = fmt(ctx, "%s: short write of the header of '%s' (%d of %zu bytes): is the disk full?",
+                              what, file, n, hl);
     }
     if (any) {
         io_view v;
@@ -421,11 +426,26 @@ static void write_tensor_file(rt_ctx *ctx, const char *what, const char *file,
         io_check(ctx, MPI_File_write_all(fh, x->data, count, v.memtype, &st), what,
                  "MPI_File_write_all", file);
         RT_CALL_MPI(ctx, MPI_Get_count(&st, v.memtype, &n));
-        RT_CHECK(ctx, n == count, "%s: short write to '%s' (%d of %d)", what, file, n, count);
+        if (n != count && !short_write)
+            short_write = fmt(ctx, "%s: short write to '%s' (%d of %d blocks): is the disk full?", what,
+                              file, n, count);
         free_view(ctx, &v);
     }
     io_check(ctx, MPI_File_sync(fh), what, "MPI_File_sync", file);
+    /* OpenMPI's OMPIO may print ENOSPC and still return success with the
+     * full count: rank 0 also checks the size of the synced file */
+    struct stat sb = {0};
+    long long want = (long long)hl + (long long)rt_numel_of(l->ndim, l->global) * (long long)rt_dtype_size(x->dtype);
+    if (ctx->rank == 0 && !short_write && (stat(file, &sb) != 0 || (long long)sb.st_size < want))
+        short_write = fmt(ctx, "%s: '%s' has %lld of %lld bytes after writing: is the disk full?", what, file,
+                          (long long)sb.st_size, want);
+    int failed = short_write != NULL, any_failed = 0;
+    RT_CALL_MPI(ctx, MPI_Allreduce(&failed, &any_failed, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD));
     io_check(ctx, MPI_File_close(&fh), what, "MPI_File_close", file);
+    if (any_failed && ctx->rank == 0)
+        unlink(file);
+    agree(ctx, short_write);
+    free(short_write);
 }
 
 /* Reads this rank's block of l from `path`. Rank 0 checks the header (and

@@ -234,7 +234,7 @@ def t_ckpt_notdir(spmdc, work):
     train = compile_(spmdc, 'train', work, 'STEPS=2')
     open(os.path.join(work, 'ckpt'), 'w').close()
     rc, out = run(mpirun(2, train), work)
-    expect_error(rc, out, 2, r"save 'ckpt/w\.npy': cannot create a temporary file: Not a directory")
+    expect_error(rc, out, 2, r"save 'ckpt/w\.npy': cannot create directory 'ckpt': it exists and is not a directory")
 
 
 def in_mount_ns(work, mount_opts, cmd):
@@ -256,15 +256,15 @@ def in_mount_ns(work, mount_opts, cmd):
 def t_ckpt_readonly(spmdc, work):
     train = compile_(spmdc, 'train', work, 'STEPS=2')
     rc, out = in_mount_ns(work, 'ro,size=1m', mpirun(2, train))
-    expect_error(rc, out, 2, r"save 'ckpt/w\.npy': cannot create a temporary file: Read-only file system")
+    expect_error(rc, out, 2, r"save 'ckpt/w\.npy': cannot create a temporary file 'ckpt/w\.npy\.tmp\.\w+': Read-only file system")
 
 
 def t_ckpt_full(spmdc, work):
     train = compile_(spmdc, 'train', work, 'STEPS=2')
     rc, out = in_mount_ns(work, 'size=64k', mpirun(2, train))
-    expect_error(rc, out, 2, r"save 'ckpt/w\.npy': cannot write: No space left on device")
-    # a file that was never complete is not left behind (the tmpfs is gone
-    # with the namespace, so the cleanup is checked by the error text alone)
+    expect_error(rc, out, 2, r"save 'ckpt/w\.npy': 'ckpt/w\.npy\.tmp\.\w+' has \d+ of 2097280 bytes after writing: is the disk full\?")
+    if re.search(r'^step ', out, re.M):
+        raise Fail('a save into a full directory went on as if it had worked:\n' + out[-2000:])
 
 
 def npy(descr="'<f8'", shape='(8,)', fortran='False', data=None, version=1, hlen=None, magic=b'\x93NUMPY'):
@@ -291,7 +291,7 @@ NPY_CASES = [
     ('shape', npy(shape='(4, 2)'), r"shape is \(4, 2\), expected \(8,\)"),
     ('shape_negative', npy(shape='(-8,)'), r"malformed header: header 'shape' is malformed"),
     ('shape_huge', npy(shape='(1099511627776,)'), r"shape is \(1099511627776,\), expected \(8,\)"),
-    ('shape_overflow', npy(shape='(99999999999999999999999,)'), r"shape is \(\d+,\), expected \(8,\)"),
+    ('shape_overflow', npy(shape='(99999999999999999999999,)'), r"malformed header: header 'shape' is malformed"),
     ('fortran', npy(fortran='True'), r"fortran_order arrays are not supported"),
     ('truncated_data', npy()[:-20], r"file is truncated \(\d+ bytes, expected \d+\)"),
 ]
@@ -306,7 +306,7 @@ def t_npy(spmdc, work):
             f.write(blob)
         rc, out = run(mpirun(2, check), work)
         print('-- %s' % name)
-        expect_error(rc, out, None, r"load 'ckpt/w\.npy': " + pattern)
+        expect_error(rc, out, 2, r"load 'ckpt/w\.npy': " + pattern)
     # and a good file loads
     with open(os.path.join(ck, 'w.npy'), 'wb') as f:
         f.write(npy())
