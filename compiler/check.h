@@ -70,6 +70,8 @@ struct Checker {
   void *lower_arg;
   struct { uint32_t file, begin; uint64_t hash; } *seen; /* reported errors */
   size_t nseen, capseen;
+  int nfailed;          /* errors found, also those reported already (a duplicate
+                         * from another instance, a call of a failed instance) */
   int dump_indent;
   Inst *chain;         /* the call chain of the last error, noted after its help */
   /* the field an op on records is being checked for ("m.attn.wo"): errors

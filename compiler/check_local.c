@@ -33,6 +33,7 @@ static void vcheck_error(Checker *k, const char *rule, Span sp, const char *fmt,
   va_end(again);
   if (k->field_path) /* an op on records: the field it failed for */
     msg = arena_sprintf(&k->c->arena, "in field '%s': %s", k->field_path, msg);
+  k->nfailed++;
   /* The same body is checked once per instance: report each error once. */
   uint64_t h = 1469598103934665603ull;
   for (const char *p = msg; *p; p++)
@@ -1634,9 +1635,12 @@ static Instance *new_instance(Checker *k, FnDecl *fn, int nargs, Type **args) {
 static void run_instance(Checker *k, Instance *self, Inst *inst) {
   Instance *saved = k->current;
   k->current = self;
-  int before = k->c->nerrors;
+  int before = k->c->nerrors, failed_before = k->nfailed;
   check_fn_body(k, self->fn);
-  self->ok = k->c->nerrors == before && (!self->fn->ret || (inst->ret && inst->ret->kind != TY_ERROR));
+  /* an error reported before (by another instance of the same body) is not
+   * counted in nerrors again, but this instance has it too */
+  self->ok = k->c->nerrors == before && k->nfailed == failed_before &&
+             (!self->fn->ret || (inst->ret && inst->ret->kind != TY_ERROR));
   /* without `-> RET`, the type of what the body returns (SPEC 13) */
   self->ret = self->fn->ret || (inst->returned && inst->ret && inst->ret->kind != TY_VOID) ? inst->ret : NULL;
   if (self->ret && self->ret->kind == TY_ERROR)
@@ -1791,8 +1795,10 @@ static Type *check_fn_call(Checker *k, Expr *call, FnDecl *fn) {
                                             in->args[j]->literal == args[j]->literal;
     if (same) {
       call->inst = in;
-      if (!in->ok)
+      if (!in->ok) {
+        k->nfailed++; /* reported when `in` was checked; the caller fails too */
         return type_error();
+      }
       return in->ret ? in->ret : host_type(TY_VOID);
     }
   }
