@@ -232,7 +232,7 @@ def type_collective(st, t):
     """Result type of a collective or cast statement `st` on a value of type t."""
     op, axes = st.op, st.attrs.get('axes')
     src, dst = st.attrs.get('src'), st.attrs.get('dst')
-    if op == 'redistribute':
+    if op == 'redistribute' and 'T' in st.attrs:
         T = st.attrs['T']
         if T.shape != t.shape:
             raise Reject('redistribute shape')
@@ -259,11 +259,15 @@ def type_collective(st, t):
         'all_to_all': [('S', 'S')],
         'convert': [('I', 'R'), ('R', 'S'), ('I', 'S'), ('R', 'P'), ('I', 'P'), ('R', 'I'), ('S', 'P')],
         'reinterpret': [('I', 'R')],
+        # redistribute(x, axes, src=, dst=): any change, semantics-preserving
+        'redistribute': [(a, b) for a in 'RIPS' for b in 'RIPS' if a != b or a == 'S'],
     }[op]
     s0 = 'S' if si is not None else src
     d0 = 'S' if di is not None else dst
     if (s0, d0) not in allowed:
         raise Reject('%s cannot go %s -> %s' % (op, src, dst))
+    if op == 'redistribute' and si is not None and si == di:
+        raise Reject('redistribute S(i) -> S(i)')
     expert = (op == 'convert' and (s0, d0) in (('I', 'P'), ('R', 'I'), ('S', 'P')))
     if expert != bool(st.attrs.get('expert')):
         raise Reject('expert flag')
@@ -327,7 +331,7 @@ class St:
             e = 'permute(%s, [%s])' % (a[0], ', '.join(map(str, at['perm'])))
         elif op == 'reshape':
             e = 'reshape(%s, [%s])' % (a[0], ', '.join(map(str, at['shape'])))
-        elif op == 'redistribute':
+        elif op == 'redistribute' and 'T' in at:
             e = 'redistribute(%s, %s)' % (a[0], at['T'].text())
         elif op == 'randn':
             e = 'randn(%s, seed=%d, std=1.0)' % (at['T'].text(), at['seed'])
@@ -524,6 +528,9 @@ class Gen:
         return name
 
     def emit(self, op, args, **attrs):
+        if op in COLLECTIVES and 'axes' in attrs and self.r.random() < 0.15:
+            op = 'redistribute'
+            attrs.pop('expert', None)
         st = St(self.fresh(), op, args, **attrs)
         t = type_st(st, self.env)      # raises Reject
         if t.numel() > MAX_NUMEL:
@@ -802,7 +809,7 @@ def mutants(p, rng):
                             m = st.copy()
                             m.attrs[key] = 'S(%d)' % d
                             cands.append(('shard_dim', '%s S(%d) in %s' % (key, d, st.text()), m))
-            if st.op == 'redistribute':
+            if st.op == 'redistribute' and 'T' in st.attrs:
                 T = st.attrs['T']
                 for x in AXES:
                     d = T.sdim(x)
