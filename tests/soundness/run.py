@@ -78,7 +78,7 @@ class Runner:
         cc = ['mpicc', '-std=c17', '-O1', '-Wall', '-Wextra', '-Werror'] + \
             os.environ.get('SPMD_RT_CFLAGS', '').split() + \
             ['-I' + self.a.rtinc, '-include', base + '.h', base + '.c', GRADCHECK, '-o', base,
-             self.a.rtlib, self.a.blas, '-lm']
+             self.a.rtlib, self.a.blas] + os.environ.get('SPMD_RT_LIBS', '').split() + ['-lm']
         r = subprocess.run(cc, capture_output=True, text=True, timeout=300)
         if r.returncode != 0:
             problems.setdefault('*', []).append('the generated C does not compile:\n' + r.stderr[-3000:])
