@@ -89,6 +89,32 @@ class Ty:
 
     __repr__ = text
 
+    def decl_text(self):
+        """The shape and partition spec only: a struct field's declared type,
+        which constrains only the axes its spec names."""
+        return Ty(self.shape, self.spec, {a: 'R' for a in AXES}).text().split('{')[0]
+
+
+class Rec:
+    """A record value (SPEC section 13): its struct and its fields' types."""
+
+    def __init__(self, struct, fields):
+        self.struct, self.fields = struct, tuple(fields)
+
+    def __eq__(self, o):
+        return isinstance(o, Rec) and (self.struct, self.fields) == (o.struct, o.fields)
+
+    def __hash__(self):
+        return hash((self.struct, self.fields))
+
+    def numel(self):
+        return max(t.numel() for _, t in self.fields)
+
+    def text(self):
+        return '%s(%s)' % (self.struct, ', '.join('%s: %s' % (f, t.text()) for f, t in self.fields))
+
+    __repr__ = text
+
 
 # ---------------------------------------------------------------- local rules
 
@@ -232,6 +258,8 @@ def type_collective(st, t):
     """Result type of a collective or cast statement `st` on a value of type t."""
     op, axes = st.op, st.attrs.get('axes')
     src, dst = st.attrs.get('src'), st.attrs.get('dst')
+    if isinstance(t, Rec):  # a collective on a record applies to every field
+        return Rec(t.struct, [(f, type_collective(st, ft)) for f, ft in t.fields])
     if op == 'redistribute' and 'T' in st.attrs:
         T = st.attrs['T']
         if T.shape != t.shape:
@@ -333,6 +361,10 @@ class St:
             e = 'reshape(%s, [%s])' % (a[0], ', '.join(map(str, at['shape'])))
         elif op == 'redistribute' and 'T' in at:
             e = 'redistribute(%s, %s)' % (a[0], at['T'].text())
+        elif op == 'record':
+            e = '%s(%s)' % (at['struct'], ', '.join('%s=%s' % fa for fa in zip(at['fields'], a)))
+        elif op == 'field':
+            e = '%s.%s' % (a[0], at['field'])
         elif op == 'randn':
             e = 'randn(%s, seed=%d, std=1.0)' % (at['T'].text(), at['seed'])
         else:
@@ -353,6 +385,14 @@ def type_st(st, env):
         return ts[0]
     if op == 'randn':
         return at['T']
+    if op == 'record':
+        return Rec(at['struct'], zip(at['fields'], ts))
+    if op == 'field':
+        if not isinstance(ts[0], Rec):
+            raise Reject('field of a tensor')
+        return dict(ts[0].fields)[at['field']]
+    if any(isinstance(t, Rec) for t in ts) and not st.is_collective():
+        raise Reject('%s of a record' % op)
     if op in UNARY:
         return type_elementwise('nonlinear', ts)
     if op == 'scale':
@@ -393,14 +433,16 @@ def permute(t, perm):
 
 
 class Program:
-    def __init__(self, name, params, body, loss_lt):
+    def __init__(self, name, params, body, loss_lt, structs=()):
         self.name = name
         self.params = params          # [(name, Ty)]
         self.body = body              # [St], without the loss
         self.loss_lt = loss_lt        # {axis: 'P' | 'I'}
+        self.structs = list(structs)  # [(name, [(field, declared type text)])]
 
     def copy(self):
-        return Program(self.name, list(self.params), [s.copy() for s in self.body], dict(self.loss_lt))
+        return Program(self.name, list(self.params), [s.copy() for s in self.body], dict(self.loss_lt),
+                       self.structs)
 
     def statements(self):
         """The body and the statements that reduce every leaf to the loss."""
@@ -425,7 +467,10 @@ class Program:
     def text(self, sts=None):
         sts = self.statements() if sts is None else sts
         ps = ', '.join('%s: %s' % (n, t.text()) for n, t in self.params)
-        lines = ['export fn %s(%s) -> %s {' % (self.name, ps, self.ret_type().text())]
+        used = {st.attrs.get('struct') for st in sts}
+        lines = ['struct %s { %s }' % (n, ', '.join('%s: %s' % fd for fd in fs))
+                 for n, fs in self.structs if n in used]
+        lines.append('export fn %s(%s) -> %s {' % (self.name, ps, self.ret_type().text()))
         lines += ['  ' + st.text() for st in sts]
         lines.append('  return %s;' % sts[-1].name)
         lines.append('}')
@@ -498,6 +543,7 @@ class Gen:
         self.params = []
         self.body = []
         self.env = {}
+        self.structs = []
         self.n = 0
 
     def fresh(self, prefix='v'):
@@ -540,7 +586,7 @@ class Gen:
         return st.name
 
     def pick(self, pred=lambda t: True):
-        names = [n for n, t in list(self.env.items()) if pred(t)]
+        names = [n for n, t in list(self.env.items()) if isinstance(t, Ty) and pred(t)]
         if not names:
             return None
         # prefer recent values, so programs are chains rather than piles
@@ -612,7 +658,7 @@ class Gen:
 
     def operand(self, shape, target):
         """A value of `shape` lined up to `target`: an existing one or a new parameter."""
-        cands = [n for n, t in self.env.items() if t.shape == shape]
+        cands = [n for n, t in self.env.items() if isinstance(t, Ty) and t.shape == shape]
         if cands and self.r.random() < 0.6:
             return self.align(self.r.choice(cands), target)
         if self.r.random() < 0.3:
@@ -623,8 +669,8 @@ class Gen:
 
     def step(self):
         r = self.r
-        kind = r.choices(['unary', 'binary', 'contract', 'reduce', 'shape', 'collective', 'scale'],
-                         [3, 4, 4, 2, 2, 3, 1])[0]
+        kind = r.choices(['unary', 'binary', 'contract', 'reduce', 'shape', 'collective', 'scale', 'record'],
+                         [3, 4, 4, 2, 2, 3, 1, 1])[0]
         a = self.pick()
         t = self.env[a]
         if kind == 'unary':
@@ -657,6 +703,8 @@ class Gen:
             return self.emit('sum', [a], dim=d, out_partial=t.spec[d])
         if kind == 'shape':
             return self.reshape(a)
+        if kind == 'record':
+            return self.record(a)
         if kind == 'collective':
             return self.align(a, self.random_layout(t.shape, allow_p=True))
 
@@ -675,6 +723,29 @@ class Gen:
             else:
                 lt[x] = l
         return Ty(t.shape, t.spec, lt)
+
+    def record(self, a):
+        """Two values in a record, one collective or cast on the record (on
+        every field), the fields taken out again."""
+        r = self.r
+        b = self.pick()
+        ta, tb = self.env[a], self.env[b]
+        axes = [x for x in AXES if ta.letter(x) == tb.letter(x) and ta.letter(x) in 'PIR']
+        if not axes:
+            return
+        x = r.choice(axes)
+        l = ta.letter(x)
+        struct = '%s_R%d' % (self.name, len(self.structs))
+        self.structs.append((struct, [('a', ta.decl_text()), ('b', tb.decl_text())]))
+        rec = self.emit('record', [a, b], struct=struct, fields=('a', 'b'))
+        if l == 'P':
+            rec = self.emit('all_reduce', [rec], axes=(x,), src='P', dst=r.choice('RI'))
+        elif l == 'I':
+            rec = self.emit(r.choice(('convert', 'reinterpret')), [rec], axes=(x,), src='I', dst='R')
+        else:
+            rec = self.emit('convert', [rec], axes=(x,), src='R', dst='P')
+        self.emit('field', [rec], field='a')
+        return self.emit('field', [rec], field='b')
 
     EINSUMS = ('ij,jk->ik', 'ij,kj->ik', 'ij,ij->i', 'ij,j->i', 'i,j->ij', 'bij,bjk->bik', 'ij,jk->ki',
                'i,i->')
@@ -770,13 +841,13 @@ def generate(seed, name='f', steps=None):
         for _ in range(nsteps * 4):
             if len(g.body) >= nsteps:
                 break
-            saved = (list(g.params), list(g.body), dict(g.env), g.n)
+            saved = (list(g.params), list(g.body), dict(g.env), g.n, list(g.structs))
             try:
                 g.step()
             except Reject:
-                g.params, g.body, g.env, g.n = saved
+                g.params, g.body, g.env, g.n, g.structs = saved
         loss = {x: r.choice('PI') for x in AXES}
-        p = Program(name, g.params, g.body, loss)
+        p = Program(name, g.params, g.body, loss, g.structs)
         try:
             p.typecheck()
         except Reject:
