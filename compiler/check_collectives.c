@@ -375,7 +375,9 @@ static bool wire_arg(Checker *k, Expr *call, const char *name, DType *out) {
  * of the gradient's sum is a decision, not a default. */
 static bool check_wire_dtypes(Checker *k, Expr *call, Builtin op, const Type *x, bool reduces, const char *bwd_what) {
   DType fwd, bwd;
-  if (!wire_arg(k, call, "dtype", &fwd) | !wire_arg(k, call, "bwd_dtype", &bwd))
+  bool fwd_ok = wire_arg(k, call, "dtype", &fwd);
+  bool bwd_ok = wire_arg(k, call, "bwd_dtype", &bwd); /* both, so both are reported */
+  if (!fwd_ok || !bwd_ok)
     return false;
   if ((fwd || bwd) && x->dtype == DT_I32) {
     Arg *a = call_named(k, call, fwd ? "dtype" : "bwd_dtype");
