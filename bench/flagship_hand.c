@@ -47,7 +47,7 @@ static const char usage[] =
     "  defaults: the constants of examples/mlp_tp.spmd (B=16 D=32 H=64 steps=50 lr=0.05),\n"
     "  mesh (dp, tp: 2): tp=2 and dp inferred from the world size; dp*tp must equal it.\n"
     "  --every N prints the loss every N steps (10); --time reports the training time\n"
-    "  on stderr.\n";
+    "  and the median (min-max) of the steps on rank 0, on stderr.\n";
 
 static void parse_args(int argc, char **argv, options *o)
 {
@@ -108,9 +108,12 @@ int main(int argc, char **argv)
     const double inv_n = 1.0 / ((double)B * (double)D);
     const float dscale = (float)(2.0 * inv_n);
 
+    double *step_s = calloc((size_t)(o.steps > 0 ? o.steps : 1), sizeof *step_s);
+    RT_CHECK(ctx, step_s != NULL, "out of memory");
     MPI_Barrier(MPI_COMM_WORLD);
     double t0 = now_s();
     for (long step = 0; step < o.steps; step++) {
+        double ts = now_s();
         /* forward: a = x @ w1, h = gelu(a), gd = gelu'(a) */
         cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)Bl, (int)Hl, (int)D, 1.0f,
                     x, (int)D, w1, (int)Hl, 0.0f, h, (int)Hl);
@@ -164,6 +167,7 @@ int main(int argc, char **argv)
                 fflush(stdout);
             }
         }
+        step_s[step] = now_s() - ts;
     }
     MPI_Barrier(MPI_COMM_WORLD);
     double elapsed = now_s() - t0;
@@ -171,6 +175,16 @@ int main(int argc, char **argv)
         fprintf(stderr, "flagship_hand: %ld steps in %.3f s (%.3f ms/step), B=%ld D=%ld H=%ld "
                 "dp=%d tp=%d\n", o.steps, elapsed, o.steps ? 1e3 * elapsed / (double)o.steps : 0.0,
                 B, D, H, n_dp, n_tp);
+    if (o.time && rank == 0 && o.steps > 0) { /* each step's time on rank 0, as the others report it */
+        double lo = step_s[0], hi = step_s[0];
+        for (long s = 0; s < o.steps; s++) {
+            lo = step_s[s] < lo ? step_s[s] : lo;
+            hi = step_s[s] > hi ? step_s[s] : hi;
+        }
+        fprintf(stderr, "flagship_hand: step median %.3f ms [%.3f-%.3f] over %ld steps\n",
+                1e3 * median(step_s, (int)o.steps), 1e3 * lo, 1e3 * hi, o.steps);
+    }
+    free(step_s);
 
     free(x); free(t); free(w1); free(w2);
     free(h); free(gd); free(y); free(dh); free(dw1); free(dw2);
