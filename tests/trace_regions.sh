@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # trace_regions.sh SPMDC: a generated program's --trace output is valid
 # JSON and shows each function's forward and backward as regions, with the
-# collectives inside them.
+# collectives inside them (the gradients' all-reduces as start and wait).
 set -euo pipefail
 spmdc=$1
 work=$(mktemp -d)
@@ -16,7 +16,8 @@ d = json.load(open(sys.argv[1]))
 events = d["traceEvents"] if isinstance(d, dict) else d
 names = {e.get("name") for e in events}
 want = {"main", "loss (forward)", "loss (backward)", "block (forward)", "block (backward)",
-        "all_gather", "reduce_scatter", "all_reduce"}
+        "all_gather", "reduce_scatter", "all_reduce",
+        "all_reduce (start)", "all_reduce (wait)"}  # gradients' all_reduces overlap
 missing = want - names
 pids = {e.get("pid") for e in events if e.get("ph") == "X"}
 if missing or len(pids) != 4:
