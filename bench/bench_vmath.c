@@ -32,8 +32,13 @@ static void gelu_scalar(const float *x, float *y, float *g)
     }
 }
 
+/* the vector variants are built for AVX-512F and AVX2+FMA (chosen at run time) */
+#if defined(__clang__)
+#pragma clang attribute push(__attribute__((target("avx512f,avx2,fma"))), apply_to = function)
+#else
 #pragma GCC push_options
 #pragma GCC target("avx512f,avx2,fma")
+#endif
 __m512 _ZGVeN16v_erff(__m512);
 __m512 _ZGVeN16v_expf(__m512);
 __m256 _ZGVdN8v_erff(__m256);
@@ -67,7 +72,11 @@ static void gelu_mvec256(const float *x, float *y, float *g)
         _mm256_storeu_ps(g + i, _mm256_add_ps(_mm256_mul_ps(h, p), _mm256_mul_ps(_mm256_mul_ps(v, e), k)));
     }
 }
+#if defined(__clang__)
+#pragma clang attribute pop
+#else
 #pragma GCC pop_options
+#endif
 
 typedef struct variant {
     const char *name;
