@@ -412,6 +412,29 @@ void rt_binary_bwd(rt_ctx *ctx, rt_binary_op op, const rt_tensor *a, const rt_te
     RT_KERNEL(ctx, RT_K_ELEMENTWISE, binary_bwd_names[op]);
     if (binary_bwd_same_shape(ctx, op, a, b, dy, da, db))
         return;
+    if ((op == RT_ADD || op == RT_SUB) && a->dtype == b->dtype && a->dtype == dy->dtype) {
+        /* a bias or a position added to every row: each gradient is dy
+         * summed to the operand's shape (in f64, rounded once, as below),
+         * with no full-size f64 copies */
+        if (da)
+            *da = rt_sum_to_shape(ctx, dy, a->ndim, a->shape);
+        if (db) {
+            rt_tensor *s = rt_sum_to_shape(ctx, dy, b->ndim, b->shape);
+            *db = op == RT_SUB ? rt_unary(ctx, RT_NEG, s) : rt_retain(s);
+            rt_free(ctx, s);
+        }
+        return;
+    }
+    if (op == RT_MUL && a->dtype == b->dtype && a->dtype == dy->dtype &&
+        ((b->numel == 1 && !db && rt_same_shape(a, dy)) || (a->numel == 1 && !da && rt_same_shape(b, dy)))) {
+        /* x * s for a scalar s whose gradient nobody wants (a host number):
+         * dy * s; a product of two floats rounds the same in f32 as in f64 */
+        if (da)
+            *da = rt_binary(ctx, RT_MUL, dy, b);
+        if (db)
+            *db = rt_binary(ctx, RT_MUL, dy, a);
+        return;
+    }
     bcast bc = broadcast(ctx, a, b, binary_names[op]);
     RT_CHECK(ctx, dy->ndim == bc.ndim && rt_numel_of(bc.ndim, bc.shape) == dy->numel,
              "%s backward: gradient shape differs from the result", binary_names[op]);
