@@ -6,7 +6,10 @@
  * reduce_scatter is slower than its allreduce of the same buffer
  * (SPMD_REDUCE_SCATTER=mpi|allreduce forces one; bench/ measures both). */
 #include <limits.h>
+#include <stdlib.h>
 #include <string.h>
+#include <time.h>
+#include <unistd.h>
 
 #include "rt_internal.h"
 
@@ -77,6 +80,83 @@ static int64_t split_size(rt_ctx *ctx, const rt_tensor *x, int dim, int n, const
 MPI_Datatype rt_mpi_type(rt_dtype dt) { return mpi_type(dt); }
 MPI_Op rt_mpi_op(rt_ctx *ctx, rt_reduce_op op, rt_dtype dt) { return mpi_op(ctx, op, dt); }
 
+/* ---- waiting: spin (MPI's blocking calls) or test and sleep */
+
+void rt_wait_setup(rt_ctx *ctx)
+{
+    const char *w = getenv("SPMD_WAIT");
+    if (w && strcmp(w, "sleep") == 0) {
+        ctx->wait_sleep = true;
+    } else if (w && strcmp(w, "spin") == 0) {
+        ctx->wait_sleep = false;
+    } else { /* more ranks on this node than cores: a spinning rank would take
+              * the core of one that is still computing.  The launcher says
+              * how many ranks share the node (OpenMPI, MPICH); without it,
+              * the world (no collective here: MPI_Comm_split_type hangs in
+              * some multi-host TCP set-ups) */
+        const char *n = getenv("OMPI_COMM_WORLD_LOCAL_SIZE");
+        if (!n)
+            n = getenv("MPI_LOCALNRANKS");
+        long local = n ? strtol(n, NULL, 10) : ctx->world;
+        long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+        ctx->wait_sleep = cpus > 0 && local > cpus;
+    }
+}
+
+int rt_mpi_wait(rt_ctx *ctx, MPI_Request *req)
+{
+    if (!ctx->wait_sleep)
+        return MPI_Wait(req, MPI_STATUS_IGNORE);
+    for (int i = 0;; i++) {
+        int flag = 0, rc = MPI_Test(req, &flag, MPI_STATUS_IGNORE);
+        if (rc != MPI_SUCCESS || flag)
+            return rc;
+        if (i >= 8) { /* not a quick one: give the core away for a while */
+            struct timespec ts = {0, 20000};
+            nanosleep(&ts, NULL);
+        }
+    }
+}
+
+/* The collectives the runtime issues: blocking, or started and waited for
+ * with rt_mpi_wait (the same operation and result either way). */
+static int coll_allreduce(rt_ctx *ctx, const void *in, void *out, int n, MPI_Datatype t, MPI_Op op, MPI_Comm c)
+{
+    if (!ctx->wait_sleep)
+        return MPI_Allreduce(in, out, n, t, op, c);
+    MPI_Request r;
+    int rc = MPI_Iallreduce(in, out, n, t, op, c, &r);
+    return rc != MPI_SUCCESS ? rc : rt_mpi_wait(ctx, &r);
+}
+
+static int coll_allgather(rt_ctx *ctx, const void *in, int n, MPI_Datatype t, void *out, MPI_Comm c)
+{
+    if (!ctx->wait_sleep)
+        return MPI_Allgather(in, n, t, out, n, t, c);
+    MPI_Request r;
+    int rc = MPI_Iallgather(in, n, t, out, n, t, c, &r);
+    return rc != MPI_SUCCESS ? rc : rt_mpi_wait(ctx, &r);
+}
+
+static int coll_reduce_scatter_block(rt_ctx *ctx, const void *in, void *out, int n, MPI_Datatype t, MPI_Op op,
+                                     MPI_Comm c)
+{
+    if (!ctx->wait_sleep)
+        return MPI_Reduce_scatter_block(in, out, n, t, op, c);
+    MPI_Request r;
+    int rc = MPI_Ireduce_scatter_block(in, out, n, t, op, c, &r);
+    return rc != MPI_SUCCESS ? rc : rt_mpi_wait(ctx, &r);
+}
+
+static int coll_alltoall(rt_ctx *ctx, const void *in, int n, MPI_Datatype t, void *out, MPI_Comm c)
+{
+    if (!ctx->wait_sleep)
+        return MPI_Alltoall(in, n, t, out, n, t, c);
+    MPI_Request r;
+    int rc = MPI_Ialltoall(in, n, t, out, n, t, c, &r);
+    return rc != MPI_SUCCESS ? rc : rt_mpi_wait(ctx, &r);
+}
+
 /* ---- all_reduce */
 
 static void scale_inplace(rt_tensor *y, double s)
@@ -102,7 +182,7 @@ rt_tensor *rt_all_reduce(rt_ctx *ctx, const rt_tensor *x, rt_axes axes, rt_reduc
     if (g->size == 1)
         memcpy(y->data, x->data, bytes_of(x));
     else
-        RT_CALL_MPI(ctx, MPI_Allreduce(x->data, y->data, count_of(ctx, x->numel),
+        RT_CALL_MPI(ctx, coll_allreduce(ctx, x->data, y->data, count_of(ctx, x->numel),
                                        mpi_type(x->dtype), mpi_op(ctx, op, x->dtype), g->comm));
     if (op == RT_RED_AVG && g->size > 1)
         scale_inplace(y, 1.0 / g->size);
@@ -121,8 +201,7 @@ static void gather_raw(rt_ctx *ctx, rt_group *g, const rt_tensor *x, void *out)
         return;
     }
     int c = count_of(ctx, x->numel);
-    RT_CALL_MPI(ctx, MPI_Allgather(x->data, c, mpi_type(x->dtype), out, c, mpi_type(x->dtype),
-                                   g->comm));
+    RT_CALL_MPI(ctx, coll_allgather(ctx, x->data, c, mpi_type(x->dtype), out, g->comm));
 }
 
 rt_tensor *rt_all_gather(rt_ctx *ctx, const rt_tensor *x, rt_axes axes, int dim)
@@ -181,14 +260,14 @@ static void rs_block(rt_ctx *ctx, rt_group *g, const void *in, int64_t total, rt
         return;
     }
     if (!rs_via_allreduce(ctx, (size_t)total * esz)) {
-        RT_CALL_MPI(ctx, MPI_Reduce_scatter_block(in, out, count_of(ctx, blk), mpi_type(dt),
-                                                  mpi_op(ctx, RT_RED_SUM, dt), g->comm));
+        RT_CALL_MPI(ctx, coll_reduce_scatter_block(ctx, in, out, count_of(ctx, blk), mpi_type(dt),
+                                                   mpi_op(ctx, RT_RED_SUM, dt), g->comm));
         return;
     }
     int64_t n1 = total;
     rt_tensor *tmp = rt_empty(ctx, dt, 1, &n1);
-    RT_CALL_MPI(ctx, MPI_Allreduce(in, tmp->data, count_of(ctx, total), mpi_type(dt), mpi_op(ctx, RT_RED_SUM, dt),
-                                   g->comm));
+    RT_CALL_MPI(ctx, coll_allreduce(ctx, in, tmp->data, count_of(ctx, total), mpi_type(dt),
+                                    mpi_op(ctx, RT_RED_SUM, dt), g->comm));
     memcpy(out, esz_at(tmp, g->rank * blk), (size_t)blk * esz);
     rt_free(ctx, tmp);
 }
@@ -204,7 +283,7 @@ static void rs_dim(rt_ctx *ctx, rt_group *g, const rt_tensor *x, int dim, rt_ten
     }
     rt_tensor *tmp = scratch_like(ctx, x, x->numel);
     if (rs_via_allreduce(ctx, (size_t)x->numel * esz) && g->size > 1) { /* reduce, slice */
-        RT_CALL_MPI(ctx, MPI_Allreduce(x->data, tmp->data, count_of(ctx, x->numel),
+        RT_CALL_MPI(ctx, coll_allreduce(ctx, x->data, tmp->data, count_of(ctx, x->numel),
                                        mpi_type(x->dtype), mpi_op(ctx, RT_RED_SUM, x->dtype), g->comm));
         rt_copy_block(y->data, esz_at(tmp, g->rank * m * inner), esz, outer, m * inner,
                       d * inner, m * inner);
@@ -251,7 +330,7 @@ static void a2a_raw(rt_ctx *ctx, rt_group *g, const void *in, int64_t total, rt_
         return;
     }
     int c = count_of(ctx, total / g->size);
-    RT_CALL_MPI(ctx, MPI_Alltoall(in, c, mpi_type(dt), out, c, mpi_type(dt), g->comm));
+    RT_CALL_MPI(ctx, coll_alltoall(ctx, in, c, mpi_type(dt), out, g->comm));
 }
 
 /* S(i) -> S(j): chunk k of dim j goes to block k; received chunks concatenate on dim i */

@@ -101,6 +101,7 @@ rt_ctx *rt_init(int *argc, char ***argv, int naxes, const char *const *names,
     const char *mesh = argc && argv ? parse_args(ctx, argc, *argv) : NULL;
     rt_mesh_setup(ctx, naxes, names, sizes, mesh);
     rt_overlap_setup(ctx);
+    rt_wait_setup(ctx);
     RT_CALL_MPI(ctx, MPI_Barrier(MPI_COMM_WORLD));
     ctx->t_start = rt_now();
     rt_profile_start(ctx);

@@ -147,7 +147,7 @@ static void complete(rt_ctx *ctx, int k)
         start_request(ctx, r);
     rt_kspan ks_ = rt_kernel_begin(ctx);
     if (!r->done)
-        RT_CALL_MPI(ctx, MPI_Wait(&r->req, MPI_STATUS_IGNORE));
+        RT_CALL_MPI(ctx, rt_mpi_wait(ctx, &r->req));
     double now = rt_now();
     ctx->stats[RT_COLL_ALL_REDUCE].inflight += now - r->t_start;
     for (int i = 0; i < o->nmembers; i++) {

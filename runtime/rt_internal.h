@@ -133,6 +133,9 @@ struct rt_ctx {
     rt_prof prof;
     rt_coll_stat stats[RT_NCOLL];
     rt_rs_algo rs_algo;
+    /* wait for collectives by testing and sleeping instead of spinning:
+     * more ranks than cores on this node, or SPMD_WAIT=sleep (collectives.c) */
+    bool wait_sleep;
     size_t rs_allreduce_min;
 
     MPI_Op bf16_ops[4];     /* rt_bf16_mpi_op, created on first use */
@@ -259,5 +262,12 @@ void rt_bf16_free(rt_ctx *ctx);
 void rt_dnnl_gemm(rt_ctx *ctx, bool ta, bool tb, int64_t M, int64_t N, int64_t K, const void *A,
                   const void *B, void *C, rt_dtype c_dt, bool accumulate);
 void rt_dnnl_free(rt_ctx *ctx);
+
+/* MPI_Wait, or with ctx->wait_sleep a loop of MPI_Test and short sleeps, so
+ * that a rank waiting for others gives its core to the ranks still working
+ * (an oversubscribed node); returns the MPI error code */
+int rt_mpi_wait(rt_ctx *ctx, MPI_Request *req);
+/* decides ctx->wait_sleep once MPI is up (mesh.c) */
+void rt_wait_setup(rt_ctx *ctx);
 
 #endif /* RT_INTERNAL_H */
