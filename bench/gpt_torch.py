@@ -28,9 +28,10 @@ checked against and the baseline its speed is compared with.
   (the same bytes as a ring reduce-scatter). Gradients of parameters that
   are replicated on tp are all-reduced over tp, all gradients over dp.
 
-Rank 0 prints `step S loss L` every K steps (the training loss of that step,
-before the update) and, with --time FILE, writes each step's wall time in
-seconds (one per line) to FILE.
+Rank 0 prints `step S loss L gnorm G time T` every K steps (the training
+loss of step S, before its update, the global norm of its gradient before
+clipping, its wall time) and, with --time FILE, writes each step's wall
+time in seconds (one per line) to FILE.
 """
 import argparse
 import math
@@ -44,7 +45,7 @@ import numpy as np
 # The constants of examples/gpt.spmd (names and defaults must stay in step).
 CONFIG = {
     "B": 16, "T": 64, "D": 128, "NH": 4, "L": 4, "NV": 256, "FF": 4,
-    "STEPS": 600, "WARMUP": 30, "LR": 3e-3, "MIN_LR": 3e-4, "WD": 0.01,
+    "STEPS": 1000, "WARMUP": 30, "LR": 3e-3, "MIN_LR": 3e-4, "WD": 0.01,
     "BETA1": 0.9, "BETA2": 0.95, "EPS": 1e-8, "CLIP": 1.0, "DATA_SEED": 1000,
 }
 
@@ -265,7 +266,8 @@ def worker(rank, world, args, c, port):
                 sq += p.grad.double().pow(2).sum().float()
         if ntp > 1:
             dist.all_reduce(sq, group=tpg)
-        coef = min(1.0, c["CLIP"] / (math.sqrt(float(sq)) + 1e-6))
+        gnorm = math.sqrt(float(sq))
+        coef = min(1.0, c["CLIP"] / (gnorm + 1e-6))
         for p in params:
             p.grad.mul_(coef)
         for g in opt.param_groups:
@@ -276,7 +278,7 @@ def worker(rank, world, args, c, port):
             dist.all_reduce(total, group=dpg)
         times.append(time.perf_counter() - t0)
         if rank == 0 and (step % args.every == 0 or step == args.steps - 1):
-            print(f"step {step} loss {float(total):.6f} time {times[-1]:.4f}", flush=True)
+            print(f"step {step} loss {float(total):.7g} gnorm {gnorm:.7g} time {times[-1]:.4f}", flush=True)
     if rank == 0 and args.time:
         with open(args.time, "w") as f:
             f.write("".join(f"{t:.6f}\n" for t in times))

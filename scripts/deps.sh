@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
 # Installs the Debian packages spmdc needs, if any is missing (run as root,
-# or with sudo available).  Sourced by main.sh and test.sh.
+# or with sudo available).  Sourced by main.sh and test.sh.  `fortunes` is
+# the text the main job's GPT learns, python3-matplotlib plots its losses.
 set -euo pipefail
 SPMD_PACKAGES="cmake make gcc re2c bison libopenmpi-dev openmpi-bin libcriterion-dev
-  libopenblas-dev libdnnl-dev libsleef-dev pkg-config python3 python3-numpy"
+  libopenblas-dev libdnnl-dev libsleef-dev pkg-config python3 python3-numpy python3-matplotlib
+  fortunes"
 missing=()
 # the test suite's: clang and libFuzzer (the clang build, tests/fuzz), ip
 # (tests/multihost), unshare (tests/faults)

@@ -1,0 +1,190 @@
+#!/usr/bin/python3
+"""run_gpt.py MODE SPMDC [--mpirun PATH] [-v]: tests of examples/gpt.spmd at a
+small size, on the committed public-domain sample gettysburg.txt (the
+Gettysburg Address and the Preamble of the US Constitution), prepared by
+scripts/gpt_data.py.
+
+MODE:
+  meshes  the same training run (losses, gradient norms, validation loss)
+          on 1 rank and on the meshes (2,1), (1,2), (2,2): SPEC section 12
+  resume  a run stopped after STOP steps (its checkpoint written) and run
+          again resumes from the checkpoint and continues bit-identically:
+          the same printed numbers and byte-identical checkpoint files as
+          an uninterrupted run, on the 2x2 mesh
+  torch   the first steps' losses and gradient norms (before clipping)
+          equal those of bench/gpt_torch.py (the
+          same GPT in PyTorch, Megatron tensor and sequence parallelism
+          over gloo) from the same initial parameters (the program's
+          ckpt/init) and the same batches, on 1 rank and on (2,2), (1,4),
+          (4,1); exit 77 (skipped) when PyTorch is not installed
+
+The timing columns of the program's lines (ms/step, tok/s) are left out of
+every comparison.
+"""
+import argparse
+import filecmp
+import os
+import re
+import subprocess
+import sys
+import tempfile
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(os.path.dirname(HERE))
+sys.path.insert(0, os.path.join(ROOT, "tests", "e2e"))
+import run_e2e  # noqa: E402  (its output comparison)
+
+SKIP = 77
+# the small model: 2 blocks of width 32, 4 heads, context 16, 8 sequences per step
+SMALL = {"T": 16, "D": 32, "NH": 4, "F": 128, "L": 2, "B": 8, "STEPS": 8, "WARMUP": 2,
+         "PRINT_EVERY": 1, "EVAL_EVERY": 4, "EVAL_BATCHES": 2, "CKPT_EVERY": 100}
+TORCH_CONSTS = ("T", "D", "NH", "L", "B", "STEPS", "WARMUP")
+TIMING = re.compile(r" ms/step \S+ tok/s \S+")
+
+
+def sh(cmd, cwd, verbose, timeout=600):
+    env = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1",
+               OMPI_MCA_rmaps_base_oversubscribe="1", OPENBLAS_NUM_THREADS="1")
+    if verbose:
+        print("$ " + " ".join(cmd), flush=True)
+    r = subprocess.run(cmd, cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout)
+    if verbose:
+        print(r.stdout + r.stderr, flush=True)
+    if r.returncode != 0:
+        sys.exit(f"FAIL: {' '.join(cmd)} exited {r.returncode}:\n{r.stdout}{r.stderr}")
+    return r.stdout
+
+
+class Runner:
+    def __init__(self, args, tmp):
+        self.a, self.tmp = args, tmp
+        self.data = os.path.join(tmp, "data")
+        sh(["/usr/bin/python3", os.path.join(ROOT, "scripts", "gpt_data.py"), self.data,
+            "--text", os.path.join(HERE, "gettysburg.txt")], tmp, args.v)
+        self.sizes = dict(line.split("=") for line in open(os.path.join(self.data, "sizes.sh")).read().split())
+
+    def compile(self, name, **consts):
+        c = dict(SMALL, **consts)
+        prog = os.path.join(self.tmp, name)
+        flags = [f"-D{k}={v}" for k, v in c.items()] + [f"-D{k}={v}" for k, v in self.sizes.items()]
+        sh([self.a.spmdc, os.path.join(ROOT, "examples", "gpt.spmd"), *flags, "-o", prog], self.tmp, self.a.v)
+        return prog
+
+    def run(self, prog, mesh, rundir):
+        """Runs prog in rundir (created, with data/) on mesh "dp=2,tp=2"."""
+        os.makedirs(rundir, exist_ok=True)
+        if not os.path.exists(os.path.join(rundir, "data")):
+            os.symlink(self.data, os.path.join(rundir, "data"))
+        n = 1
+        for kv in mesh.split(","):
+            n *= int(kv.split("=")[1])
+        return sh([self.a.mpirun, "--allow-run-as-root", "--oversubscribe", "-np", str(n), prog,
+                   "--mesh", mesh], rundir, self.a.v)
+
+
+def untimed(out):
+    return "\n".join(TIMING.sub("", line) for line in out.splitlines() if line.strip())
+
+
+def mode_meshes(r):
+    prog = r.compile("gpt")
+    meshes = ["dp=1,tp=1", "dp=2,tp=1", "dp=1,tp=2", "dp=2,tp=2"]
+    outs = [untimed(r.run(prog, m, os.path.join(r.tmp, m.replace(",", "_")))) for m in meshes]
+    if not re.search(r"^step 8 val ", outs[0], re.M):
+        sys.exit("FAIL: no validation loss at step 8:\n" + outs[0])
+    fails = 0
+    for m, out in zip(meshes[1:], outs[1:]):
+        problems = run_e2e.compare_outputs(meshes[0], outs[0], m, out, 1e-4, 1e-6)
+        if problems:
+            print(f"FAIL: {m} differs from {meshes[0]}:\n" + "\n".join(problems))
+            fails += 1
+        else:
+            print(f"ok {m}: the same output as {meshes[0]}")
+    print(outs[0])
+    return fails
+
+
+def mode_resume(r):
+    mesh = "dp=2,tp=2"
+    full = r.compile("gpt", CKPT_EVERY=4)
+    whole = untimed(r.run(full, mesh, os.path.join(r.tmp, "whole")))
+    stopped = r.compile("gpt_stop", CKPT_EVERY=4, STOP_AFTER=5)
+    run = os.path.join(r.tmp, "stopped")
+    first = untimed(r.run(stopped, mesh, run))            # steps 0..4, checkpoint at 4 and 5
+    second = untimed(r.run(full, mesh, run))              # resumes at step 5
+    fails = 0
+    if "resumed from ckpt/last at step 5" not in second:
+        print("FAIL: the second run did not resume at step 5:\n" + second)
+        fails += 1
+    # the numbers of every step (a checkpoint line is printed where each run saves)
+    steps = lambda out: [l for l in out.splitlines() if l.startswith("step ") and "checkpoint" not in l]  # noqa: E731
+    # (the stopped run also evaluates at its last step, 5)
+    joined = [l for l in steps(first) if not l.startswith("step 5 val")] + steps(second)
+    if joined != steps(whole):
+        print("FAIL: stopped + resumed differs from the uninterrupted run")
+        print("uninterrupted:\n" + "\n".join(steps(whole)))
+        print("stopped + resumed:\n" + "\n".join(joined))
+        fails += 1
+    else:
+        print("ok: stopped after 5 steps + resumed prints exactly what the uninterrupted run prints")
+    a, b = os.path.join(r.tmp, "whole", "ckpt", "last"), os.path.join(run, "ckpt", "last")
+    names = sorted(os.listdir(a))
+    _, mismatch, errors = filecmp.cmpfiles(a, b, names, shallow=False)
+    if mismatch or errors or sorted(os.listdir(b)) != names:
+        print(f"FAIL: checkpoint files differ: {mismatch + errors}")
+        fails += 1
+    else:
+        print(f"ok: the final checkpoints are byte-identical ({len(names)} files)")
+    print("\n".join(joined))
+    return fails
+
+
+def losses(out, pattern):
+    return [float(x) for x in re.findall(pattern, out, re.M)]
+
+
+def mode_torch(r):
+    try:
+        subprocess.run(["/usr/bin/python3", "-c", "import torch"], check=True, capture_output=True)
+    except (subprocess.CalledProcessError, FileNotFoundError):
+        print("skipped: PyTorch (python3-torch) is not installed")
+        return SKIP
+    steps = 5
+    prog = r.compile("gpt", SAVE_INIT=1, STEPS=steps, EVAL_EVERY=100)
+    consts = [f"-D{k}={v}" for k, v in dict(SMALL, STEPS=steps).items() if k in TORCH_CONSTS]
+    fails = 0
+    for mesh in ("dp=1,tp=1", "dp=2,tp=2", "dp=1,tp=4", "dp=4,tp=1"):
+        run = os.path.join(r.tmp, "torch_" + mesh.replace(",", "_"))
+        out_ours = r.run(prog, mesh, run)
+        ours = losses(out_ours, r"^step \d+ train (\S+)") + losses(out_ours, r"^step \d+ train .* gnorm (\S+)")
+        out = sh(["/usr/bin/python3", os.path.join(ROOT, "bench", "gpt_torch.py"), "--data", r.data,
+                  "--init", os.path.join(run, "ckpt", "init"), "--mesh", mesh, *consts], run, r.a.v)
+        theirs = losses(out, r"^step \d+ loss (\S+)") + losses(out, r"^step \d+ loss .* gnorm (\S+)")
+        worst = max((abs(a - b) / abs(b) for a, b in zip(ours, theirs)), default=1.0)
+        ok = len(ours) == len(theirs) == 2 * steps and worst < 2e-5
+        print(f"{'ok' if ok else 'FAIL'} {mesh}: losses, then gradient norms\n   ours  {ours}\n   torch {theirs}\n"
+              f"   largest relative difference {worst:.2g}")
+        fails += not ok
+    return fails
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("mode", choices=["meshes", "resume", "torch"])
+    ap.add_argument("spmdc")
+    ap.add_argument("--mpirun", default=os.environ.get("MPIRUN", "mpirun"))
+    ap.add_argument("-v", action="store_true")
+    args = ap.parse_args()
+    args.spmdc = os.path.abspath(args.spmdc)
+    with tempfile.TemporaryDirectory(prefix="gpt_test_") as tmp:
+        r = Runner(args, tmp)
+        fails = {"meshes": mode_meshes, "resume": mode_resume, "torch": mode_torch}[args.mode](r)
+    if fails == SKIP:
+        sys.exit(SKIP)
+    if fails:
+        sys.exit(f"FAIL: {fails} comparison(s) failed")
+    print("PASS")
+
+
+if __name__ == "__main__":
+    main()
