@@ -5,8 +5,9 @@ Gettysburg Address and the Preamble of the US Constitution), prepared by
 scripts/gpt_data.py.
 
 MODE:
-  meshes  the same training run (losses, gradient norms, validation loss)
-          on 1 rank and on the meshes (2,1), (1,2), (2,2): SPEC section 12
+  meshes  the same 20-step training run (losses, gradient norms,
+          validation losses) on 1 rank and on the meshes (2,1), (1,2),
+          (2,2): SPEC section 12
   resume  a run stopped after STOP steps (its checkpoint written) and run
           again resumes from the checkpoint and continues bit-identically:
           the same printed numbers and byte-identical checkpoint files as
@@ -87,11 +88,11 @@ def untimed(out):
 
 
 def mode_meshes(r):
-    prog = r.compile("gpt")
+    prog = r.compile("gpt", STEPS=20, EVAL_EVERY=5)      # a 20-step trajectory
     meshes = ["dp=1,tp=1", "dp=2,tp=1", "dp=1,tp=2", "dp=2,tp=2"]
     outs = [untimed(r.run(prog, m, os.path.join(r.tmp, m.replace(",", "_")))) for m in meshes]
-    if not re.search(r"^step 8 val ", outs[0], re.M):
-        sys.exit("FAIL: no validation loss at step 8:\n" + outs[0])
+    if not re.search(r"^step 20 val ", outs[0], re.M):
+        sys.exit("FAIL: no validation loss at step 20:\n" + outs[0])
     fails = 0
     for m, out in zip(meshes[1:], outs[1:]):
         problems = run_e2e.compare_outputs(meshes[0], outs[0], m, out, 1e-4, 1e-6)
