@@ -1,5 +1,7 @@
 /* rt_matmul against a direct cblas_sgemm / cblas_dgemm on the same operands,
- * interleaved call by call, median of many repetitions.
+ * interleaved call by call, median of many repetitions; rt_matmul with its
+ * f32 GEMMs on OpenBLAS and on oneDNN (rt_set_gemm_f32_lib; f64 always runs
+ * on OpenBLAS). The runtime's own choice for this machine is printed first.
  * Usage: bench_matmul [reps] */
 #include <cblas.h>
 #include <stdio.h>
@@ -35,6 +37,8 @@ int main(int argc, char **argv)
 {
     int reps = argc > 1 ? atoi(argv[1]) : 30;
     rt_ctx *ctx = rt_ctx_serial();
+    printf("# f32 GEMM on this machine: %s (SPMD_GEMM, or the start-up timing)\n",
+           rt_gemm_lib_name(rt_gemm_f32_lib(ctx)));
     mm_case cases[] = {
         {"256x256x256 f32", 1, 256, 256, 256, RT_F32},
         {"512x512x512 f32", 1, 512, 512, 512, RT_F32},
@@ -42,7 +46,8 @@ int main(int argc, char **argv)
         {"linear [8,256,512]@[512,1024] f32", 8, 256, 512, 1024, RT_F32},
         {"512x512x512 f64", 1, 512, 512, 512, RT_F64},
     };
-    printf("%-36s %12s %12s %8s\n", "matmul", "cblas ms", "rt ms", "rt/cblas");
+    printf("%-36s %10s %10s %10s %9s %9s\n", "matmul", "cblas ms", "rt OB ms", "rt dnnl ms",
+           "OB/cblas", "dnnl/OB");
     for (size_t ci = 0; ci < sizeof cases / sizeof *cases; ci++) {
         const mm_case *c = &cases[ci];
         rt_tensor *a = rt_empty(ctx, c->dt, 3, (int64_t[]){c->batch, c->m, c->k});
@@ -51,21 +56,29 @@ int main(int argc, char **argv)
         fill(a);
         fill(b);
         double *tr = malloc((size_t)reps * sizeof *tr), *tm = malloc((size_t)reps * sizeof *tm);
+        double *td = malloc((size_t)reps * sizeof *td);
         for (int r = -3; r < reps; r++) { /* 3 warm-up rounds */
             double t0 = now_s();
             raw_gemm(c, a, b, out->data);
             double t1 = now_s();
+            rt_set_gemm_f32_lib(ctx, RT_GEMM_OPENBLAS);
             rt_tensor *y = rt_matmul(ctx, a, b);
             rt_free(ctx, y);
             double t2 = now_s();
+            rt_set_gemm_f32_lib(ctx, RT_GEMM_DNNL);
+            y = rt_matmul(ctx, a, b);
+            rt_free(ctx, y);
+            double t3 = now_s();
             if (r >= 0) {
                 tr[r] = t1 - t0;
                 tm[r] = t2 - t1;
+                td[r] = t3 - t2;
             }
         }
-        double mr = median(tr, reps), mm = median(tm, reps);
-        printf("%-36s %12.3f %12.3f %8.3f\n", c->name, mr * 1e3, mm * 1e3, mm / mr);
-        free(tr); free(tm);
+        double mr = median(tr, reps), mm = median(tm, reps), md = median(td, reps);
+        printf("%-36s %10.3f %10.3f %10.3f %9.3f %9.3f\n", c->name, mr * 1e3, mm * 1e3, md * 1e3,
+               mm / mr, md / mm);
+        free(tr); free(tm); free(td);
         rt_free(ctx, a); rt_free(ctx, b); rt_free(ctx, out);
     }
     rt_ctx_free_serial(ctx);

@@ -20,12 +20,15 @@
  * of loss_local. libspmdrt is used only to start MPI and to draw the initial
  * values with its counter-based RNG, so they are bit-identical to the
  * generated program's; the training step is plain C: our own communicators,
- * cblas_sgemm, a fused gelu, buffers allocated once.
+ * cblas_sgemm (or with --dnnl oneDNN's dnnl_sgemm, the library the runtime
+ * may choose for f32 on this machine: runtime/gemm.c), a fused gelu,
+ * buffers allocated once.
  *
  *   mpirun -np 4 flagship_hand [--B 16] [--D 32] [--H 64] [--steps 50]
  *          [--lr 0.05] [--dp N] [--tp M] [--every 10] [--time]
  */
 #include <cblas.h>
+#include <dnnl.h>
 #include <math.h>
 #include <mpi.h>
 #include <stdio.h>
@@ -39,15 +42,17 @@ typedef struct {
     double lr;
     int dp, tp; /* 0: not given */
     int time;
+    int dnnl; /* GEMMs through oneDNN's dnnl_sgemm */
 } options;
 
 static const char usage[] =
     "usage: flagship_hand [--B N] [--D N] [--H N] [--steps N] [--lr X] [--dp N] [--tp N]\n"
-    "                     [--every N] [--time]\n"
+    "                     [--every N] [--time] [--dnnl]\n"
     "  defaults: the constants of examples/mlp_tp.spmd (B=16 D=32 H=64 steps=50 lr=0.05),\n"
     "  mesh (dp, tp: 2): tp=2 and dp inferred from the world size; dp*tp must equal it.\n"
     "  --every N prints the loss every N steps (10); --time reports the training time\n"
-    "  and the median (min-max) of the steps on rank 0, on stderr.\n";
+    "  and the median (min-max) of the steps on rank 0, on stderr.\n"
+    "  --dnnl runs the GEMMs on oneDNN (dnnl_sgemm, one thread) instead of OpenBLAS.\n";
 
 static void parse_args(int argc, char **argv, options *o)
 {
@@ -57,9 +62,31 @@ static void parse_args(int argc, char **argv, options *o)
         {"H", HAND_LONG, 1, &o->H},         {"steps", HAND_LONG, 0, &o->steps},
         {"every", HAND_LONG, 1, &o->every}, {"lr", HAND_DOUBLE, 0, &o->lr},
         {"dp", HAND_INT, 1, &o->dp},        {"tp", HAND_INT, 1, &o->tp},
-        {"time", HAND_FLAG, 0, &o->time},   {NULL, HAND_FLAG, 0, NULL},
+        {"time", HAND_FLAG, 0, &o->time},   {"dnnl", HAND_FLAG, 0, &o->dnnl},
+        {NULL, HAND_FLAG, 0, NULL},
     };
     hand_parse_args(argc, argv, "flagship_hand", usage, opts);
+}
+
+void omp_set_num_threads(int n); /* libgomp, which libdnnl is built with */
+
+static int use_dnnl;
+
+/* row-major C[M,N] = op(A) op(B) on OpenBLAS or oneDNN */
+static void sgemm(bool ta, bool tb, long M, long N, long K, const float *A, long lda,
+                  const float *B, long ldb, float *C, long ldc)
+{
+    if (use_dnnl) {
+        dnnl_status_t st = dnnl_sgemm(ta ? 'T' : 'N', tb ? 'T' : 'N', M, N, K, 1.0f, A, lda, B,
+                                      ldb, 0.0f, C, ldc);
+        if (st != dnnl_success) {
+            fprintf(stderr, "flagship_hand: dnnl_sgemm failed (status %d)\n", (int)st);
+            MPI_Abort(MPI_COMM_WORLD, 1);
+        }
+        return;
+    }
+    cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans,
+                (int)M, (int)N, (int)K, 1.0f, A, (int)lda, B, (int)ldb, 0.0f, C, (int)ldc);
 }
 
 /* this rank's block of randn(f32[rows(@ra), cols(@ca)], seed, std) */
@@ -75,6 +102,8 @@ int main(int argc, char **argv)
 {
     options o;
     parse_args(argc, argv, &o);
+    use_dnnl = o.dnnl;
+    omp_set_num_threads(1); /* one oneDNN thread per rank, like OpenBLAS */
 
     /* mesh (dp, tp: 2), our own communicators (hand_common.h) */
     hand_mesh mesh = hand_mesh_init(&argc, &argv, o.dp, o.tp);
@@ -115,8 +144,7 @@ int main(int argc, char **argv)
     for (long step = 0; step < o.steps; step++) {
         double ts = now_s();
         /* forward: a = x @ w1, h = gelu(a), gd = gelu'(a) */
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)Bl, (int)Hl, (int)D, 1.0f,
-                    x, (int)D, w1, (int)Hl, 0.0f, h, (int)Hl);
+        sgemm(false, false, Bl, Hl, D, x, D, w1, Hl, h, Hl);
         for (long i = 0; i < Bl * Hl; i++) {
             float a = h[i];
             float cdf = 0.5f * (1.0f + erff(a * inv_sqrt2));
@@ -124,8 +152,7 @@ int main(int argc, char **argv)
             h[i] = a * cdf;
         }
         /* y = h @ w2, summed over tp */
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)Bl, (int)D, (int)Hl, 1.0f,
-                    h, (int)Hl, w2, (int)D, 0.0f, y, (int)D);
+        sgemm(false, false, Bl, D, Hl, h, Hl, w2, D, y, D);
         if (n_tp > 1)
             RT_CALL_MPI(ctx, MPI_Allreduce(MPI_IN_PLACE, y, (int)(Bl * D), MPI_FLOAT, MPI_SUM,
                                            tp_comm));
@@ -137,14 +164,11 @@ int main(int argc, char **argv)
             y[i] = dscale * err;
         }
         /* backward */
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)Bl, (int)Hl, (int)D, 1.0f,
-                    y, (int)D, w2, (int)D, 0.0f, dh, (int)Hl);          /* dh = dy @ w2^T */
-        cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, (int)Hl, (int)D, (int)Bl, 1.0f,
-                    h, (int)Hl, y, (int)D, 0.0f, dw2, (int)D);          /* dw2 = h^T @ dy */
+        sgemm(false, true, Bl, Hl, D, y, D, w2, D, dh, Hl);          /* dh = dy @ w2^T */
+        sgemm(true, false, Hl, D, Bl, h, Hl, y, D, dw2, D);          /* dw2 = h^T @ dy */
         for (long i = 0; i < Bl * Hl; i++)
             dh[i] *= gd[i];                                             /* da */
-        cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, (int)D, (int)Hl, (int)Bl, 1.0f,
-                    x, (int)D, dh, (int)Hl, 0.0f, dw1, (int)Hl);        /* dw1 = x^T @ da */
+        sgemm(true, false, D, Hl, Bl, x, D, dh, Hl, dw1, Hl);        /* dw1 = x^T @ da */
         if (n_dp > 1) {
             RT_CALL_MPI(ctx, MPI_Allreduce(MPI_IN_PLACE, dw1, (int)(D * Hl), MPI_FLOAT, MPI_SUM,
                                            dp_comm));

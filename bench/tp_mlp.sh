@@ -8,6 +8,11 @@
 #             on meshes with dp > 1: what the overlap buys
 #   hand      bench/flagship_hand.c (the same step by hand, C+MPI+CBLAS,
 #             blocking in-place MPI_Allreduce, scalar erff)
+#   hand-dnnl the same with its GEMMs on oneDNN (flagship_hand --dnnl):
+#             gen runs its f32 GEMMs on OpenBLAS or oneDNN, whichever the
+#             runtime found faster on this machine (runtime/gemm.c; named
+#             in each mesh's header), so compare gen with the hand row on
+#             the same library
 #   torch     bench/tp_mlp_torch.py --dtype f32 (PyTorch eager, gloo,
 #             Megatron-style tp, dp all-reduce after the backward)
 #
@@ -19,8 +24,8 @@
 # `--time` (the same, of its loop), PyTorch's per-step timer (steps 2..).
 # Each program runs RUNS times per mesh, the order alternating between runs;
 # the report gives per program the median over runs of each run's median,
-# the min and max step over all runs, and the ratios of the medians to hand
-# and torch, with their range over runs (each run's ratio to the same run
+# the min and max step over all runs, and the ratios of the medians to hand,
+# hand-dnnl and torch, with their range over runs (each run's ratio to the same run
 # round's hand / torch). The last loss each program prints is shown (gen,
 # gen-blk and hand start from the same values; torch's differ).
 #
@@ -68,10 +73,13 @@ run() {
             SPMD_OVERLAP=$ov $MPIRUN -np "$np" "$work/gen" --mesh "dp=$dp,tp=$tp" --profile >"$out" 2>&1 ||
                 { echo "fail"; return; }
             t=$(sed -n 's/^for step ([^)]*) *[0-9]* *[0-9.]* *[0-9.]* *\([0-9.]*\) \[\([0-9.]*\)-\([0-9.]*\)\].*/\1 \2 \3/p' "$out")
+            [ "$kind" = gen ] && sed -n 's/^f32 GEMM: \([A-Za-z]*\).*/\1/p' "$out" >"$work/genlib"
             ;;
-        hand)
+        hand|hand-dnnl)
+            lib=
+            [ "$kind" = hand-dnnl ] && lib=--dnnl
             $MPIRUN -np "$np" "$BUILD/bench/flagship_hand" --B "$B" --D "$D" --H "$H" --steps "$STEPS" \
-                --dp "$dp" --tp "$tp" --every 10 --time >"$out" 2>&1 || { echo "fail"; return; }
+                --dp "$dp" --tp "$tp" --every 10 --time $lib >"$out" 2>&1 || { echo "fail"; return; }
             t=$(sed -n 's/^flagship_hand: step median \([0-9.]*\) ms \[\([0-9.]*\)-\([0-9.]*\)\].*/\1 \2 \3/p' "$out")
             ;;
         torch)
@@ -89,8 +97,8 @@ echo "# tp_mlp f32 B=$B D=$D H=$H, $STEPS steps, $RUNS runs per program and mesh
 echo "# $(getconf _NPROCESSORS_ONLN) cores, $(grep -m1 'model name' /proc/cpuinfo | sed 's/.*: //'); load average before: $(cut -d' ' -f1-3 /proc/loadavg)"
 for mesh in $MESHES; do
     dp=${mesh%x*} tp=${mesh#*x} np=$((${mesh%x*} * ${mesh#*x}))
-    kinds="gen hand"
-    [ "$dp" -gt 1 ] && kinds="gen gen-blk hand"
+    kinds="gen hand hand-dnnl"
+    [ "$dp" -gt 1 ] && kinds="gen gen-blk hand hand-dnnl"
     [ $torch = 1 ] && kinds="$kinds torch"
     : >"$work/res"
     r=0
@@ -103,7 +111,8 @@ for mesh in $MESHES; do
         r=$((r + 1))
     done
     echo
-    echo "mesh dp=$dp tp=$tp ($np ranks)  ms/step: median [min-max]     /hand [range]       /torch [range]   last loss"
+    echo "mesh dp=$dp tp=$tp ($np ranks); gen's f32 GEMM: $(cat "$work/genlib" 2>/dev/null || echo '?')"
+    echo "  program     ms/step: median [min-max]     /hand [range]  /hand-dnnl [range]       /torch [range]   last loss"
     awk -v kinds="$kinds" '
         $3 == "fail" { fail[$2] = 1; next }
         { k = $2; n[k]++; med[k, n[k]] = $3; run[k, $1] = $3
@@ -128,9 +137,9 @@ for mesh in $MESHES; do
             }
             for (i = 1; ks[i] != ""; i++) {
                 k = ks[i]
-                if (fail[k] || !n[k]) { printf "  %-8s failed\n", k; continue }
-                printf "  %-8s %9.1f [%.1f-%.1f]  %18s  %18s   %s\n", k, M[k], lo[k], hi[k],
-                    ratio(k, "hand"), ratio(k, "torch"), loss[k]
+                if (fail[k] || !n[k]) { printf "  %-9s failed\n", k; continue }
+                printf "  %-9s %9.1f [%.1f-%.1f]  %18s  %18s  %18s   %s\n", k, M[k], lo[k], hi[k],
+                    ratio(k, "hand"), ratio(k, "hand-dnnl"), ratio(k, "torch"), loss[k]
             }
         }' "$work/res"
 done

@@ -1,36 +1,12 @@
-/* Linear algebra over CBLAS (f32, f64) and oneDNN (bf16, matmul_dnnl.c): batched matmul with PyTorch broadcasting and
- * its gradients, and einsum (one or two operands) lowered to permutes, sums
- * and one batched gemm. A weight without batch dims is multiplied with all
- * of the other operand's rows in a single gemm. */
-#include <cblas.h>
+/* Linear algebra: batched matmul with PyTorch broadcasting and its
+ * gradients, and einsum (one or two operands) lowered to permutes, sums and
+ * one batched gemm. A weight without batch dims is multiplied with all of
+ * the other operand's rows in a single gemm. Every gemm is rt_gemm
+ * (gemm.c): OpenBLAS or oneDNN for f32 as chosen for this machine, OpenBLAS
+ * for f64, oneDNN for bf16. */
 #include <string.h>
 
 #include "rt_internal.h"
-
-static void gemm(rt_ctx *ctx, rt_dtype dt, bool ta, bool tb, int64_t M, int64_t N, int64_t K,
-                 const void *A, const void *B, void *C, double beta)
-{
-    if (dt == RT_BF16) { /* oneDNN, f32 accumulation (matmul_dnnl.c) */
-        rt_dnnl_gemm(ctx, ta, tb, M, N, K, A, B, C, RT_BF16, beta != 0.0);
-        return;
-    }
-    if (M == 0 || N == 0)
-        return;
-    if (K == 0) {
-        if (beta == 0)
-            memset(C, 0, (size_t)(M * N) * rt_dtype_size(dt));
-        return;
-    }
-    int lda = (int)(ta ? M : K), ldb = (int)(tb ? K : N), ldc = (int)N;
-    enum CBLAS_TRANSPOSE opa = ta ? CblasTrans : CblasNoTrans;
-    enum CBLAS_TRANSPOSE opb = tb ? CblasTrans : CblasNoTrans;
-    if (dt == RT_F32)
-        cblas_sgemm(CblasRowMajor, opa, opb, (int)M, (int)N, (int)K, 1.0f, A, lda, B, ldb,
-                    (float)beta, C, ldc);
-    else
-        cblas_dgemm(CblasRowMajor, opa, opb, (int)M, (int)N, (int)K, 1.0, A, lda, B, ldb,
-                    beta, C, ldc);
-}
 
 /* a view of x with another shape (same data, same numel); never freed */
 static rt_tensor view(const rt_tensor *x, int ndim, const int64_t *shape)
@@ -77,13 +53,13 @@ static rt_tensor *bmm(rt_ctx *ctx, const rt_tensor *a, bool ta, const rt_tensor 
     rt_tensor *c = rt_empty(ctx, a->dtype, nb + 2, shape);
     int64_t batch = rt_numel_of(nb, shape), esz = (int64_t)rt_dtype_size(a->dtype);
     if (sb_ == 1 && !ta && sa_ == batch) { /* shared weight: one gemm over all rows */
-        gemm(ctx, a->dtype, false, tb, batch * m, n, k, a->data, b->data, c->data, 0.0);
+        rt_gemm(ctx, a->dtype, false, tb, batch * m, n, k, a->data, b->data, c->data, 0.0);
         return c;
     }
     int64_t idx[RT_MAX_DIMS] = {0}, oa = 0, ob = 0;
     for (int64_t i = 0; i < batch; i++) {
-        gemm(ctx, a->dtype, ta, tb, m, n, k, (const char *)a->data + oa * m * k * esz,
-             (const char *)b->data + ob * k * n * esz, (char *)c->data + i * m * n * esz, 0.0);
+        rt_gemm(ctx, a->dtype, ta, tb, m, n, k, (const char *)a->data + oa * m * k * esz,
+                (const char *)b->data + ob * k * n * esz, (char *)c->data + i * m * n * esz, 0.0);
         for (int d = nb - 1; d >= 0; d--) {
             oa += astr[d];
             ob += bstr[d];
@@ -163,7 +139,7 @@ void rt_matmul_bwd(rt_ctx *ctx, const rt_tensor *a, const rt_tensor *b, const rt
     if (db && bv.ndim == 2 && g.ndim >= 2 && av.ndim == g.ndim) { /* weight: one gemm */
         int64_t rows = g.numel / g.shape[g.ndim - 1], k = bv.shape[0], n = bv.shape[1];
         rt_tensor *r = rt_empty(ctx, b->dtype, 2, bv.shape);
-        gemm(ctx, b->dtype, true, false, k, n, rows, av.data, g.data, r->data, 0.0);
+        rt_gemm(ctx, b->dtype, true, false, k, n, rows, av.data, g.data, r->data, 0.0);
         r->ndim = b->ndim;
         memcpy(r->shape, b->shape, sizeof r->shape);
         *db = r;

@@ -1,11 +1,11 @@
-/* bf16 GEMM through oneDNN's matmul primitive (Debian libdnnl 2.6).
+/* GEMM through oneDNN's matmul primitive (Debian libdnnl 2.6): every bf16
+ * GEMM, and the f32 ones when gemm.c chose oneDNN for this machine.
  *
  * bf16 operands, f32 accumulation, a bf16 or f32 result: the numerics of
- * PyTorch's bf16 matmul on CPU (which also calls oneDNN). OpenBLAS stays in
- * charge of f32 and f64, where it is faster; Debian's OpenBLAS has no bf16
- * GEMM. oneDNN chooses its kernel for the CPU it runs on (AVX512-BF16 or AMX
- * where present, AVX-512 or AVX2 emulation elsewhere), so one binary runs
- * on any x86-64; nothing is compiled for the build machine.
+ * PyTorch's bf16 matmul on CPU (which also calls oneDNN); Debian's OpenBLAS
+ * has no bf16 GEMM. f32 operands give an f32 result. oneDNN chooses its
+ * kernel for the CPU it runs on (AMX, AVX512-BF16, AVX-512 or AVX2), so one
+ * binary runs on any x86-64; nothing is compiled for the build machine.
  *
  * Creating a primitive costs far more than running a small one, so each
  * shape (transposes, M, N, K, result dtype, accumulate, bias, activation)
@@ -22,10 +22,12 @@ void omp_set_num_threads(int n); /* libgomp, which libdnnl is built with */
 
 enum { MEM_A, MEM_B, MEM_C, MEM_BIAS, NMEM };
 
+/* compared with memcmp: 3 int64_t and 8 int, no padding */
 typedef struct dnnl_key {
     int64_t M, N, K;
-    int ta, tb, c_dt, accumulate, bias_dt, act;
+    int ta, tb, ab_dt, c_dt, accumulate, bias_dt, act, unused;
 } dnnl_key;
+_Static_assert(sizeof(dnnl_key) == 3 * sizeof(int64_t) + 8 * sizeof(int), "dnnl_key has padding");
 
 typedef struct dnnl_entry {
     dnnl_key key;
@@ -93,8 +95,8 @@ static dnnl_entry *entry_for(rt_ctx *ctx, const dnnl_key *k)
     e->key = *k;
     dnnl_memory_desc_t a, b, c, bias;
     /* A is [M, K] stored as [K, M] when ta; B is [K, N] stored as [N, K] when tb */
-    matrix_md(ctx, &a, k->M, k->K, k->ta, dnnl_bf16);
-    matrix_md(ctx, &b, k->K, k->N, k->tb, dnnl_bf16);
+    matrix_md(ctx, &a, k->M, k->K, k->ta, dnnl_dt((rt_dtype)k->ab_dt));
+    matrix_md(ctx, &b, k->K, k->N, k->tb, dnnl_dt((rt_dtype)k->ab_dt));
     matrix_md(ctx, &c, k->M, k->N, false, dnnl_dt((rt_dtype)k->c_dt));
     if (k->bias_dt >= 0)
         matrix_md(ctx, &bias, 1, k->N, false, dnnl_dt((rt_dtype)k->bias_dt));
@@ -130,8 +132,8 @@ static dnnl_entry *entry_for(rt_ctx *ctx, const dnnl_key *k)
 
 /* C = act(op(A) op(B) + bias) (+ C when accumulate) */
 static void dnnl_gemm_ex(rt_ctx *ctx, bool ta, bool tb, int64_t M, int64_t N, int64_t K,
-                         const void *A, const void *B, void *C, rt_dtype c_dt, bool accumulate,
-                         const rt_tensor *bias, int act)
+                         const void *A, const void *B, rt_dtype ab_dt, void *C, rt_dtype c_dt,
+                         bool accumulate, const rt_tensor *bias, int act)
 {
     if (M == 0 || N == 0)
         return;
@@ -140,8 +142,9 @@ static void dnnl_gemm_ex(rt_ctx *ctx, bool ta, bool tb, int64_t M, int64_t N, in
             memset(C, 0, (size_t)(M * N) * rt_dtype_size(c_dt));
         return;
     }
-    dnnl_key k = {.M = M, .N = N, .K = K, .ta = ta, .tb = tb, .c_dt = (int)c_dt,
-                  .accumulate = accumulate, .bias_dt = bias ? (int)bias->dtype : -1, .act = act};
+    dnnl_key k = {.M = M, .N = N, .K = K, .ta = ta, .tb = tb, .ab_dt = (int)ab_dt,
+                  .c_dt = (int)c_dt, .accumulate = accumulate,
+                  .bias_dt = bias ? (int)bias->dtype : -1, .act = act};
     dnnl_entry *e = entry_for(ctx, &k);
     struct rt_dnnl *d = ctx->dnnl;
     DNNL_CALL(ctx, dnnl_memory_set_data_handle(e->mem[MEM_A], (void *)A));
@@ -162,9 +165,9 @@ static void dnnl_gemm_ex(rt_ctx *ctx, bool ta, bool tb, int64_t M, int64_t N, in
 }
 
 void rt_dnnl_gemm(rt_ctx *ctx, bool ta, bool tb, int64_t M, int64_t N, int64_t K, const void *A,
-                  const void *B, void *C, rt_dtype c_dt, bool accumulate)
+                  const void *B, rt_dtype ab_dt, void *C, rt_dtype c_dt, bool accumulate)
 {
-    dnnl_gemm_ex(ctx, ta, tb, M, N, K, A, B, C, c_dt, accumulate, NULL, -1);
+    dnnl_gemm_ex(ctx, ta, tb, M, N, K, A, B, ab_dt, C, c_dt, accumulate, NULL, -1);
 }
 
 rt_tensor *rt_matmul_bias_act(rt_ctx *ctx, const rt_tensor *a, const rt_tensor *b,
@@ -182,7 +185,8 @@ rt_tensor *rt_matmul_bias_act(rt_ctx *ctx, const rt_tensor *a, const rt_tensor *
     shape[a->ndim - 1] = n;
     rt_tensor *y = rt_empty(ctx, RT_BF16, a->ndim, shape);
     RT_KERNEL(ctx, RT_K_MATMUL, "matmul_bias_act");
-    dnnl_gemm_ex(ctx, false, false, m, n, k, a->data, b->data, y->data, RT_BF16, false, bias, act);
+    dnnl_gemm_ex(ctx, false, false, m, n, k, a->data, b->data, RT_BF16, y->data, RT_BF16, false, bias,
+                 act);
     return y;
 }
 

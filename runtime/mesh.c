@@ -29,6 +29,7 @@ static rt_ctx *ctx_new(void)
                  : strcmp(rs, "allreduce") == 0 ? RT_RS_ALLREDUCE : RT_RS_AUTO;
     ctx->rs_allreduce_min = RT_RS_ALLREDUCE_MIN;
     ctx->vm = rt_vm_select();
+    ctx->gemm_f32 = -1; /* chosen by rt_init, or at a serial ctx's first f32 GEMM */
     ctx->t_start = rt_now();
     return ctx;
 }
@@ -102,6 +103,7 @@ rt_ctx *rt_init(int *argc, char ***argv, int naxes, const char *const *names,
     rt_mesh_setup(ctx, naxes, names, sizes, mesh);
     rt_overlap_setup(ctx);
     rt_wait_setup(ctx);
+    rt_gemm_setup(ctx);
     RT_CALL_MPI(ctx, MPI_Barrier(MPI_COMM_WORLD));
     ctx->t_start = rt_now();
     rt_profile_start(ctx);

@@ -265,6 +265,9 @@ static void print_kinds(rt_ctx *ctx, double total_s)
     fprintf(stderr, "spmd profile: %d rank%s, %.3f ms from start-up to finalize (mean over ranks; "
                     "max over ranks in the max column)\n",
             ctx->world, ctx->world > 1 ? "s" : "", T * 1e3);
+    char gemm[256];
+    rt_gemm_describe(ctx, gemm, sizeof gemm);
+    fprintf(stderr, "%s\n", gemm);
     fprintf(stderr, "%-12s %10s %12s %12s %7s %10s  %s\n", "where", "calls", "mean ms", "max ms",
             "%", "faults", "what");
     for (int k = 0; k < NK; k++) {

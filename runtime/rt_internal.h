@@ -143,6 +143,10 @@ struct rt_ctx {
     uint16_t *bf16_fwd[RT_NUNARY]; /* bf16.c: f(x) for all 65536 bf16 x, built on first use */
     float *bf16_deriv[RT_NUNARY];  /* f'(x) as the f32 kernel computes it */
     struct rt_dnnl *dnnl;   /* matmul_dnnl.c: engine, stream, primitive cache */
+    int gemm_f32;           /* gemm.c: an rt_gemm_lib; -1 until chosen */
+    const char *gemm_how;   /* "auto", "SPMD_GEMM", "rank 0", ... (static) */
+    double gemm_gflops[2];  /* auto, on rank 0: each library's speed in the timing */
+    double gemm_cal_s;      /* and the time it took */
     const struct rt_vm_table *vm; /* vector kernels for this CPU, or NULL (vmath.h) */
     rt_overlap ov;
 };
@@ -256,12 +260,24 @@ void rt_bf16_binary_bwd(rt_ctx *ctx, rt_binary_op op, const rt_tensor *a, const 
 MPI_Op rt_bf16_mpi_op(rt_ctx *ctx, rt_reduce_op op);
 void rt_bf16_free(rt_ctx *ctx);
 
-/* matmul_dnnl.c: bf16 GEMM through oneDNN (f32 accumulation), primitives
- * cached per shape in the ctx. C[M,N] = op(A)[M,K] op(B)[K,N] (+ C if accumulate);
- * A, B bf16; C bf16 or f32 (c_dt). */
+/* matmul_dnnl.c: GEMM through oneDNN's matmul primitive, primitives cached
+ * per shape in the ctx. C[M,N] = op(A)[M,K] op(B)[K,N] (+ C if accumulate);
+ * A, B bf16 (f32 accumulation; C bf16 or f32) or f32 (C f32). */
 void rt_dnnl_gemm(rt_ctx *ctx, bool ta, bool tb, int64_t M, int64_t N, int64_t K, const void *A,
-                  const void *B, void *C, rt_dtype c_dt, bool accumulate);
+                  const void *B, rt_dtype ab_dt, void *C, rt_dtype c_dt, bool accumulate);
 void rt_dnnl_free(rt_ctx *ctx);
+
+/* gemm.c: the GEMM of every matmul and einsum, row-major, contiguous:
+ * C[M,N] = op(A)[M,K] op(B)[K,N] + beta C, beta 0 or 1; op(X) = X^T when
+ * ta / tb (A stored [K,M], B stored [N,K]). f32 on the library chosen for
+ * this machine, f64 on OpenBLAS, bf16 on oneDNN. */
+void rt_gemm(rt_ctx *ctx, rt_dtype dt, bool ta, bool tb, int64_t M, int64_t N, int64_t K,
+             const void *A, const void *B, void *C, double beta);
+/* chooses the f32 library (SPMD_GEMM or a timing on rank 0) and broadcasts
+ * it; collective over the world (rt_init) */
+void rt_gemm_setup(rt_ctx *ctx);
+/* the --profile line: which library, how it was chosen */
+void rt_gemm_describe(const rt_ctx *ctx, char *buf, size_t n);
 
 /* MPI_Wait, or with ctx->wait_sleep a loop of MPI_Test and short sleeps, so
  * that a rank waiting for others gives its core to the ranks still working

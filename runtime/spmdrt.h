@@ -282,6 +282,16 @@ void rt_matmul_bwd(rt_ctx *ctx, const rt_tensor *a, const rt_tensor *b, const rt
  * act RT_GELU, RT_GELU_TANH, RT_RELU or -1 (none). */
 rt_tensor *rt_matmul_bias_act(rt_ctx *ctx, const rt_tensor *a, const rt_tensor *b,
                               const rt_tensor *bias, int act);
+/* The library f32 GEMMs run on (runtime/gemm.c). rt_init chooses it for the
+ * machine: rank 0 times a few GEMMs through both and takes oneDNN only when
+ * it is clearly faster, then broadcasts the choice, so every rank uses the
+ * same one; SPMD_GEMM=openblas|dnnl|auto overrides. f64 GEMMs always run on
+ * OpenBLAS, bf16 on oneDNN. A serial ctx chooses at its first f32 GEMM. */
+typedef enum { RT_GEMM_OPENBLAS, RT_GEMM_DNNL } rt_gemm_lib;
+rt_gemm_lib rt_gemm_f32_lib(rt_ctx *ctx);
+/* for tests and benchmarks: every rank must set the same library */
+void rt_set_gemm_f32_lib(rt_ctx *ctx, rt_gemm_lib lib);
+const char *rt_gemm_lib_name(rt_gemm_lib lib);
 /* einsum with one or two operands, letters only, no repeated label in one operand */
 rt_tensor *rt_einsum(rt_ctx *ctx, const char *eq, int n, const rt_tensor *const *xs);
 void rt_einsum_bwd(rt_ctx *ctx, const char *eq, int n, const rt_tensor *const *xs,

@@ -9,6 +9,7 @@ err=$(mktemp)
 "$@" 2>"$err" || { cat "$err"; rm -f "$err"; exit 1; }
 cat "$err"
 grep -q "spmd profile:" "$err" && grep -q "all_reduce" "$err" || { echo "FAIL: no profile"; exit 1; }
+grep -Eq "^f32 GEMM: (OpenBLAS|oneDNN) \(" "$err" || { echo "FAIL: the profile does not name the f32 GEMM library"; exit 1; }
 rm -f "$err"
 "$py" - "$trace" <<'PY'
 import json, sys
@@ -23,5 +24,7 @@ for e in ev:
 need = {"all_reduce", "all_gather", "reduce_scatter", "all_to_all"}
 assert need <= names, names
 assert len(pids) >= 2, pids
+labels = {e["args"]["labels"] for e in ev if e["name"] == "process_labels"}
+assert labels in ({"f32 GEMM: OpenBLAS"}, {"f32 GEMM: oneDNN"}), labels
 print("trace ok:", len(ev), "events from ranks", sorted(pids))
 PY
