@@ -426,7 +426,7 @@ static void emit_inst(Emitter *E, IrInst *in, int ind) {
       else if (t->ndim == 0)
         out(E, ind + 1, "printf(%s \"%%.6g\", rt_item(ctx, %s));\n", sep, n);
       else
-        out(E, ind + 1, "printf(\"\\n\"), rt_print(ctx, \"\", %s);\n", n);
+        out(E, ind + 1, "%srt_print_values(%s);\n", i ? "fputs(\" \", stdout), " : "", n);
     }
     out(E, ind + 1, "printf(\"\\n\");\n");
     out(E, ind + 1, "fflush(stdout);\n");

@@ -77,6 +77,9 @@ double rt_get(const rt_tensor *x, int64_t i);        /* flat index, as double */
 void rt_set(rt_tensor *x, int64_t i, double v);
 double rt_item(rt_ctx *ctx, const rt_tensor *x);     /* the value of a 1-element tensor */
 void rt_print(rt_ctx *ctx, const char *label, const rt_tensor *x); /* rank 0 only */
+/* "f32 (4, 4) [1, 0, ...]": dtype, shape and the first 64 values, without a
+ * newline, on any rank (print() of a tensor with other arguments). */
+void rt_print_values(const rt_tensor *x);
 
 /* Buffer pool (size classes, 4 per power of two): raw memory for callers
  * that need scratch space; rt_empty uses it for every tensor. */

@@ -207,17 +207,25 @@ double rt_item(rt_ctx *ctx, const rt_tensor *x)
     return rt_get(x, 0);
 }
 
+void rt_print_values(const rt_tensor *x)
+{
+    char shape[256];
+    rt_shape_str(shape, sizeof shape, x->ndim, x->shape);
+    printf("%s %s [", rt_dtype_name(x->dtype), shape);
+    int64_t n = x->numel < 64 ? x->numel : 64;
+    for (int64_t i = 0; i < n; i++)
+        printf(x->dtype == RT_I32 ? "%s%.0f" : "%s%.6g", i ? ", " : "", rt_get(x, i));
+    printf("%s]", n < x->numel ? ", ..." : "");
+}
+
 void rt_print(rt_ctx *ctx, const char *label, const rt_tensor *x)
 {
     if (ctx->rank != 0)
         return;
-    char shape[256];
-    rt_shape_str(shape, sizeof shape, x->ndim, x->shape);
-    printf("%s%s%s %s [", label ? label : "", label ? ": " : "", rt_dtype_name(x->dtype), shape);
-    int64_t n = x->numel < 64 ? x->numel : 64;
-    for (int64_t i = 0; i < n; i++)
-        printf(x->dtype == RT_I32 ? "%s%.0f" : "%s%.6g", i ? ", " : "", rt_get(x, i));
-    printf("%s]\n", n < x->numel ? ", ..." : "");
+    if (label)
+        printf("%s: ", label);
+    rt_print_values(x);
+    printf("\n");
     fflush(stdout);
 }
 
