@@ -78,6 +78,9 @@ OPTIONS = ("args", "meshes", "ignore", "shared-dir", "flags", "verbatim", "file"
 NUM_RE = re.compile(r"[-+]?(?:\d+\.?\d*(?:[eE][-+]?\d+)?|inf|nan)")
 ENV = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1",
            OMPI_MCA_rmaps_base_oversubscribe="1", OPENBLAS_NUM_THREADS="1")
+# The f32 GEMM library is otherwise chosen by timing at start-up, per machine
+# (docs/runtime.md), and another library may round the last digit otherwise.
+ENV.setdefault("SPMD_GEMM", "openblas")
 
 
 class DocError(Exception):
