@@ -4,7 +4,7 @@ sequence parallelism over gloo: the reference our program's losses are
 checked against and the baseline its speed is compared with.
 
     /usr/bin/python3 bench/gpt_torch.py --data DIR --init CKPT [--mesh dp=2,tp=2]
-        [--steps N] [--every K] [-D NAME=VALUE ...] [--time FILE]
+        [--steps N] [--every K] [-D NAME=VALUE ...] [--time FILE] [--grad DIR]
 
 * Model, optimizer, schedule and data are those of examples/gpt.spmd, with
   the same constant names (-D overrides them as spmdc's -D does): byte
@@ -31,7 +31,13 @@ checked against and the baseline its speed is compared with.
 Rank 0 prints `step S loss L gnorm G time T` every K steps (the training
 loss of step S, before its update, the global norm of its gradient before
 clipping, its wall time) and, with --time FILE, writes each step's wall
-time in seconds (one per line) to FILE.
+time in seconds (one per line) to FILE.  With --grad DIR it writes the
+gradient of step 0 (summed over dp and tp as the optimizer gets it, before
+clipping) to DIR as examples/gpt.spmd's -D SAVE_GRAD=1 writes ckpt/grad0:
+one global float32 .npy per field path (wte.npy, blocks.wq.npy, ...), in the
+program's layout (blocks stacked on a leading [L], heads split out:
+wq [L, D, NH, HD], wo [L, NH, HD, D]; this model keeps that layout
+throughout, so a tp-split gradient is only gathered along its split dim).
 """
 import argparse
 import math
@@ -187,25 +193,26 @@ def worker(rank, world, args, c, port):
     sl_v = slice(itp * NVl, (itp + 1) * NVl)
     sl_h = slice(itp * NHl, (itp + 1) * NHl)
     sl_f = slice(itp * Fl, (itp + 1) * Fl)
-    shards = {   # name -> (local array, sharded on tp?)
-        "wte": (load("wte")[sl_v], True),
-        "wpe": (load("wpe"), False),
-        "lnf_g": (load("lnf_g"), False),
-        "lnf_b": (load("lnf_b"), False),
+    shards = {   # name -> (local array, the dim split on tp or None)
+        "wte": (load("wte")[sl_v], 0),
+        "wpe": (load("wpe"), None),
+        "lnf_g": (load("lnf_g"), None),
+        "lnf_b": (load("lnf_b"), None),
     }
     for n in ("ln1_g", "ln1_b", "ln2_g", "ln2_b", "bo", "b2"):
-        shards["blocks." + n] = (load("blocks." + n), False)
+        shards["blocks." + n] = (load("blocks." + n), None)
     for n in ("wq", "wk", "wv"):
-        shards["blocks." + n] = (load("blocks." + n)[:, :, sl_h], True)      # [L, D, NH, HD]
+        shards["blocks." + n] = (load("blocks." + n)[:, :, sl_h], 2)         # [L, D, NH, HD]
     for n in ("bq", "bk", "bv"):
-        shards["blocks." + n] = (load("blocks." + n)[:, sl_h], True)         # [L, NH, HD]
-    shards["blocks.wo"] = (load("blocks.wo")[:, sl_h], True)                 # [L, NH, HD, D]
-    shards["blocks.w1"] = (load("blocks.w1")[:, :, sl_f], True)              # [L, D, FF*D]
-    shards["blocks.b1"] = (load("blocks.b1")[:, sl_f], True)
-    shards["blocks.w2"] = (load("blocks.w2")[:, sl_f], True)                 # [L, FF*D, D]
+        shards["blocks." + n] = (load("blocks." + n)[:, sl_h], 1)            # [L, NH, HD]
+    shards["blocks.wo"] = (load("blocks.wo")[:, sl_h], 1)                    # [L, NH, HD, D]
+    shards["blocks.w1"] = (load("blocks.w1")[:, :, sl_f], 2)                 # [L, D, FF*D]
+    shards["blocks.b1"] = (load("blocks.b1")[:, sl_f], 1)
+    shards["blocks.w2"] = (load("blocks.w2")[:, sl_f], 1)                    # [L, FF*D, D]
     P = {k: torch.nn.Parameter(torch.from_numpy(np.ascontiguousarray(v, dtype=np.float32)))
          for k, (v, _) in shards.items()}
-    sharded = {k for k, (_, s) in shards.items() if s}
+    split_dim = {k: d for k, (_, d) in shards.items() if d is not None}
+    sharded = set(split_dim)
     names = sorted(P)
     params = [P[k] for k in names]
 
@@ -240,6 +247,20 @@ def worker(rank, world, args, c, port):
         rows = VocabParallelCE.apply(logits, tgt)                            # [Bl, T]
         return rows.sum() / (B * T)                                          # this dp rank's part
 
+    def save_grads(out):
+        """The synchronised gradients as global .npy files (rank 0 writes;
+        the tp-split ones are first gathered along their split dim)."""
+        if rank == 0:
+            os.makedirs(out, exist_ok=True)
+        for k, p in zip(names, params):
+            g = p.grad
+            if k in split_dim and ntp > 1:
+                parts = [torch.empty_like(g) for _ in range(ntp)]
+                dist.all_gather(parts, g.contiguous(), group=tpg)
+                g = torch.cat(parts, dim=split_dim[k])
+            if rank == 0:
+                np.save(os.path.join(out, k + ".npy"), g.detach().numpy())
+
     opt = torch.optim.AdamW(params, lr=c["LR"], betas=(c["BETA1"], c["BETA2"]),
                             eps=c["EPS"], weight_decay=c["WD"])
     train = np.load(os.path.join(args.data, "train.npy"))
@@ -259,6 +280,8 @@ def worker(rank, world, args, c, port):
                 dist.all_reduce(p.grad, group=tpg)
             if ndp > 1:
                 dist.all_reduce(p.grad, group=dpg)
+        if step == 0 and args.grad:
+            save_grads(args.grad)
         # global-norm clipping (Megatron's: replicated parameters counted once)
         sq = torch.zeros(())
         for k, p in zip(names, params):
@@ -300,6 +323,7 @@ def main():
     ap.add_argument("--steps", type=int, default=None)
     ap.add_argument("--every", type=int, default=1)
     ap.add_argument("--time", help="write each step's seconds to this file")
+    ap.add_argument("--grad", metavar="DIR", help="write step 0's gradients (before clipping) to DIR, one .npy per field")
     ap.add_argument("-D", action="append", default=[], metavar="NAME=VALUE")
     args = ap.parse_args()
     c = dict(CONFIG)

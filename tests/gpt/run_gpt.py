@@ -16,7 +16,10 @@ MODE:
           equal those of bench/gpt_torch.py (the
           same GPT in PyTorch, Megatron tensor and sequence parallelism
           over gloo) from the same initial parameters (the program's
-          ckpt/init) and the same batches, on 1 rank and on (2,2), (1,4),
+          ckpt/init) and the same batches, and so does the gradient of
+          step 0 field by field (the program's ckpt/grad0, -D SAVE_GRAD=1,
+          against gpt_torch.py --grad: every element within GRAD_TOL of
+          the field's largest magnitude), on 1 rank and on (2,2), (1,4),
           (4,1); exit 77 (skipped) when PyTorch is not installed
 
 The timing columns of the program's lines (ms/step, tok/s) are left out of
@@ -140,6 +143,45 @@ def mode_resume(r):
     return fails
 
 
+# The gradients of step 0 must agree, field by field, to GRAD_TOL relative
+# to the field's largest magnitude: max|ours - torch| <= GRAD_TOL * max|torch|.
+# Both are float32 sums in different orders (BLAS and the runtime's kernels
+# against PyTorch's).  Measured on the four meshes: at worst 5.3e-7 (w1 on
+# (1,4); 1.6e-8 to 5.3e-7 over the fields, a few float32 ulps of the field's
+# largest element), so GRAD_TOL = 1e-5 leaves a margin of ~20 while a field
+# off by 0.01% fails (tried: our lnf_g scaled by 1.0001, or torch's bq by
+# 1.001, fail on every mesh; the losses and gradient norms still agree).
+# blocks.bk's exact gradient is 0 (a key bias adds q.bk to every score of a
+# query, which the softmax cancels); both sides hold rounding noise there
+# (~1e-11), so a field's scale is at least GRAD_FLOOR times the largest
+# gradient element of all fields (0.53, bo's): 5e-5, below every other
+# field's largest magnitude (the smallest is bq's, 9.4e-5).
+GRAD_TOL = 1e-5
+GRAD_FLOOR = 1e-4
+
+
+def compare_grads(ours_dir, torch_dir):
+    """[(field, relative difference, max|torch|)], worst first, and the problems."""
+    import numpy as np
+    names = lambda d: sorted(f[:-4] for f in os.listdir(d) if f.endswith(".npy")) if os.path.isdir(d) else []  # noqa: E731
+    fields, problems = names(ours_dir), []
+    if fields != names(torch_dir) or not fields:
+        return [], [f"different fields: ours {fields}, torch {names(torch_dir)}"]
+    a = {f: np.load(os.path.join(ours_dir, f + ".npy")) for f in fields}
+    b = {f: np.load(os.path.join(torch_dir, f + ".npy")) for f in fields}
+    for f in fields:
+        if a[f].shape != b[f].shape or a[f].dtype != np.float32 or b[f].dtype != np.float32:
+            problems.append(f"{f}: ours {a[f].dtype}{a[f].shape}, torch {b[f].dtype}{b[f].shape}")
+    if problems:
+        return [], problems
+    floor = GRAD_FLOOR * max(float(np.abs(b[f]).max()) for f in fields)
+    diffs = sorted(((f, float(np.abs(a[f].astype(np.float64) - b[f]).max()) / max(float(np.abs(b[f]).max()), floor),
+                     float(np.abs(b[f]).max())) for f in fields), key=lambda x: -x[1])
+    problems = [f"{f}: max|ours - torch| is {d:.3g} of the field's largest magnitude (limit {GRAD_TOL:g})"
+                for f, d, _ in diffs if not d <= GRAD_TOL]
+    return diffs, problems
+
+
 def losses(out, pattern):
     return [float(x) for x in re.findall(pattern, out, re.M)]
 
@@ -151,21 +193,32 @@ def mode_torch(r):
         print("skipped: PyTorch (python3-torch) is not installed")
         return SKIP
     steps = 5
-    prog = r.compile("gpt", SAVE_INIT=1, STEPS=steps, EVAL_EVERY=100)
+    prog = r.compile("gpt", SAVE_INIT=1, SAVE_GRAD=1, STEPS=steps, EVAL_EVERY=100)
     consts = [f"-D{k}={v}" for k, v in dict(SMALL, STEPS=steps).items() if k in TORCH_CONSTS]
     fails = 0
     for mesh in ("dp=1,tp=1", "dp=2,tp=2", "dp=1,tp=4", "dp=4,tp=1"):
         run = os.path.join(r.tmp, "torch_" + mesh.replace(",", "_"))
         out_ours = r.run(prog, mesh, run)
         ours = losses(out_ours, r"^step \d+ train (\S+)") + losses(out_ours, r"^step \d+ train .* gnorm (\S+)")
+        torch_grad = os.path.join(run, "torch_grad0")
         out = sh(["/usr/bin/python3", os.path.join(ROOT, "bench", "gpt_torch.py"), "--data", r.data,
-                  "--init", os.path.join(run, "ckpt", "init"), "--mesh", mesh, *consts], run, r.a.v)
+                  "--init", os.path.join(run, "ckpt", "init"), "--mesh", mesh, "--grad", torch_grad, *consts],
+                 run, r.a.v)
         theirs = losses(out, r"^step \d+ loss (\S+)") + losses(out, r"^step \d+ loss .* gnorm (\S+)")
         worst = max((abs(a - b) / abs(b) for a, b in zip(ours, theirs)), default=1.0)
         ok = len(ours) == len(theirs) == 2 * steps and worst < 2e-5
         print(f"{'ok' if ok else 'FAIL'} {mesh}: losses, then gradient norms\n   ours  {ours}\n   torch {theirs}\n"
               f"   largest relative difference {worst:.2g}")
         fails += not ok
+        diffs, problems = compare_grads(os.path.join(run, "ckpt", "grad0"), torch_grad)
+        if diffs:
+            print(f"{'FAIL' if problems else 'ok'} {mesh}: the gradients of step 0, {len(diffs)} fields; worst "
+                  f"{diffs[0][0]}: max|ours - torch| = {diffs[0][1]:.2g} of its largest magnitude")
+            if r.a.v:
+                print("\n".join(f"   {f:14} {d:.2g}  (max|torch| {m:.3g})" for f, d, m in diffs))
+        for p in problems:
+            print(f"FAIL {mesh}: gradient {p}")
+        fails += bool(problems)
     return fails
 
 
