@@ -20,9 +20,9 @@
  * of loss_local. libspmdrt is used only to start MPI and to draw the initial
  * values with its counter-based RNG, so they are bit-identical to the
  * generated program's; the training step is plain C: our own communicators,
- * cblas_sgemm (or with --dnnl oneDNN's dnnl_sgemm, the library the runtime
- * may choose for f32 on this machine: runtime/gemm.c), a fused gelu,
- * buffers allocated once.
+ * cblas_sgemm (or with --dnnl oneDNN matmul primitives, as the runtime
+ * calls them when it chose oneDNN for f32 on this machine: runtime/gemm.c),
+ * a fused gelu, buffers allocated once.
  *
  *   mpirun -np 4 flagship_hand [--B 16] [--D 32] [--H 64] [--steps 50]
  *          [--lr 0.05] [--dp N] [--tp M] [--every 10] [--time]
@@ -42,7 +42,7 @@ typedef struct {
     double lr;
     int dp, tp; /* 0: not given */
     int time;
-    int dnnl; /* GEMMs through oneDNN's dnnl_sgemm */
+    int dnnl; /* GEMMs through oneDNN matmul primitives */
 } options;
 
 static const char usage[] =
@@ -52,7 +52,7 @@ static const char usage[] =
     "  mesh (dp, tp: 2): tp=2 and dp inferred from the world size; dp*tp must equal it.\n"
     "  --every N prints the loss every N steps (10); --time reports the training time\n"
     "  and the median (min-max) of the steps on rank 0, on stderr.\n"
-    "  --dnnl runs the GEMMs on oneDNN (dnnl_sgemm, one thread) instead of OpenBLAS.\n";
+    "  --dnnl runs the GEMMs on oneDNN (matmul primitives, one thread) instead of OpenBLAS.\n";
 
 static void parse_args(int argc, char **argv, options *o)
 {
@@ -70,23 +70,95 @@ static void parse_args(int argc, char **argv, options *o)
 
 void omp_set_num_threads(int n); /* libgomp, which libdnnl is built with */
 
-static int use_dnnl;
+/* --dnnl: each of the step's GEMMs is a oneDNN matmul primitive, created at
+ * its first call (strided descriptors for the transposes), as the runtime
+ * does it (runtime/matmul_dnnl.c) */
+typedef struct hand_mm {
+    dnnl_primitive_t prim;
+    dnnl_memory_t a, b, c;
+} hand_mm;
+enum { MM_H, MM_Y, MM_DH, MM_DW2, MM_DW1, NMM };
+static struct {
+    bool on;
+    dnnl_engine_t engine;
+    dnnl_stream_t stream;
+    hand_mm mm[NMM];
+} dnnl;
 
-/* row-major C[M,N] = op(A) op(B) on OpenBLAS or oneDNN */
-static void sgemm(bool ta, bool tb, long M, long N, long K, const float *A, long lda,
-                  const float *B, long ldb, float *C, long ldc)
+static void dnnl_ok(dnnl_status_t st, const char *what)
 {
-    if (use_dnnl) {
-        dnnl_status_t st = dnnl_sgemm(ta ? 'T' : 'N', tb ? 'T' : 'N', M, N, K, 1.0f, A, lda, B,
-                                      ldb, 0.0f, C, ldc);
-        if (st != dnnl_success) {
-            fprintf(stderr, "flagship_hand: dnnl_sgemm failed (status %d)\n", (int)st);
-            MPI_Abort(MPI_COMM_WORLD, 1);
-        }
+    if (st != dnnl_success) {
+        fprintf(stderr, "flagship_hand: oneDNN %s failed (status %d)\n", what, (int)st);
+        MPI_Abort(MPI_COMM_WORLD, 1);
+    }
+}
+
+/* [rows, cols] row-major, or stored transposed when t */
+static dnnl_memory_desc_t matrix_md(long rows, long cols, bool t)
+{
+    dnnl_memory_desc_t md;
+    dnnl_dims_t dims = {rows, cols}, strides = {t ? 1 : cols, t ? rows : 1};
+    dnnl_ok(dnnl_memory_desc_init_by_strides(&md, 2, dims, dnnl_f32, strides), "memory desc");
+    return md;
+}
+
+static void mm_create(hand_mm *m, bool ta, bool tb, long M, long N, long K)
+{
+    dnnl_memory_desc_t a = matrix_md(M, K, ta), b = matrix_md(K, N, tb), c = matrix_md(M, N, false);
+    dnnl_matmul_desc_t d;
+    dnnl_primitive_desc_t pd;
+    dnnl_ok(dnnl_matmul_desc_init(&d, &a, &b, NULL, &c), "matmul desc");
+    dnnl_ok(dnnl_primitive_desc_create(&pd, &d, NULL, dnnl.engine, NULL), "primitive desc");
+    dnnl_ok(dnnl_primitive_create(&m->prim, pd), "primitive");
+    dnnl_ok(dnnl_primitive_desc_destroy(pd), "primitive desc destroy");
+    dnnl_ok(dnnl_memory_create(&m->a, &a, dnnl.engine, DNNL_MEMORY_NONE), "memory");
+    dnnl_ok(dnnl_memory_create(&m->b, &b, dnnl.engine, DNNL_MEMORY_NONE), "memory");
+    dnnl_ok(dnnl_memory_create(&m->c, &c, dnnl.engine, DNNL_MEMORY_NONE), "memory");
+}
+
+/* row-major C[M,N] = op(A) op(B), contiguous operands, on OpenBLAS or oneDNN
+ * (which: the primitive of this call site) */
+static void sgemm(int which, bool ta, bool tb, long M, long N, long K, const float *A,
+                  const float *B, float *C)
+{
+    if (dnnl.on) {
+        hand_mm *m = &dnnl.mm[which];
+        if (!m->prim)
+            mm_create(m, ta, tb, M, N, K);
+        dnnl_ok(dnnl_memory_set_data_handle(m->a, (void *)A), "set handle");
+        dnnl_ok(dnnl_memory_set_data_handle(m->b, (void *)B), "set handle");
+        dnnl_ok(dnnl_memory_set_data_handle(m->c, C), "set handle");
+        dnnl_exec_arg_t args[3] = {{DNNL_ARG_SRC, m->a}, {DNNL_ARG_WEIGHTS, m->b}, {DNNL_ARG_DST, m->c}};
+        dnnl_ok(dnnl_primitive_execute(m->prim, dnnl.stream, 3, args), "execute");
+        dnnl_ok(dnnl_stream_wait(dnnl.stream), "stream wait");
         return;
     }
     cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans,
-                (int)M, (int)N, (int)K, 1.0f, A, (int)lda, B, (int)ldb, 0.0f, C, (int)ldc);
+                (int)M, (int)N, (int)K, 1.0f, A, (int)(ta ? M : K), B, (int)(tb ? K : N), 0.0f, C,
+                (int)N);
+}
+
+static void dnnl_start(void)
+{
+    dnnl.on = true;
+    omp_set_num_threads(1); /* one oneDNN thread per rank, like OpenBLAS */
+    dnnl_ok(dnnl_engine_create(&dnnl.engine, dnnl_cpu, 0), "engine");
+    dnnl_ok(dnnl_stream_create(&dnnl.stream, dnnl.engine, dnnl_stream_default_flags), "stream");
+}
+
+static void dnnl_stop(void)
+{
+    if (!dnnl.on)
+        return;
+    for (int i = 0; i < NMM; i++)
+        if (dnnl.mm[i].prim) {
+            dnnl_memory_destroy(dnnl.mm[i].a);
+            dnnl_memory_destroy(dnnl.mm[i].b);
+            dnnl_memory_destroy(dnnl.mm[i].c);
+            dnnl_primitive_destroy(dnnl.mm[i].prim);
+        }
+    dnnl_stream_destroy(dnnl.stream);
+    dnnl_engine_destroy(dnnl.engine);
 }
 
 /* this rank's block of randn(f32[rows(@ra), cols(@ca)], seed, std) */
@@ -102,8 +174,8 @@ int main(int argc, char **argv)
 {
     options o;
     parse_args(argc, argv, &o);
-    use_dnnl = o.dnnl;
-    omp_set_num_threads(1); /* one oneDNN thread per rank, like OpenBLAS */
+    if (o.dnnl)
+        dnnl_start();
 
     /* mesh (dp, tp: 2), our own communicators (hand_common.h) */
     hand_mesh mesh = hand_mesh_init(&argc, &argv, o.dp, o.tp);
@@ -144,7 +216,7 @@ int main(int argc, char **argv)
     for (long step = 0; step < o.steps; step++) {
         double ts = now_s();
         /* forward: a = x @ w1, h = gelu(a), gd = gelu'(a) */
-        sgemm(false, false, Bl, Hl, D, x, D, w1, Hl, h, Hl);
+        sgemm(MM_H, false, false, Bl, Hl, D, x, w1, h);
         for (long i = 0; i < Bl * Hl; i++) {
             float a = h[i];
             float cdf = 0.5f * (1.0f + erff(a * inv_sqrt2));
@@ -152,7 +224,7 @@ int main(int argc, char **argv)
             h[i] = a * cdf;
         }
         /* y = h @ w2, summed over tp */
-        sgemm(false, false, Bl, D, Hl, h, Hl, w2, D, y, D);
+        sgemm(MM_Y, false, false, Bl, D, Hl, h, w2, y);
         if (n_tp > 1)
             RT_CALL_MPI(ctx, MPI_Allreduce(MPI_IN_PLACE, y, (int)(Bl * D), MPI_FLOAT, MPI_SUM,
                                            tp_comm));
@@ -164,11 +236,11 @@ int main(int argc, char **argv)
             y[i] = dscale * err;
         }
         /* backward */
-        sgemm(false, true, Bl, Hl, D, y, D, w2, D, dh, Hl);          /* dh = dy @ w2^T */
-        sgemm(true, false, Hl, D, Bl, h, Hl, y, D, dw2, D);          /* dw2 = h^T @ dy */
+        sgemm(MM_DH, false, true, Bl, Hl, D, y, w2, dh);      /* dh = dy @ w2^T */
+        sgemm(MM_DW2, true, false, Hl, D, Bl, h, y, dw2);     /* dw2 = h^T @ dy */
         for (long i = 0; i < Bl * Hl; i++)
             dh[i] *= gd[i];                                             /* da */
-        sgemm(true, false, D, Hl, Bl, x, D, dh, Hl, dw1, Hl);        /* dw1 = x^T @ da */
+        sgemm(MM_DW1, true, false, D, Hl, Bl, x, dh, dw1);    /* dw1 = x^T @ da */
         if (n_dp > 1) {
             RT_CALL_MPI(ctx, MPI_Allreduce(MPI_IN_PLACE, dw1, (int)(D * Hl), MPI_FLOAT, MPI_SUM,
                                            dp_comm));
@@ -212,5 +284,6 @@ int main(int argc, char **argv)
 
     free(x); free(t); free(w1); free(w2);
     free(h); free(gd); free(y); free(dh); free(dw1); free(dw2);
+    dnnl_stop();
     return hand_mesh_finalize(&mesh);
 }

@@ -4,7 +4,8 @@
 #
 #   gen-bf16    examples/mlp_tp_bf16.spmd (f32 parameters, bf16 compute:
 #               oneDNN bf16 GEMM, bf16 tp all-reduce)
-#   gen-f32     examples/mlp_tp.spmd (OpenBLAS sgemm)
+#   gen-f32     examples/mlp_tp.spmd (f32 GEMMs on OpenBLAS or oneDNN,
+#               whichever the runtime found faster here: runtime/gemm.c)
 #   hand-f32    bench/flagship_hand.c (the same f32 step by hand, C+MPI+CBLAS)
 #   torch-bf16  bench/tp_mlp_torch.py --dtype bf16 (PyTorch, bf16 tensors)
 #   torch-f32   bench/tp_mlp_torch.py --dtype f32
