@@ -17,6 +17,9 @@ go() { # go DIR NP MESH PROG
     (cd "$1" && timeout 120 "$MPIRUN" ${MPIARGS} -np "$2" "$4" --mesh "$3" >out 2>err)
 }
 MPIRUN=$1; shift; MPIARGS="$*"
+# resumed runs are compared byte for byte with the first one, so every run
+# uses the same f32 GEMM library: pinned, not timed afresh (runtime/gemm.c)
+SPMD_GEMM=${SPMD_GEMM:-dnnl}; export SPMD_GEMM
 "$spmdc" "$here/resume.spmd" -o "$work/prog" || { bad "compiling resume.spmd"; exit 1; }
 "$spmdc" -D SAVES=1000 "$here/resume.spmd" -o "$work/prog_saves" || { bad "compiling with SAVES"; exit 1; }
 

@@ -48,7 +48,10 @@ TIMING = re.compile(r" ms/step \S+ tok/s \S+")
 
 def sh(cmd, cwd, verbose, timeout=600):
     env = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1",
-               OMPI_MCA_rmaps_base_oversubscribe="1", OPENBLAS_NUM_THREADS="1")
+               OMPI_MCA_rmaps_base_oversubscribe="1", OPENBLAS_NUM_THREADS="1",
+               # runs are compared byte for byte (resume): the same f32 GEMM
+               # library in every run, pinned rather than timed afresh
+               SPMD_GEMM=os.environ.get("SPMD_GEMM", "dnnl"))
     if verbose:
         print("$ " + " ".join(cmd), flush=True)
     r = subprocess.run(cmd, cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout)

@@ -14,6 +14,9 @@ work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 "$spmdc" "$here/mlp_bias.spmd" -o "$work/prog"
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OPENBLAS_NUM_THREADS=1
+# the runs are compared byte for byte, so they must use the same f32 GEMM
+# library: pinned, rather than timed afresh by each run (runtime/gemm.c)
+export SPMD_GEMM=${SPMD_GEMM:-dnnl}
 files="w1.npy b1.npy w2.npy b2.npy"
 for mesh in dp=2,tp=1 dp=2,tp=2 dp=4,tp=1; do
   n=1
