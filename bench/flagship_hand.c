@@ -17,12 +17,14 @@
  *   w1 -= lr * dw1;  w2 -= lr * dw2
  *
  * and every `--every` steps rank 0 prints `step S loss L`, L = allreduce_dp
- * of loss_local. libspmdrt is used only to start MPI and to draw the initial
+ * of loss_local. libspmdrt is used only to start MPI, to draw the initial
  * values with its counter-based RNG, so they are bit-identical to the
- * generated program's; the training step is plain C: our own communicators,
- * cblas_sgemm (or with --dnnl oneDNN matmul primitives, as the runtime
- * calls them when it chose oneDNN for f32 on this machine: runtime/gemm.c),
- * a fused gelu, buffers allocated once.
+ * generated program's (kept in the buffers it drew them into), and with
+ * --time to report the start-up the same way as the generated program's
+ * --profile (rt_step_begin marks each step); the training step is plain C:
+ * our own communicators, cblas_sgemm (or with --dnnl oneDNN matmul
+ * primitives, as the runtime calls them when it chose oneDNN for f32 on
+ * this machine: runtime/gemm.c), a fused gelu, buffers allocated once.
  *
  *   mpirun -np 4 flagship_hand [--B 16] [--D 32] [--H 64] [--steps 50]
  *          [--lr 0.05] [--dp N] [--tp M] [--every 10] [--time]
@@ -50,8 +52,9 @@ static const char usage[] =
     "                     [--every N] [--time] [--dnnl]\n"
     "  defaults: the constants of examples/mlp_tp.spmd (B=16 D=32 H=64 steps=50 lr=0.05),\n"
     "  mesh (dp, tp: 2): tp=2 and dp inferred from the world size; dp*tp must equal it.\n"
-    "  --every N prints the loss every N steps (10); --time reports the training time\n"
-    "  and the median (min-max) of the steps on rank 0, on stderr.\n"
+    "  --every N prints the loss every N steps (10); --time reports the training time,\n"
+    "  the median (min-max) of the steps on rank 0 and the start-up (the runtime's\n"
+    "  `start-up:` line, as a generated program's --profile), on stderr.\n"
     "  --dnnl runs the GEMMs on oneDNN (matmul primitives, one thread) instead of OpenBLAS.\n";
 
 static void parse_args(int argc, char **argv, options *o)
@@ -215,6 +218,7 @@ int main(int argc, char **argv)
     double t0 = now_s();
     for (long step = 0; step < o.steps; step++) {
         double ts = now_s();
+        rt_step_begin(ctx, "step"); /* the first ends start-up (rt_startup) */
         /* forward: a = x @ w1, h = gelu(a), gd = gelu'(a) */
         sgemm(MM_H, false, false, Bl, Hl, D, x, w1, h);
         for (long i = 0; i < Bl * Hl; i++) {
@@ -264,6 +268,7 @@ int main(int argc, char **argv)
             }
         }
         step_s[step] = now_s() - ts;
+        rt_trace_end(ctx);
     }
     MPI_Barrier(MPI_COMM_WORLD);
     double elapsed = now_s() - t0;
@@ -281,6 +286,8 @@ int main(int argc, char **argv)
                 1e3 * median(step_s, (int)o.steps), 1e3 * lo, 1e3 * hi, o.steps);
     }
     free(step_s);
+    if (o.time) /* collective: the maxima over ranks, as the generated programs' --profile */
+        rt_startup_print(ctx);
 
     free(x); free(t); free(w1); free(w2);
     free(h); free(gd); free(y); free(dh); free(dw1); free(dw2);

@@ -159,8 +159,9 @@ static inline float *hand_alloc_f32(rt_ctx *ctx, long n)
 }
 
 /* This rank's block of randn(f32[global], seed, std) sharded per dim over
- * axis[d] (0 = dp, 1 = tp, -1 = not sharded), copied out. *numel (if not
- * NULL) receives the block's size. */
+ * axis[d] (0 = dp, 1 = tp, -1 = not sharded), in the buffer the runtime drew
+ * it into (taken over: no copy; free() it). *numel (if not NULL) receives
+ * the block's size. */
 static inline float *hand_randn(rt_ctx *ctx, const char *name, int ndim, const int64_t *global,
                          const int *axis, uint64_t seed, double std, long *numel)
 {
@@ -169,12 +170,9 @@ static inline float *hand_randn(rt_ctx *ctx, const char *name, int ndim, const i
         spec[d] = axis[d] >= 0 ? RT_AXES(axis[d]) : RT_NO_AXES;
     rt_layout l = rt_layout_of(ctx, name, ndim, global, spec);
     rt_tensor *t = rt_randn(ctx, RT_F32, &l, seed, std);
-    float *p = hand_alloc_f32(ctx, (long)t->numel);
-    memcpy(p, t->data, (size_t)t->numel * sizeof(float));
     if (numel)
         *numel = (long)t->numel;
-    rt_free(ctx, t);
-    return p;
+    return rt_take_data(ctx, t);
 }
 
 #endif

@@ -19,6 +19,8 @@ typedef struct Emitter {
   int *nuses;       /* per value: how many instruction operands read it */
   int *defblk;      /* per value: the number of the block that defines it */
   bool *moved;      /* per value: read from a var by a move (emit_at) */
+  bool *dying;      /* per value: freed right after the instruction being emitted */
+  int curblk;       /* the number of the block whose instruction is being emitted */
   bool started;     /* the function started a collective early (then rt_flush) */
   int nblocks;      /* blocks numbered so far in the current function */
 } Emitter;
@@ -146,6 +148,14 @@ static const char *D(Emitter *E, IrInst *in, int i) { return vname(E, in->dst[i]
  * bwd_dtype= on a backward's collective) naming another dtype than the
  * operand's, the operand is converted, the collective runs in the wire
  * dtype, and the result is converted back (SPEC 13). */
+/* Whether tensor v, an operand of the instruction being emitted, is owned by
+ * its block and freed right after it: an all_reduce may then reduce in v's
+ * buffer (rt_all_reduce_reuse / rt_all_reduce_start_reuse, which do so only
+ * when the block's reference is v's only one). */
+static bool dies_here(Emitter *E, int v) {
+  return E->dying[v] && E->defblk[v] == E->curblk;
+}
+
 static void emit_comm(Emitter *E, IrInst *in, int ind, const char *loc) {
   Arena *ar = &E->c->arena;
   DType have = E->f->values[in->args[0]].type->dtype;
@@ -159,8 +169,8 @@ static void emit_comm(Emitter *E, IrInst *in, int ind, const char *loc) {
   const char *dim0 = in->i[0] < 0 ? "RT_STACK" : arena_sprintf(ar, "%lld", in->i[0]);
   switch (in->op) {
   case IR_ALL_REDUCE:
-    out(E, ind, "%s = rt_all_reduce(ctx, %s, %s, %s); %s\n", d, x, axes_c(E, in),
-        (const char *[]){"RT_RED_SUM", "RT_RED_AVG", "RT_RED_MAX", "RT_RED_MIN"}[in->i[0]], loc);
+    out(E, ind, "%s = rt_all_reduce%s(ctx, %s, %s, %s); %s\n", d, !wire && dies_here(E, in->args[0]) ? "_reuse" : "",
+        x, axes_c(E, in), (const char *[]){"RT_RED_SUM", "RT_RED_AVG", "RT_RED_MAX", "RT_RED_MIN"}[in->i[0]], loc);
     break;
   case IR_ALL_GATHER:
   case IR_REDUCE_SCATTER:
@@ -582,13 +592,13 @@ static void emit_inst(Emitter *E, IrInst *in, int ind) {
       out(E, ind, "for (%s = %s; %s < %s; %s++) { %s\n", D(E, in, 0), A(E, in, 0), D(E, in, 0), A(E, in, 1),
           D(E, in, 0), loc);
     /* each iteration of a loop of main's body (the training step) is a
-     * region: --profile gives its median time */
+     * region: --profile gives its median time; the first ends start-up */
     bool step = E->f == E->p->main && ind == 1;
     if (step) {
       const char *var = E->f->values[in->dst[0]].hint;
       const char *label = arena_sprintf(&E->c->arena, "for %s (%s:%d)", var ? var : "i",
                                         source_file(E->c, in->span.file)->path, line);
-      out(E, ind + 1, "rt_trace_begin(ctx, %s); /* one iteration: a region in --trace and --profile */\n",
+      out(E, ind + 1, "rt_step_begin(ctx, %s); /* one iteration: a region in --trace and --profile */\n",
           c_string(E, label));
     }
     emit_block(E, &in->body, ind + 1);
@@ -742,10 +752,12 @@ static void emit_at(Emitter *E, IrInst **insts, int k, const bool *special, int 
   if (special[k] && in->op == IR_ALL_REDUCE) {
     int line, col;
     source_position(E->c, in->span, &line, &col);
-    out(E, ind, "%s = rt_all_reduce_start(ctx, %s, %s, %s); /* %s:%d: non-blocking, waited where first used */\n",
-        D(E, in, 0), A(E, in, 0), axes_c(E, in),
+    bool reuse = dies_here(E, in->args[0]);
+    out(E, ind, "%s = rt_all_reduce_start%s(ctx, %s, %s, %s); /* %s:%d: non-blocking%s, waited where first used */\n",
+        D(E, in, 0), reuse ? "_reuse" : "", A(E, in, 0), axes_c(E, in),
         (const char *[]){"RT_RED_SUM", "RT_RED_AVG", "RT_RED_MAX", "RT_RED_MIN"}[in->i[0]],
-        source_file(E->c, in->span.file)->path, line);
+        source_file(E->c, in->span.file)->path, line,
+        reuse ? arena_sprintf(&E->c->arena, ", in place: %s dies here", A(E, in, 0)) : "");
     E->started = true;
     return;
   }
@@ -1053,7 +1065,12 @@ static void emit_block(Emitter *E, IrBlock *b, int ind) {
     else if (run)
       emit_fused(E, insts, j, n, special, blk, false, ind);
     else {
+      for (int v = free_after[j]; v >= 0; v = next_free[v])
+        E->dying[v] = true;
+      E->curblk = blk;
       emit_at(E, insts, j, special, ind);
+      for (int v = free_after[j]; v >= 0; v = next_free[v])
+        E->dying[v] = false;
       run = 1;
     }
     for (int k = j; k < j + run; k++)
@@ -1129,6 +1146,7 @@ static void emit_fn(Emitter *E, IrFn *f) {
   E->nuses = arena_alloc(&E->c->arena, sizeof(int) * (size_t)(f->nvalues + 1));
   E->defblk = arena_alloc(&E->c->arena, sizeof(int) * (size_t)(f->nvalues + 1));
   E->moved = arena_alloc(&E->c->arena, sizeof(bool) * (size_t)(f->nvalues + 1));
+  E->dying = arena_alloc(&E->c->arena, sizeof(bool) * (size_t)(f->nvalues + 1));
   E->started = false;
   E->nblocks = 0;
   count_uses(&f->body, E->nuses);

@@ -120,7 +120,7 @@ int rt_mpi_wait(rt_ctx *ctx, MPI_Request *req)
 
 /* The collectives the runtime issues: blocking, or started and waited for
  * with rt_mpi_wait (the same operation and result either way). */
-static int coll_allreduce(rt_ctx *ctx, const void *in, void *out, int n, MPI_Datatype t, MPI_Op op, MPI_Comm c)
+int rt_coll_allreduce(rt_ctx *ctx, const void *in, void *out, int n, MPI_Datatype t, MPI_Op op, MPI_Comm c)
 {
     if (!ctx->wait_sleep)
         return MPI_Allreduce(in, out, n, t, op, c);
@@ -171,23 +171,39 @@ static void scale_inplace(rt_tensor *y, double s)
             ((double *)y->data)[i] *= s;
 }
 
+/* y = the reduction of x over axes; y == x: in place (MPI_IN_PLACE) */
+static void all_reduce_into(rt_ctx *ctx, const rt_tensor *x, rt_tensor *y, rt_group *g,
+                            rt_reduce_op op)
+{
+    rt_kspan ks_ = rt_kernel_begin(ctx);
+    RT_CALL_MPI(ctx, rt_coll_allreduce(ctx, y == x ? MPI_IN_PLACE : x->data, y->data,
+                                   count_of(ctx, x->numel), mpi_type(x->dtype),
+                                   mpi_op(ctx, op, x->dtype), g->comm));
+    if (op == RT_RED_AVG)
+        scale_inplace(y, 1.0 / g->size);
+    rt_coll_record(ctx, RT_COLL_ALL_REDUCE, &ks_, (double)bytes_of(x));
+}
+
 rt_tensor *rt_all_reduce(rt_ctx *ctx, const rt_tensor *x, rt_axes axes, rt_reduce_op op)
 {
     rt_group *g = rt_group_get(ctx, axes);
     RT_CHECK(ctx, !(op == RT_RED_AVG && x->dtype == RT_I32), "all_reduce: op=avg needs a float tensor");
     if (g->size == 1) /* nothing to combine: share the data */
         return rt_retain((rt_tensor *)x);
-    rt_kspan ks_ = rt_kernel_begin(ctx);
     rt_tensor *y = rt_empty(ctx, x->dtype, x->ndim, x->shape);
-    if (g->size == 1)
-        memcpy(y->data, x->data, bytes_of(x));
-    else
-        RT_CALL_MPI(ctx, coll_allreduce(ctx, x->data, y->data, count_of(ctx, x->numel),
-                                       mpi_type(x->dtype), mpi_op(ctx, op, x->dtype), g->comm));
-    if (op == RT_RED_AVG && g->size > 1)
-        scale_inplace(y, 1.0 / g->size);
-    rt_coll_record(ctx, RT_COLL_ALL_REDUCE, &ks_, (double)bytes_of(x));
+    all_reduce_into(ctx, x, y, g, op);
     return y;
+}
+
+rt_tensor *rt_all_reduce_reuse(rt_ctx *ctx, rt_tensor *x, rt_axes axes, rt_reduce_op op)
+{
+    if (x->refs != 1 || rt_pending(ctx, x))
+        return rt_all_reduce(ctx, x, axes, op);
+    rt_group *g = rt_group_get(ctx, axes);
+    RT_CHECK(ctx, !(op == RT_RED_AVG && x->dtype == RT_I32), "all_reduce: op=avg needs a float tensor");
+    if (g->size > 1)
+        all_reduce_into(ctx, x, x, g, op);
+    return rt_retain(x);
 }
 
 void rt_scale_inplace(rt_tensor *y, double s) { scale_inplace(y, s); }
@@ -266,7 +282,7 @@ static void rs_block(rt_ctx *ctx, rt_group *g, const void *in, int64_t total, rt
     }
     int64_t n1 = total;
     rt_tensor *tmp = rt_empty(ctx, dt, 1, &n1);
-    RT_CALL_MPI(ctx, coll_allreduce(ctx, in, tmp->data, count_of(ctx, total), mpi_type(dt),
+    RT_CALL_MPI(ctx, rt_coll_allreduce(ctx, in, tmp->data, count_of(ctx, total), mpi_type(dt),
                                     mpi_op(ctx, RT_RED_SUM, dt), g->comm));
     memcpy(out, esz_at(tmp, g->rank * blk), (size_t)blk * esz);
     rt_free(ctx, tmp);
@@ -283,7 +299,7 @@ static void rs_dim(rt_ctx *ctx, rt_group *g, const rt_tensor *x, int dim, rt_ten
     }
     rt_tensor *tmp = scratch_like(ctx, x, x->numel);
     if (rs_via_allreduce(ctx, (size_t)x->numel * esz) && g->size > 1) { /* reduce, slice */
-        RT_CALL_MPI(ctx, coll_allreduce(ctx, x->data, tmp->data, count_of(ctx, x->numel),
+        RT_CALL_MPI(ctx, rt_coll_allreduce(ctx, x->data, tmp->data, count_of(ctx, x->numel),
                                        mpi_type(x->dtype), mpi_op(ctx, RT_RED_SUM, x->dtype), g->comm));
         rt_copy_block(y->data, esz_at(tmp, g->rank * m * inner), esz, outer, m * inner,
                       d * inner, m * inner);

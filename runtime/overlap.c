@@ -2,7 +2,9 @@
  *
  * rt_all_reduce_start returns the result tensor at once; its data are valid
  * after rt_wait(ctx, result), which generated code calls right before the
- * result's first use (rt_free waits too). An input of at least the bucket
+ * result's first use (rt_free waits too). rt_all_reduce_start_reuse, for an
+ * input that dies at the call, reduces in the input's buffer (MPI_IN_PLACE;
+ * the result is the input) when the caller holds its only reference. An input of at least the bucket
  * size starts its own MPI_Iallreduce; smaller ones are copied into the open
  * bucket of their (communicator, op, dtype), which starts as one
  * MPI_Iallreduce (in place) when it reaches the bucket size, at rt_flush
@@ -12,6 +14,18 @@
  * bit-identical to the blocking rt_all_reduce's. While requests are in
  * flight, kernels call rt_progress, which tests them so that MPI advances
  * its schedules between kernels.
+ *
+ * A request larger than the piece size (SPMD_PIECE_KB, default 2048; 0: no
+ * pieces) starts only its first piece (an MPI_Iallreduce of that many
+ * bytes); the wait reduces the rest with one blocking MPI_Allreduce. Open
+ * MPI's libnbc mallocs a temporary as large as the message for each
+ * request, which for whole gradients cost as much memory as the gradients
+ * themselves; its blocking algorithms work in small segments. (Pieces
+ * after the first as further MPI_Iallreduces, one at a time, were slower
+ * than the blocking call: each needs several MPI_Test rounds. They could
+ * only start where every rank starts them in the same order anyway --
+ * collectives on a communicator must be called in one order on all ranks
+ * -- not when MPI_Test happens to find the last one done.)
  *
  * SPMD_OVERLAP=0 makes rt_all_reduce_start the blocking rt_all_reduce
  * (the blocking schedule, same binary); SPMD_BUCKET_KB sets the bucket size
@@ -51,17 +65,50 @@ static int new_request(rt_ctx *ctx, rt_group *g, rt_reduce_op op, rt_dtype dt)
     return o->nreqs++;
 }
 
+/* starts the piece [r->at, r->at + r->piece) */
+static void start_piece(rt_ctx *ctx, rt_request *r)
+{
+    size_t es = rt_dtype_size(r->dtype);
+    void *send = r->in ? (char *)r->in->data + (size_t)r->at * es : MPI_IN_PLACE;
+    RT_CHECK(ctx, r->piece <= INT_MAX, "collective of %lld elements exceeds MPI's int count",
+             (long long)r->piece);
+    RT_CALL_MPI(ctx, MPI_Iallreduce(send, (char *)r->buf->data + (size_t)r->at * es, (int)r->piece,
+                                    rt_mpi_type(r->dtype), rt_mpi_op(ctx, r->op, r->dtype),
+                                    r->group->comm, &r->req));
+    r->done = false;
+}
+
+/* after the first piece completed: the rest of the request in one blocking
+ * all-reduce (MPI's blocking algorithms work in small segments: no
+ * temporary of the message's size) */
+static void finish_rest(rt_ctx *ctx, rt_request *r)
+{
+    int64_t at = r->at + r->piece, rest = r->count - at;
+    if (rest <= 0)
+        return;
+    size_t es = rt_dtype_size(r->dtype);
+    RT_CHECK(ctx, rest <= INT_MAX, "collective of %lld elements exceeds MPI's int count",
+             (long long)rest);
+    RT_CALL_MPI(ctx, rt_coll_allreduce(ctx, r->in ? (char *)r->in->data + (size_t)at * es : MPI_IN_PLACE,
+                                       (char *)r->buf->data + (size_t)at * es, (int)rest,
+                                       rt_mpi_type(r->dtype), rt_mpi_op(ctx, r->op, r->dtype),
+                                       r->group->comm));
+    r->at = r->count;
+}
+
 static void start_request(rt_ctx *ctx, rt_request *r)
 {
     if (!r->open)
         return;
     rt_kspan ks_ = rt_kernel_begin(ctx);
     r->t_start = rt_now();
-    void *send = r->in ? r->in->data : MPI_IN_PLACE;
-    RT_CHECK(ctx, r->count <= INT_MAX, "collective of %lld elements exceeds MPI's int count",
-             (long long)r->count);
-    RT_CALL_MPI(ctx, MPI_Iallreduce(send, r->buf->data, (int)r->count, rt_mpi_type(r->dtype),
-                                    rt_mpi_op(ctx, r->op, r->dtype), r->group->comm, &r->req));
+    /* in pieces of at most piece_bytes, one at a time: MPI's non-blocking
+     * all-reduce (Open MPI's libnbc) mallocs a temporary of the whole
+     * message per request, so a piece bounds that memory */
+    int64_t per = ctx->ov.piece_bytes ? (int64_t)(ctx->ov.piece_bytes / rt_dtype_size(r->dtype)) : 0;
+    r->at = 0;
+    r->piece = per > 0 && per < r->count ? per : r->count;
+    start_piece(ctx, r);
     r->open = false;
     ctx->stats[RT_COLL_ALL_REDUCE].count += 1;
     ctx->stats[RT_COLL_ALL_REDUCE].bytes += (double)r->count * rt_dtype_size(r->dtype);
@@ -80,24 +127,25 @@ static int open_bucket(rt_ctx *ctx, rt_group *g, rt_reduce_op op, rt_dtype dt)
     return -1;
 }
 
-rt_tensor *rt_all_reduce_start(rt_ctx *ctx, const rt_tensor *x, rt_axes axes, rt_reduce_op op)
+/* in_place: the result is x itself (the caller's reference is x's only one) */
+static rt_tensor *start(rt_ctx *ctx, rt_tensor *x, rt_axes axes, rt_reduce_op op, bool in_place)
 {
     rt_group *g = rt_group_get(ctx, axes);
     RT_CHECK(ctx, !(op == RT_RED_AVG && x->dtype == RT_I32), "all_reduce: op=avg needs a float tensor");
     if (g->size == 1)
-        return rt_retain((rt_tensor *)x);
+        return rt_retain(x);
     if (!ctx->ov.enabled)
-        return rt_all_reduce(ctx, x, axes, op);
+        return in_place ? rt_all_reduce_reuse(ctx, x, axes, op) : rt_all_reduce(ctx, x, axes, op);
     rt_overlap *o = &ctx->ov;
-    rt_tensor *y = rt_empty(ctx, x->dtype, x->ndim, x->shape);
+    rt_tensor *y = in_place ? rt_retain(x) : rt_empty(ctx, x->dtype, x->ndim, x->shape);
     o->members = grow(ctx, o->members, &o->cap_members, o->nmembers + 1, sizeof *o->members);
     rt_member *m = &o->members[o->nmembers];
     *m = (rt_member){.out = y, .op = op, .group_size = g->size};
     size_t bytes = bytes_of(x);
-    if (bytes >= o->bucket_bytes) { /* its own request, out of place from x */
+    if (bytes >= o->bucket_bytes) { /* its own request, out of place from x or in place */
         int k = new_request(ctx, g, op, x->dtype);
         rt_request *r = &o->reqs[k];
-        r->in = rt_retain((rt_tensor *)x); /* MPI reads it until the wait */
+        r->in = in_place ? NULL : rt_retain(x); /* MPI reads it until the wait */
         r->buf = y;                        /* borrowed: rt_free(y) waits first */
         r->count = x->numel;
         m->req = k;
@@ -130,6 +178,16 @@ rt_tensor *rt_all_reduce_start(rt_ctx *ctx, const rt_tensor *x, rt_axes axes, rt
     return y;
 }
 
+rt_tensor *rt_all_reduce_start(rt_ctx *ctx, const rt_tensor *x, rt_axes axes, rt_reduce_op op)
+{
+    return start(ctx, (rt_tensor *)x, axes, op, false);
+}
+
+rt_tensor *rt_all_reduce_start_reuse(rt_ctx *ctx, rt_tensor *x, rt_axes axes, rt_reduce_op op)
+{
+    return start(ctx, x, axes, op, x->refs == 1 && !rt_pending(ctx, x));
+}
+
 void rt_flush(rt_ctx *ctx)
 {
     rt_overlap *o = &ctx->ov;
@@ -148,6 +206,7 @@ static void complete(rt_ctx *ctx, int k)
     rt_kspan ks_ = rt_kernel_begin(ctx);
     if (!r->done)
         RT_CALL_MPI(ctx, rt_mpi_wait(ctx, &r->req));
+    finish_rest(ctx, r);
     double now = rt_now();
     ctx->stats[RT_COLL_ALL_REDUCE].inflight += now - r->t_start;
     for (int i = 0; i < o->nmembers; i++) {
@@ -209,7 +268,7 @@ void rt_progress(rt_ctx *ctx)
             continue;
         int flag = 0;
         RT_CALL_MPI(ctx, MPI_Test(&r->req, &flag, MPI_STATUS_IGNORE));
-        r->done = flag != 0;
+        r->done = flag != 0; /* this piece; the next ones start at the wait */
     }
 }
 
@@ -219,6 +278,8 @@ void rt_overlap_setup(rt_ctx *ctx)
     ctx->ov.enabled = ctx->mpi && !(e && strcmp(e, "0") == 0);
     const char *b = getenv("SPMD_BUCKET_KB");
     ctx->ov.bucket_bytes = (b ? (size_t)strtoull(b, NULL, 10) : 1024) << 10;
+    const char *pc = getenv("SPMD_PIECE_KB");
+    ctx->ov.piece_bytes = (pc ? (size_t)strtoull(pc, NULL, 10) : 2048) << 10;
 }
 
 void rt_overlap_free(rt_ctx *ctx)

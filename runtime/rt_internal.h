@@ -49,7 +49,8 @@ typedef struct rt_request {
     rt_tensor *in;   /* retained input (large tensors) */
     rt_tensor *buf;  /* the result (borrowed) or the bucket (owned) */
     int64_t count;   /* elements reduced */
-    bool bucket, open, done; /* open: not started; done: MPI_Test said so */
+    int64_t at, piece; /* the piece in flight: elements [at, at + piece) */
+    bool bucket, open, done; /* open: not started; done: MPI_Test said so (all pieces) */
     double t_start;
 } rt_request;
 
@@ -65,6 +66,7 @@ typedef struct rt_member {
 typedef struct rt_overlap {
     bool enabled;        /* SPMD_OVERLAP != 0 */
     size_t bucket_bytes; /* SPMD_BUCKET_KB */
+    size_t piece_bytes;  /* SPMD_PIECE_KB: 0 = one MPI_Iallreduce per request */
     rt_request *reqs;
     int nreqs, cap_reqs;
     rt_member *members;
@@ -121,6 +123,8 @@ struct rt_ctx {
     void *hook_user;
 
     double t_start;      /* seconds, monotonic clock */
+    double t_proc;       /* the process's start on the same clock (0: unknown) */
+    double t_first_step; /* the first rt_step_begin (0: none yet) */
     char *trace_path;
     rt_event *events;
     int nevents, events_cap;
@@ -187,6 +191,7 @@ void rt_alloc_record(rt_ctx *ctx, double t0, bool fresh, size_t bytes);
 void rt_region_enter(rt_ctx *ctx, int level, const char *name);
 void rt_region_leave(rt_ctx *ctx, int level, double incl);
 void rt_profile_start(rt_ctx *ctx);
+double rt_process_start(void); /* the process's start on rt_now()'s clock; 0: unknown */
 void rt_profile_print(rt_ctx *ctx);
 void rt_profile_free(rt_ctx *ctx);
 /* A kernel measured from here to the end of the enclosing block:
@@ -206,6 +211,9 @@ void rt_kscope_end_(rt_kscope *k);
 MPI_Datatype rt_mpi_type(rt_dtype dt);
 MPI_Op rt_mpi_op(rt_ctx *ctx, rt_reduce_op op, rt_dtype dt);
 void rt_scale_inplace(rt_tensor *y, double s); /* op=avg */
+/* MPI_Allreduce, or started and waited for with rt_mpi_wait (SPMD_WAIT) */
+int rt_coll_allreduce(rt_ctx *ctx, const void *in, void *out, int n, MPI_Datatype t, MPI_Op op,
+                      MPI_Comm c);
 
 /* overlap.c */
 void rt_overlap_setup(rt_ctx *ctx);

@@ -73,6 +73,10 @@ rt_tensor *rt_retain(rt_tensor *x); /* new reference to the same tensor */
  * op writes in place; otherwise a new tensor of x's dtype and shape. */
 rt_tensor *rt_reuse(rt_ctx *ctx, rt_tensor *x);
 void rt_free(rt_ctx *ctx, rt_tensor *x); /* NULL is allowed */
+/* Hands x's buffer (64-byte aligned, from aligned_alloc: release it with
+ * free()) to the caller and frees x, whose only reference the caller's must
+ * be. For C code that keeps a runtime result as a plain array. */
+void *rt_take_data(rt_ctx *ctx, rt_tensor *x);
 double rt_get(const rt_tensor *x, int64_t i);        /* flat index, as double */
 void rt_set(rt_tensor *x, int64_t i, double v);
 double rt_item(rt_ctx *ctx, const rt_tensor *x);     /* the value of a 1-element tensor */
@@ -143,6 +147,11 @@ typedef enum { RT_R, RT_I, RT_V, RT_P } rt_ltype;
 
 /* dim: RT_STACK for the V (stack) form, i >= 0 for S(i). */
 rt_tensor *rt_all_reduce(rt_ctx *ctx, const rt_tensor *x, rt_axes axes, rt_reduce_op op);
+/* The same for an x that dies at it (the caller frees x right after): when
+ * the caller's reference is x's only one, reduces in x's buffer
+ * (MPI_IN_PLACE) and returns x (a new reference), like rt_reuse; otherwise
+ * rt_all_reduce. Generated code calls it for operands freed after it. */
+rt_tensor *rt_all_reduce_reuse(rt_ctx *ctx, rt_tensor *x, rt_axes axes, rt_reduce_op op);
 rt_tensor *rt_all_gather(rt_ctx *ctx, const rt_tensor *x, rt_axes axes, int dim);
 rt_tensor *rt_reduce_scatter(rt_ctx *ctx, const rt_tensor *x, rt_axes axes, int dim);
 rt_tensor *rt_all_to_all(rt_ctx *ctx, const rt_tensor *x, rt_axes axes, int src_dim,
@@ -160,6 +169,8 @@ void rt_barrier(rt_ctx *ctx);
  * bucket (docs/runtime.md "Overlap"). rt_wait is a no-op for a tensor that
  * is not pending. rt_flush starts the buckets still open. */
 rt_tensor *rt_all_reduce_start(rt_ctx *ctx, const rt_tensor *x, rt_axes axes, rt_reduce_op op);
+/* ... and for an x that dies at it: in x's buffer, as rt_all_reduce_reuse */
+rt_tensor *rt_all_reduce_start_reuse(rt_ctx *ctx, rt_tensor *x, rt_axes axes, rt_reduce_op op);
 void rt_wait(rt_ctx *ctx, const rt_tensor *t);
 void rt_flush(rt_ctx *ctx);
 void rt_wait_all(rt_ctx *ctx);
@@ -407,6 +418,23 @@ bool rt_exists(rt_ctx *ctx, const char *path);
 
 void rt_trace_begin(rt_ctx *ctx, const char *name);  /* user regions; nest */
 void rt_trace_end(rt_ctx *ctx);
+/* One iteration of a training loop (generated programs: each iteration of a
+ * loop of main's body): rt_trace_begin's region, ended by rt_trace_end; the
+ * first call ends start-up, measured or not (rt_startup). */
+void rt_step_begin(rt_ctx *ctx, const char *name);
+/* Start-up on this rank, seconds from the process's start (the kernel's
+ * start time, /proc/self/stat: whole clock ticks, so up to a tick early) to
+ * the end of rt_init (*ready: loading, MPI_Init, the mesh, rt_init's barrier)
+ * and to the first rt_step_begin (*first_step; -1 before it). Both -1 when
+ * the process's start time is unknown. */
+void rt_startup(const rt_ctx *ctx, double *ready, double *first_step);
+/* Collective: rank 0 prints on stderr the maxima over ranks of *ready,
+ * *first_step and first_step - ready (the time after rt_init: initialising
+ * the program's data), in ms, as
+ *   start-up: R ms from the process's start to the end of rt_init (...),
+ *   F ms to the first training step, I ms of them after rt_init (max over ranks)
+ * (one line). --profile prints it; so does bench/flagship_hand --time. */
+void rt_startup_print(rt_ctx *ctx);
 bool rt_tracing(const rt_ctx *ctx);
 
 /* What --profile attributes a kernel's time to (and --trace names). */

@@ -179,6 +179,15 @@ void rt_free(rt_ctx *ctx, rt_tensor *x)
     free(x);
 }
 
+void *rt_take_data(rt_ctx *ctx, rt_tensor *x)
+{
+    RT_CHECK(ctx, x->refs == 1, "rt_take_data: the tensor has %d references, not 1", x->refs);
+    rt_wait(ctx, x); /* MPI may still write it */
+    void *p = x->data;
+    free(x);
+    return p;
+}
+
 double rt_get(const rt_tensor *x, int64_t i)
 {
     switch (x->dtype) {

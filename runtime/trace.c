@@ -54,6 +54,13 @@ void rt_trace_begin(rt_ctx *ctx, const char *name)
     ctx->open_t0[k] = rt_now();
 }
 
+void rt_step_begin(rt_ctx *ctx, const char *name)
+{
+    if (ctx->t_first_step == 0) /* start-up ends here (rt_startup) */
+        ctx->t_first_step = rt_now();
+    rt_trace_begin(ctx, name);
+}
+
 void rt_trace_end(rt_ctx *ctx)
 {
     if (!rt_measuring(ctx))

@@ -8,8 +8,9 @@ SPMD_PACKAGES="cmake make gcc re2c bison libopenmpi-dev openmpi-bin libcriterion
   fortunes"
 missing=()
 # the test suite's: clang and libFuzzer (the clang build, tests/fuzz), ip
-# (tests/multihost), unshare (tests/faults)
-SPMD_PACKAGES="$SPMD_PACKAGES clang libclang-rt-14-dev iproute2 util-linux"
+# (tests/multihost), unshare (tests/faults); GNU time (/usr/bin/time -v: peak
+# memory per rank in bench/tp_mlp_startup_mem.sh)
+SPMD_PACKAGES="$SPMD_PACKAGES clang libclang-rt-14-dev iproute2 util-linux time"
 for p in $SPMD_PACKAGES; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
 done

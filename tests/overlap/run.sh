@@ -4,7 +4,9 @@
 # meshes (2,1), (2,2) and (4,1) with: the default schedule (overlap, 1 MiB
 # buckets: every gradient in one bucket), SPMD_BUCKET_KB=1 (the weights
 # start their own MPI_Iallreduce, the biases share a bucket),
-# SPMD_BUCKET_KB=0 (no buckets) and SPMD_OVERLAP=0 (the blocking
+# SPMD_BUCKET_KB=0 (no buckets), SPMD_BUCKET_KB=0 SPMD_PIECE_KB=3 (each
+# weight's all-reduce starts its first 3 KiB, the wait reduces the rest
+# blocking) and SPMD_OVERLAP=0 (the blocking
 # MPI_Allreduce of each gradient); the saved parameters must be identical
 # byte for byte, and the profile must show the collectives in flight.
 set -euo pipefail
@@ -21,13 +23,14 @@ files="w1.npy b1.npy w2.npy b2.npy"
 for mesh in dp=2,tp=1 dp=2,tp=2 dp=4,tp=1; do
   n=1
   for kv in ${mesh//,/ }; do n=$((n * ${kv#*=})); done
-  for sched in overlap bucket1 nobucket blocking; do
+  for sched in overlap bucket1 nobucket pieces blocking; do
     dir="$work/$mesh.$sched"
     mkdir -p "$dir"
     case $sched in
     overlap) env=() ;;
     bucket1) env=(SPMD_BUCKET_KB=1) ;;
     nobucket) env=(SPMD_BUCKET_KB=0) ;;
+    pieces) env=(SPMD_BUCKET_KB=0 SPMD_PIECE_KB=3) ;;
     blocking) env=(SPMD_OVERLAP=0) ;;
     esac
     (cd "$dir" && env "${env[@]}" timeout 120 mpirun --oversubscribe -np "$n" "$work/prog" --mesh "$mesh" \
@@ -43,5 +46,5 @@ for mesh in dp=2,tp=1 dp=2,tp=2 dp=4,tp=1; do
     done
     cmp "$work/$mesh.overlap/out.txt" "$dir/out.txt" || { echo "FAIL: $mesh: losses differ ($sched)"; exit 1; }
   done
-  echo "ok: $mesh: overlap, 1 KiB buckets, no buckets and blocking give identical parameters"
+  echo "ok: $mesh: overlap, 1 KiB buckets, no buckets, 3 KiB pieces and blocking give identical parameters"
 done

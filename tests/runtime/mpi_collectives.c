@@ -5,8 +5,11 @@
  * Each rank's input is a deterministic function of (world rank, element);
  * the expected block is computed from that function with index arithmetic
  * written independently of the runtime (including the rank layout).
+ * all_reduce also in its in-place (_reuse) and non-blocking forms.
  * Usage: mpirun -np N mpi_collectives a=2,b=4 [--mesh ...] */
+#include <malloc.h>
 #include <mpi.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -107,26 +110,82 @@ static void check_val(tcase *t, const rt_tensor *y, int64_t i, double want)
 
 static const char *dtn(rt_dtype dt) { return rt_dtype_name(dt); }
 
-/* --- all_reduce */
+/* --- all_reduce, blocking and started, out of place and in place (the
+ * _reuse forms: in x's buffer when the caller holds x's only reference,
+ * else out of place with x untouched) */
+enum { AR_PLAIN, AR_REUSE, AR_REUSE_SHARED, AR_START, AR_START_REUSE, AR_START_REUSE_SHARED,
+       AR_FORMS };
+
 static void t_all_reduce(tcase *t, rt_dtype dt, rt_reduce_op op)
 {
     static const char *ops[] = {"sum", "avg", "max", "min"};
+    static const char *forms[] = {"", " reuse", " reuse (shared)", " start", " start_reuse",
+                                  " start_reuse (shared)"};
     int64_t s[3] = {2, 3, 2};
-    snprintf(t->what, sizeof t->what, "all_reduce %s %s", ops[op], dtn(dt));
-    rt_tensor *x = input(t, dt, 3, s, rt_rank(t->ctx));
-    rt_tensor *y = rt_all_reduce(t->ctx, x, t->axes, op);
-    check_shape(t, y, 3, s);
-    for (int64_t i = 0; i < y->numel; i++) {
-        double acc = op == RT_RED_MAX ? -1e300 : op == RT_RED_MIN ? 1e300 : 0;
-        for (int k = 0; k < t->n; k++) {
-            double v = val(t->members[k], i);
-            acc = op == RT_RED_MAX ? (v > acc ? v : acc) : op == RT_RED_MIN ? (v < acc ? v : acc)
-                                                                              : acc + v;
+    int rank = rt_rank(t->ctx);
+    for (int f = 0; f < AR_FORMS; f++) {
+        snprintf(t->what, sizeof t->what, "all_reduce%s %s %s", forms[f], ops[op], dtn(dt));
+        rt_tensor *x = input(t, dt, 3, s, rank), *other = NULL, *y;
+        if (f == AR_REUSE_SHARED || f == AR_START_REUSE_SHARED)
+            other = rt_retain(x); /* someone else holds x: never written */
+        switch (f) {
+        case AR_PLAIN: y = rt_all_reduce(t->ctx, x, t->axes, op); break;
+        case AR_REUSE: case AR_REUSE_SHARED: y = rt_all_reduce_reuse(t->ctx, x, t->axes, op); break;
+        case AR_START: y = rt_all_reduce_start(t->ctx, x, t->axes, op); break;
+        default: y = rt_all_reduce_start_reuse(t->ctx, x, t->axes, op); break;
         }
-        check_val(t, y, i, op == RT_RED_AVG ? acc / t->n : acc);
+        rt_wait(t->ctx, y);
+        check_shape(t, y, 3, s);
+        for (int64_t i = 0; i < y->numel; i++) {
+            double acc = op == RT_RED_MAX ? -1e300 : op == RT_RED_MIN ? 1e300 : 0;
+            for (int k = 0; k < t->n; k++) {
+                double v = val(t->members[k], i);
+                acc = op == RT_RED_MAX ? (v > acc ? v : acc) : op == RT_RED_MIN ? (v < acc ? v : acc)
+                                                                                  : acc + v;
+            }
+            check_val(t, y, i, op == RT_RED_AVG ? acc / t->n : acc);
+        }
+        bool in_place = f == AR_REUSE || f == AR_START_REUSE;
+        t->checks++;
+        if ((y == x) != (in_place || t->n == 1)) { /* a group of one shares x */
+            t->failures++;
+            fprintf(stderr, "[rank %d] FAIL %s: the result is %sx\n", rank, t->what,
+                    y == x ? "" : "not ");
+        }
+        if (!in_place && t->n > 1)
+            for (int64_t i = 0; i < x->numel; i++)
+                check_val(t, x, i, val(rank, i));
+        rt_free(t->ctx, other);
+        rt_free(t->ctx, x);
+        rt_free(t->ctx, y);
     }
-    rt_free(t->ctx, x);
-    rt_free(t->ctx, y);
+}
+
+/* --- a non-blocking all_reduce of 1000 elements: with SPMD_PIECE_KB=1 its
+ * first 1 KiB started, the rest reduced at the wait, in place or not */
+static void t_all_reduce_pieces(tcase *t, rt_dtype dt)
+{
+    int64_t n = 1000;
+    int rank = rt_rank(t->ctx);
+    for (int reuse = 0; reuse < 2; reuse++) {
+        snprintf(t->what, sizeof t->what, "all_reduce%s of %lld %s", reuse ? " start_reuse" : " start",
+                 (long long)n, dtn(dt));
+        rt_tensor *x = input(t, dt, 1, &n, rank);
+        rt_tensor *y = reuse ? rt_all_reduce_start_reuse(t->ctx, x, t->axes, RT_RED_SUM)
+                             : rt_all_reduce_start(t->ctx, x, t->axes, RT_RED_SUM);
+        rt_tensor *z = rt_empty(t->ctx, RT_F32, 1, &n); /* an allocation tests the requests */
+        rt_wait(t->ctx, y);
+        check_shape(t, y, 1, &n);
+        for (int64_t i = 0; i < n; i++) {
+            double acc = 0;
+            for (int k = 0; k < t->n; k++)
+                acc += val(t->members[k], i);
+            check_val(t, y, i, acc);
+        }
+        rt_free(t->ctx, z);
+        rt_free(t->ctx, x);
+        rt_free(t->ctx, y);
+    }
 }
 
 /* --- all_gather: S(d) concatenates, V stacks a new dim 0 */
@@ -322,6 +381,7 @@ static void run_tuple(tcase *t, rt_axes axes)
             t_all_reduce(t, dt, RT_RED_AVG);
         t_all_reduce(t, dt, RT_RED_MAX);
         t_all_reduce(t, dt, RT_RED_MIN);
+        t_all_reduce_pieces(t, dt);
         for (int a = 0; a < 4; a++) {
             t_all_gather(t, dt, dims[a]);
             t_reduce_scatter(t, dt, dims[a]);
@@ -347,6 +407,25 @@ static void each_tuple(tcase *t, rt_axes cur, int used)
         next.idx[next.n++] = a;
         each_tuple(t, next, used | (1 << a));
     }
+}
+
+/* rt_init fixes glibc's mmap threshold (mesh.c): a freed 8 MiB mapping does
+ * not send the next 8 MiB buffer into the heap, where it would stay */
+static void t_mmap_threshold(tcase *t)
+{
+    size_t big = (size_t)8 << 20;
+    struct mallinfo2 m0 = mallinfo2();
+    void *a = malloc(big);
+    free(a);
+    void *b = malloc(big);
+    struct mallinfo2 m1 = mallinfo2();
+    t->checks++;
+    if (!a || !b || m1.hblkhd < m0.hblkhd + big) {
+        t->failures++;
+        fprintf(stderr, "[rank %d] FAIL: a second 8 MiB malloc came from the heap (mapped bytes "
+                        "%zu, then %zu)\n", rt_rank(t->ctx), m0.hblkhd, m1.hblkhd);
+    }
+    free(b);
 }
 
 static int parse_decl(const char *spec, char names[][16], const char **pnames, int *sizes)
@@ -393,6 +472,7 @@ int main(int argc, char **argv)
         t.failures++;
         fprintf(stderr, "[rank %d] FAIL coordinates give rank %d\n", rt_rank(ctx), r);
     }
+    t_mmap_threshold(&t);
     each_tuple(&t, RT_NO_AXES, 0);
     int fails = 0, checks = 0;
     MPI_Allreduce(&t.failures, &fails, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);

@@ -733,6 +733,40 @@ Test(kernels, accumulate_in_place)
     rt_free(C, shared); rt_free(C, acc); rt_free(C, x);
 }
 
+Test(kernels, take_data_hands_the_buffer_over)
+{
+    rt_tensor *a = rt_full(C, RT_F32, 1, (int64_t[]){1000}, 2.5);
+    void *p = a->data;
+    float *q = rt_take_data(C, a); /* a is gone, its buffer is ours */
+    cr_assert_eq((void *)q, p);
+    cr_assert_eq((uintptr_t)q % 64, 0);
+    cr_assert_eq(q[0], 2.5f);
+    cr_assert_eq(q[999], 2.5f);
+    free(q);
+    rt_tensor *b = rt_empty(C, RT_F32, 1, (int64_t[]){10});
+    rt_tensor *shared = rt_retain(b);
+    EXPECT_FAIL(rt_take_data(C, b), "2 references");
+    rt_free(C, shared); rt_free(C, b);
+}
+
+Test(kernels, startup_ends_at_the_first_step)
+{
+    double ready, first;
+    rt_startup(C, &ready, &first);
+    cr_assert_gt(ready, 0, "ready %g: the process started before the ctx", ready);
+    cr_assert_lt(ready, 3600);
+    cr_assert_eq(first, -1, "no step yet: %g", first);
+    rt_step_begin(C, "step");
+    rt_trace_end(C);
+    rt_startup(C, &ready, &first);
+    cr_assert_geq(first, ready);
+    double again;
+    rt_step_begin(C, "step"); /* only the first step ends start-up */
+    rt_trace_end(C);
+    rt_startup(C, NULL, &again);
+    cr_assert_eq(again, first);
+}
+
 Test(kernels, pool_reuses_buffers)
 {
     rt_tensor *a = rt_empty(C, RT_F32, 1, (int64_t[]){1000});
