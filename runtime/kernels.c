@@ -471,13 +471,28 @@ rt_tensor *rt_sum_to_shape(rt_ctx *ctx, const rt_tensor *g, int ndim, const int6
                  (long long)shape[d], (long long)g->shape[g->ndim - ndim + d]);
     strides_into(&tgt, g->ndim, g->shape, str);
     int64_t n = rt_numel_of(ndim, shape);
-    size_t cap, gcap;
-    double *acc = rt_scratch(ctx, n, &cap), *gv = rt_scratch(ctx, g->numel, &gcap);
+    size_t cap, rcap;
+    double *acc = rt_scratch(ctx, n, &cap);
     memset(acc, 0, (size_t)n * sizeof *acc);
-    rt_load_f64(g, 0, g->numel, gv);
-    for (int64_t i = 0; i < g->numel; i++) {
-        acc[off] += gv[i];
-        for (int d = g->ndim - 1; d >= 0; d--) {
+    /* g in row-major order, a run of its last dim at a time: each target
+     * element receives its terms in the order of their flat index in g (a
+     * kept last dim adds the run elementwise, a reduced one sums it) */
+    int last = g->ndim - 1;
+    int64_t run = g->shape[last], sl = str[last];
+    double *row = rt_scratch(ctx, run, &rcap);
+    for (int64_t o = 0; o < g->numel; o += run) {
+        rt_load_f64(g, o, run, row);
+        double *a = acc + off;
+        if (sl == 0) {
+            double s = a[0];
+            for (int64_t i = 0; i < run; i++)
+                s += row[i];
+            a[0] = s;
+        } else {
+            for (int64_t i = 0; i < run; i++)
+                a[i] += row[i];
+        }
+        for (int d = last - 1; d >= 0; d--) {
             off += str[d];
             if (++idx[d] < g->shape[d])
                 break;
@@ -488,7 +503,7 @@ rt_tensor *rt_sum_to_shape(rt_ctx *ctx, const rt_tensor *g, int ndim, const int6
     rt_tensor *y = rt_empty(ctx, g->dtype, ndim, shape);
     rt_store_f64(y, 0, n, acc);
     rt_pool_release(ctx, acc, cap);
-    rt_pool_release(ctx, gv, gcap);
+    rt_pool_release(ctx, row, rcap);
     return y;
 }
 
@@ -518,6 +533,59 @@ static rt_tensor *reduce_dim(rt_ctx *ctx, const rt_tensor *x, int dim, bool keep
     rt_split_dims(x, dim, &outer, &d, &inner);
     reduced_shape(x, dim, keepdim, &ndim, shape);
     size_t cap, rcap;
+    if (inner == 1 && outer > 1 && d <= 65536) {
+        /* contiguous lanes (a reduction over the last dim): RT_LANES rows
+         * side by side, each reduced in order (rt_internal.h) */
+        double *buf = rt_scratch(ctx, RT_LANES * d, &rcap), acc[RT_LANES];
+        rt_tensor *y = rt_empty(ctx, x->dtype, ndim, shape);
+        for (int64_t o0 = 0; o0 < outer; o0 += RT_LANES) {
+            int64_t n = outer - o0 < RT_LANES ? outer - o0 : RT_LANES;
+            rt_load_rows_t(x, o0, n, d, buf);
+            for (int r = 0; r < RT_LANES; r++)
+                acc[r] = k == RED_MAX ? -INFINITY : 0.0;
+            if (k == RED_MAX)
+                for (int64_t j = 0; j < d; j++)
+                    for (int r = 0; r < RT_LANES; r++) {
+                        double v = buf[j * RT_LANES + r];
+                        acc[r] = v > acc[r] || isnan(v) ? v : acc[r];
+                    }
+            else
+                for (int64_t j = 0; j < d; j++)
+                    for (int r = 0; r < RT_LANES; r++)
+                        acc[r] += buf[j * RT_LANES + r];
+            if (k == RED_MEAN)
+                for (int r = 0; r < RT_LANES; r++)
+                    acc[r] /= (double)d;
+            rt_store_f64(y, o0, n, acc);
+        }
+        rt_pool_release(ctx, buf, rcap);
+        return y;
+    }
+    if (inner == 1) {
+        /* one long contiguous lane at a time (everything, or very long
+         * rows): loaded in chunks and reduced in order */
+        int64_t chunk = d < 4096 ? d : 4096;
+        double *lane = rt_scratch(ctx, chunk, &rcap);
+        rt_tensor *y = rt_empty(ctx, x->dtype, ndim, shape);
+        for (int64_t o = 0; o < outer; o++) {
+            double a = k == RED_MAX ? -INFINITY : 0.0;
+            for (int64_t j0 = 0; j0 < d; j0 += chunk) {
+                int64_t m = d - j0 < chunk ? d - j0 : chunk;
+                rt_load_f64(x, o * d + j0, m, lane);
+                if (k == RED_MAX)
+                    for (int64_t j = 0; j < m; j++)
+                        a = lane[j] > a || isnan(lane[j]) ? lane[j] : a;
+                else
+                    for (int64_t j = 0; j < m; j++)
+                        a += lane[j];
+            }
+            if (k == RED_MEAN)
+                a /= (double)d;
+            rt_store_f64(y, o, 1, &a);
+        }
+        rt_pool_release(ctx, lane, rcap);
+        return y;
+    }
     double *acc = rt_scratch(ctx, outer * inner, &cap), *row = rt_scratch(ctx, inner, &rcap);
     for (int64_t o = 0; o < outer; o++) {
         double *a = acc + o * inner;

@@ -67,9 +67,16 @@ static void lane_exp(const rt_vm_table *vm, const double *x, double *y, int64_t 
 typedef void (*lane_fn)(const rt_vm_table *vm, double *y, const double *a, const double *b,
                         int64_t n);
 
-/* y = f(a[, b]) lane by lane, with a and b of the same shape */
+/* The same on RT_LANES contiguous lanes side by side (rt_load_rows_t's
+ * transposed layout: element j of lane r at [j * RT_LANES + r]); each lane
+ * computes what lane_fn computes, operation by operation, in the same order */
+typedef void (*group_fn)(const rt_vm_table *vm, double *y, const double *a, const double *b,
+                         int64_t n);
+
+/* y = f(a[, b]) lane by lane, with a and b of the same shape; contiguous
+ * lanes (dim is the last) RT_LANES at a time with g */
 static rt_tensor *map_lanes(rt_ctx *ctx, const rt_tensor *a, const rt_tensor *b, int dim,
-                            lane_fn f, const char *what)
+                            lane_fn f, group_fn g, const char *what)
 {
     rt_check_float(ctx, a, what);
     RT_CHECK(ctx, !b || (rt_same_shape(a, b) && a->dtype == b->dtype),
@@ -77,6 +84,23 @@ static rt_tensor *map_lanes(rt_ctx *ctx, const rt_tensor *a, const rt_tensor *b,
     RT_KERNEL(ctx, RT_K_NN, what);
     lanes l = lanes_of(ctx, a, &dim, what);
     size_t c1, c2, c3;
+    if (l.inner == 1 && l.d > 0) {
+        double *ga = rt_scratch(ctx, RT_LANES * l.d, &c1), *gb = rt_scratch(ctx, RT_LANES * l.d, &c2),
+               *gy = rt_scratch(ctx, RT_LANES * l.d, &c3);
+        rt_tensor *y = rt_empty(ctx, a->dtype, a->ndim, a->shape);
+        for (int64_t o0 = 0; o0 < l.outer; o0 += RT_LANES) {
+            int64_t n = l.outer - o0 < RT_LANES ? l.outer - o0 : RT_LANES;
+            rt_load_rows_t(a, o0, n, l.d, ga);
+            if (b)
+                rt_load_rows_t(b, o0, n, l.d, gb);
+            g(ctx->vm, gy, ga, gb, l.d);
+            rt_store_rows_t(y, o0, n, l.d, gy);
+        }
+        rt_pool_release(ctx, ga, c1);
+        rt_pool_release(ctx, gb, c2);
+        rt_pool_release(ctx, gy, c3);
+        return y;
+    }
     double *va = rt_scratch(ctx, l.d, &c1), *vb = rt_scratch(ctx, l.d, &c2),
            *vy = rt_scratch(ctx, l.d, &c3);
     rt_tensor *y = rt_empty(ctx, a->dtype, a->ndim, a->shape);
@@ -151,24 +175,104 @@ static void log_softmax_bwd_lane(const rt_vm_table *vm, double *dx, const double
         dx[j] = dy[j] - dx[j] * s;
 }
 
+/* ---- the same, RT_LANES lanes side by side (group_fn) */
+
+#define L_ RT_LANES
+#define AT_(p, j, r) (p)[(j) * L_ + (r)]
+
+RT_WIDEST static void softmax_group(const rt_vm_table *vm, double *y, const double *x, const double *unused,
+                          int64_t n)
+{
+    (void)unused;
+    double m[L_], s[L_] = {0};
+    for (int r = 0; r < L_; r++)
+        m[r] = -INFINITY;
+    for (int64_t j = 0; j < n; j++)
+        for (int r = 0; r < L_; r++)
+            m[r] = AT_(x, j, r) > m[r] ? AT_(x, j, r) : m[r];
+    for (int64_t j = 0; j < n; j++)
+        for (int r = 0; r < L_; r++)
+            AT_(y, j, r) = AT_(x, j, r) - m[r];
+    lane_exp(vm, y, y, L_ * n);
+    for (int64_t j = 0; j < n; j++)
+        for (int r = 0; r < L_; r++)
+            s[r] += AT_(y, j, r);
+    for (int64_t j = 0; j < n; j++)
+        for (int r = 0; r < L_; r++)
+            AT_(y, j, r) /= s[r];
+}
+
+RT_WIDEST static void log_softmax_group(const rt_vm_table *vm, double *y, const double *x,
+                              const double *unused, int64_t n)
+{
+    (void)unused;
+    double m[L_], s[L_] = {0}, lse[L_];
+    for (int r = 0; r < L_; r++)
+        m[r] = -INFINITY;
+    for (int64_t j = 0; j < n; j++)
+        for (int r = 0; r < L_; r++)
+            m[r] = AT_(x, j, r) > m[r] ? AT_(x, j, r) : m[r];
+    for (int64_t j = 0; j < n; j++)
+        for (int r = 0; r < L_; r++)
+            AT_(y, j, r) = AT_(x, j, r) - m[r];
+    lane_exp(vm, y, y, L_ * n);
+    for (int64_t j = 0; j < n; j++)
+        for (int r = 0; r < L_; r++)
+            s[r] += AT_(y, j, r);
+    for (int r = 0; r < L_; r++)
+        lse[r] = m[r] + log(s[r]);
+    for (int64_t j = 0; j < n; j++)
+        for (int r = 0; r < L_; r++)
+            AT_(y, j, r) = AT_(x, j, r) - lse[r];
+}
+
+RT_WIDEST static void softmax_bwd_group(const rt_vm_table *vm, double *dx, const double *y,
+                              const double *dy, int64_t n)
+{
+    (void)vm;
+    double s[L_] = {0};
+    for (int64_t j = 0; j < n; j++)
+        for (int r = 0; r < L_; r++)
+            s[r] += AT_(dy, j, r) * AT_(y, j, r);
+    for (int64_t j = 0; j < n; j++)
+        for (int r = 0; r < L_; r++)
+            AT_(dx, j, r) = AT_(y, j, r) * (AT_(dy, j, r) - s[r]);
+}
+
+RT_WIDEST static void log_softmax_bwd_group(const rt_vm_table *vm, double *dx, const double *y,
+                                  const double *dy, int64_t n)
+{
+    double s[L_] = {0};
+    for (int64_t j = 0; j < n; j++)
+        for (int r = 0; r < L_; r++)
+            s[r] += AT_(dy, j, r);
+    lane_exp(vm, y, dx, L_ * n);
+    for (int64_t j = 0; j < n; j++)
+        for (int r = 0; r < L_; r++)
+            AT_(dx, j, r) = AT_(dy, j, r) - AT_(dx, j, r) * s[r];
+}
+
+#undef AT_
+#undef L_
+
 rt_tensor *rt_softmax(rt_ctx *ctx, const rt_tensor *x, int dim)
 {
-    return map_lanes(ctx, x, NULL, dim, softmax_lane, "softmax");
+    return map_lanes(ctx, x, NULL, dim, softmax_lane, softmax_group, "softmax");
 }
 
 rt_tensor *rt_log_softmax(rt_ctx *ctx, const rt_tensor *x, int dim)
 {
-    return map_lanes(ctx, x, NULL, dim, log_softmax_lane, "log_softmax");
+    return map_lanes(ctx, x, NULL, dim, log_softmax_lane, log_softmax_group, "log_softmax");
 }
 
 rt_tensor *rt_softmax_bwd(rt_ctx *ctx, const rt_tensor *y, const rt_tensor *dy, int dim)
 {
-    return map_lanes(ctx, y, dy, dim, softmax_bwd_lane, "softmax_bwd");
+    return map_lanes(ctx, y, dy, dim, softmax_bwd_lane, softmax_bwd_group, "softmax_bwd");
 }
 
 rt_tensor *rt_log_softmax_bwd(rt_ctx *ctx, const rt_tensor *y, const rt_tensor *dy, int dim)
 {
-    return map_lanes(ctx, y, dy, dim, log_softmax_bwd_lane, "log_softmax_bwd");
+    return map_lanes(ctx, y, dy, dim, log_softmax_bwd_lane, log_softmax_bwd_group, "log_softmax_bwd");
 }
 
 /* ---- norms over the last dim */
@@ -178,8 +282,6 @@ typedef struct norm_args {
     double eps;
     bool rms;
     int64_t rows, d;
-    double *vw, *vb;   /* weight and bias as double (NULL: absent) */
-    double *dw, *db;   /* accumulated parameter gradients */
 } norm_args;
 
 static void check_param(rt_ctx *ctx, const rt_tensor *p, const rt_tensor *x, const char *what)
@@ -187,15 +289,6 @@ static void check_param(rt_ctx *ctx, const rt_tensor *p, const rt_tensor *x, con
     RT_CHECK(ctx, p->ndim == 1 && p->shape[0] == x->shape[x->ndim - 1] && p->dtype == x->dtype,
              "%s: weight/bias must be %s[%lld]", what, rt_dtype_name(x->dtype),
              (long long)x->shape[x->ndim - 1]);
-}
-
-static double *param_f64(rt_ctx *ctx, const rt_tensor *p, size_t *cap)
-{
-    if (!p)
-        return NULL;
-    double *v = rt_scratch(ctx, p->numel, cap);
-    rt_load_f64(p, 0, p->numel, v);
-    return v;
 }
 
 static void norm_setup(rt_ctx *ctx, norm_args *a, const char *what)
@@ -210,42 +303,66 @@ static void norm_setup(rt_ctx *ctx, norm_args *a, const char *what)
     a->rows = a->d ? a->x->numel / a->d : 0;
 }
 
-/* mean (0 for rms) and 1/sqrt(var + eps) (or 1/sqrt(mean(x^2) + eps)) */
-static void row_stats(const double *x, int64_t d, bool rms, double eps, double *mean,
-                      double *rstd)
+/* Per row of a group of RT_LANES rows (transposed, rt_load_rows_t): the
+ * mean (0 for rms) and 1/sqrt(var + eps) (or 1/sqrt(mean(x^2) + eps)),
+ * each row summed in order (the same bits as one row at a time) */
+static inline __attribute__((always_inline)) void row_stats_t(const double *x, int64_t d, bool rms, double eps, double *mean,
+                        double *rstd)
 {
-    double m = 0, v = 0;
+    double m[RT_LANES] = {0}, v[RT_LANES] = {0};
     if (!rms) {
         for (int64_t j = 0; j < d; j++)
-            m += x[j];
-        m /= (double)d;
+            for (int r = 0; r < RT_LANES; r++)
+                m[r] += x[j * RT_LANES + r];
+        for (int r = 0; r < RT_LANES; r++)
+            m[r] /= (double)d;
     }
     for (int64_t j = 0; j < d; j++)
-        v += (x[j] - m) * (x[j] - m);
-    *mean = m;
-    *rstd = 1.0 / sqrt(v / (double)d + eps);
+        for (int r = 0; r < RT_LANES; r++) {
+            double c = x[j * RT_LANES + r] - m[r];
+            v[r] += c * c;
+        }
+    for (int r = 0; r < RT_LANES; r++) {
+        mean[r] = m[r];
+        rstd[r] = 1.0 / sqrt(v[r] / (double)d + eps);
+    }
 }
 
-static rt_tensor *norm_fwd(rt_ctx *ctx, norm_args *a, const char *what)
+/* the weight (1 when absent) and bias (0 when absent) as double: x * 1 and
+ * x + 0 are what the formulas compute without them */
+static double *param_or(rt_ctx *ctx, const rt_tensor *p, int64_t d, double dflt, size_t *cap)
+{
+    double *v = rt_scratch(ctx, d, cap);
+    if (p)
+        rt_load_f64(p, 0, d, v);
+    else
+        for (int64_t j = 0; j < d; j++)
+            v[j] = dflt;
+    return v;
+}
+
+/* y = (x - mean) * rstd * w + b, RT_LANES rows at a time */
+RT_WIDEST static rt_tensor *norm_fwd(rt_ctx *ctx, norm_args *a, const char *what)
 {
     norm_setup(ctx, a, what);
     RT_KERNEL(ctx, RT_K_NN, what);
-    size_t cw = 0, cb = 0, cr;
-    a->vw = param_f64(ctx, a->w, &cw);
-    a->vb = param_f64(ctx, a->b, &cb);
-    double *row = rt_scratch(ctx, a->d, &cr);
+    size_t cw, cb, cr;
+    int64_t d = a->d;
+    double *w = param_or(ctx, a->w, d, 1.0, &cw), *b = param_or(ctx, a->b, d, 0.0, &cb);
+    double *x = rt_scratch(ctx, RT_LANES * d, &cr), mean[RT_LANES], rstd[RT_LANES];
     rt_tensor *y = rt_empty(ctx, a->x->dtype, a->x->ndim, a->x->shape);
-    for (int64_t r = 0; r < a->rows; r++) {
-        double mean, rstd;
-        rt_load_f64(a->x, r * a->d, a->d, row);
-        row_stats(row, a->d, a->rms, a->eps, &mean, &rstd);
-        for (int64_t j = 0; j < a->d; j++)
-            row[j] = (row[j] - mean) * rstd * (a->vw ? a->vw[j] : 1.0) + (a->vb ? a->vb[j] : 0.0);
-        rt_store_f64(y, r * a->d, a->d, row);
+    for (int64_t r0 = 0; r0 < a->rows; r0 += RT_LANES) {
+        int64_t n = a->rows - r0 < RT_LANES ? a->rows - r0 : RT_LANES;
+        rt_load_rows_t(a->x, r0, n, d, x);
+        row_stats_t(x, d, a->rms, a->eps, mean, rstd);
+        for (int64_t j = 0; j < d; j++)
+            for (int r = 0; r < RT_LANES; r++)
+                x[j * RT_LANES + r] = (x[j * RT_LANES + r] - mean[r]) * rstd[r] * w[j] + b[j];
+        rt_store_rows_t(y, r0, n, d, x);
     }
-    rt_pool_release(ctx, a->vw, cw);
-    rt_pool_release(ctx, a->vb, cb);
-    rt_pool_release(ctx, row, cr);
+    rt_pool_release(ctx, w, cw);
+    rt_pool_release(ctx, b, cb);
+    rt_pool_release(ctx, x, cr);
     return y;
 }
 
@@ -262,29 +379,11 @@ rt_tensor *rt_rms_norm(rt_ctx *ctx, const rt_tensor *x, const rt_tensor *w, doub
     return norm_fwd(ctx, &a, "rms_norm");
 }
 
-/* one row: xhat = (x - mean) * rstd, g = dy * w;
+/* Per row: xhat = (x - mean) * rstd, g = dy * w;
  * layer_norm: dx = rstd * (g - mean(g) - xhat * mean(g * xhat))
- * rms_norm:   dx = rstd * (g - xhat * mean(g * xhat)) */
-static void norm_bwd_row(norm_args *a, double *x, const double *dy, double *g)
-{
-    double mean, rstd, mg = 0, mgx = 0;
-    row_stats(x, a->d, a->rms, a->eps, &mean, &rstd);
-    for (int64_t j = 0; j < a->d; j++) {
-        x[j] = (x[j] - mean) * rstd; /* xhat */
-        g[j] = dy[j] * (a->vw ? a->vw[j] : 1.0);
-        mg += g[j];
-        mgx += g[j] * x[j];
-        if (a->dw)
-            a->dw[j] += dy[j] * x[j];
-        if (a->db)
-            a->db[j] += dy[j];
-    }
-    mg = a->rms ? 0.0 : mg / (double)a->d;
-    mgx /= (double)a->d;
-    for (int64_t j = 0; j < a->d; j++)
-        g[j] = rstd * (g[j] - mg - x[j] * mgx);
-}
-
+ * rms_norm:   dx = rstd * (g - xhat * mean(g * xhat))
+ * RT_LANES rows at a time, each row's sums in order; dw and db add the
+ * rows' terms in row order. */
 static rt_tensor *param_grad(rt_ctx *ctx, rt_dtype dt, int64_t d, double *v, size_t cap)
 {
     rt_tensor *t = rt_empty(ctx, dt, 1, &d);
@@ -293,35 +392,65 @@ static rt_tensor *param_grad(rt_ctx *ctx, rt_dtype dt, int64_t d, double *v, siz
     return t;
 }
 
-static void norm_bwd(rt_ctx *ctx, norm_args *a, rt_tensor **dx, rt_tensor **dw, rt_tensor **db,
-                     const char *what)
+RT_WIDEST static void norm_bwd(rt_ctx *ctx, norm_args *a, rt_tensor **dx, rt_tensor **dw,
+                                rt_tensor **db, const char *what)
 {
     norm_setup(ctx, a, what);
     RT_CHECK(ctx, rt_same_shape(a->x, a->dy) && a->x->dtype == a->dy->dtype,
              "%s backward: gradient shape or dtype differs from the input", what);
     RT_KERNEL(ctx, RT_K_NN, what);
-    size_t cw = 0, cdw = 0, cdb = 0, c1, c2, c3;
-    a->vw = param_f64(ctx, a->w, &cw);
-    a->dw = dw && a->w ? rt_scratch(ctx, a->d, &cdw) : NULL;
-    a->db = db ? rt_scratch(ctx, a->d, &cdb) : NULL;
-    if (a->dw) memset(a->dw, 0, (size_t)a->d * sizeof(double));
-    if (a->db) memset(a->db, 0, (size_t)a->d * sizeof(double));
-    double *x = rt_scratch(ctx, a->d, &c1), *gy = rt_scratch(ctx, a->d, &c2),
-           *g = rt_scratch(ctx, a->d, &c3);
+    int64_t d = a->d;
+    size_t cw, cdw = 0, cdb = 0, c1, c2;
+    double *w = param_or(ctx, a->w, d, 1.0, &cw);
+    double *gw = dw && a->w ? rt_scratch(ctx, d, &cdw) : NULL;
+    double *gb = db ? rt_scratch(ctx, d, &cdb) : NULL;
+    if (gw) memset(gw, 0, (size_t)d * sizeof(double));
+    if (gb) memset(gb, 0, (size_t)d * sizeof(double));
+    double *x = rt_scratch(ctx, RT_LANES * d, &c1), *g = rt_scratch(ctx, RT_LANES * d, &c2);
+    double mean[RT_LANES], rstd[RT_LANES];
     rt_tensor *out = rt_empty(ctx, a->x->dtype, a->x->ndim, a->x->shape);
-    for (int64_t r = 0; r < a->rows; r++) {
-        rt_load_f64(a->x, r * a->d, a->d, x);
-        rt_load_f64(a->dy, r * a->d, a->d, gy);
-        norm_bwd_row(a, x, gy, g);
-        rt_store_f64(out, r * a->d, a->d, g);
+    for (int64_t r0 = 0; r0 < a->rows; r0 += RT_LANES) {
+        int64_t n = a->rows - r0 < RT_LANES ? a->rows - r0 : RT_LANES;
+        rt_load_rows_t(a->x, r0, n, d, x);
+        rt_load_rows_t(a->dy, r0, n, d, g); /* dy, then g, then dx */
+        row_stats_t(x, d, a->rms, a->eps, mean, rstd);
+        double mg[RT_LANES] = {0}, mgx[RT_LANES] = {0};
+        for (int64_t j = 0; j < d; j++)
+            for (int r = 0; r < RT_LANES; r++)
+                x[j * RT_LANES + r] = (x[j * RT_LANES + r] - mean[r]) * rstd[r]; /* xhat */
+        /* dw and db: each column adds its rows' terms in row order */
+        for (int64_t j = 0; j < d; j++) {
+            double sw = gw ? gw[j] : 0.0, sb = gb ? gb[j] : 0.0;
+            for (int64_t r = 0; r < n; r++) {
+                sw += g[j * RT_LANES + r] * x[j * RT_LANES + r];
+                sb += g[j * RT_LANES + r];
+            }
+            if (gw) gw[j] = sw;
+            if (gb) gb[j] = sb;
+        }
+        for (int64_t j = 0; j < d; j++)
+            for (int r = 0; r < RT_LANES; r++) {
+                double gj = g[j * RT_LANES + r] * w[j];
+                g[j * RT_LANES + r] = gj;
+                mg[r] += gj;
+                mgx[r] += gj * x[j * RT_LANES + r];
+            }
+        for (int r = 0; r < RT_LANES; r++) {
+            mg[r] = a->rms ? 0.0 : mg[r] / (double)d;
+            mgx[r] /= (double)d;
+        }
+        for (int64_t j = 0; j < d; j++)
+            for (int r = 0; r < RT_LANES; r++)
+                g[j * RT_LANES + r] =
+                    rstd[r] * (g[j * RT_LANES + r] - mg[r] - x[j * RT_LANES + r] * mgx[r]);
+        rt_store_rows_t(out, r0, n, d, g);
     }
     if (dx) *dx = out; else rt_free(ctx, out);
-    if (dw) *dw = a->dw ? param_grad(ctx, a->x->dtype, a->d, a->dw, cdw) : NULL;
-    if (db) *db = param_grad(ctx, a->x->dtype, a->d, a->db, cdb);
-    rt_pool_release(ctx, a->vw, cw);
+    if (dw) *dw = gw ? param_grad(ctx, a->x->dtype, d, gw, cdw) : NULL;
+    if (db) *db = param_grad(ctx, a->x->dtype, d, gb, cdb);
+    rt_pool_release(ctx, w, cw);
     rt_pool_release(ctx, x, c1);
-    rt_pool_release(ctx, gy, c2);
-    rt_pool_release(ctx, g, c3);
+    rt_pool_release(ctx, g, c2);
 }
 
 void rt_layer_norm_bwd(rt_ctx *ctx, const rt_tensor *x, const rt_tensor *w, double eps,

@@ -245,6 +245,26 @@ void rt_copy_block(void *dst, const void *src, size_t esz, int64_t outer, int64_
 void rt_load_f64(const rt_tensor *x, int64_t off, int64_t n, double *out);
 void rt_store_f64(rt_tensor *x, int64_t off, int64_t n, const double *in);
 double *rt_scratch(rt_ctx *ctx, int64_t n, size_t *cap);
+/* Row groups: kernels that reduce each row of a [rows, d] view in order
+ * (sums in double, maxima) run RT_LANES rows side by side, one per vector
+ * lane: each row is still summed in its own order, as one row at a time
+ * would be, so the results are the same bits, but RT_LANES independent
+ * chains of additions run at once instead of one.  rt_load_rows_t reads
+ * rows row0 .. row0 + n - 1 (n <= RT_LANES) as double, transposed:
+ * out[j * RT_LANES + r] = x[row0 + r][j], lanes n .. RT_LANES - 1 zero;
+ * rt_store_rows_t writes the first n lanes back, rounded to x's dtype. */
+#define RT_LANES 8
+/* A kernel compiled for AVX-512F, AVX2 and the baseline, chosen when the
+ * library is loaded (GCC/clang target_clones): the same C, so the same
+ * IEEE operations in the same order on each (no FMA contraction:
+ * -ffp-contract=off), only wider vectors. */
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__)) && !defined(RT_NO_CLONES)
+#define RT_WIDEST __attribute__((target_clones("avx512f", "avx2", "default")))
+#else
+#define RT_WIDEST
+#endif
+void rt_load_rows_t(const rt_tensor *x, int64_t row0, int64_t n, int64_t d, double *out);
+void rt_store_rows_t(rt_tensor *x, int64_t row0, int64_t n, int64_t d, const double *in);
 
 /* bf16.c: bf16 conversions of n elements, and the bf16 forms of the
  * elementwise kernels (computed by the f32 kernels, each result rounded) */

@@ -67,6 +67,46 @@ static void bstrides(const rt_tensor *x, const bshape *b, int64_t *str)
 
 /* ---- where */
 
+/* m[i] = (c[i * sc] != 0) for a run of n <= WHERE_CHUNK elements; NaN is true */
+static void where_mask(const rt_tensor *c, int64_t off, int64_t sc, int64_t n, unsigned char *m)
+{
+    switch (c->dtype) {
+    case RT_F32: {
+        const float *p = (const float *)c->data + off;
+        for (int64_t i = 0; i < n; i++)
+            m[i] = p[i * sc] != 0.0f;
+        break;
+    }
+    case RT_F64: {
+        const double *p = (const double *)c->data + off;
+        for (int64_t i = 0; i < n; i++)
+            m[i] = p[i * sc] != 0.0;
+        break;
+    }
+    case RT_I32: {
+        const int32_t *p = (const int32_t *)c->data + off;
+        for (int64_t i = 0; i < n; i++)
+            m[i] = p[i * sc] != 0;
+        break;
+    }
+    case RT_BF16: {
+        const uint16_t *p = (const uint16_t *)c->data + off;
+        for (int64_t i = 0; i < n; i++)
+            m[i] = rt_bf16_to_f32(p[i * sc]) != 0.0f;
+        break;
+    }
+    }
+}
+
+/* y[i] = m[i] ? a[i * sa] : b[i * sb] for elements of type T (the strides
+ * of a broadcast run are 0 or 1: the common pairs get loops that vectorise) */
+#define WHERE_RUN(T)                                                                           static void where_run_##T(const unsigned char *m, const T *a, int64_t sa, const T *b,                                int64_t sb, T *y, int64_t n)                                     {                                                                                              if (sa == 1 && sb == 1) {                                                                      for (int64_t i = 0; i < n; i++)                                                                y[i] = m[i] ? a[i] : b[i];                                                         } else if (sa == 1 && sb == 0) {                                                               const T bv = b[0];                                                                         for (int64_t i = 0; i < n; i++)                                                                y[i] = m[i] ? a[i] : bv;                                                           } else if (sa == 0 && sb == 1) {                                                               const T av = a[0];                                                                         for (int64_t i = 0; i < n; i++)                                                                y[i] = m[i] ? av : b[i];                                                           } else {                                                                                       for (int64_t i = 0; i < n; i++)                                                                y[i] = m[i] ? a[i * sa] : b[i * sb];                                               }                                                                                      }
+WHERE_RUN(uint16_t)
+WHERE_RUN(uint32_t)
+WHERE_RUN(uint64_t)
+
+#define WHERE_CHUNK 1024
+
 rt_tensor *rt_where(rt_ctx *ctx, const rt_tensor *c, const rt_tensor *a, const rt_tensor *b)
 {
     RT_CHECK(ctx, a->dtype == b->dtype, "where: the values' dtypes differ (%s and %s); use astype",
@@ -77,18 +117,34 @@ rt_tensor *rt_where(rt_ctx *ctx, const rt_tensor *c, const rt_tensor *a, const r
     bshape_add(ctx, &bs, b, "where");
     RT_KERNEL(ctx, RT_K_ELEMENTWISE, "where");
     rt_tensor *y = rt_empty(ctx, a->dtype, bs.ndim, bs.shape);
+    if (y->numel == 0)
+        return y;
     int64_t sc[RT_MAX_DIMS], sa[RT_MAX_DIMS], sb[RT_MAX_DIMS], idx[RT_MAX_DIMS] = {0};
     bstrides(c, &bs, sc);
     bstrides(a, &bs, sa);
     bstrides(b, &bs, sb);
+    /* runs along the last dim (the whole tensor for 0-d), chunked for the mask */
+    int last = bs.ndim - 1;
+    int64_t run = bs.ndim ? bs.shape[last] : 1;
+    int64_t rc = bs.ndim ? sc[last] : 0, ra = bs.ndim ? sa[last] : 0, rb = bs.ndim ? sb[last] : 0;
     size_t esz = rt_dtype_size(a->dtype);
-    const char *pa = a->data, *pb = b->data;
-    char *py = y->data;
+    unsigned char m[WHERE_CHUNK];
     int64_t oc = 0, oa = 0, ob = 0;
-    for (int64_t i = 0; i < y->numel; i++) {
-        bool take_a = rt_get(c, oc) != 0;
-        memcpy(py + (size_t)i * esz, take_a ? pa + (size_t)oa * esz : pb + (size_t)ob * esz, esz);
-        for (int d = bs.ndim - 1; d >= 0; d--) { /* odometer */
+    for (int64_t o = 0; o < y->numel; o += run) {
+        for (int64_t s = 0; s < run; s += WHERE_CHUNK) {
+            int64_t n = run - s < WHERE_CHUNK ? run - s : WHERE_CHUNK;
+            where_mask(c, oc + s * rc, rc, n, m);
+            const char *pa = (const char *)a->data + (size_t)(oa + s * ra) * esz;
+            const char *pb = (const char *)b->data + (size_t)(ob + s * rb) * esz;
+            char *py = (char *)y->data + (size_t)(o + s) * esz;
+            if (esz == 4)
+                where_run_uint32_t(m, (const uint32_t *)pa, ra, (const uint32_t *)pb, rb, (uint32_t *)py, n);
+            else if (esz == 8)
+                where_run_uint64_t(m, (const uint64_t *)pa, ra, (const uint64_t *)pb, rb, (uint64_t *)py, n);
+            else
+                where_run_uint16_t(m, (const uint16_t *)pa, ra, (const uint16_t *)pb, rb, (uint16_t *)py, n);
+        }
+        for (int d = last - 1; d >= 0; d--) { /* odometer over the outer dims */
             oc += sc[d];
             oa += sa[d];
             ob += sb[d];

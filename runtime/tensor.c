@@ -262,6 +262,77 @@ void rt_store_f64(rt_tensor *x, int64_t off, int64_t n, const double *in)
     }
 }
 
+void rt_load_rows_t(const rt_tensor *x, int64_t row0, int64_t n, int64_t d, double *out)
+{
+    for (int64_t r = 0; r < RT_LANES; r++) {
+        if (r >= n) {
+            for (int64_t j = 0; j < d; j++)
+                out[j * RT_LANES + r] = 0.0;
+            continue;
+        }
+        int64_t off = (row0 + r) * d;
+        switch (x->dtype) {
+        case RT_F32: {
+            const float *p = (const float *)x->data + off;
+            for (int64_t j = 0; j < d; j++)
+                out[j * RT_LANES + r] = p[j];
+            break;
+        }
+        case RT_F64: {
+            const double *p = (const double *)x->data + off;
+            for (int64_t j = 0; j < d; j++)
+                out[j * RT_LANES + r] = p[j];
+            break;
+        }
+        case RT_I32: {
+            const int32_t *p = (const int32_t *)x->data + off;
+            for (int64_t j = 0; j < d; j++)
+                out[j * RT_LANES + r] = p[j];
+            break;
+        }
+        case RT_BF16: {
+            const uint16_t *p = (const uint16_t *)x->data + off;
+            for (int64_t j = 0; j < d; j++)
+                out[j * RT_LANES + r] = rt_bf16_to_f32(p[j]);
+            break;
+        }
+        }
+    }
+}
+
+void rt_store_rows_t(rt_tensor *x, int64_t row0, int64_t n, int64_t d, const double *in)
+{
+    for (int64_t r = 0; r < n; r++) {
+        int64_t off = (row0 + r) * d;
+        switch (x->dtype) {
+        case RT_F32: {
+            float *p = (float *)x->data + off;
+            for (int64_t j = 0; j < d; j++)
+                p[j] = (float)in[j * RT_LANES + r];
+            break;
+        }
+        case RT_F64: {
+            double *p = (double *)x->data + off;
+            for (int64_t j = 0; j < d; j++)
+                p[j] = in[j * RT_LANES + r];
+            break;
+        }
+        case RT_I32: {
+            int32_t *p = (int32_t *)x->data + off;
+            for (int64_t j = 0; j < d; j++)
+                p[j] = (int32_t)in[j * RT_LANES + r];
+            break;
+        }
+        case RT_BF16: {
+            uint16_t *p = (uint16_t *)x->data + off;
+            for (int64_t j = 0; j < d; j++)
+                p[j] = rt_f32_to_bf16((float)in[j * RT_LANES + r]);
+            break;
+        }
+        }
+    }
+}
+
 double *rt_scratch(rt_ctx *ctx, int64_t n, size_t *cap)
 {
     return rt_pool_alloc(ctx, (size_t)(n > 0 ? n : 1) * sizeof(double), cap);
