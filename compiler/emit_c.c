@@ -771,6 +771,39 @@ static void emit_at(Emitter *E, IrInst **insts, int k, const bool *special, int 
   emit_inst(E, in, ind);
 }
 
+/* The loop body of a fused run: each member's value in a register, then
+ * the stores of those used after the run. */
+static void emit_fused_body(Emitter *E, IrInst **insts, int j, int end, const int *inside, const char **reg,
+                            const Type *t, int ind) {
+  memset(reg, 0, sizeof(char *) * (size_t)(E->f->nvalues + 1));
+  for (int k = j; k < end; k++) {
+    IrInst *in = insts[k];
+    if (transparent(in))
+      continue;
+    int v = in->dst[0];
+    const char *x = fused_operand(E, in->args[0], reg);
+    const char *expr;
+    if (in->op == IR_UNARY)
+      expr = !strcmp(in->s, "NEG") ? arena_sprintf(&E->c->arena, "-%s", x)
+           : !strcmp(in->s, "SQUARE") ? arena_sprintf(&E->c->arena, "%s * %s", x, x)
+           : arena_sprintf(&E->c->arena, "%s(%s)", t->dtype == DT_F64 ? "sqrt" : "sqrtf", x);
+    else if (in->op == IR_BINARY_SCALAR && in->i[1])
+      expr = arena_sprintf(&E->c->arena, "%s %s %s", fused_operand(E, in->args[1], reg), fused_op(in), x);
+    else
+      expr = arena_sprintf(&E->c->arena, "%s %s %s", x, fused_op(in), fused_operand(E, in->args[1], reg));
+    out(E, ind, "const T_ r%d_ = %s;\n", v, expr);
+    reg[v] = arena_sprintf(&E->c->arena, "r%d_", v);
+  }
+  /* stores last: an output may share its buffer with an operand read above */
+  for (int k = j; k < end; k++) {
+    if (transparent(insts[k]))
+      continue;
+    int v = insts[k]->dst[0];
+    if (E->nuses[v] > inside[v])
+      out(E, ind, "((T_ *)%s->data)[i_] = r%d_;\n", vname(E, v), v);
+  }
+}
+
 /* Emits the run starting at insts[j], if there is one worth fusing (two
  * members, or one that can reuse a dying operand's buffer); returns how many
  * instructions it covered (0: none).  blk: the block's number (E->defblk).
@@ -870,34 +903,18 @@ static int emit_fused(Emitter *E, IrInst **insts, int j, int n, const bool *spec
     }
     reg[v] = arena_sprintf(&E->c->arena, "r%d_", v);
   }
-  out(E, ind + 1, "for (int64_t i_ = 0; i_ < n_; i_++) {\n");
-  memset(reg, 0, sizeof(char *) * (size_t)(E->f->nvalues + 1));
-  for (int k = j; k < end; k++) {
-    IrInst *in = insts[k];
-    if (transparent(in))
-      continue;
-    int v = in->dst[0];
-    const char *x = fused_operand(E, in->args[0], reg);
-    const char *expr;
-    if (in->op == IR_UNARY)
-      expr = !strcmp(in->s, "NEG") ? arena_sprintf(&E->c->arena, "-%s", x)
-           : !strcmp(in->s, "SQUARE") ? arena_sprintf(&E->c->arena, "%s * %s", x, x)
-           : arena_sprintf(&E->c->arena, "%s(%s)", t->dtype == DT_F64 ? "sqrt" : "sqrtf", x);
-    else if (in->op == IR_BINARY_SCALAR && in->i[1])
-      expr = arena_sprintf(&E->c->arena, "%s %s %s", fused_operand(E, in->args[1], reg), fused_op(in), x);
-    else
-      expr = arena_sprintf(&E->c->arena, "%s %s %s", x, fused_op(in), fused_operand(E, in->args[1], reg));
-    out(E, ind + 2, "const T_ r%d_ = %s;\n", v, expr);
-    reg[v] = arena_sprintf(&E->c->arena, "r%d_", v);
-  }
-  /* stores last: an output may share its buffer with an operand read above */
-  for (int k = j; k < end; k++) {
-    if (transparent(insts[k]))
-      continue;
-    int v = insts[k]->dst[0];
-    if (E->nuses[v] > inside[v])
-      out(E, ind + 2, "((T_ *)%s->data)[i_] = r%d_;\n", vname(E, v), v);
-  }
+  /* whole blocks of RT_FUSED_BLOCK elements, then the rest: the blocks'
+   * loop has a constant trip count and independent iterations
+   * (RT_INDEPENDENT), so the C compiler vectorises it at -O2 */
+  out(E, ind + 1, "int64_t b_ = 0;\n");
+  out(E, ind + 1, "for (; b_ + RT_FUSED_BLOCK <= n_; b_ += RT_FUSED_BLOCK) {\n");
+  out(E, ind + 2, "RT_INDEPENDENT for (int64_t k_ = 0; k_ < RT_FUSED_BLOCK; k_++) {\n");
+  out(E, ind + 3, "const int64_t i_ = b_ + k_;\n");
+  emit_fused_body(E, insts, j, end, inside, reg, t, ind + 3);
+  out(E, ind + 2, "}\n");
+  out(E, ind + 1, "}\n");
+  out(E, ind + 1, "for (int64_t i_ = b_; i_ < n_; i_++) {\n");
+  emit_fused_body(E, insts, j, end, inside, reg, t, ind + 2);
   out(E, ind + 1, "}\n");
   out(E, ind + 1, "rt_kernel_end(ctx, &span_, RT_K_ELEMENTWISE, \"fused\");\n");
   out(E, ind, "}\n");
@@ -988,8 +1005,105 @@ static bool *var_moves(Emitter *E, IrInst **insts, int n) {
   return move;
 }
 
+/* ---- scheduling for fusion
+ * Arithmetic on records goes field by field, one operation at a time: the
+ * AdamW update of a record is `beta1 * m` for every field, then
+ * `(1 - beta1) * g` for every field, and so on, so consecutive instructions
+ * alternate between the fields' shapes and no run of one shape forms.
+ * Before a block is emitted, each elementwise instruction that can start a
+ * run pulls up the later elementwise instructions of its shape, and the
+ * host arithmetic they need, whose operands are already computed; the scan
+ * stops at communication, calls, control flow and anything else with an
+ * effect (those keep their order relative to all the rest).  Only pure
+ * instructions move, and each still computes the same value from the same
+ * operands, so the results are the same bits; a record's update becomes one
+ * loop per field. */
+
+static bool pure_host(const IrInst *in) {
+  return in->op == IR_HOST_CONST || in->op == IR_HOST_BINARY || in->op == IR_HOST_SIZE || in->op == IR_HOST_NEG ||
+         in->op == IR_HOST_NOT || in->op == IR_HOST_MATH;
+}
+
+/* Instructions that nothing is moved across. */
+static bool schedule_barrier(const IrInst *in) {
+  if (in->body.head || in->els.head)
+    return true;
+  switch (in->op) {
+  case IR_CALL: case IR_VJP_CALL: case IR_ALL_REDUCE: case IR_ALL_GATHER: case IR_REDUCE_SCATTER:
+  case IR_ALL_TO_ALL: case IR_PRINT: case IR_SAVE: case IR_LOAD: case IR_EXISTS: case IR_HOST_WALL_TIME:
+  case IR_ITEM: case IR_HOST_ITEM: case IR_FOR: case IR_IF: case IR_RETURN: case IR_VAR_SET:
+  case IR_INDEX_ADD_SLOT: case IR_PUSH: case IR_POP:
+    return true;
+  default:
+    return false;
+  }
+}
+
+static void schedule_for_fusion(Emitter *E, IrBlock *b) {
+  int n = 0;
+  for (IrInst *in = b->head; in; in = in->next)
+    n++;
+  if (n < 3)
+    return;
+  IrInst **insts = arena_alloc(&E->c->arena, sizeof(IrInst *) * (size_t)n);
+  IrInst **order = arena_alloc(&E->c->arena, sizeof(IrInst *) * (size_t)n);
+  bool *placed = arena_alloc(&E->c->arena, sizeof(bool) * (size_t)n);
+  int nv = E->f->nvalues + 1;
+  char *pending = arena_alloc(&E->c->arena, (size_t)nv); /* defined in this block, not yet placed */
+  memset(placed, 0, sizeof(bool) * (size_t)n);
+  memset(pending, 0, (size_t)nv);
+  int j = 0;
+  for (IrInst *in = b->head; in; in = in->next) {
+    insts[j++] = in;
+    for (int d = 0; d < in->ndst; d++)
+      if (in->dst[d] >= 0)
+        pending[in->dst[d]] = 1;
+  }
+  int m = 0;
+  bool moved = false;
+#define PLACE_(k)                                                                                                   \
+  do {                                                                                                              \
+    placed[k] = true;                                                                                               \
+    order[m++] = insts[k];                                                                                          \
+    for (int d_ = 0; d_ < insts[k]->ndst; d_++)                                                                     \
+      if (insts[k]->dst[d_] >= 0)                                                                                   \
+        pending[insts[k]->dst[d_]] = 0;                                                                             \
+  } while (0)
+  for (j = 0; j < n; j++) {
+    if (placed[j])
+      continue;
+    PLACE_(j);
+    if (!fusable(E, insts[j]))
+      continue;
+    const Type *t = E->f->values[insts[j]->dst[0]].type;
+    for (int k = j + 1; k < n && !schedule_barrier(insts[k]); k++) {
+      IrInst *in = insts[k];
+      if (placed[k] ||
+          !(pure_host(in) || (fusable(E, in) && same_shape(E->f->values[in->dst[0]].type, t))))
+        continue;
+      bool ready = true;
+      for (int a = 0; a < in->nargs && ready; a++)
+        ready = !pending[in->args[a]];
+      if (!ready)
+        continue;
+      for (int i = j + 1; i < k && !moved; i++)
+        moved = !placed[i];
+      PLACE_(k);
+    }
+  }
+#undef PLACE_
+  if (!moved)
+    return;
+  b->head = order[0];
+  for (j = 0; j + 1 < n; j++)
+    order[j]->next = order[j + 1];
+  order[n - 1]->next = NULL;
+  b->tail = order[n - 1];
+}
+
 /* Emits a block; each tensor it defines is freed after its last use in it. */
 static void emit_block(Emitter *E, IrBlock *b, int ind) {
+  schedule_for_fusion(E, b);
   int n = 0;
   for (IrInst *in = b->head; in; in = in->next)
     n++;

@@ -385,6 +385,10 @@ static bool compile_c(Compiler *c, const Paths *paths, const char *cfile, const 
   argv[n++] = arena_sprintf(&c->arena, "-O%d", opt);
   argv[n++] = "-Wall";
   argv[n++] = "-Wextra";
+  /* the fused loops' sqrt vectorises only without errno; no contraction of
+   * a * b + c into an FMA, so a fused loop rounds as the runtime's kernels */
+  argv[n++] = "-fno-math-errno";
+  argv[n++] = "-ffp-contract=off";
   if (*SPMD_RT_CFLAGS) /* a sanitizer build of libspmdrt */
     argv[n++] = SPMD_RT_CFLAGS;
   const char *extra = getenv("SPMDC_CFLAGS"); /* e.g. -Werror in tests */

@@ -45,6 +45,21 @@ static inline uint16_t rt_f32_to_bf16(float f)
 /* f rounded to the nearest bf16, as an f32 */
 static inline float rt_bf16_round(float f) { return rt_bf16_to_f32(rt_f32_to_bf16(f)); }
 
+/* Generated fused elementwise loops (docs/codegen.md) run over blocks of
+ * RT_FUSED_BLOCK elements whose iterations are independent: each reads its
+ * own elements before it writes them, even where a result takes an
+ * operand's buffer. RT_INDEPENDENT tells the C compiler so (no overlap
+ * checks between the buffers), and the constant trip count lets GCC's -O2
+ * vectorise the loop. */
+#define RT_FUSED_BLOCK 16
+#if defined(__clang__)
+#define RT_INDEPENDENT _Pragma("clang loop vectorize(assume_safety)")
+#elif defined(__GNUC__)
+#define RT_INDEPENDENT _Pragma("GCC ivdep")
+#else
+#define RT_INDEPENDENT
+#endif
+
 /* A dense, contiguous, row-major tensor. Fields are read-only for callers;
  * data may be written by whoever holds the only reference (refs == 1). */
 typedef struct rt_tensor {
