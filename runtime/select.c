@@ -99,8 +99,30 @@ static void where_mask(const rt_tensor *c, int64_t off, int64_t sc, int64_t n, u
 }
 
 /* y[i] = m[i] ? a[i * sa] : b[i * sb] for elements of type T (the strides
- * of a broadcast run are 0 or 1: the common pairs get loops that vectorise) */
-#define WHERE_RUN(T)                                                                           static void where_run_##T(const unsigned char *m, const T *a, int64_t sa, const T *b,                                int64_t sb, T *y, int64_t n)                                     {                                                                                              if (sa == 1 && sb == 1) {                                                                      for (int64_t i = 0; i < n; i++)                                                                y[i] = m[i] ? a[i] : b[i];                                                         } else if (sa == 1 && sb == 0) {                                                               const T bv = b[0];                                                                         for (int64_t i = 0; i < n; i++)                                                                y[i] = m[i] ? a[i] : bv;                                                           } else if (sa == 0 && sb == 1) {                                                               const T av = a[0];                                                                         for (int64_t i = 0; i < n; i++)                                                                y[i] = m[i] ? av : b[i];                                                           } else {                                                                                       for (int64_t i = 0; i < n; i++)                                                                y[i] = m[i] ? a[i * sa] : b[i * sb];                                               }                                                                                      }
+ * of a broadcast run are 0 or 1: the common pairs get loops that vectorise;
+ * the choice is a bit mask, not a branch, which a causal mask's changing
+ * prefix would mispredict) */
+#define SEL_(T, m, x, y) ((T)((x) & (T)-(T)(m)) | (T)((y) & (T)~(T)-(T)(m)))
+#define WHERE_RUN(T)                                                                       \
+    static void where_run_##T(const unsigned char *m, const T *a, int64_t sa, const T *b,  \
+                              int64_t sb, T *y, int64_t n)                                 \
+    {                                                                                      \
+        if (sa == 1 && sb == 1) {                                                          \
+            for (int64_t i = 0; i < n; i++)                                                \
+                y[i] = SEL_(T, m[i], a[i], b[i]);                                          \
+        } else if (sa == 1 && sb == 0) {                                                   \
+            const T bv = b[0];                                                             \
+            for (int64_t i = 0; i < n; i++)                                                \
+                y[i] = SEL_(T, m[i], a[i], bv);                                            \
+        } else if (sa == 0 && sb == 1) {                                                   \
+            const T av = a[0];                                                             \
+            for (int64_t i = 0; i < n; i++)                                                \
+                y[i] = SEL_(T, m[i], av, b[i]);                                            \
+        } else {                                                                           \
+            for (int64_t i = 0; i < n; i++)                                                \
+                y[i] = SEL_(T, m[i], a[i * sa], b[i * sb]);                                \
+        }                                                                                  \
+    }
 WHERE_RUN(uint16_t)
 WHERE_RUN(uint32_t)
 WHERE_RUN(uint64_t)

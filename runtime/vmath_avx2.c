@@ -26,7 +26,6 @@ static inline __m256i mask64(int64_t n)
 #define DIVF _mm256_div_ps
 #define NEGF(x) _mm256_xor_ps((x), _mm256_set1_ps(-0.0f))
 #define GE0F(x, a, b) _mm256_blendv_ps((b), (a), _mm256_cmp_ps((x), _mm256_setzero_ps(), _CMP_GE_OQ))
-#define ERFF Sleef_finz_erff8_u10avx2
 #define EXPF Sleef_finz_expf8_u10avx2
 #define LOGF Sleef_finz_logf8_u10avx2
 #define TANHF Sleef_finz_tanhf8_u10avx2

@@ -17,7 +17,6 @@
 #define DIVF _mm512_div_ps
 #define NEGF(x) _mm512_castsi512_ps(_mm512_xor_si512(_mm512_castps_si512(x), _mm512_set1_epi32(INT32_MIN)))
 #define GE0F(x, a, b) _mm512_mask_blend_ps(_mm512_cmp_ps_mask((x), _mm512_setzero_ps(), _CMP_GE_OQ), (b), (a))
-#define ERFF Sleef_finz_erff16_u10avx512f
 #define EXPF Sleef_finz_expf16_u10avx512f
 #define LOGF Sleef_finz_logf16_u10avx512f
 #define TANHF Sleef_finz_tanhf16_u10avx512f

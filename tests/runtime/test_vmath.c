@@ -169,6 +169,62 @@ Test(vmath, every_instruction_set_gives_the_same_bits)
         }
 }
 
+/* SLEEF's scalar deterministic exp: the same bits as its vector finz exp */
+float Sleef_finz_expf1_u10purecfma(float);
+
+/* f32 GELU computes erf as PyTorch does for float on CPU (Abramowitz and
+ * Stegun 7.1.26, ATen's vectorised erf): every element of the vector
+ * kernels, forward and derivative, on each instruction set, has the bits of
+ * this scalar formula with the same operations in the same order (SLEEF's
+ * exp, the same on every instruction set) */
+static void gelu_as_ref(float x, float *y, float *d)
+{
+    float z = x * (float)M_SQRT1_2, az = z >= 0 ? z : -z;
+    float e = Sleef_finz_expf1_u10purecfma(-(z * z));
+    float t = 1.0f / (1.0f + 0.3275911f * az);
+    float q = 1.061405429f * t + -1.453152027f;
+    q = q * t + 1.421413741f;
+    q = q * t + -0.284496736f;
+    q = q * t + 0.254829592f;
+    float ea = 1.0f - q * t * e;
+    float p = 1.0f + (z >= 0 ? ea : -ea);
+    *d = 0.5f * p + x * e * (float)(0.5 * M_2_SQRTPI * M_SQRT1_2);
+    *y = 0.5f * x * p;
+}
+
+Test(vmath, gelu_f32_is_pytorchs_erf)
+{
+    __builtin_cpu_init();
+    const rt_vm_table *tabs[2] = {NULL, NULL};
+    if (__builtin_cpu_supports("avx512f"))
+        tabs[0] = &rt_vm_avx512;
+    if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"))
+        tabs[1] = &rt_vm_avx2;
+    if (!tabs[0] && !tabs[1])
+        cr_skip_test("no vector kernels on this CPU");
+    enum { N = 6001 };
+    static float x[N], y[N], g[N];
+    for (int i = 0; i < N; i++)
+        x[i] = -15.0f + 0.005f * (float)i;
+    x[0] = 0.0f;
+    x[1] = -0.0f;
+    x[2] = INFINITY;
+    x[3] = NAN;
+    for (int k = 0; k < 2; k++) {
+        if (!tabs[k])
+            continue;
+        tabs[k]->ung[0][RT_GELU](x, y, g, N);
+        for (int i = 0; i < N; i++) {
+            float ry, rd;
+            gelu_as_ref(x[i], &ry, &rd);
+            cr_assert((memcmp(&ry, &y[i], 4) == 0 || (isnan(ry) && isnan(y[i]))) &&
+                          (memcmp(&rd, &g[i], 4) == 0 || (isnan(rd) && isnan(g[i]))),
+                      "%s gelu(%.9g) = %.9g, %.9g; the formula gives %.9g, %.9g", tabs[k]->name,
+                      (double)x[i], (double)y[i], (double)g[i], (double)ry, (double)rd);
+        }
+    }
+}
+
 Test(vmath, spmd_vmath_selects_the_kernels)
 {
     rt_ctx *s = ctx_with("scalar");
