@@ -262,8 +262,15 @@ void rt_store_f64(rt_tensor *x, int64_t off, int64_t n, const double *in)
     }
 }
 
-void rt_load_rows_t(const rt_tensor *x, int64_t row0, int64_t n, int64_t d, double *out)
+RT_WIDEST void rt_load_rows_t(const rt_tensor *x, int64_t row0, int64_t n, int64_t d, double *out)
 {
+    if (x->dtype == RT_F32 && n == RT_LANES) { /* a whole group: column by column */
+        const float *p = (const float *)x->data + row0 * d;
+        for (int64_t j = 0; j < d; j++)
+            for (int r = 0; r < RT_LANES; r++)
+                out[j * RT_LANES + r] = p[r * d + j];
+        return;
+    }
     for (int64_t r = 0; r < RT_LANES; r++) {
         if (r >= n) {
             for (int64_t j = 0; j < d; j++)
@@ -300,8 +307,15 @@ void rt_load_rows_t(const rt_tensor *x, int64_t row0, int64_t n, int64_t d, doub
     }
 }
 
-void rt_store_rows_t(rt_tensor *x, int64_t row0, int64_t n, int64_t d, const double *in)
+RT_WIDEST void rt_store_rows_t(rt_tensor *x, int64_t row0, int64_t n, int64_t d, const double *in)
 {
+    if (x->dtype == RT_F32 && n == RT_LANES) {
+        float *p = (float *)x->data + row0 * d;
+        for (int64_t j = 0; j < d; j++)
+            for (int r = 0; r < RT_LANES; r++)
+                p[r * d + j] = (float)in[j * RT_LANES + r];
+        return;
+    }
     for (int64_t r = 0; r < n; r++) {
         int64_t off = (row0 + r) * d;
         switch (x->dtype) {
