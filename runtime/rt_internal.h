@@ -263,6 +263,16 @@ double *rt_scratch(rt_ctx *ctx, int64_t n, size_t *cap);
 #else
 #define RT_WIDEST
 #endif
+/* The same for a function called from other files.  clang 14 emits the
+ * dispatching ifunc of a target_clones function only in a file that calls
+ * it, so other files' calls stay unresolved at link time: with clang such
+ * functions are compiled once, for the baseline (the same bits: they only
+ * convert and move values). */
+#if defined(__clang__)
+#define RT_WIDEST_EXTERN
+#else
+#define RT_WIDEST_EXTERN RT_WIDEST
+#endif
 void rt_load_rows_t(const rt_tensor *x, int64_t row0, int64_t n, int64_t d, double *out);
 void rt_store_rows_t(rt_tensor *x, int64_t row0, int64_t n, int64_t d, const double *in);
 

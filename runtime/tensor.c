@@ -262,7 +262,7 @@ void rt_store_f64(rt_tensor *x, int64_t off, int64_t n, const double *in)
     }
 }
 
-RT_WIDEST void rt_load_rows_t(const rt_tensor *x, int64_t row0, int64_t n, int64_t d, double *out)
+RT_WIDEST_EXTERN void rt_load_rows_t(const rt_tensor *x, int64_t row0, int64_t n, int64_t d, double *out)
 {
     if (x->dtype == RT_F32 && n == RT_LANES) { /* a whole group: column by column */
         const float *p = (const float *)x->data + row0 * d;
@@ -307,7 +307,7 @@ RT_WIDEST void rt_load_rows_t(const rt_tensor *x, int64_t row0, int64_t n, int64
     }
 }
 
-RT_WIDEST void rt_store_rows_t(rt_tensor *x, int64_t row0, int64_t n, int64_t d, const double *in)
+RT_WIDEST_EXTERN void rt_store_rows_t(rt_tensor *x, int64_t row0, int64_t n, int64_t d, const double *in)
 {
     if (x->dtype == RT_F32 && n == RT_LANES) {
         float *p = (float *)x->data + row0 * d;
