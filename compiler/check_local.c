@@ -1274,8 +1274,9 @@ static Type *check_misc(Checker *k, Expr *call, Builtin op) {
 
 static Type *check_concat(Checker *k, Expr *call) {
   Arg *p = call_arg(call, 0);
-  if (!p || p->value->kind != EX_TUPLE || !p->value->elems) {
-    check_error(k, call->span, "concat((a, b, ...), dim=d) takes a tuple of tensors");
+  /* a tuple, or a list as PyTorch's torch.cat([a, b], dim=d) takes it */
+  if (!p || (p->value->kind != EX_TUPLE && p->value->kind != EX_LIST) || !p->value->elems) {
+    check_error(k, call->span, "concat((a, b, ...), dim=d) takes a tuple or a list of tensors");
     return type_error();
   }
   int n = 0;
@@ -1885,6 +1886,55 @@ static Type *check_fn_call(Checker *k, Expr *call, FnDecl *fn) {
   return self->ret ? self->ret : host_type(TY_VOID);
 }
 
+/* The last statement of a block when it is a return of one value. */
+static Expr *final_return(Stmt *block) {
+  Stmt *last = NULL;
+  for (Stmt *s = block ? block->body : NULL; s; s = s->next)
+    last = s;
+  return last && last->kind == ST_RETURN && last->value && !last->value->next ? last->value : NULL;
+}
+
+/* help for a loss that is R on axis a, fitted to how the loss was made: an
+ * all_reduce to R becomes one to I; any other R value is made P by keeping
+ * one rank's copy, convert(l, a, src=R, dst=P), the form the tutorial uses
+ * (R -> I would need expert=true). */
+static void loss_r_help(Checker *k, FnDecl *fn, const Type *v, int a) {
+  Expr *l = fn ? final_return(fn->body) : NULL;
+  const char *ax = axis_name(k, a);
+  /* the convert fixes every axis where the loss is R at once: (dp, tp) */
+  int nr = 0;
+  StrBuf rs;
+  sb_init(&rs, &k->c->arena);
+  for (int b = 0; b < k->naxes; b++)
+    if (v->lt[b] == LT_R)
+      sb_printf(&rs, "%s%s", nr++ ? ", " : "", axis_name(k, b));
+  const char *rax = nr > 1 ? arena_sprintf(&k->c->arena, "(%s)", rs.data) : ax;
+  if (l && l->kind == EX_CALL && l->lhs->sym && l->lhs->sym->kind == SYM_BUILTIN &&
+      l->lhs->sym->index == BI_ALL_REDUCE && call_arg(l, 0) && call_arg(l, 1)) {
+    Arg *dst = call_named(k, l, "dst");
+    const Type *ax_t = call_arg(l, 1)->value->ty;
+    bool on_a = false;
+    for (int i = 0; ax_t && ax_t->kind == TY_AXES && i < ax_t->naxes; i++)
+      on_a |= ax_t->axes[i] == a;
+    if (dst && on_a) {
+      note_at(k->c, l->span, "the loss is made R here, the same on every rank of '%s'", ax);
+      help_fix(k->c, dst->span, "dst=I", "reduce it to I instead, whose gradient is counted once%s: dst=I",
+               fn->ret ? arena_sprintf(&k->c->arena, " (and declare the result I on %s)", ax) : "");
+      return;
+    }
+  }
+  if (l) {
+    note_at(k->c, l->span, "'%s' returns an R value here: every rank of '%s' holds the whole loss", fn->name, ax);
+    const char *code = arena_sprintf(&k->c->arena, "convert(%s, %s, src=R, dst=P)", src(k, l), rax);
+    help_wrap(k, l, code,
+              arena_sprintf(&k->c->arena, "keep one rank's copy as the only term of a pending sum%s: return %s;",
+                            fn->ret ? arena_sprintf(&k->c->arena, " (and declare the result P on %s)", rs.data) : "",
+                            code));
+    return;
+  }
+  help(k->c, "return the loss as P, one rank's copy the only term: return convert(l, %s, src=R, dst=P);", rax);
+}
+
 /* value_and_grad(f(args), wrt=(a, b)) and grad(...): the value's type is
  * f's result; each gradient has the dual type of its argument. */
 static Type *check_autodiff(Checker *k, Expr *call, Builtin op) {
@@ -1915,7 +1965,7 @@ static Type *check_autodiff(Checker *k, Expr *call, Builtin op) {
     if (v->lt[a] == LT_R) {
       check_error(k, fa->value->span, "the loss is R on mesh axis '%s': its gradient would be counted once per rank",
                   axis_name(k, a));
-      help(k->c, "return it as I (e.g. all_reduce(..., %s, src=P, dst=I)) or leave it P", axis_name(k, a));
+      loss_r_help(k, fa->value->lhs->sym->fn, v, a);
       return type_error();
     }
   Expr *list = wrt->value->kind == EX_TUPLE ? wrt->value->elems : wrt->value;

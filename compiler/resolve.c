@@ -197,11 +197,63 @@ static void help_spelling(Resolver *r, Span sp, Name wrong, Name best) {
   help_fix(r->c, sp, exact ? best : NULL, "did you mean '%s'?", best);
 }
 
+/* PyTorch, JAX and NumPy names with what to write here (foreign_names.def). */
+static const struct {
+  const char *name, *rename, *help;
+} foreign_names[] = {
+#define FOREIGN(name, rename, help) {name, rename, help},
+#include "foreign_names.def"
+#undef FOREIGN
+};
+
+/* The help for n when it is another library's name: true if given.  The fix
+ * replaces `at` (the name, or `torch.name`) when the built-in takes the same
+ * arguments. */
+static bool help_foreign(Resolver *r, const char *n, Span at) {
+  for (size_t i = 0; i < sizeof foreign_names / sizeof *foreign_names; i++)
+    if (strcmp(n, foreign_names[i].name) == 0) {
+      help_fix(r->c, at, *foreign_names[i].rename ? foreign_names[i].rename : NULL, "%s", foreign_names[i].help);
+      return true;
+    }
+  return false;
+}
+
 static void report_undefined(Resolver *r, Name n, Span sp) {
   error_at(r->c, sp, "undefined name '%s'", n);
+  if (help_foreign(r, n, sp))
+    return;
   Name s = suggest(r, n, NULL);
   if (s)
     help_spelling(r, sp, n, s);
+}
+
+/* Module prefixes of other libraries: torch.matmul, jnp.einsum, F.softmax. */
+static const char *const foreign_modules[] = {"torch", "F", "functional", "jnp", "np", "numpy",
+                                              "lax", "dist", "tf"};
+
+/* `torch.cat(...)`, `jax.lax.psum(...)`: the built-ins have no module; the
+ * help names the built-in (or what to write instead) without the prefix.
+ * True when e was such a name and is reported. */
+static bool report_foreign_member(Resolver *r, Expr *e) {
+  Expr *root = e;
+  while (root->kind == EX_FIELD)
+    root = root->lhs;
+  if (root->kind != EX_NAME || lookup(r, root->name))
+    return false;
+  bool known = false;
+  for (size_t i = 0; i < sizeof foreign_modules / sizeof *foreign_modules; i++)
+    known |= strcmp(root->name, foreign_modules[i]) == 0;
+  if (!known)
+    return false;
+  error_at(r->c, root->span, "undefined name '%s'", root->name);
+  const char *prefix = arena_strndup(&r->c->arena, source_file(r->c, e->span.file)->text + e->span.begin,
+                                     e->span.end - e->span.begin - strlen(e->name));
+  Symbol *b = lookup(r, e->name);
+  if (b && b->kind == SYM_BUILTIN)
+    help_fix(r->c, e->span, e->name, "the built-ins have no module prefix: %s(...) without '%s'", e->name, prefix);
+  else if (!help_foreign(r, e->name, e->span))
+    help(r->c, "the built-ins have no module prefix, and '%s' is none of them (docs/ops.md lists them)", e->name);
+  return true;
 }
 
 /* ---- mesh axes ---- */
@@ -375,6 +427,8 @@ static void resolve_call(Resolver *r, Expr *e) {
 static void resolve_field(Resolver *r, Expr *e) {
   Symbol *m = e->lhs->kind == EX_NAME ? lookup(r, e->lhs->name) : NULL;
   if (!m || m->kind != SYM_MODULE) {
+    if (!m && report_foreign_member(r, e))
+      return;
     resolve_expr(r, e->lhs);
     return;
   }

@@ -516,7 +516,8 @@ bool shard_slice(Checker *k, Expr *call, const Type *r, int d) {
   if (r->spec[d][0] < 0)
     return true;
   check_error(k, call->span, "slice() of a dim sharded on %s", dim_axes_quoted(k, r, d));
-  note_at(k->c, (Span){0, 0, 0}, "each rank holds a block of dim %d; the slice would be taken from every block", d);
+  note_at(k->c, (Span){0, 0, 0}, "each rank holds one block of dimension %d (its %s elements split over %s); the slice would be taken from every block",
+          d, size_str(k->c, k->mesh, r->shape[d]), dim_axes_quoted(k, r, d));
   Expr *x = call_arg(call, 0)->value;
   const char *code = arena_sprintf(&k->c->arena, "all_gather(%s, %s, src=S(%d), dst=R)", src_text(k, x),
                                    dim_axes_text(k, r, d), d);
