@@ -91,8 +91,20 @@ static const char *src(Checker *k, Expr *e) {
     return e->str;
   SourceFile *f = source_file(k->c, e->span.file);
   size_t n = e->span.end - e->span.begin;
-  if (n > 60 || e->span.file == 0)
+  if (e->span.file == 0)
     return arena_sprintf(&k->c->arena, "%s", "x");
+  if (n > 60) {
+    /* too long to repeat: an abbreviation that names the expression and
+     * cannot be read as a variable of the program (a call keeps its callee:
+     * part2(...)) */
+    if (e->kind == EX_CALL && e->lhs->span.file && e->lhs->span.end - e->lhs->span.begin <= 40)
+      return arena_sprintf(&k->c->arena, "%.*s(...)", (int)(e->lhs->span.end - e->lhs->span.begin),
+                           f->text + e->lhs->span.begin);
+    size_t cut = 30;
+    while (cut > 0 && (f->text[e->span.begin + cut] & 0xC0) == 0x80) /* not inside a UTF-8 sequence */
+      cut--;
+    return arena_sprintf(&k->c->arena, "%.*s ...", (int)cut, f->text + e->span.begin);
+  }
   return arena_strndup(&k->c->arena, f->text + e->span.begin, n);
 }
 
@@ -556,6 +568,7 @@ bool check_fits(Checker *k, Span sp, const Type *want, const bool named[MAX_MESH
 
 static Symbol *gradient_in(Expr *e);
 static void mark_gradients(Checker *k, Stmt *s, Type *t);
+static Expr *final_return(Stmt *block);
 
 /* ---- the local SPMD rules, axis by axis (SPEC section 5) ---- */
 
@@ -566,12 +579,88 @@ void note_operands(Checker *k, const Operand *ops, int n) {
   for (int i = 0; i < n; i++) {
     bool dup = false;
     for (int j = 0; j < i; j++)
-      dup |= ops[j].e->span.begin == ops[i].e->span.begin || strcmp(src(k, ops[j].e), src(k, ops[i].e)) == 0;
+      dup |= ops[j].e->span.begin == ops[i].e->span.begin ||
+             (src_exact(k, ops[j].e) && src_exact(k, ops[i].e) && strcmp(src(k, ops[j].e), src(k, ops[i].e)) == 0);
     if (ops[i].t->kind == TY_TENSOR && !ops[i].t->literal && !dup)
       sb_printf(&sb, "%s'%s' is %s", sb.len ? ", " : "", src(k, ops[i].e), ck_type(k, ops[i].t));
   }
   if (sb.len)
     note_at(k->c, (Span){0, 0, 0}, "%s", sb.data);
+}
+
+/* Where the pending sum (P on axis a) that expression e holds was made: an
+ * out_partial_axes=, a collective or cast to P, a parameter declared P, a
+ * function's declared result.  Followed through variables, the operands of
+ * linear ops and the returns of called functions (their last return), as
+ * far as each step is P on a; *what says what is there. */
+static Span p_origin(Checker *k, Expr *e, int a, int depth, const char **what) {
+  Span none = {0, 0, 0};
+  if (!e || depth > 64 || !e->ty || e->ty->kind != TY_TENSOR || e->ty->lt[a] != LT_P)
+    return none;
+  const char *ax = axis_name(k, a);
+  switch (e->kind) {
+  case EX_NAME:
+    if (!e->sym)
+      return none;
+    if (e->sym->def)
+      return p_origin(k, e->sym->def, a, depth + 1, what);
+    if (e->sym->kind == SYM_PARAM && depth > 0) { /* (the operand itself: its type is noted already) */
+      *what = arena_sprintf(&k->c->arena, "'%s' is a parameter that is P on '%s'", e->sym->name, ax);
+      return e->sym->span;
+    }
+    return none;
+  case EX_UNARY:
+    return p_origin(k, e->lhs, a, depth + 1, what);
+  case EX_BINARY: {
+    Span s = p_origin(k, e->lhs, a, depth + 1, what);
+    return s.file ? s : p_origin(k, e->rhs, a, depth + 1, what);
+  }
+  case EX_INDEX:
+    return p_origin(k, e->lhs, a, depth + 1, what);
+  case EX_CALL: {
+    Symbol *f = e->lhs->sym;
+    if (!f)
+      return none;
+    if (f->kind == SYM_FN) {
+      Expr *ret = final_return(f->fn->body);
+      Span s = ret ? p_origin(k, ret, a, depth + 1, what) : none;
+      if (s.file)
+        return s;
+      *what = arena_sprintf(&k->c->arena, "'%s' returns a value that is P on '%s'", f->name, ax);
+      return f->fn->ret ? f->fn->ret->span : f->fn->name_span;
+    }
+    if (f->kind != SYM_BUILTIN)
+      return none;
+    /* an operand already P on a: the sum was made further back */
+    for (Arg *arg = e->args; arg; arg = arg->next)
+      if (!arg->name) {
+        Span s = p_origin(k, arg->value, a, depth + 1, what);
+        if (s.file)
+          return s;
+      }
+    for (Arg *arg = e->args; arg; arg = arg->next)
+      if (arg->name && strcmp(arg->name, "out_partial_axes") == 0) {
+        *what = arena_sprintf(&k->c->arena, "the pending sum on '%s' is made here: out_partial_axes declares %s's "
+                              "result P", ax, builtin_name[f->index]);
+        return arg->span;
+      }
+    if (builtin_class[f->index] == OPC_COLLECTIVE) {
+      *what = arena_sprintf(&k->c->arena, "the pending sum on '%s' is made here, by %s(..., dst=P)", ax,
+                            builtin_name[f->index]);
+      return e->span;
+    }
+    return none;
+  }
+  default: return none;
+  }
+}
+
+/* note: where the P operand's pending sum on axis a was made, if known. */
+static void note_p_origin(Checker *k, Expr *pe, int a) {
+  const char *what = NULL;
+  Span s = p_origin(k, pe, a, 0, &what);
+  if (s.file && what)
+    note_at(k->c, s, "%s", what);
 }
 
 /* The result type on each axis of an op of rule `rule` over `ops`, or false
@@ -617,6 +706,8 @@ bool combine(Checker *k, Rule rule, const char *opname, Span sp, Operand *ops, i
                   axis_name(k, a));
       note_at(k->c, (Span){0, 0, 0}, "an I value's gradient must be the same on every rank, so it combines only with I values");
       note_operands(k, ops, n);
+      if (ops[bad].t->lt[a] == LT_P)
+        note_p_origin(k, ops[bad].e, a);
       if (ops[bad].t->lt[a] == LT_P && rule != RULE_MULTILINEAR) {
         const char *code = arena_sprintf(&k->c->arena, "all_reduce(%s, %s, src=P, dst=I)", src(k, ops[bad].e),
                                          axis_name(k, a));
@@ -643,6 +734,7 @@ bool combine(Checker *k, Rule rule, const char *opname, Span sp, Operand *ops, i
       check_error(k, sp, "%s mixes P with V on mesh axis '%s'", opname, axis_name(k, a));
       note_at(k->c, (Span){0, 0, 0}, "a pending sum (P) cannot meet a value that differs per rank (V)");
       note_operands(k, ops, n);
+      note_p_origin(k, pe, a);
       help_wrap(k, pe, fix, arena_sprintf(&k->c->arena, "reduce the partial operand first: %s", fix));
       return false;
     }
@@ -652,6 +744,7 @@ bool combine(Checker *k, Rule rule, const char *opname, Span sp, Operand *ops, i
                   src(k, pe), axis_name(k, a));
       note_at(k->c, (Span){0, 0, 0}, "f(a) + f(b) is not f(a + b): the sum must happen first");
       note_operands(k, ops, n);
+      note_p_origin(k, pe, a);
       help_wrap(k, pe, fix, arena_sprintf(&k->c->arena, "reduce it first: %s", fix));
       return false;
     case RULE_LINEAR:
@@ -662,6 +755,7 @@ bool combine(Checker *k, Rule rule, const char *opname, Span sp, Operand *ops, i
                     axis_name(k, a));
         note_at(k->c, (Span){0, 0, 0}, "the other term would be counted once per rank when the pending sum is done");
         note_operands(k, ops, n);
+        note_p_origin(k, pe, a);
         Symbol *g = gradient_in(pe);
         if (g && g->grad_of) {
           note_at(k->c, (Span){0, 0, 0},
@@ -692,6 +786,7 @@ bool combine(Checker *k, Rule rule, const char *opname, Span sp, Operand *ops, i
         int d = 1; /* the divisor that is P */
         while (d < n - 1 && !(ops[d].t->kind == TY_TENSOR && !ops[d].t->literal && ops[d].t->lt[a] == LT_P))
           d++;
+        note_p_origin(k, ops[d].e, a);
         const char *dfix = arena_sprintf(&k->c->arena, "all_reduce(%s, %s, src=P, dst=R)", src(k, ops[d].e),
                                          axis_name(k, a));
         help_wrap(k, ops[d].e, dfix, arena_sprintf(&k->c->arena, "reduce the divisor first: %s", dfix));
@@ -701,6 +796,9 @@ bool combine(Checker *k, Rule rule, const char *opname, Span sp, Operand *ops, i
         check_error(k, sp, "%s has multiple factors that are P on mesh axis '%s'", opname, axis_name(k, a));
         note_at(k->c, (Span){0, 0, 0}, "(a1 + a2) * (b1 + b2) is not a1*b1 + a2*b2: only one factor may be a pending sum");
         note_operands(k, ops, n);
+        for (int i = 0; i < n; i++)
+          if (ops[i].t->kind == TY_TENSOR && !ops[i].t->literal && ops[i].t->lt[a] == LT_P)
+            note_p_origin(k, ops[i].e, a);
         help_wrap(k, pe, fix, arena_sprintf(&k->c->arena, "reduce one factor first: %s", fix));
         return false;
       }

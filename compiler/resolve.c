@@ -562,6 +562,8 @@ static void resolve_stmt(Resolver *r, Stmt *s) {
     if (s->type)
       resolve_type(r, s->type);
     bind_targets(r, s->targets, s->kind == ST_LET ? SYM_LET : SYM_VAR);
+    if (s->targets && !s->targets->next && s->targets->sym)
+      s->targets->sym->def = s->value;
     return;
   case ST_ASSIGN:
     resolve_expr(r, s->value);
