@@ -70,7 +70,8 @@ static bool diff_arg(IrFn *f, IrInst *in, int i) {
   case IR_SOFTMAX: case IR_LOG_SOFTMAX: case IR_LAYER_NORM: case IR_RMS_NORM: case IR_TRANSPOSE: case IR_PERMUTE:
   case IR_RESHAPE: case IR_EXPAND: case IR_SLICE: case IR_ASTYPE: case IR_ALL_GATHER: case IR_REDUCE_SCATTER:
   case IR_CONCAT:
-  case IR_ALL_TO_ALL: case IR_CONVERT: case IR_REINTERPRET: case IR_CALL: case IR_RETURN: case IR_VAR_SET:
+  case IR_ALL_TO_ALL: case IR_CONVERT: case IR_REINTERPRET: case IR_PPERMUTE: case IR_CALL: case IR_RETURN:
+  case IR_VAR_SET:
     return true;
   case IR_BINARY: case IR_BINARY_SCALAR: return !is_comparison(in->s) && i < 2 && !(in->op == IR_BINARY_SCALAR && i == 1);
   case IR_ALL_REDUCE: return in->i[0] <= 1; /* sum, avg */
@@ -565,6 +566,12 @@ static void bwd_rule(Rev *r, IrInst *in, IrBlock *here, int dy, const int *res_f
     IrInst *b = coll(r, IR_ALL_TO_ALL, in, dy, ftype(r, a0));
     b->i[0] = in->i[1];
     b->i[1] = in->i[0];
+    contribute(r, here, a0, b->dst[0], sp);
+    return;
+  }
+  case IR_PPERMUTE: { /* the blocks go back: shift -K */
+    IrInst *b = coll(r, IR_PPERMUTE, in, dy, ftype(r, a0));
+    b->i[0] = -in->i[0];
     contribute(r, here, a0, b->dst[0], sp);
     return;
   }

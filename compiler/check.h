@@ -178,6 +178,7 @@ Type *check_load_record(Checker *k, Expr *call, StructDecl *st);
 
 /* check_collectives.c */
 Type *check_collective(Checker *k, Expr *call, Builtin op);
+Type *check_ppermute(Checker *k, Expr *call);
 /* The call that moves the value written `x` on axes `ax` from src to dst
  * (the seed's state-transition table), as source text for help lines. */
 const char *transition_fix(Checker *k, const char *x, const char *ax, LType src, LType dst);

@@ -705,3 +705,75 @@ static Type *check_redistribute_to(Checker *k, Expr *call, Type *x) {
     return type_error();
   return t;
 }
+
+/* ppermute(x, axis, shift=K) (SPEC 15): in local code, each rank's block
+ * goes to the rank K steps further along the axis (cyclically).  V in, V out
+ * on that axis; the other axes flow through.  An R or I value is the same on
+ * every rank, so the shift would be an identity; a P value's terms would be
+ * moved between ranks, which leaves the sum as it was.  Its backward is
+ * ppermute(dy, axis, shift=-K) (autodiff.c). */
+Type *check_ppermute(Checker *k, Expr *call) {
+  Arg *xa = call_arg(call, 0), *aa = call_arg(call, 1);
+  if (!xa || !aa || call_arg(call, 2)) {
+    check_error(k, call->span, "ppermute() takes a value and one mesh axis: ppermute(x, axis, shift=K)");
+    return type_error();
+  }
+  Type *x = check_expr(k, xa->value);
+  if (x->kind == TY_ERROR)
+    return x;
+  if (x->kind != TY_TENSOR || x->literal) {
+    check_error(k, xa->value->span, "ppermute() needs a tensor, got %s", ck_type(k, x));
+    return type_error();
+  }
+  Type *axes = check_expr(k, aa->value);
+  if (axes->kind != TY_AXES || axes->naxes != 1) {
+    if (axes->kind == TY_AXES)
+      check_error(k, aa->value->span, "ppermute() shifts along one mesh axis, not a tuple");
+    else if (axes->kind != TY_ERROR)
+      check_error(k, aa->value->span, "ppermute() needs a mesh axis as its second argument, such as pp");
+    return type_error();
+  }
+  int a = axes->axes[0];
+  const char *as = axes_text(k, axes), *xs = src_text(k, xa->value);
+  long long shift = 0;
+  bool given;
+  if (!named_int(k, call, "shift", &shift, &given))
+    return type_error();
+  if (!given) {
+    check_error(k, call->span, "ppermute() needs shift=, how many ranks further along '%s' each block goes", as);
+    help(k->c, "e.g. ppermute(%s, %s, shift=1) sends each rank's block to the next rank", xs, as);
+    return type_error();
+  }
+  if (!check_axis_local(k, a)) {
+    check_error(k, call->span, "ppermute(%s) is only allowed where '%s' is local, and it is global here", as, as);
+    note_at(k->c, (Span){0, 0, 0}, "it moves each rank's block to another rank; in global code a value that varies is "
+            "a block of a global tensor, and moving the blocks would reorder it");
+    help(k->c, "use it in local code: inside local_map (...) over (%s) { ... } or in a local fn", as);
+    return type_error();
+  }
+  LTypeKind have = x->lt[a];
+  if (have == LT_R || have == LT_I) {
+    check_error(k, call->span, "ppermute() of an %s value on '%s' is an identity: every rank holds the same value",
+                lt_name(have), as);
+    note_at(k->c, (Span){0, 0, 0}, "'%s' is %s", xs, ck_type(k, x));
+    help_fix(k->c, call->span, src_exact(k, xa->value) ? xs : NULL,
+             "drop the call and use '%s' as it is; to shift blocks of it, take this rank's block first: "
+             "ppermute(convert(%s, %s, src=%s, dst=S(0)), %s, shift=%lld)",
+             xs, xs, as, lt_name(have), as, shift);
+    return type_error();
+  }
+  if (have == LT_P) {
+    check_error(k, call->span, "ppermute() of a pending sum (P) on '%s': moving the terms between ranks leaves the sum "
+                "as it was", as);
+    note_at(k->c, (Span){0, 0, 0}, "'%s' is %s", xs, ck_type(k, x));
+    help(k->c, "finish the sum first and shift blocks of it: ppermute(reduce_scatter(%s, %s, src=P, dst=V), %s, shift=%lld)",
+         xs, as, as, shift);
+    return type_error();
+  }
+  if (have != LT_V) {
+    check_error(k, xa->value->span, "the type of '%s' on mesh axis '%s' is not known", xs, as);
+    help(k->c, "name the axis in its type, e.g. {%s: V}", as);
+    return type_error();
+  }
+  return type_clone(k->c, x);
+}

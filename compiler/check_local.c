@@ -1694,6 +1694,7 @@ static Type *check_builtin_kind(Checker *k, Expr *call, Builtin op) {
   case BI_PRINT: return check_print(k, call);
   case BI_ASSERT_TYPE: return check_assert_type(k, call);
   case BI_VALUE_AND_GRAD: case BI_GRAD: return check_autodiff(k, call, op);
+  case BI_PPERMUTE: return check_ppermute(k, call);
   default: break;
   }
   switch (builtin_class[op]) {

@@ -67,7 +67,8 @@ static void reach(Report *R, IrFn *f) {
 }
 
 static bool is_comm(IrOp op) {
-  return op == IR_ALL_REDUCE || op == IR_ALL_GATHER || op == IR_REDUCE_SCATTER || op == IR_ALL_TO_ALL;
+  return op == IR_ALL_REDUCE || op == IR_ALL_GATHER || op == IR_REDUCE_SCATTER || op == IR_ALL_TO_ALL ||
+         op == IR_PPERMUTE;
 }
 
 static bool in_redistribute(const IrInst *in) { return in->s && strncmp(in->s, "redistribute", 12) == 0; }
@@ -103,8 +104,11 @@ static void price(Report *R, IrFn *f, IrInst *in, CommCost *cost, double mult) {
     t = type_clone(R->c, t);
     t->dtype = in->wire;
   }
-  comm_cost_add(R->c, cost, (in->op == IR_ALL_REDUCE ? 2 : 1) * mult, group_of(in), comm_local_bytes(t),
-                comm_local_bytes_text(R->c, R->m, t));
+  if (in->op == IR_PPERMUTE) /* the whole block to one other rank */
+    comm_cost_add_p2p(R->c, cost, mult, group_of(in), comm_local_bytes(t), comm_local_bytes_text(R->c, R->m, t));
+  else
+    comm_cost_add(R->c, cost, (in->op == IR_ALL_REDUCE ? 2 : 1) * mult, group_of(in), comm_local_bytes(t),
+                  comm_local_bytes_text(R->c, R->m, t));
 }
 
 static void fn_total(Report *R, IrFn *f, CommCost *out);
@@ -257,6 +261,7 @@ static const char *op_text(Report *R, IrFn *f, IrInst *in, bool bwd) {
   case IR_ALL_TO_ALL:
     what = arena_sprintf(&c->arena, " %s->%s", dim_text(R, in->i[0]), in->i[1] < 0 ? "stack" : arena_sprintf(&c->arena, "%lld", in->i[1]));
     break;
+  case IR_PPERMUTE: what = arena_sprintf(&c->arena, " shift=%lld", in->i[0]); break;
   case IR_COPY: return "no communication (the layout is already the target's)";
   default: what = ""; break;
   }
@@ -410,6 +415,13 @@ static void print_fn(Report *R, IrFn *f) {
   }
 }
 
+static bool block_uses(const IrBlock *b, IrOp op) {
+  for (const IrInst *in = b->head; in; in = in->next)
+    if (in->op == op || block_uses(&in->body, op) || block_uses(&in->els, op))
+      return true;
+  return false;
+}
+
 void comm_report(Compiler *c, IrProgram *p, FILE *out, const char *source_path) {
   Report R = {.c = c, .p = p, .m = p->mesh, .out = out};
   if (p->main)
@@ -435,8 +447,13 @@ void comm_report(Compiler *c, IrProgram *p, FILE *out, const char *source_path) 
         "# per call as a formula = its value at the declared sizes.  N is the local\n"
         "# buffer in bytes, n the number of ranks in the group:\n"
         "#   all_reduce 2*(n-1)/n*N; all_gather (n-1)/n*N of the result;\n"
-        "#   reduce_scatter (n-1)/n*N of the input; all_to_all (n-1)/n*N; converts are local.\n"
-        "# Loops multiply by their trip count; both branches of an if are counted.\n"
+        "#   reduce_scatter (n-1)/n*N of the input; all_to_all (n-1)/n*N; converts are local.\n", out);
+  bool p2p = false;
+  for (int i = 0; i < R.nfns && !p2p; i++)
+    p2p = block_uses(&R.fns[i].f->body, IR_PPERMUTE);
+  if (p2p)
+    fputs("#   ppermute (n>1)*N: the whole block to one other rank (MPI_Sendrecv).\n", out);
+  fputs("# Loops multiply by their trip count; both branches of an if are counted.\n"
         "# \"overlaps\": a gradient all_reduce started non-blocking and waited for where\n"
         "# first used; those under 1 MiB (SPMD_BUCKET_KB) share one all_reduce at run time.\n", out);
   if (library)

@@ -447,6 +447,9 @@ static void emit_inst(Emitter *E, IrInst *in, int ind) {
   case IR_ALL_GATHER:
   case IR_REDUCE_SCATTER:
   case IR_ALL_TO_ALL: emit_comm(E, in, ind, loc); return;
+  case IR_PPERMUTE:
+    out(E, ind, "%s = rt_ppermute(ctx, %s, %s, %lld); %s\n", D(E, in, 0), A(E, in, 0), axes_c(E, in), in->i[0], loc);
+    return;
   case IR_CONVERT:
   case IR_REINTERPRET: {
     static const char *const lt[] = {"RT_R", "RT_I", "RT_V", "RT_P"};
@@ -1030,7 +1033,7 @@ static bool schedule_barrier(const IrInst *in) {
     return true;
   switch (in->op) {
   case IR_CALL: case IR_VJP_CALL: case IR_ALL_REDUCE: case IR_ALL_GATHER: case IR_REDUCE_SCATTER:
-  case IR_ALL_TO_ALL: case IR_PRINT: case IR_SAVE: case IR_LOAD: case IR_EXISTS: case IR_HOST_WALL_TIME:
+  case IR_ALL_TO_ALL: case IR_PPERMUTE: case IR_PRINT: case IR_SAVE: case IR_LOAD: case IR_EXISTS: case IR_HOST_WALL_TIME:
   case IR_ITEM: case IR_HOST_ITEM: case IR_FOR: case IR_IF: case IR_RETURN: case IR_VAR_SET:
   case IR_INDEX_ADD_SLOT: case IR_PUSH: case IR_POP:
     return true;

@@ -308,6 +308,15 @@ static int lower_collective(Lower *L, Expr *call, Builtin op) {
     return v;
   }
   int vx = lower_expr(L, x);
+  if (op == BI_PPERMUTE) {
+    IrInst *in = emit(L, IR_PPERMUTE, call->span);
+    ir_set_args(L->c, in, 1, &vx);
+    set_axes(in, axes->ty);
+    in->i[0] = int_arg(named(L, call, "shift"));
+    in->dst[0] = value(L, call->ty, NULL);
+    in->ndst = 1;
+    return in->dst[0];
+  }
   Expr *src = named(L, call, "src"), *dst = named(L, call, "dst");
   LType ls = src ? src->ty->ltv : (LType){LT_P, 0}, ld = dst->ty->ltv;
   int nd = x->ty->ndim;

@@ -102,12 +102,19 @@ void comm_cost_add(Compiler *c, CommCost *cost, double mult, Size group, Size by
     cost->t = t;
     cost->cap = cap;
   }
-  cost->t[cost->n++] = (CommTerm){mult, group, bytes, bytes_text};
+  cost->t[cost->n++] = (CommTerm){mult, group, bytes, bytes_text, false};
+}
+
+void comm_cost_add_p2p(Compiler *c, CommCost *cost, double mult, Size group, Size bytes, const char *bytes_text) {
+  comm_cost_add(c, cost, mult, group, bytes, bytes_text);
+  cost->t[cost->n - 1].p2p = true;
 }
 
 void comm_cost_addall(Compiler *c, CommCost *cost, const CommCost *more, double times) {
-  for (int i = 0; i < more->n; i++)
-    comm_cost_add(c, cost, more->t[i].mult * times, more->t[i].group, more->t[i].bytes, more->t[i].bytes_text);
+  for (int i = 0; i < more->n; i++) {
+    const CommTerm *t = &more->t[i];
+    (t->p2p ? comm_cost_add_p2p : comm_cost_add)(c, cost, t->mult * times, t->group, t->bytes, t->bytes_text);
+  }
 }
 
 static const char *group_factor_text(Compiler *c, const Mesh *m, Size g) {
@@ -124,8 +131,14 @@ static const char *mult_text(Compiler *c, double mult) {
   return arena_sprintf(&c->arena, "%g*", mult);
 }
 
+/* A point-to-point term's factor: "(n_pp>1)". */
+static const char *p2p_factor_text(Compiler *c, const Mesh *m, Size g) {
+  return arena_sprintf(&c->arena, "(%s>1)", comm_size_text(c, m, g));
+}
+
 const char *comm_term_text(Compiler *c, const Mesh *m, const CommTerm *t) {
-  return arena_sprintf(&c->arena, "%s%s * %s", mult_text(c, t->mult), group_factor_text(c, m, t->group),
+  return arena_sprintf(&c->arena, "%s%s * %s", mult_text(c, t->mult),
+                       (t->p2p ? p2p_factor_text : group_factor_text)(c, m, t->group),
                        t->bytes_text ? t->bytes_text : comm_size_text(c, m, t->bytes));
 }
 
@@ -137,12 +150,14 @@ static CommCost merged(Compiler *c, const CommCost *cost) {
   for (int i = 0; i < cost->n; i++) {
     int j;
     for (j = 0; j < out.n; j++)
-      if (size_same(out.t[j].group, cost->t[i].group) && size_same(out.t[j].bytes, cost->t[i].bytes))
+      if (size_same(out.t[j].group, cost->t[i].group) && size_same(out.t[j].bytes, cost->t[i].bytes) &&
+          out.t[j].p2p == cost->t[i].p2p)
         break;
     if (j < out.n)
       out.t[j].mult += cost->t[i].mult;
     else
-      comm_cost_add(c, &out, cost->t[i].mult, cost->t[i].group, cost->t[i].bytes, NULL);
+      (cost->t[i].p2p ? comm_cost_add_p2p : comm_cost_add)(c, &out, cost->t[i].mult, cost->t[i].group,
+                                                            cost->t[i].bytes, NULL);
   }
   return out;
 }
@@ -179,7 +194,7 @@ bool comm_cost_eval(const Mesh *m, const CommCost *cost, const long long *sizes,
     double g, b;
     if (!size_eval(cost->t[i].group, sizes, &g) || !size_eval(cost->t[i].bytes, sizes, &b))
       return false;
-    sum += cost->t[i].mult * (g - 1) / g * b;
+    sum += cost->t[i].mult * (cost->t[i].p2p ? (g > 1) : (g - 1) / g) * b;
   }
   *out = sum;
   return true;
@@ -228,7 +243,7 @@ const char *comm_cost_value(Compiler *c, const Mesh *m, const CommCost *cost) {
     return number_text(c, v);
   /* substitute the declared sizes; the rest stays symbolic: parts are
    * coef * monomial [* (g-1)/g for a group of undeclared size g] */
-  struct { Size mono, group; bool sym; } parts[64];
+  struct { Size mono, group; bool sym, p2p; } parts[64];
   int np = 0;
   for (int i = 0; i < cost->n; i++) {
     const CommTerm *t = &cost->t[i];
@@ -237,7 +252,9 @@ const char *comm_cost_value(Compiler *c, const Mesh *m, const CommCost *cost) {
     Size mono = substitute(t->bytes, sizes), g = substitute(t->group, sizes);
     mono.num *= (long long)t->mult;
     bool sym = g.nf > 0;
-    if (!sym) {
+    if (!sym && t->p2p) {
+      mono.num *= g.num > g.den;
+    } else if (!sym) {
       mono.num *= g.num - g.den;
       mono.den *= g.num;
     }
@@ -248,7 +265,8 @@ const char *comm_cost_value(Compiler *c, const Mesh *m, const CommCost *cost) {
       continue;
     int j;
     for (j = 0; j < np; j++)
-      if (parts[j].sym == sym && same_factors(parts[j].mono, mono) && (!sym || size_same(parts[j].group, g)))
+      if (parts[j].sym == sym && same_factors(parts[j].mono, mono) &&
+          (!sym || (size_same(parts[j].group, g) && parts[j].p2p == t->p2p)))
         break;
     if (j < np) {
       Size p = parts[j].mono;
@@ -258,6 +276,7 @@ const char *comm_cost_value(Compiler *c, const Mesh *m, const CommCost *cost) {
     } else if (np < 64) {
       parts[np].mono = mono;
       parts[np].group = g;
+      parts[np].p2p = t->p2p;
       parts[np++].sym = sym;
     } else {
       return "?";
@@ -270,7 +289,7 @@ const char *comm_cost_value(Compiler *c, const Mesh *m, const CommCost *cost) {
       continue;
     sb_printf(&sb, "%s%s", sb.len ? " + " : "", comm_size_text(c, m, parts[i].mono));
     if (parts[i].sym)
-      sb_printf(&sb, "*%s", group_factor_text(c, m, parts[i].group));
+      sb_printf(&sb, "*%s", (parts[i].p2p ? p2p_factor_text : group_factor_text)(c, m, parts[i].group));
   }
   return sb.len ? sb.data : "0";
 }
@@ -369,6 +388,7 @@ CommCmp comm_cost_compare(const CommCost *a, const CommCost *b) {
     double sign = s ? -1 : 1;
     for (int i = 0; i < x->n && ok; i++) {
       const CommTerm *t = &x->t[i];
+      ok &= !t->p2p;
       ok &= poly_add_size(&d, t->bytes, sign * t->mult, size_int(1));
       ok &= poly_add_size(&d, t->bytes, -sign * t->mult, t->group);
     }

@@ -14,13 +14,16 @@
  *   all_gather        (n-1)/n * N        N of the gathered result
  *   reduce_scatter    (n-1)/n * N        N of the input
  *   all_to_all        (n-1)/n * N
+ *   ppermute               N when n > 1  (one MPI_Sendrecv of the whole block)
  *   convert, reinterpret   0             (local)
- * A cost is a sum of terms mult * (n-1)/n * N, with N and n symbolic Sizes. */
+ * A cost is a sum of terms mult * (n-1)/n * N, with N and n symbolic Sizes,
+ * and of point-to-point terms mult * (n>1) * N. */
 typedef struct CommTerm {
   double mult;   /* 2 for all_reduce, 1 otherwise; times repetitions */
   Size group;    /* n */
   Size bytes;    /* N */
   const char *bytes_text; /* N as written per dim ("4*16/n_dp*32"), or NULL */
+  bool p2p;      /* (n>1) instead of (n-1)/n: ppermute */
 } CommTerm;
 
 typedef struct CommCost {
@@ -38,6 +41,7 @@ const char *comm_size_text(Compiler *c, const Mesh *m, Size s);
 /* The local shape "f32[16/n_dp, 32]". */
 const char *comm_local_type_text(Compiler *c, const Mesh *m, const Type *t);
 void comm_cost_add(Compiler *c, CommCost *cost, double mult, Size group, Size bytes, const char *bytes_text);
+void comm_cost_add_p2p(Compiler *c, CommCost *cost, double mult, Size group, Size bytes, const char *bytes_text);
 void comm_cost_addall(Compiler *c, CommCost *cost, const CommCost *more, double times);
 /* One term as a formula: "2*(n_tp-1)/n_tp * 4*16/n_dp*32". */
 const char *comm_term_text(Compiler *c, const Mesh *m, const CommTerm *t);
@@ -48,7 +52,8 @@ const char *comm_cost_text(Compiler *c, const Mesh *m, const CommCost *cost);
 const char *comm_cost_value(Compiler *c, const Mesh *m, const CommCost *cost);
 bool comm_cost_eval(const Mesh *m, const CommCost *cost, const long long *sizes, double *out);
 
-/* How cost a compares with cost b for every mesh size (each axis >= 1). */
+/* How cost a compares with cost b for every mesh size (each axis >= 1);
+ * CMP_UNKNOWN when either has a point-to-point term. */
 typedef enum {
   CMP_UNKNOWN,  /* not decided symbolically */
   CMP_EQUAL,    /* a == b at every size */

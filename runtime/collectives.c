@@ -412,6 +412,40 @@ rt_tensor *rt_all_to_all(rt_ctx *ctx, const rt_tensor *x, rt_axes axes, int src_
     return y;
 }
 
+/* ---- ppermute */
+
+static int coll_sendrecv(rt_ctx *ctx, const void *in, void *out, int n, MPI_Datatype t, int to, int from,
+                         MPI_Comm c)
+{
+    enum { TAG = 0x5050 }; /* every rank of c issues the same sequence: MPI keeps their order */
+    if (!ctx->wait_sleep)
+        return MPI_Sendrecv(in, n, t, to, TAG, out, n, t, from, TAG, c, MPI_STATUS_IGNORE);
+    MPI_Request r[2];
+    int rc = MPI_Irecv(out, n, t, from, TAG, c, &r[0]);
+    if (rc != MPI_SUCCESS)
+        return rc;
+    rc = MPI_Isend(in, n, t, to, TAG, c, &r[1]);
+    if (rc != MPI_SUCCESS)
+        return rc;
+    rc = rt_mpi_wait(ctx, &r[1]);
+    return rc != MPI_SUCCESS ? rc : rt_mpi_wait(ctx, &r[0]);
+}
+
+rt_tensor *rt_ppermute(rt_ctx *ctx, const rt_tensor *x, rt_axes axes, int64_t shift)
+{
+    rt_group *g = rt_group_get(ctx, axes);
+    int64_t n = g->size, s = ((shift % n) + n) % n;
+    if (s == 0)
+        return rt_retain((rt_tensor *)x);
+    rt_kspan ks_ = rt_kernel_begin(ctx);
+    rt_tensor *y = rt_empty(ctx, x->dtype, x->ndim, x->shape);
+    int to = (int)((g->rank + s) % n), from = (int)((g->rank - s + n) % n);
+    RT_CALL_MPI(ctx, coll_sendrecv(ctx, x->data, y->data, count_of(ctx, x->numel), mpi_type(x->dtype), to, from,
+                                   g->comm));
+    rt_coll_record(ctx, RT_COLL_PPERMUTE, &ks_, (double)bytes_of(x));
+    return y;
+}
+
 /* ---- convert, reinterpret */
 
 static const char *ltype_name(rt_ltype t)

@@ -17,7 +17,7 @@
 #include "rt_internal.h"
 
 static const char *const coll_names[RT_NCOLL] = {"all_reduce", "all_gather", "reduce_scatter",
-                                                 "all_to_all"};
+                                                 "all_to_all", "ppermute"};
 static const char *const kind_names[RT_NKINDS + 1] = {
     "matmul", "elementwise", "nn", "reduce", "copy", "random", "io", "collectives", "alloc"};
 static const char *const kind_help[RT_NKINDS + 1] = {

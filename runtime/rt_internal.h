@@ -30,6 +30,7 @@ typedef enum {
     RT_COLL_ALL_GATHER,
     RT_COLL_REDUCE_SCATTER,
     RT_COLL_ALL_TO_ALL,
+    RT_COLL_PPERMUTE,
     RT_NCOLL
 } rt_coll_kind;
 

@@ -171,6 +171,10 @@ rt_tensor *rt_all_gather(rt_ctx *ctx, const rt_tensor *x, rt_axes axes, int dim)
 rt_tensor *rt_reduce_scatter(rt_ctx *ctx, const rt_tensor *x, rt_axes axes, int dim);
 rt_tensor *rt_all_to_all(rt_ctx *ctx, const rt_tensor *x, rt_axes axes, int src_dim,
                          int dst_dim);
+/* ppermute (SPEC 15): each rank's block goes to the rank `shift` steps
+ * further along the group (cyclically, negative goes back); MPI_Sendrecv.
+ * A shift that is a multiple of the group size returns a new reference. */
+rt_tensor *rt_ppermute(rt_ctx *ctx, const rt_tensor *x, rt_axes axes, int64_t shift);
 /* Local, no communication: R/I->V or S(i) (own block), R/I->P (kept on block
  * 0, zeros elsewhere), V/S(i)->P (own block placed in zeros), R<->I (copy). */
 rt_tensor *rt_convert(rt_ctx *ctx, const rt_tensor *x, rt_axes axes, rt_ltype src,
