@@ -12,6 +12,9 @@ MODE:
           again resumes from the checkpoint and continues bit-identically:
           the same printed numbers and byte-identical checkpoint files as
           an uninterrupted run, on the 2x2 mesh
+  pipeline  examples/gpt_pp.spmd (the same GPT with pipeline parallelism
+          on pp, SPEC 15): its 20-step run on (pp=2), (pp=2, dp=2) and
+          (pp=2, tp=2) prints the 1-rank run's losses to float tolerance
   torch   the first steps' losses and gradient norms (before clipping)
           equal those of bench/gpt_torch.py (the
           same GPT in PyTorch, Megatron tensor and sequence parallelism
@@ -70,11 +73,11 @@ class Runner:
             "--text", os.path.join(HERE, "gettysburg.txt")], tmp, args.v)
         self.sizes = dict(line.split("=") for line in open(os.path.join(self.data, "sizes.sh")).read().split())
 
-    def compile(self, name, **consts):
+    def compile(self, name, source="gpt.spmd", **consts):
         c = dict(SMALL, **consts)
         prog = os.path.join(self.tmp, name)
         flags = [f"-D{k}={v}" for k, v in c.items()] + [f"-D{k}={v}" for k, v in self.sizes.items()]
-        sh([self.a.spmdc, os.path.join(ROOT, "examples", "gpt.spmd"), *flags, "-o", prog], self.tmp, self.a.v)
+        sh([self.a.spmdc, os.path.join(ROOT, "examples", source), *flags, "-o", prog], self.tmp, self.a.v)
         return prog
 
     def run(self, prog, mesh, rundir):
@@ -93,9 +96,8 @@ def untimed(out):
     return "\n".join(TIMING.sub("", line) for line in out.splitlines() if line.strip())
 
 
-def mode_meshes(r):
-    prog = r.compile("gpt", STEPS=20, EVAL_EVERY=5)      # a 20-step trajectory
-    meshes = ["dp=1,tp=1", "dp=2,tp=1", "dp=1,tp=2", "dp=2,tp=2"]
+def compare_meshes(r, prog, meshes):
+    """Runs prog on each mesh; (failures, the first mesh's output)."""
     outs = [untimed(r.run(prog, m, os.path.join(r.tmp, m.replace(",", "_")))) for m in meshes]
     if not re.search(r"^step 20 val ", outs[0], re.M):
         sys.exit("FAIL: no validation loss at step 20:\n" + outs[0])
@@ -108,6 +110,29 @@ def mode_meshes(r):
         else:
             print(f"ok {m}: the same output as {meshes[0]}")
     print(outs[0])
+    return fails, outs[0]
+
+
+def mode_meshes(r):
+    prog = r.compile("gpt", STEPS=20, EVAL_EVERY=5)      # a 20-step trajectory
+    return compare_meshes(r, prog, ["dp=1,tp=1", "dp=2,tp=1", "dp=1,tp=2", "dp=2,tp=2"])[0]
+
+
+def mode_pipeline(r):
+    # 4 blocks; 4 microbatches of 2 windows: on (pp=2, dp=2) each dp rank has one window of each
+    prog = r.compile("gpt_pp", "gpt_pp.spmd", STEPS=20, EVAL_EVERY=5, L=4, M=4)
+    fails, piped = compare_meshes(r, prog, ["pp=1,dp=1,tp=1", "pp=2,dp=1,tp=1", "pp=2,dp=2,tp=1",
+                                            "pp=2,dp=1,tp=2", "pp=4,dp=1,tp=1"])
+    # the same model as the flagship: examples/gpt.spmd (no dropout) on 1 rank
+    # prints the same numbers (the microbatches only change the order of sums)
+    flagship = r.compile("gpt", STEPS=20, EVAL_EVERY=5, L=4)
+    out = untimed(r.run(flagship, "dp=1,tp=1", os.path.join(r.tmp, "flagship")))
+    problems = run_e2e.compare_outputs("gpt.spmd", out, "gpt_pp.spmd", piped, 1e-4, 1e-6)
+    if problems:
+        print("FAIL: gpt_pp.spmd differs from gpt.spmd on 1 rank:\n" + "\n".join(problems))
+        fails += 1
+    else:
+        print("ok: gpt_pp.spmd on 1 rank prints what gpt.spmd prints")
     return fails
 
 
@@ -228,7 +253,7 @@ def mode_torch(r):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("mode", choices=["meshes", "resume", "torch"])
+    ap.add_argument("mode", choices=["meshes", "pipeline", "resume", "torch"])
     ap.add_argument("spmdc")
     ap.add_argument("--mpirun", default=os.environ.get("MPIRUN", "mpirun"))
     ap.add_argument("-v", action="store_true")
@@ -236,7 +261,7 @@ def main():
     args.spmdc = os.path.abspath(args.spmdc)
     with tempfile.TemporaryDirectory(prefix="gpt_test_") as tmp:
         r = Runner(args, tmp)
-        fails = {"meshes": mode_meshes, "resume": mode_resume, "torch": mode_torch}[args.mode](r)
+        fails = {"meshes": mode_meshes, "pipeline": mode_pipeline, "resume": mode_resume, "torch": mode_torch}[args.mode](r)
     if fails == SKIP:
         sys.exit(SKIP)
     if fails:
