@@ -5,7 +5,8 @@
  * Each rank's input is a deterministic function of (world rank, element);
  * the expected block is computed from that function with index arithmetic
  * written independently of the runtime (including the rank layout).
- * all_reduce also in its in-place (_reuse) and non-blocking forms.
+ * all_reduce also in its in-place (_reuse) and non-blocking forms; ppermute
+ * with shifts -3..3.
  * Usage: mpirun -np N mpi_collectives a=2,b=4 [--mesh ...] */
 #include <malloc.h>
 #include <mpi.h>
@@ -300,6 +301,21 @@ static void t_all_to_all(tcase *t, rt_dtype dt, int si, int dj)
     rt_free(t->ctx, y);
 }
 
+/* --- ppermute: block g goes to block (g + shift) mod n: y = x of member (g - shift) mod n */
+static void t_ppermute(tcase *t, rt_dtype dt, int64_t shift)
+{
+    int64_t s[3] = {2, 3, 2};
+    snprintf(t->what, sizeof t->what, "ppermute shift=%lld %s", (long long)shift, dtn(dt));
+    rt_tensor *x = input(t, dt, 3, s, rt_rank(t->ctx));
+    rt_tensor *y = rt_ppermute(t->ctx, x, t->axes, shift);
+    check_shape(t, y, 3, s);
+    int from = (int)(((t->g - shift) % t->n + t->n) % t->n);
+    for (int64_t i = 0; i < y->numel; i++)
+        check_val(t, y, i, val(t->members[from], i));
+    rt_free(t->ctx, x);
+    rt_free(t->ctx, y);
+}
+
 /* --- convert: R->V/S(d) own block, R->P block 0 keeps, V/S(d)->P placed in zeros */
 static void t_convert(tcase *t, rt_dtype dt, int dim)
 {
@@ -391,6 +407,8 @@ static void run_tuple(tcase *t, rt_axes axes)
         for (int i = 0; i < 3; i++)
             for (int j = 0; j < 3; j++)
                 t_all_to_all(t, dt, i, j);
+        for (int64_t k = -3; k <= 3; k++)
+            t_ppermute(t, dt, k);
     }
     t_reinterpret(t);
 }
