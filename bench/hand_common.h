@@ -119,6 +119,10 @@ static inline hand_mesh hand_mesh_init(int *argc, char ***argv, int dp, int tp)
 {
     static const char *const axis_names[] = {"dp", "tp"};
     int sizes[2] = {dp ? dp : -1, tp ? tp : (dp ? -1 : 2)};
+    /* glibc's malloc defaults, not the runtime's policy (docs/runtime.md
+     * "Page faults"): the baseline is what a C+MPI programmer gets without
+     * tuning the allocator */
+    rt_set_malloc_policy(false);
     hand_mesh m = {.ctx = rt_init(argc, argv, 2, axis_names, sizes)};
     rt_ctx *ctx = m.ctx;
     m.rank = rt_rank(ctx);

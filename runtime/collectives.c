@@ -118,10 +118,34 @@ int rt_mpi_wait(rt_ctx *ctx, MPI_Request *req)
     }
 }
 
-/* The collectives the runtime issues: blocking, or started and waited for
- * with rt_mpi_wait (the same operation and result either way). */
-int rt_coll_allreduce(rt_ctx *ctx, const void *in, void *out, int n, MPI_Datatype t, MPI_Op op, MPI_Comm c)
+int rt_mpi_waitall(rt_ctx *ctx, int n, MPI_Request *reqs)
 {
+    if (!ctx->wait_sleep)
+        return MPI_Waitall(n, reqs, MPI_STATUSES_IGNORE);
+    for (int i = 0;; i++) {
+        int flag = 0, rc = MPI_Testall(n, reqs, &flag, MPI_STATUSES_IGNORE);
+        if (rc != MPI_SUCCESS || flag)
+            return rc;
+        if (i >= 8) {
+            struct timespec ts = {0, 20000};
+            nanosleep(&ts, NULL);
+        }
+    }
+}
+
+/* The collectives the runtime issues: blocking, or started and waited for
+ * with rt_mpi_wait (the same operation and result either way); an
+ * all-reduce from ctx->ring_min bytes goes round the runtime's ring
+ * (ring.c) instead of MPI's. */
+int rt_coll_allreduce(rt_ctx *ctx, const void *in, void *out, int n, MPI_Datatype t, MPI_Op op, rt_group *g)
+{
+    MPI_Comm c = g->comm;
+    int es = 0;
+    RT_CALL_MPI(ctx, MPI_Type_size(t, &es));
+    if (rt_ring_applies(ctx, g, (size_t)n * (size_t)es)) {
+        rt_ring_allreduce(ctx, g, in, out, n, t, op);
+        return MPI_SUCCESS;
+    }
     if (!ctx->wait_sleep)
         return MPI_Allreduce(in, out, n, t, op, c);
     MPI_Request r;
@@ -178,7 +202,7 @@ static void all_reduce_into(rt_ctx *ctx, const rt_tensor *x, rt_tensor *y, rt_gr
     rt_kspan ks_ = rt_kernel_begin(ctx);
     RT_CALL_MPI(ctx, rt_coll_allreduce(ctx, y == x ? MPI_IN_PLACE : x->data, y->data,
                                    count_of(ctx, x->numel), mpi_type(x->dtype),
-                                   mpi_op(ctx, op, x->dtype), g->comm));
+                                   mpi_op(ctx, op, x->dtype), g));
     if (op == RT_RED_AVG)
         scale_inplace(y, 1.0 / g->size);
     rt_coll_record(ctx, RT_COLL_ALL_REDUCE, &ks_, (double)bytes_of(x));
@@ -275,6 +299,10 @@ static void rs_block(rt_ctx *ctx, rt_group *g, const void *in, int64_t total, rt
         memcpy(out, in, (size_t)total * esz);
         return;
     }
+    if (ctx->rs_algo == RT_RS_AUTO && rt_ring_applies(ctx, g, (size_t)total * esz)) {
+        rt_ring_reduce_scatter(ctx, g, in, out, total, mpi_type(dt), mpi_op(ctx, RT_RED_SUM, dt));
+        return;
+    }
     if (!rs_via_allreduce(ctx, (size_t)total * esz)) {
         RT_CALL_MPI(ctx, coll_reduce_scatter_block(ctx, in, out, count_of(ctx, blk), mpi_type(dt),
                                                    mpi_op(ctx, RT_RED_SUM, dt), g->comm));
@@ -283,7 +311,7 @@ static void rs_block(rt_ctx *ctx, rt_group *g, const void *in, int64_t total, rt
     int64_t n1 = total;
     rt_tensor *tmp = rt_empty(ctx, dt, 1, &n1);
     RT_CALL_MPI(ctx, rt_coll_allreduce(ctx, in, tmp->data, count_of(ctx, total), mpi_type(dt),
-                                    mpi_op(ctx, RT_RED_SUM, dt), g->comm));
+                                    mpi_op(ctx, RT_RED_SUM, dt), g));
     memcpy(out, esz_at(tmp, g->rank * blk), (size_t)blk * esz);
     rt_free(ctx, tmp);
 }
@@ -298,9 +326,10 @@ static void rs_dim(rt_ctx *ctx, rt_group *g, const rt_tensor *x, int dim, rt_ten
         return;
     }
     rt_tensor *tmp = scratch_like(ctx, x, x->numel);
-    if (rs_via_allreduce(ctx, (size_t)x->numel * esz) && g->size > 1) { /* reduce, slice */
+    bool ring = ctx->rs_algo == RT_RS_AUTO && rt_ring_applies(ctx, g, (size_t)x->numel * esz);
+    if (!ring && rs_via_allreduce(ctx, (size_t)x->numel * esz) && g->size > 1) { /* reduce, slice */
         RT_CALL_MPI(ctx, rt_coll_allreduce(ctx, x->data, tmp->data, count_of(ctx, x->numel),
-                                       mpi_type(x->dtype), mpi_op(ctx, RT_RED_SUM, x->dtype), g->comm));
+                                       mpi_type(x->dtype), mpi_op(ctx, RT_RED_SUM, x->dtype), g));
         rt_copy_block(y->data, esz_at(tmp, g->rank * m * inner), esz, outer, m * inner,
                       d * inner, m * inner);
     } else { /* pack [outer, n*m, inner] as [n, outer, m, inner] */

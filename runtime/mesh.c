@@ -29,6 +29,8 @@ static rt_ctx *ctx_new(void)
     ctx->rs_algo = !rs ? RT_RS_AUTO : strcmp(rs, "mpi") == 0 ? RT_RS_MPI
                  : strcmp(rs, "allreduce") == 0 ? RT_RS_ALLREDUCE : RT_RS_AUTO;
     ctx->rs_allreduce_min = RT_RS_ALLREDUCE_MIN;
+    const char *ring = getenv("SPMD_RING_MIN_KB");
+    ctx->ring_min = ring ? (size_t)strtoull(ring, NULL, 10) << 10 : RT_MMAP_THRESHOLD;
     ctx->vm = rt_vm_select();
     ctx->gemm_f32 = -1; /* chosen by rt_init, or at a serial ctx's first f32 GEMM */
     ctx->t_start = rt_now();
@@ -89,29 +91,47 @@ static const char *parse_args(rt_ctx *ctx, int *argc, char **argv)
     return mesh;
 }
 
-/* glibc raises its mmap threshold each time a mapped chunk is freed (up to
- * 32 MiB), after which the large temporaries MPI mallocs and frees inside
- * every big collective come from the heap and stay resident: tp_mlp's peak
- * memory per rank was 1.10x the hand-written C's on dp=2 and 1.14x on 2x2
- * with it, 0.99x and 1.02x without (bench/tp_mlp_startup_mem.sh). A fixed
- * threshold (setting it turns the adjustment off) keeps buffers of 4 MiB
- * and more in their own mappings, returned when freed; the price is that
- * MPI's temporaries are mapped and touched afresh in every collective that
- * needs them (about 9 ms per 16 MiB on this machine). The glibc tunable
- * MALLOC_MMAP_THRESHOLD_, when set, is left alone (e.g. 33554432 with
- * MALLOC_TRIM_THRESHOLD_=268435456 keeps them resident again). */
-#define RT_MMAP_THRESHOLD (4 << 20)
+/* The runtime's malloc policy (docs/runtime.md "Page faults").
+ *
+ * glibc raises its mmap threshold each time a mapped chunk is freed (up to
+ * 32 MiB), after which large buffers come from the heap and stay resident:
+ * tp_mlp's peak memory per rank was 1.10x the hand-written C's on dp=2 and
+ * 1.14x on 2x2 with it, 0.99x and 1.02x without (bench/tp_mlp_startup_mem.sh,
+ * when the baseline had the same fixed threshold). A fixed threshold (setting
+ * it turns the adjustment off) keeps buffers of 4 MiB and more in their own
+ * mappings, returned when freed. Setting it also freezes the trim threshold
+ * at 128 KiB, so that every free leaving more than that at the top of the
+ * heap gave it back to the kernel, and the next step faulted it in again
+ * (MPI's temporaries under 4 MiB: the flagship's reduce-scatters, 3,400
+ * page faults per step on a tp rank); the trim threshold is fixed too, at
+ * glibc's own ratio (twice the mmap threshold). MPI's temporaries of 4 MiB
+ * and more would still be mapped afresh in every call; the collectives
+ * that would need them go round the runtime's ring instead (ring.c, from
+ * ctx->ring_min = RT_MMAP_THRESHOLD bytes). Either glibc tunable, when set,
+ * is left alone. */
+#define RT_TRIM_THRESHOLD (2 * RT_MMAP_THRESHOLD)
 
-static void fix_mmap_threshold(void)
+static bool malloc_policy = true;
+
+void rt_set_malloc_policy(bool on)
 {
+    malloc_policy = on;
+}
+
+static void set_malloc_policy(void)
+{
+    if (!malloc_policy)
+        return;
     if (!getenv("MALLOC_MMAP_THRESHOLD_"))
-        mallopt(M_MMAP_THRESHOLD, RT_MMAP_THRESHOLD);
+        mallopt(M_MMAP_THRESHOLD, (int)RT_MMAP_THRESHOLD);
+    if (!getenv("MALLOC_TRIM_THRESHOLD_"))
+        mallopt(M_TRIM_THRESHOLD, (int)RT_TRIM_THRESHOLD);
 }
 
 rt_ctx *rt_init(int *argc, char ***argv, int naxes, const char *const *names,
                 const int *sizes)
 {
-    fix_mmap_threshold();
+    set_malloc_policy();
     rt_ctx *ctx = ctx_new();
     ctx->mpi = true;
     int inited = 0;
@@ -135,6 +155,7 @@ rt_ctx *rt_init(int *argc, char ***argv, int naxes, const char *const *names,
 int rt_finalize(rt_ctx *ctx)
 {
     rt_overlap_free(ctx);
+    rt_ring_free(ctx);
     rt_trace_finish(ctx);
     rt_bf16_free(ctx);
     rt_dnnl_free(ctx);

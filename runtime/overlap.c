@@ -92,7 +92,7 @@ static void finish_rest(rt_ctx *ctx, rt_request *r)
     RT_CALL_MPI(ctx, rt_coll_allreduce(ctx, r->in ? (char *)r->in->data + (size_t)at * es : MPI_IN_PLACE,
                                        (char *)r->buf->data + (size_t)at * es, (int)rest,
                                        rt_mpi_type(r->dtype), rt_mpi_op(ctx, r->op, r->dtype),
-                                       r->group->comm));
+                                       r->group));
     r->at = r->count;
 }
 

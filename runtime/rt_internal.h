@@ -81,6 +81,9 @@ typedef struct rt_region {
     double kind[RT_NKINDS + 1]; /* self time per kernel kind; [RT_NKINDS]: allocation */
     double *durs;               /* every call's inclusive time, for the median */
     int ndurs, cap_durs;
+    bool step;                  /* opened by rt_step_begin: a training step */
+    long *faults;               /* a step region's minor page faults per call (whole process) */
+    int nfaults, cap_faults;
 } rt_region;
 
 /* --profile: totals per kernel kind, allocation, regions */
@@ -106,6 +109,8 @@ typedef struct rt_event {
  * with bench/bench_collectives, see docs/runtime.md) */
 typedef enum { RT_RS_AUTO, RT_RS_ALLREDUCE, RT_RS_MPI } rt_rs_algo;
 #define RT_RS_ALLREDUCE_MIN ((size_t)4 << 20)
+/* the mmap threshold of the runtime's malloc policy (mesh.c) */
+#define RT_MMAP_THRESHOLD ((size_t)4 << 20)
 
 struct rt_ctx {
     bool mpi;           /* false for rt_ctx_serial */
@@ -132,6 +137,7 @@ struct rt_ctx {
     const char *open_names[64]; /* rt_trace_begin stack */
     double open_t0[64];
     double open_child[64];      /* inclusive time of the regions nested in it */
+    long open_faults0[64];      /* the process's minor faults when a step region opened */
     int open_region[64];        /* index in prof.regions (--profile) */
     int nopen;
     bool profile;
@@ -142,6 +148,10 @@ struct rt_ctx {
      * more ranks than cores on this node, or SPMD_WAIT=sleep (collectives.c) */
     bool wait_sleep;
     size_t rs_allreduce_min;
+    /* all-reduces and reduce-scatters from this many bytes go round the
+     * runtime's ring (ring.c; SPMD_RING_MIN_KB, default RT_MMAP_THRESHOLD) */
+    size_t ring_min;
+    char *ring_scratch; /* 2 * RT_RING_CHUNK, allocated and touched at first use */
 
     MPI_Op bf16_ops[4];     /* rt_bf16_mpi_op, created on first use */
     bool bf16_ops_made;
@@ -191,6 +201,8 @@ void rt_coll_record_part(rt_ctx *ctx, const char *name, rt_kspan *s, double byte
 void rt_alloc_record(rt_ctx *ctx, double t0, bool fresh, size_t bytes);
 void rt_region_enter(rt_ctx *ctx, int level, const char *name);
 void rt_region_leave(rt_ctx *ctx, int level, double incl);
+/* marks the region open at level as a training step (its page faults per call) */
+void rt_region_step(rt_ctx *ctx, int level);
 void rt_profile_start(rt_ctx *ctx);
 double rt_process_start(void); /* the process's start on rt_now()'s clock; 0: unknown */
 void rt_profile_print(rt_ctx *ctx);
@@ -212,9 +224,23 @@ void rt_kscope_end_(rt_kscope *k);
 MPI_Datatype rt_mpi_type(rt_dtype dt);
 MPI_Op rt_mpi_op(rt_ctx *ctx, rt_reduce_op op, rt_dtype dt);
 void rt_scale_inplace(rt_tensor *y, double s); /* op=avg */
-/* MPI_Allreduce, or started and waited for with rt_mpi_wait (SPMD_WAIT) */
+/* MPI_Allreduce, or started and waited for with rt_mpi_wait (SPMD_WAIT);
+ * from ctx->ring_min bytes rt_ring_allreduce */
 int rt_coll_allreduce(rt_ctx *ctx, const void *in, void *out, int n, MPI_Datatype t, MPI_Op op,
-                      MPI_Comm c);
+                      rt_group *g);
+
+/* ring.c: all-reduce (in may be MPI_IN_PLACE) and reduce-scatter (n
+ * elements in, block g->rank of n / size out) of n elements over g's
+ * communicator in point-to-point pieces of at most RT_RING_CHUNK bytes,
+ * through no memory mapped per call; deterministic, and on groups of 2
+ * the same bits as MPI's */
+#define RT_RING_CHUNK ((size_t)1 << 20)
+bool rt_ring_applies(const rt_ctx *ctx, const rt_group *g, size_t bytes);
+void rt_ring_allreduce(rt_ctx *ctx, rt_group *g, const void *in, void *out, int64_t n,
+                       MPI_Datatype t, MPI_Op op);
+void rt_ring_reduce_scatter(rt_ctx *ctx, rt_group *g, const void *in, void *out, int64_t n,
+                            MPI_Datatype t, MPI_Op op);
+void rt_ring_free(rt_ctx *ctx);
 
 /* overlap.c */
 void rt_overlap_setup(rt_ctx *ctx);
@@ -322,6 +348,7 @@ void rt_gemm_describe(const rt_ctx *ctx, char *buf, size_t n);
  * that a rank waiting for others gives its core to the ranks still working
  * (an oversubscribed node); returns the MPI error code */
 int rt_mpi_wait(rt_ctx *ctx, MPI_Request *req);
+int rt_mpi_waitall(rt_ctx *ctx, int n, MPI_Request *reqs); /* the same for n requests */
 /* decides ctx->wait_sleep once MPI is up (mesh.c) */
 void rt_wait_setup(rt_ctx *ctx);
 

@@ -112,6 +112,13 @@ void rt_pool_release(rt_ctx *ctx, void *p, size_t cap);
  * Consumes --mesh a=n,..., --trace FILE.json and --profile from argv. */
 rt_ctx *rt_init(int *argc, char ***argv, int naxes, const char *const *names,
                 const int *sizes);
+/* Whether rt_init sets the runtime's malloc policy (the default: mmap
+ * threshold fixed at 4 MiB, trim threshold at 8 MiB, each unless its glibc
+ * tunable MALLOC_MMAP_THRESHOLD_ / MALLOC_TRIM_THRESHOLD_ is set; see
+ * docs/runtime.md "Page faults"). Process-wide; call before rt_init. The
+ * hand-written baselines (bench/hand_common.h) turn it off and run on
+ * glibc's defaults. */
+void rt_set_malloc_policy(bool on);
 /* Writes the trace, prints the profile, frees everything, MPI_Finalize.
  * Returns 0 (the program's exit status). */
 int rt_finalize(rt_ctx *ctx);

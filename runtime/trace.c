@@ -59,6 +59,8 @@ void rt_step_begin(rt_ctx *ctx, const char *name)
     if (ctx->t_first_step == 0) /* start-up ends here (rt_startup) */
         ctx->t_first_step = rt_now();
     rt_trace_begin(ctx, name);
+    if (rt_measuring(ctx))
+        rt_region_step(ctx, ctx->nopen - 1);
 }
 
 void rt_trace_end(rt_ctx *ctx)

@@ -378,6 +378,95 @@ static void t_reinterpret(tcase *t)
     rt_free(t->ctx, x);
 }
 
+/* --- all-reduces and reduce-scatters of 5 MiB and more: from 4 MiB the
+ * runtime's ring (runtime/ring.c), in several 1 MiB pieces, with blocks of
+ * unequal size (the element count is not divisible by most group sizes).
+ * Exact sums of integers in every form; then values that round: on a
+ * group of 2 bit for bit a + b (what every MPI algorithm computes), on
+ * larger ones within 1e-6 and the same bits when repeated. */
+static float fval(int rank, int64_t i)
+{
+    return (float)((rank * 7919 + i * 31) % 10007) * 1.37e-3f + 0.1f * (float)rank;
+}
+
+static void t_large(tcase *t, rt_axes axes)
+{
+    setup_group(t, axes);
+    int rank = rt_rank(t->ctx);
+    int64_t n = ((int64_t)5 << 20) / 4 + 7 * t->n + 1;
+    for (int f = 0; f < AR_FORMS; f++) {
+        if (f == AR_REUSE_SHARED || f == AR_START_REUSE_SHARED)
+            continue;
+        snprintf(t->what, sizeof t->what, "large all_reduce form %d of %lld f32", f, (long long)n);
+        rt_tensor *x = input(t, RT_F32, 1, &n, rank), *y;
+        switch (f) {
+        case AR_PLAIN: y = rt_all_reduce(t->ctx, x, t->axes, RT_RED_SUM); break;
+        case AR_REUSE: y = rt_all_reduce_reuse(t->ctx, x, t->axes, RT_RED_SUM); break;
+        case AR_START: y = rt_all_reduce_start(t->ctx, x, t->axes, RT_RED_SUM); break;
+        default: y = rt_all_reduce_start_reuse(t->ctx, x, t->axes, RT_RED_SUM); break;
+        }
+        rt_wait(t->ctx, y);
+        check_shape(t, y, 1, &n);
+        for (int64_t i = 0; i < n; i++) {
+            double acc = 0;
+            for (int k = 0; k < t->n; k++)
+                acc += val(t->members[k], i);
+            check_val(t, y, i, acc);
+        }
+        rt_free(t->ctx, x);
+        rt_free(t->ctx, y);
+    }
+    /* reduce_scatter on dim 0 (contiguous blocks) and dim 1 (packed) */
+    for (int dim = 0; dim < 2; dim++) {
+        int64_t s[2] = {dim == 0 ? t->n * (((int64_t)5 << 20) / 4 / t->n) : 4,
+                        dim == 0 ? 1 : t->n * (((int64_t)5 << 20) / 16 / t->n)};
+        int64_t o[2] = {dim == 0 ? s[0] / t->n : s[0], dim == 1 ? s[1] / t->n : s[1]};
+        snprintf(t->what, sizeof t->what, "large reduce_scatter dim %d f32", dim);
+        rt_tensor *x = input(t, RT_F32, 2, s, rank);
+        rt_tensor *y = rt_reduce_scatter(t->ctx, x, t->axes, dim);
+        check_shape(t, y, 2, o);
+        for (int64_t i = 0; i < y->numel && y->numel == o[0] * o[1]; i++) {
+            int64_t r = i / o[1], c = i % o[1];
+            int64_t src = dim == 0 ? (t->g * o[0] + r) * s[1] + c : r * s[1] + t->g * o[1] + c;
+            double acc = 0;
+            for (int k = 0; k < t->n; k++)
+                acc += val(t->members[k], src);
+            check_val(t, y, i, acc);
+        }
+        rt_free(t->ctx, x);
+        rt_free(t->ctx, y);
+    }
+    /* values that round */
+    snprintf(t->what, sizeof t->what, "large all_reduce of rounding f32 (group of %d)", t->n);
+    rt_tensor *x = rt_empty(t->ctx, RT_F32, 1, &n);
+    float *xv = x->data;
+    for (int64_t i = 0; i < n; i++)
+        xv[i] = fval(rank, i);
+    rt_tensor *y1 = rt_all_reduce(t->ctx, x, t->axes, RT_RED_SUM);
+    rt_tensor *y2 = rt_all_reduce(t->ctx, x, t->axes, RT_RED_SUM);
+    const float *a = y1->data, *b = y2->data;
+    int bad = 0;
+    for (int64_t i = 0; i < n; i++) {
+        double acc = 0;
+        for (int k = 0; k < t->n; k++)
+            acc += fval(t->members[k], i);
+        float two = fval(t->members[0], i) + fval(t->members[t->n > 1], i);
+        bool ok = memcmp(&a[i], &b[i], sizeof a[i]) == 0 &&
+                  (t->n == 2 ? memcmp(&a[i], &two, sizeof two) == 0
+                             : a[i] - acc < 1e-6 * acc + 1e-6 && acc - a[i] < 1e-6 * acc + 1e-6);
+        t->checks++;
+        if (!ok && bad++ < 5) {
+            t->failures++;
+            fprintf(stderr, "[rank %d] FAIL %s: element %lld is %.9g then %.9g, expected %.9g\n",
+                    rank, t->what, (long long)i, (double)a[i], (double)b[i],
+                    t->n == 2 ? (double)two : acc);
+        }
+    }
+    rt_free(t->ctx, x);
+    rt_free(t->ctx, y1);
+    rt_free(t->ctx, y2);
+}
+
 static void run_tuple(tcase *t, rt_axes axes)
 {
     static const rt_dtype dts[] = {RT_F32, RT_F64, RT_I32, RT_BF16};
@@ -424,6 +513,29 @@ static void each_tuple(tcase *t, rt_axes cur, int used)
         rt_axes next = cur;
         next.idx[next.n++] = a;
         each_tuple(t, next, used | (1 << a));
+    }
+}
+
+/* and its trim threshold (8 MiB): 3 MiB freed at the top of the heap stay
+ * in the heap (glibc's trim threshold, frozen at 128 KiB by fixing the mmap
+ * threshold, gave them back, and the next step faulted them in again) */
+static void t_trim_threshold(tcase *t)
+{
+    struct mallinfo2 m0 = mallinfo2();
+    if (m0.arena == 0 && m0.hblkhd == 0) /* not glibc's malloc (a sanitizer's) */
+        return;
+    size_t mid = (size_t)3 << 20;
+    char *a = malloc(mid);
+    if (a)
+        memset(a, 1, mid);
+    struct mallinfo2 m1 = mallinfo2();
+    free(a);
+    struct mallinfo2 m2 = mallinfo2();
+    t->checks++;
+    if (!a || m1.arena < m0.arena || m2.arena < m1.arena) {
+        t->failures++;
+        fprintf(stderr, "[rank %d] FAIL: freeing 3 MiB at the top of the heap shrank it (heap "
+                        "%zu bytes, then %zu)\n", rt_rank(t->ctx), m1.arena, m2.arena);
     }
 }
 
@@ -493,7 +605,13 @@ int main(int argc, char **argv)
         fprintf(stderr, "[rank %d] FAIL coordinates give rank %d\n", rt_rank(ctx), r);
     }
     t_mmap_threshold(&t);
+    t_trim_threshold(&t);
     each_tuple(&t, RT_NO_AXES, 0);
+    rt_axes all = RT_NO_AXES;
+    for (int a = 0; a < naxes; a++)
+        all.idx[all.n++] = a;
+    if (naxes > 0)
+        t_large(&t, all);
     int fails = 0, checks = 0;
     MPI_Allreduce(&t.failures, &fails, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
     MPI_Allreduce(&t.checks, &checks, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
