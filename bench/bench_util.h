@@ -1,9 +1,17 @@
-/* Timing helpers for the benchmarks: monotonic clock and medians. */
+/* Timing helpers for the benchmarks: monotonic clock, medians, page faults. */
 #ifndef BENCH_UTIL_H
 #define BENCH_UTIL_H
 
 #include <stdlib.h>
+#include <sys/resource.h>
 #include <time.h>
+
+/* the whole process's minor page faults, as --profile counts them */
+static inline long minor_faults_self(void)
+{
+    struct rusage ru;
+    return getrusage(RUSAGE_SELF, &ru) == 0 ? ru.ru_minflt : 0;
+}
 
 static inline double now_s(void)
 {

@@ -7,7 +7,8 @@
 #   gen-blk   the same binary with SPMD_OVERLAP=0 (blocking all-reduces),
 #             on meshes with dp > 1: what the overlap buys
 #   hand      bench/flagship_hand.c (the same step by hand, C+MPI+CBLAS,
-#             blocking in-place MPI_Allreduce, scalar erff)
+#             blocking in-place MPI_Allreduce, scalar erff; glibc's malloc
+#             defaults, not the runtime's policy: bench/hand_common.h)
 #   hand-dnnl the same with its GEMMs on oneDNN (flagship_hand --dnnl):
 #             gen runs its f32 GEMMs on OpenBLAS or oneDNN, whichever the
 #             runtime found faster on this machine (runtime/gemm.c; named
@@ -26,7 +27,10 @@
 # the report gives per program the median over runs of each run's median,
 # the min and max step over all runs, and the ratios of the medians to hand,
 # hand-dnnl and torch, with their range over runs (each run's ratio to the same run
-# round's hand / torch). The last loss each program prints is shown (gen,
+# round's hand / torch), and the page faults per training step after the
+# first (the whole process's, each rank's median over steps, the maximum over
+# ranks and runs; gen's --profile line, flagship_hand --time's).
+# The last loss each program prints is shown (gen,
 # gen-blk and hand start from the same values; torch's differ).
 #
 # Environment (defaults): BUILD (REPO/build), B=256 D=1024 H=4096 STEPS=21,
@@ -63,7 +67,8 @@ trap 'rm -rf "$work"' EXIT
 torch=1
 "$PYTHON" -c 'import torch' 2>/dev/null || torch=0
 
-# run KIND NP DP TP: prints "MEDIAN MIN MAX LASTLOSS" (ms per step) or "fail"
+# run KIND NP DP TP: prints "MEDIAN MIN MAX FAULTS LASTLOSS" (ms per step; page
+# faults per step after the first, '-' for torch) or "fail"
 run() {
     kind=$1 np=$2 dp=$3 tp=$4 out=$work/out
     case $kind in
@@ -89,8 +94,10 @@ run() {
             ;;
     esac
     loss=$(sed -n 's/^step [0-9]* loss //p' "$out" | tail -1)
+    # page faults per step after the first (max over ranks of each rank's median)
+    pf=$(sed -n 's/^page faults per training step after the first.*(max over ranks \([0-9]*\);.*/\1/p' "$out")
     [ -n "$t" ] || { echo "fail"; return; }
-    echo "$t ${loss:-?}"
+    echo "$t ${pf:--} ${loss:-?}"
 }
 
 echo "# tp_mlp f32 B=$B D=$D H=$H, $STEPS steps, $RUNS runs per program and mesh, alternating"
@@ -112,11 +119,12 @@ for mesh in $MESHES; do
     done
     echo
     echo "mesh dp=$dp tp=$tp ($np ranks); gen's f32 GEMM: $(cat "$work/genlib" 2>/dev/null || echo '?')"
-    echo "  program     ms/step: median [min-max]     /hand [range]  /hand-dnnl [range]       /torch [range]   last loss"
+    echo "  program     ms/step: median [min-max]     /hand [range]  /hand-dnnl [range]       /torch [range]  faults/step  last loss"
     awk -v kinds="$kinds" '
         $3 == "fail" { fail[$2] = 1; next }
         { k = $2; n[k]++; med[k, n[k]] = $3; run[k, $1] = $3
-          if (!(k in lo) || $4 < lo[k]) lo[k] = $4; if ($5 > hi[k]) hi[k] = $5; loss[k] = $6 }
+          if (!(k in lo) || $4 < lo[k]) lo[k] = $4; if ($5 > hi[k]) hi[k] = $5
+          if (!(k in pf) || $6 == "-" || $6 + 0 > pf[k] + 0) pf[k] = $6; loss[k] = $7 }
         function median(arr, m,   i, j, t, a) {
             for (i = 1; i <= m; i++) a[i] = arr[i]
             for (i = 1; i <= m; i++) for (j = i + 1; j <= m; j++) if (a[j] < a[i]) { t = a[i]; a[i] = a[j]; a[j] = t }
@@ -138,8 +146,8 @@ for mesh in $MESHES; do
             for (i = 1; ks[i] != ""; i++) {
                 k = ks[i]
                 if (fail[k] || !n[k]) { printf "  %-9s failed\n", k; continue }
-                printf "  %-9s %9.1f [%.1f-%.1f]  %18s  %18s  %18s   %s\n", k, M[k], lo[k], hi[k],
-                    ratio(k, "hand"), ratio(k, "hand-dnnl"), ratio(k, "torch"), loss[k]
+                printf "  %-9s %9.1f [%.1f-%.1f]  %18s  %18s  %18s  %11s  %s\n", k, M[k], lo[k], hi[k],
+                    ratio(k, "hand"), ratio(k, "hand-dnnl"), ratio(k, "torch"), pf[k], loss[k]
             }
         }' "$work/res"
 done
