@@ -1,7 +1,11 @@
 #!/usr/bin/env bash
 # Installs the Debian packages spmdc needs, if any is missing (run as root,
-# or with sudo available).  Sourced by main.sh and test.sh.  `fortunes` is
+# or with sudo available).  Run by main.sh and test.sh.  `fortunes` is
 # the text the main job's GPT learns, python3-matplotlib plots its losses.
+#   bash scripts/deps.sh          what the main job needs (and the test tools)
+#   bash scripts/deps.sh --test   also python3-torch, the PyTorch oracle of the
+#                                 tests (gpt/torch, numerics/torch_semantics, the
+#                                 bf16 comparisons; about 80 s to install)
 set -euo pipefail
 SPMD_PACKAGES="cmake make gcc re2c bison libopenmpi-dev openmpi-bin libcriterion-dev
   libopenblas-dev libdnnl-dev libsleef-dev pkg-config python3 python3-numpy python3-matplotlib
@@ -11,6 +15,9 @@ missing=()
 # (tests/multihost), unshare (tests/faults); GNU time (/usr/bin/time -v: peak
 # memory per rank in bench/tp_mlp_startup_mem.sh)
 SPMD_PACKAGES="$SPMD_PACKAGES clang libclang-rt-14-dev iproute2 util-linux time"
+if [ "${1:-}" = "--test" ]; then
+  SPMD_PACKAGES="$SPMD_PACKAGES python3-torch"
+fi
 for p in $SPMD_PACKAGES; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
 done

@@ -6,7 +6,10 @@
 #   bash scripts/test.sh --quick    the normal build only
 set -euo pipefail
 cd "$(dirname "$0")/.."
-bash scripts/deps.sh
+bash scripts/deps.sh --test
+# the PyTorch oracle tests (gpt/torch, numerics/torch_semantics, the bf16
+# comparisons) would skip without it: here they must run
+/usr/bin/python3 -c 'import torch' || { echo "test.sh: python3-torch is missing" >&2; exit 1; }
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
 jobs=$(nproc)
 
@@ -14,10 +17,10 @@ run_suite() { # build-dir cmake-args...
   local dir=$1; shift
   cmake -S . -B "$dir" -DCMAKE_BUILD_TYPE=RelWithDebInfo "$@" >/dev/null
   cmake --build "$dir" -j "$jobs"
-  # A test that fails is run once more: on this oversubscribed 2-core machine
-  # an mpirun start-up very rarely fails for reasons outside the test (seen
-  # once, not reproducible); a real failure fails twice.
-  (cd "$dir" && ctest -j "$jobs" --output-on-failure --timeout 900 --repeat until-pass:2)
+  # Every test runs once; only one whose mpirun failed to start (Open MPI's
+  # start-up messages) runs again, and those are listed at the end
+  # (scripts/run_ctest.py); any other failure fails the suite.
+  (cd "$dir" && /usr/bin/python3 ../scripts/run_ctest.py -j "$jobs" --output-on-failure --timeout 900)
 }
 
 # clang: the whole project must build with clang -Werror too; then the tests
@@ -27,8 +30,8 @@ run_suite() { # build-dir cmake-args...
 run_clang() {
   CC=clang cmake -S . -B build-clang -DCMAKE_BUILD_TYPE=RelWithDebInfo -DSPMD_FUZZ=ON >/dev/null
   cmake --build build-clang -j "$jobs"
-  (cd build-clang && OMPI_CC=clang ctest -j "$jobs" --output-on-failure --timeout 900 --repeat until-pass:2 \
-     -R '^(unit/|golden/|codegen_corpus$|fuzz/)')
+  (cd build-clang && OMPI_CC=clang /usr/bin/python3 ../scripts/run_ctest.py -j "$jobs" --output-on-failure \
+     --timeout 900 -R '^(unit/|golden/|codegen_corpus$|fuzz/)')
 }
 
 run_suite build
