@@ -55,11 +55,6 @@ static int res_lookup(const int *f, const int *b, int n, int v);
 
 /* ---- which instructions are differentiable, and with respect to what ---- */
 
-static bool is_comparison(const char *s) {
-  return s && (!strcmp(s, "EQ") || !strcmp(s, "NE") || !strcmp(s, "LT") || !strcmp(s, "LE") || !strcmp(s, "GT") ||
-               !strcmp(s, "GE"));
-}
-
 /* Whether argument i of `in` carries a gradient. */
 static bool diff_arg(IrFn *f, IrInst *in, int i) {
   Type *t = f->values[in->args[i]].type;
@@ -73,8 +68,8 @@ static bool diff_arg(IrFn *f, IrInst *in, int i) {
   case IR_ALL_TO_ALL: case IR_CONVERT: case IR_REINTERPRET: case IR_PPERMUTE: case IR_CALL: case IR_RETURN:
   case IR_VAR_SET:
     return true;
-  case IR_BINARY: case IR_BINARY_SCALAR: return !is_comparison(in->s) && i < 2 && !(in->op == IR_BINARY_SCALAR && i == 1);
-  case IR_ALL_REDUCE: return in->i[0] <= 1; /* sum, avg */
+  case IR_BINARY: case IR_BINARY_SCALAR: return !ir_binary_is_comparison(in->binop) && i < 2 && !(in->op == IR_BINARY_SCALAR && i == 1);
+  case IR_ALL_REDUCE: return in->i[0] == RED_SUM || in->i[0] == RED_AVG;
   case IR_CROSS_ENTROPY: return i == 0;
   case IR_WHERE: return i == 1 || i == 2; /* the condition has no gradient */
   case IR_TAKE_ALONG_DIM: return i == 0;
@@ -91,7 +86,7 @@ static bool diff_arg(IrFn *f, IrInst *in, int i) {
 static bool stops_gradient(IrInst *in) {
   switch (in->op) {
   case IR_COPY: return in->i[0] == 1; /* detach */
-  case IR_BINARY: case IR_BINARY_SCALAR: return is_comparison(in->s);
+  case IR_BINARY: case IR_BINARY_SCALAR: return ir_binary_is_comparison(in->binop);
   case IR_HOST_ITEM: case IR_PRINT: case IR_SAVE: case IR_PUSH: case IR_FOR: case IR_IF: return true;
   case IR_ITEM: return true; /* a host number, like PyTorch's .item() */
   case IR_WHERE: case IR_TAKE_ALONG_DIM: return true; /* the condition, the indices */
@@ -272,8 +267,6 @@ static IrInst *coll(Rev *r, IrOp op, IrInst *fwd, int dy, Type *t) {
   return in;
 }
 
-enum { RT_R_ = 0, RT_I_ = 1, RT_V_ = 2, RT_P_ = 3 };
-
 /* The backward of a cast (reinterpret or convert) src -> dst: the seed's
  * forward/backward table, with reinterpret(I,V) -> all_reduce(V -> I). */
 static int cast_bwd(Rev *r, IrInst *in, int dy, Type *xt) {
@@ -282,25 +275,25 @@ static int cast_bwd(Rev *r, IrInst *in, int dy, Type *xt) {
   IrInst *b;
   if (s == d)
     return bemit1(r, IR_COPY, in->span, xt, 1, &dy);
-  if (s == RT_I_ && d == RT_R_) /* P -> I */
+  if (s == LTY_I && d == LTY_R) /* P -> I */
     return coll(r, IR_ALL_REDUCE, in, dy, xt)->dst[0];
-  if (s == RT_I_ && d == RT_V_) {
+  if (s == LTY_I && d == LTY_V) {
     if (!conv)
       return coll(r, IR_ALL_REDUCE, in, dy, xt)->dst[0];
     b = coll(r, IR_ALL_GATHER, in, dy, xt);
     b->i[0] = dim;
     return b->dst[0];
   }
-  if (s == RT_I_ && d == RT_P_) /* R -> I: a no-op */
+  if (s == LTY_I && d == LTY_P) /* R -> I: a no-op */
     return bemit1(r, IR_COPY, in->span, xt, 1, &dy);
   /* the others are local: cast the cotangent back, no communication */
   static const int back[4][4][2] = {
-      /* src R */ {[RT_I_] = {RT_I_, RT_P_}, [RT_V_] = {RT_V_, RT_P_}, [RT_P_] = {RT_R_, RT_P_}},
+      /* src R */ {[LTY_I] = {LTY_I, LTY_P}, [LTY_V] = {LTY_V, LTY_P}, [LTY_P] = {LTY_R, LTY_P}},
       /* src I */ {{0}},
-      /* src V */ {[RT_P_] = {RT_R_, RT_V_}},
+      /* src V */ {[LTY_P] = {LTY_R, LTY_V}},
       /* src P */ {{0}},
   };
-  b = coll(r, conv || (s == RT_R_ && d == RT_I_) ? IR_CONVERT : IR_REINTERPRET, in, dy, xt);
+  b = coll(r, conv || (s == LTY_R && d == LTY_I) ? IR_CONVERT : IR_REINTERPRET, in, dy, xt);
   b->i[0] = back[s][d][0];
   b->i[1] = back[s][d][1];
   b->i[2] = dim;
@@ -340,12 +333,12 @@ static void bwd_rule(Rev *r, IrInst *in, IrBlock *here, int dy, const int *res_f
   case IR_UNARY: { /* dx = dy * f'(x), with f'(x) kept by the forward */
     if (unary_recomputes(r, in)) { /* bf16: dx = f'(x) * dy from x, in f32, rounded once */
       IrInst *b = bemit(r, IR_UNARY_BWD, sp, 2, (int[]){RES(a0), dy});
-      b->s = in->s;
+      b->unop = in->unop;
       grad_of_first(r, here, b, in);
       return;
     }
     IrInst *b = bemit(r, IR_BINARY, sp, 2, (int[]){dy, RES(a0)});
-    b->s = "MUL";
+    b->binop = BIN_MUL;
     grad_of_first(r, here, b, in);
     return;
   }
@@ -362,7 +355,7 @@ static void bwd_rule(Rev *r, IrInst *in, IrBlock *here, int dy, const int *res_f
       }
     }
     IrInst *b = bemit(r, IR_BINARY_BWD, sp, 3, (int[]){a, bb, dy});
-    b->s = in->s;
+    b->binop = in->binop;
     b->ndst = 2;
     bool left_tensor = in->op == IR_BINARY || !in->i[1];
     bool want_a = in->op == IR_BINARY ? want0 : (left_tensor && want0);
@@ -524,7 +517,7 @@ static void bwd_rule(Rev *r, IrInst *in, IrBlock *here, int dy, const int *res_f
       v = b->dst[0];
     } else {
       v = bemit1(r, IR_COPY, sp, ftype(r, a0), 1, &dy);
-      if (in->i[0] == 1) { /* avg: each term's share is 1/n of the cotangent */
+      if (in->i[0] == RED_AVG) { /* avg: each term's share is 1/n of the cotangent */
         IrInst *n = bemit(r, IR_HOST_SIZE, sp, 0, NULL);
         n->size = size_int(1);
         for (int i = 0; i < in->naxes; i++)
@@ -532,7 +525,7 @@ static void bwd_rule(Rev *r, IrInst *in, IrBlock *here, int dy, const int *res_f
         n->dst[0] = bval(r, type_new(c, TY_INT));
         n->ndst = 1;
         IrInst *b = bemit(r, IR_BINARY_SCALAR, sp, 2, (int[]){v, n->dst[0]});
-        b->s = "DIV";
+        b->binop = BIN_DIV;
         b->dst[0] = bval(r, ftype(r, a0));
         b->ndst = 1;
         v = b->dst[0];
@@ -549,8 +542,8 @@ static void bwd_rule(Rev *r, IrInst *in, IrBlock *here, int dy, const int *res_f
       b->i[0] = in->i[0];
     } else {
       b = coll(r, IR_CONVERT, in, dy, ftype(r, a0));
-      b->i[0] = RT_I_;
-      b->i[1] = RT_V_;
+      b->i[0] = LTY_I;
+      b->i[1] = LTY_V;
       b->i[2] = in->i[0];
     }
     contribute(r, here, a0, b->dst[0], sp);

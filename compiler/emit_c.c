@@ -54,6 +54,12 @@ static const char *ctype_of(const Type *t) {
   }
 }
 
+/* The IR's vocabulary as the runtime's enums (ir.h) */
+static const char *const reduce_c[] = {[RED_SUM] = "RT_RED_SUM", [RED_AVG] = "RT_RED_AVG", [RED_MAX] = "RT_RED_MAX",
+                                       [RED_MIN] = "RT_RED_MIN"};
+static const char *const ce_reduction_c[] = {[CE_MEAN] = "RT_CE_MEAN", [CE_SUM] = "RT_CE_SUM", [CE_NONE] = "RT_CE_NONE"};
+static const char *const ltype_c[] = {[LTY_R] = "RT_R", [LTY_I] = "RT_I", [LTY_V] = "RT_V", [LTY_P] = "RT_P"};
+
 static const char *dtype_c(DType d) {
   return d == DT_F64 ? "RT_F64" : d == DT_I32 ? "RT_I32" : d == DT_BF16 ? "RT_BF16" : "RT_F32";
 }
@@ -166,11 +172,11 @@ static void emit_comm(Emitter *E, IrInst *in, int ind, const char *loc) {
     ind++;
     out(E, ind, "rt_tensor *wire_in_ = rt_astype(ctx, %s, %s), *wire_out_;\n", A(E, in, 0), dtype_c(in->wire));
   }
-  const char *dim0 = in->i[0] < 0 ? "RT_STACK" : arena_sprintf(ar, "%lld", in->i[0]);
+  const char *dim0 = in->i[0] == IR_STACK ? "RT_STACK" : arena_sprintf(ar, "%lld", in->i[0]);
   switch (in->op) {
   case IR_ALL_REDUCE:
     out(E, ind, "%s = rt_all_reduce%s(ctx, %s, %s, %s); %s\n", d, !wire && dies_here(E, in->args[0]) ? "_reuse" : "",
-        x, axes_c(E, in), (const char *[]){"RT_RED_SUM", "RT_RED_AVG", "RT_RED_MAX", "RT_RED_MIN"}[in->i[0]], loc);
+        x, axes_c(E, in), reduce_c[in->i[0]], loc);
     break;
   case IR_ALL_GATHER:
   case IR_REDUCE_SCATTER:
@@ -179,7 +185,7 @@ static void emit_comm(Emitter *E, IrInst *in, int ind, const char *loc) {
     break;
   default:
     out(E, ind, "%s = rt_all_to_all(ctx, %s, %s, %s, %s); %s\n", d, x, axes_c(E, in), dim0,
-        in->i[1] < 0 ? "RT_STACK" : arena_sprintf(ar, "%lld", in->i[1]), loc);
+        in->i[1] == IR_STACK ? "RT_STACK" : arena_sprintf(ar, "%lld", in->i[1]), loc);
     break;
   }
   if (wire) {
@@ -200,8 +206,6 @@ static const char *host_op(OpKind op) {
 
 static void emit_block(Emitter *E, IrBlock *b, int ind);
 
-/* cross_entropy's reduction= (IR i[0]) as the runtime's enum */
-static const char *const ce_reduction[] = {"RT_CE_MEAN", "RT_CE_SUM", "RT_CE_NONE"};
 
 static void uses(IrInst *in, int j, int *lastuse) {
   for (int i = 0; i < in->nargs; i++)
@@ -236,10 +240,11 @@ static void emit_inst(Emitter *E, IrInst *in, int ind) {
   case IR_HOST_MATH: {
     const char *cast = E->f->values[in->dst[0]].type->kind == TY_INT ? "(int64_t)" : "";
     if (in->nargs == 1)
-      out(E, ind, "%s = %srt_host_unary(RT_%s, (double)%s); %s\n", D(E, in, 0), cast, in->s, A(E, in, 0), loc);
+      out(E, ind, "%s = %srt_host_unary(RT_%s, (double)%s); %s\n", D(E, in, 0), cast, ir_unary_name[in->unop],
+          A(E, in, 0), loc);
     else
-      out(E, ind, "%s = %srt_host_binary(RT_%s, (double)%s, (double)%s); %s\n", D(E, in, 0), cast, in->s, A(E, in, 0),
-          A(E, in, 1), loc);
+      out(E, ind, "%s = %srt_host_binary(RT_%s, (double)%s, (double)%s); %s\n", D(E, in, 0), cast,
+          ir_binary_name[in->binop], A(E, in, 0), A(E, in, 1), loc);
     return;
   }
   case IR_HOST_WALL_TIME: out(E, ind, "%s = rt_wall_time(ctx); %s\n", D(E, in, 0), loc); return;
@@ -253,15 +258,20 @@ static void emit_inst(Emitter *E, IrInst *in, int ind) {
     out(E, ind, "%s = rt_scalar(ctx, %s, (double)%s); %s\n", D(E, in, 0),
         dtype_c(E->f->values[in->dst[0]].type->dtype), A(E, in, 0), loc);
     return;
-  case IR_UNARY: out(E, ind, "%s = rt_unary(ctx, RT_%s, %s); %s\n", D(E, in, 0), in->s, A(E, in, 0), loc); return;
+  case IR_UNARY:
+    out(E, ind, "%s = rt_unary(ctx, RT_%s, %s); %s\n", D(E, in, 0), ir_unary_name[in->unop], A(E, in, 0), loc);
+    return;
   case IR_UNARY_GRAD:
-    out(E, ind, "rt_unary_with_grad(ctx, RT_%s, %s, &%s, &%s); %s\n", in->s, A(E, in, 0), D(E, in, 0), D(E, in, 1), loc);
+    out(E, ind, "rt_unary_with_grad(ctx, RT_%s, %s, &%s, &%s); %s\n", ir_unary_name[in->unop], A(E, in, 0),
+        D(E, in, 0), D(E, in, 1), loc);
     return;
   case IR_BINARY:
-    out(E, ind, "%s = rt_binary(ctx, RT_%s, %s, %s); %s\n", D(E, in, 0), in->s, A(E, in, 0), A(E, in, 1), loc);
+    out(E, ind, "%s = rt_binary(ctx, RT_%s, %s, %s); %s\n", D(E, in, 0), ir_binary_name[in->binop], A(E, in, 0),
+        A(E, in, 1), loc);
     return;
   case IR_BINARY_SCALAR:
-    out(E, ind, "%s = rt_binary_scalar(ctx, RT_%s, %s, (double)%s, %s); %s\n", D(E, in, 0), in->s, A(E, in, 0),
+    out(E, ind, "%s = rt_binary_scalar(ctx, RT_%s, %s, (double)%s, %s); %s\n", D(E, in, 0), ir_binary_name[in->binop],
+        A(E, in, 0),
         A(E, in, 1), in->i[1] ? "true" : "false", loc);
     return;
   case IR_MATMUL: out(E, ind, "%s = rt_matmul(ctx, %s, %s); %s\n", D(E, in, 0), A(E, in, 0), A(E, in, 1), loc); return;
@@ -276,7 +286,7 @@ static void emit_inst(Emitter *E, IrInst *in, int ind) {
   case IR_MEAN:
   case IR_AMAX: {
     const char *fn = in->op == IR_SUM ? "sum" : in->op == IR_MEAN ? "mean" : "amax";
-    if (in->i[0] == -1000)
+    if (in->i[0] == IR_ALL_DIMS)
       out(E, ind, "%s = rt_%s_all(ctx, %s); %s\n", D(E, in, 0), fn, A(E, in, 0), loc);
     else
       out(E, ind, "%s = rt_%s(ctx, %s, %lld, %s); %s\n", D(E, in, 0), fn, A(E, in, 0), in->i[0],
@@ -299,7 +309,7 @@ static void emit_inst(Emitter *E, IrInst *in, int ind) {
     return;
   case IR_CROSS_ENTROPY:
     out(E, ind, "%s = rt_cross_entropy_reduce(ctx, %s, %s, %s); %s\n", D(E, in, 0), A(E, in, 0), A(E, in, 1),
-        ce_reduction[in->i[0]], loc);
+        ce_reduction_c[in->i[0]], loc);
     return;
   case IR_AXIS_INDEX:
     out(E, ind, "%s = rt_scalar(ctx, RT_I32, (double)rt_axis_index(ctx, %d)); %s\n", D(E, in, 0), in->axes[0], loc);
@@ -452,20 +462,20 @@ static void emit_inst(Emitter *E, IrInst *in, int ind) {
     return;
   case IR_CONVERT:
   case IR_REINTERPRET: {
-    static const char *const lt[] = {"RT_R", "RT_I", "RT_V", "RT_P"};
     if (in->op == IR_CONVERT)
       out(E, ind, "%s = rt_convert(ctx, %s, %s, %s, %s, %s); %s\n", D(E, in, 0), A(E, in, 0), axes_c(E, in),
-          lt[in->i[0]], lt[in->i[1]], in->i[2] < 0 ? "RT_STACK" : arena_sprintf(&E->c->arena, "%lld", in->i[2]), loc);
+          ltype_c[in->i[0]], ltype_c[in->i[1]], in->i[2] == IR_STACK ? "RT_STACK" : arena_sprintf(&E->c->arena, "%lld", in->i[2]), loc);
     else
       out(E, ind, "%s = rt_reinterpret(ctx, %s, %s, %s, %s); %s\n", D(E, in, 0), A(E, in, 0), axes_c(E, in),
-          lt[in->i[0]], lt[in->i[1]], loc);
+          ltype_c[in->i[0]], ltype_c[in->i[1]], loc);
     return;
   }
   case IR_UNARY_BWD:
-    out(E, ind, "%s = rt_unary_bwd(ctx, RT_%s, %s, %s); %s\n", D(E, in, 0), in->s, A(E, in, 0), A(E, in, 1), loc);
+    out(E, ind, "%s = rt_unary_bwd(ctx, RT_%s, %s, %s); %s\n", D(E, in, 0), ir_unary_name[in->unop], A(E, in, 0),
+        A(E, in, 1), loc);
     return;
   case IR_BINARY_BWD:
-    out(E, ind, "rt_binary_bwd(ctx, RT_%s, %s, %s, %s, %s, %s); %s\n", in->s, A(E, in, 0), A(E, in, 1), A(E, in, 2),
+    out(E, ind, "rt_binary_bwd(ctx, RT_%s, %s, %s, %s, %s, %s); %s\n", ir_binary_name[in->binop], A(E, in, 0), A(E, in, 1), A(E, in, 2),
         in->dst[0] >= 0 ? arena_sprintf(&E->c->arena, "&%s", D(E, in, 0)) : "NULL",
         in->dst[1] >= 0 ? arena_sprintf(&E->c->arena, "&%s", D(E, in, 1)) : "NULL", loc);
     return;
@@ -493,7 +503,7 @@ static void emit_inst(Emitter *E, IrInst *in, int ind) {
   case IR_REDUCE_BWD: {
     const char *fn = in->i[0] == IR_SUM ? "sum" : in->i[0] == IR_MEAN ? "mean" : "amax";
     out(E, ind, "%s = rt_%s_bwd(ctx, %s, %s, %s); %s\n", D(E, in, 0), fn, A(E, in, 0),
-        in->i[1] == -1000 ? "RT_ALL" : arena_sprintf(&E->c->arena, "%lld", in->i[1]), A(E, in, 1), loc);
+        in->i[1] == IR_ALL_DIMS ? "RT_ALL" : arena_sprintf(&E->c->arena, "%lld", in->i[1]), A(E, in, 1), loc);
     return;
   }
   case IR_CUMSUM_BWD: out(E, ind, "%s = rt_cumsum_bwd(ctx, %s, %lld); %s\n", D(E, in, 0), A(E, in, 0), in->i[0], loc); return;
@@ -519,7 +529,7 @@ static void emit_inst(Emitter *E, IrInst *in, int ind) {
   }
   case IR_CROSS_ENTROPY_BWD:
     out(E, ind, "%s = rt_cross_entropy_reduce_bwd(ctx, %s, %s, %s, %s); %s\n", D(E, in, 0), A(E, in, 0), A(E, in, 1),
-        A(E, in, 2), ce_reduction[in->i[0]], loc);
+        A(E, in, 2), ce_reduction_c[in->i[0]], loc);
     return;
   case IR_WHERE_BWD:
     out(E, ind, "rt_where_bwd(ctx, %s, %s, %s, %s, %s, %s); %s\n", A(E, in, 0), A(E, in, 1), A(E, in, 2), A(E, in, 3),
@@ -674,17 +684,15 @@ static bool is_param(Emitter *E, int v) {
 static const char *fused_op(IrInst *in) {
   if (in->op == IR_ACCUM)
     return "+";
-  if (!in->s)
+  if (in->op != IR_BINARY && in->op != IR_BINARY_SCALAR)
     return NULL;
-  if (!strcmp(in->s, "ADD"))
-    return "+";
-  if (!strcmp(in->s, "SUB"))
-    return "-";
-  if (!strcmp(in->s, "MUL"))
-    return "*";
-  if (!strcmp(in->s, "DIV"))
-    return "/";
-  return NULL;
+  switch (in->binop) {
+  case BIN_ADD: return "+";
+  case BIN_SUB: return "-";
+  case BIN_MUL: return "*";
+  case BIN_DIV: return "/";
+  default: return NULL;
+  }
 }
 
 /* The same dtype and local shape: the same global shape and partition spec
@@ -722,7 +730,7 @@ static bool fusable(Emitter *E, IrInst *in) {
     return true;
   case IR_BINARY_SCALAR: return fused_op(in) && same_shape(E->f->values[in->args[0]].type, t);
   case IR_UNARY:
-    return (!strcmp(in->s, "NEG") || !strcmp(in->s, "SQRT") || !strcmp(in->s, "SQUARE")) &&
+    return (in->unop == UN_NEG || in->unop == UN_SQRT || in->unop == UN_SQUARE) &&
            same_shape(E->f->values[in->args[0]].type, t);
   default: return false;
   }
@@ -758,7 +766,7 @@ static void emit_at(Emitter *E, IrInst **insts, int k, const bool *special, int 
     bool reuse = dies_here(E, in->args[0]);
     out(E, ind, "%s = rt_all_reduce_start%s(ctx, %s, %s, %s); /* %s:%d: non-blocking%s, waited where first used */\n",
         D(E, in, 0), reuse ? "_reuse" : "", A(E, in, 0), axes_c(E, in),
-        (const char *[]){"RT_RED_SUM", "RT_RED_AVG", "RT_RED_MAX", "RT_RED_MIN"}[in->i[0]],
+        reduce_c[in->i[0]],
         source_file(E->c, in->span.file)->path, line,
         reuse ? arena_sprintf(&E->c->arena, ", in place: %s dies here", A(E, in, 0)) : "");
     E->started = true;
@@ -787,8 +795,8 @@ static void emit_fused_body(Emitter *E, IrInst **insts, int j, int end, const in
     const char *x = fused_operand(E, in->args[0], reg);
     const char *expr;
     if (in->op == IR_UNARY)
-      expr = !strcmp(in->s, "NEG") ? arena_sprintf(&E->c->arena, "-%s", x)
-           : !strcmp(in->s, "SQUARE") ? arena_sprintf(&E->c->arena, "%s * %s", x, x)
+      expr = in->unop == UN_NEG ? arena_sprintf(&E->c->arena, "-%s", x)
+           : in->unop == UN_SQUARE ? arena_sprintf(&E->c->arena, "%s * %s", x, x)
            : arena_sprintf(&E->c->arena, "%s(%s)", t->dtype == DT_F64 ? "sqrt" : "sqrtf", x);
     else if (in->op == IR_BINARY_SCALAR && in->i[1])
       expr = arena_sprintf(&E->c->arena, "%s %s %s", fused_operand(E, in->args[1], reg), fused_op(in), x);
@@ -940,8 +948,8 @@ static int emit_gemm_epilogue(Emitter *E, IrInst **insts, int j, int n, bool dry
   if (y->dtype != DT_BF16 || a->ndim < 2 || b->ndim != 2)
     return 0;
   int k = j + 1, cur = mm->dst[0], bias = -1;
-  const char *act = NULL;
-  if (k < n && insts[k]->op == IR_BINARY && !strcmp(insts[k]->s, "ADD") && E->nuses[cur] == 1) {
+  const char *act = NULL; /* the activation's name */
+  if (k < n && insts[k]->op == IR_BINARY && insts[k]->binop == BIN_ADD && E->nuses[cur] == 1) {
     int other = insts[k]->args[0] == cur ? insts[k]->args[1] : insts[k]->args[1] == cur ? insts[k]->args[0] : -1;
     const Type *bt = other >= 0 ? E->f->values[other].type : NULL;
     if (bt && bt->kind == TY_TENSOR && bt->dtype == DT_BF16 && bt->ndim == 1 &&
@@ -953,8 +961,8 @@ static int emit_gemm_epilogue(Emitter *E, IrInst **insts, int j, int n, bool dry
     }
   }
   if (k < n && insts[k]->op == IR_UNARY && insts[k]->args[0] == cur && E->nuses[cur] == 1 &&
-      (!strcmp(insts[k]->s, "GELU") || !strcmp(insts[k]->s, "GELU_TANH") || !strcmp(insts[k]->s, "RELU"))) {
-    act = insts[k]->s;
+      (insts[k]->unop == UN_GELU || insts[k]->unop == UN_GELU_TANH || insts[k]->unop == UN_RELU)) {
+    act = ir_unary_name[insts[k]->unop];
     cur = insts[k]->dst[0];
     k++;
   }

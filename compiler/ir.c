@@ -9,6 +9,17 @@ const char *const ir_op_name[IR_COUNT] = {
 #undef IROP
 };
 
+#define IR_UNARY_NAME_(NAME, name, f, d) [UN_##NAME] = #NAME,
+#define IR_BINARY_NAME_(NAME, name, f, da, db) [BIN_##NAME] = #NAME,
+const char *const ir_unary_name[UN_COUNT] = {RT_UNARY_OPS(IR_UNARY_NAME_)};
+const char *const ir_binary_name[BIN_COUNT] = {RT_BINARY_OPS(IR_BINARY_NAME_)};
+#undef IR_UNARY_NAME_
+#undef IR_BINARY_NAME_
+
+bool ir_binary_is_comparison(IrBinary op) {
+  return op == BIN_EQ || op == BIN_NE || op == BIN_LT || op == BIN_LE || op == BIN_GT || op == BIN_GE;
+}
+
 IrFn *ir_fn_new(Compiler *c, const char *cname) {
   IrFn *f = arena_alloc(&c->arena, sizeof(IrFn));
   f->cname = cname;

@@ -9,6 +9,36 @@
 #define SPMDC_IR_H
 
 #include "check.h"
+#include "spmdrt.h" /* RT_UNARY_OPS, RT_BINARY_OPS: the elementwise ops and their formulas */
+
+/* ---- the IR's vocabulary: the operands of its instructions that are not
+ * values, named here once; emitters map them to each target's spelling ---- */
+
+/* Elementwise ops: the runtime's X-lists, which also hold each op's formula
+ * and derivative, so the IR, the runtime's kernels and the generated loops
+ * name one set of ops (UN_EXP is RT_EXP, BIN_ADD is RT_ADD). */
+#define IR_UNARY_ENUM_(NAME, name, f, d) UN_##NAME,
+#define IR_BINARY_ENUM_(NAME, name, f, da, db) BIN_##NAME,
+typedef enum { RT_UNARY_OPS(IR_UNARY_ENUM_) UN_COUNT } IrUnary;
+typedef enum { RT_BINARY_OPS(IR_BINARY_ENUM_) BIN_COUNT } IrBinary;
+#undef IR_UNARY_ENUM_
+#undef IR_BINARY_ENUM_
+extern const char *const ir_unary_name[UN_COUNT];   /* "EXP" */
+extern const char *const ir_binary_name[BIN_COUNT]; /* "ADD" */
+/* EQ NE LT LE GT GE: a 0/1 result with no gradient */
+bool ir_binary_is_comparison(IrBinary op);
+
+/* all_reduce's op= (the runtime's rt_reduce_op) */
+typedef enum { RED_SUM, RED_AVG, RED_MAX, RED_MIN } IrReduceOp;
+/* cross_entropy's reduction= (rt_ce_reduction) */
+typedef enum { CE_MEAN, CE_SUM, CE_NONE } IrCeReduction;
+/* the local types of a cast, convert(src=, dst=) and reinterpret (rt_ltype);
+ * S(i) is LTY_V with the dim beside it */
+typedef enum { LTY_R, LTY_I, LTY_V, LTY_P } IrLType;
+/* a reduction's dim when it reduces every dim (sum(x): rt_sum_all) */
+#define IR_ALL_DIMS (-1000)
+/* a collective's dim for the V (stacked) form instead of S(i) */
+#define IR_STACK (-1)
 
 typedef enum {
 #define IROP(id, name) IR_##id,
@@ -33,6 +63,8 @@ struct IrInst {
   int *args;
   int nargs;
   long long i[8];        /* small integer operands (dims, ops; at most MAX_DIMS used) */
+  IrUnary unop;          /* UNARY, UNARY_GRAD, UNARY_BWD, HOST_MATH with one argument */
+  IrBinary binop;        /* BINARY, BINARY_SCALAR, BINARY_BWD, HOST_MATH with two */
   const char *wrt;       /* VJP_CALL: per argument, 1 if differentiated */
   double f, f2;
   const char *s;

@@ -139,44 +139,46 @@ static long long int_arg(Expr *e) {
 
 static int norm_dim(long long d, int ndim) { return (int)(d < 0 ? d + ndim : d); }
 
-static const char *unary_rt(Builtin op) {
+/* The elementwise op of a built-in (UN_COUNT: none). */
+static IrUnary unary_op(Builtin op) {
   switch (op) {
-  case BI_EXP: return "EXP";
-  case BI_LOG: return "LOG";
-  case BI_SQRT: return "SQRT";
-  case BI_RSQRT: return "RSQRT";
-  case BI_TANH: return "TANH";
-  case BI_SIGMOID: return "SIGMOID";
-  case BI_RELU: return "RELU";
-  case BI_GELU: return "GELU";
-  case BI_GELU_TANH: return "GELU_TANH";
-  case BI_SILU: return "SILU";
-  case BI_ABS: return "ABS";
-  case BI_SQUARE: return "SQUARE";
-  case BI_SIN: return "SIN";
-  case BI_COS: return "COS";
-  default: return NULL;
+  case BI_EXP: return UN_EXP;
+  case BI_LOG: return UN_LOG;
+  case BI_SQRT: return UN_SQRT;
+  case BI_RSQRT: return UN_RSQRT;
+  case BI_TANH: return UN_TANH;
+  case BI_SIGMOID: return UN_SIGMOID;
+  case BI_RELU: return UN_RELU;
+  case BI_GELU: return UN_GELU;
+  case BI_GELU_TANH: return UN_GELU_TANH;
+  case BI_SILU: return UN_SILU;
+  case BI_ABS: return UN_ABS;
+  case BI_SQUARE: return UN_SQUARE;
+  case BI_SIN: return UN_SIN;
+  case BI_COS: return UN_COS;
+  default: return UN_COUNT;
   }
 }
 
-static const char *binary_rt(OpKind op) {
+/* The elementwise op of an operator on tensors (BIN_COUNT: none). */
+static IrBinary binary_op(OpKind op) {
   switch (op) {
-  case OP_ADD: return "ADD";
-  case OP_SUB: return "SUB";
-  case OP_MUL: return "MUL";
-  case OP_DIV: return "DIV";
-  case OP_LT: return "LT";
-  case OP_LE: return "LE";
-  case OP_GT: return "GT";
-  case OP_GE: return "GE";
-  case OP_EQ: return "EQ";
-  case OP_NE: return "NE";
-  default: return NULL;
+  case OP_ADD: return BIN_ADD;
+  case OP_SUB: return BIN_SUB;
+  case OP_MUL: return BIN_MUL;
+  case OP_DIV: return BIN_DIV;
+  case OP_LT: return BIN_LT;
+  case OP_LE: return BIN_LE;
+  case OP_GT: return BIN_GT;
+  case OP_GE: return BIN_GE;
+  case OP_EQ: return BIN_EQ;
+  case OP_NE: return BIN_NE;
+  default: return BIN_COUNT;
   }
 }
 
 /* a op b for tensors and host values, in any mix. */
-static int lower_arith(Lower *L, Span sp, Type *rt, const char *rtop, OpKind hostop, Expr *a, Expr *b) {
+static int lower_arith(Lower *L, Span sp, Type *rt, IrBinary op, OpKind hostop, Expr *a, Expr *b) {
   int va = lower_expr(L, a), vb = lower_expr(L, b);
   bool ha = ir_is_host(a->ty), hb = ir_is_host(b->ty);
   if (ha && hb) {
@@ -190,7 +192,7 @@ static int lower_arith(Lower *L, Span sp, Type *rt, const char *rtop, OpKind hos
   if (ha || hb) {
     IrInst *in = emit(L, IR_BINARY_SCALAR, sp);
     ir_set_args(L->c, in, 2, ha ? (int[]){vb, va} : (int[]){va, vb});
-    in->s = rtop;
+    in->binop = op;
     in->i[1] = ha;
     in->dst[0] = value(L, rt, NULL);
     in->ndst = 1;
@@ -198,7 +200,7 @@ static int lower_arith(Lower *L, Span sp, Type *rt, const char *rtop, OpKind hos
   }
   IrInst *in = emit(L, IR_BINARY, sp);
   ir_set_args(L->c, in, 2, (int[]){va, vb});
-  in->s = rtop;
+  in->binop = op;
   in->dst[0] = value(L, rt, NULL);
   in->ndst = 1;
   return in->dst[0];
@@ -237,11 +239,11 @@ static bool is_number(Expr *e) {
   return e->sym && e->sym->kind == SYM_CONST;
 }
 
-static int ltype_rt(LType lt) { return lt.kind == LT_R ? 0 : lt.kind == LT_I ? 1 : lt.kind == LT_P ? 3 : 2; }
+static IrLType ltype_ir(LType lt) { return lt.kind == LT_R ? LTY_R : lt.kind == LT_I ? LTY_I : lt.kind == LT_P ? LTY_P : LTY_V; }
 
 static int sdim_of(Expr *e, int ndim) {
   if (!e || e->kind != EX_LTYPE || e->lt.kind != LT_S)
-    return -1; /* RT_STACK */
+    return IR_STACK;
   return norm_dim(int_arg(e->lhs), ndim);
 }
 
@@ -289,7 +291,7 @@ static int lower_collective(Lower *L, Expr *call, Builtin op) {
       in->s = i == 0 && note ? arena_sprintf(&L->c->arena, "redistribute: %s", note) : "redistribute";
       set_wire(L, call, in);
       switch (st->op) {
-      case RS_ALL_REDUCE: in->i[0] = 0; break;
+      case RS_ALL_REDUCE: in->i[0] = RED_SUM; break;
       case RS_ALL_GATHER: in->i[0] = st->src_dim; break;
       case RS_REDUCE_SCATTER: in->i[0] = st->dst_dim; break;
       case RS_ALL_TO_ALL:
@@ -297,8 +299,8 @@ static int lower_collective(Lower *L, Expr *call, Builtin op) {
         in->i[1] = st->dst_dim;
         break;
       case RS_CONVERT:
-        in->i[0] = ltype_rt((LType){st->src, 0});
-        in->i[1] = ltype_rt((LType){st->dst, 0});
+        in->i[0] = ltype_ir((LType){st->src, 0});
+        in->i[1] = ltype_ir((LType){st->dst, 0});
         in->i[2] = st->dst_dim >= 0 ? st->dst_dim : st->src_dim;
         break;
       }
@@ -351,7 +353,7 @@ static int lower_collective(Lower *L, Expr *call, Builtin op) {
   case IR_ALL_REDUCE: {
     Expr *o = named(L, call, "op");
     const char *on = o && o->kind == EX_NAME ? o->name : "sum";
-    in->i[0] = !strcmp(on, "avg") ? 1 : !strcmp(on, "max") ? 2 : !strcmp(on, "min") ? 3 : 0;
+    in->i[0] = !strcmp(on, "avg") ? RED_AVG : !strcmp(on, "max") ? RED_MAX : !strcmp(on, "min") ? RED_MIN : RED_SUM;
     break;
   }
   case IR_ALL_GATHER: in->i[0] = sdim_of(src, nd); break;
@@ -362,9 +364,9 @@ static int lower_collective(Lower *L, Expr *call, Builtin op) {
     break;
   case IR_CONVERT:
   case IR_REINTERPRET:
-    in->i[0] = ltype_rt(ls);
-    in->i[1] = ltype_rt(ld);
-    in->i[2] = ld.kind == LT_S ? sdim_of(dst, nd) : ls.kind == LT_S ? sdim_of(src, nd) : -1;
+    in->i[0] = ltype_ir(ls);
+    in->i[1] = ltype_ir(ld);
+    in->i[2] = ld.kind == LT_S ? sdim_of(dst, nd) : ls.kind == LT_S ? sdim_of(src, nd) : IR_STACK;
     break;
   default: break;
   }
@@ -373,11 +375,11 @@ static int lower_collective(Lower *L, Expr *call, Builtin op) {
   return in->dst[0];
 }
 
-/* cross_entropy's reduction= as the runtime's rt_ce_reduction */
-static int ce_reduction(Expr *e) {
+/* cross_entropy's reduction= */
+static IrCeReduction ce_reduction(Expr *e) {
   if (!e || e->kind != EX_STRING || !strcmp(e->str, "mean"))
-    return 0;
-  return !strcmp(e->str, "sum") ? 1 : 2;
+    return CE_MEAN;
+  return !strcmp(e->str, "sum") ? CE_SUM : CE_NONE;
 }
 
 /* A value where a tensor of the result's dtype is wanted: a host number
@@ -468,12 +470,12 @@ static int lower_builtin(Lower *L, Expr *call, Builtin op) {
   Span sp = call->span;
   Type *rt = call->ty;
   int *args, n;
-  const char *u = unary_rt(op);
-  if (u) {
+  IrUnary u = unary_op(op);
+  if (u != UN_COUNT) {
     int x = lower_expr(L, pos_arg(call, 0));
     IrInst *in = emit(L, ir_is_host(rt) ? IR_HOST_MATH : IR_UNARY, sp);  /* a host number: exp(0.5) */
     ir_set_args(L->c, in, 1, &x);
-    in->s = u;
+    in->unop = u;
     in->dst[0] = value(L, rt, NULL);
     in->ndst = 1;
     return in->dst[0];
@@ -486,12 +488,12 @@ static int lower_builtin(Lower *L, Expr *call, Builtin op) {
       int ab[2] = {lower_expr(L, pos_arg(call, 0)), lower_expr(L, pos_arg(call, 1))};
       IrInst *in = emit(L, IR_HOST_MATH, sp);
       ir_set_args(L->c, in, 2, ab);
-      in->s = op == BI_POW ? "POW" : op == BI_MAX ? "MAX" : "MIN";
+      in->binop = op == BI_POW ? BIN_POW : op == BI_MAX ? BIN_MAX : BIN_MIN;
       in->dst[0] = value(L, rt, NULL);
       in->ndst = 1;
       return in->dst[0];
     }
-    return lower_arith(L, sp, rt, op == BI_POW ? "POW" : op == BI_MAX ? "MAX" : "MIN", OP_ADD, pos_arg(call, 0),
+    return lower_arith(L, sp, rt, op == BI_POW ? BIN_POW : op == BI_MAX ? BIN_MAX : BIN_MIN, OP_ADD, pos_arg(call, 0),
                        pos_arg(call, 1));
   case BI_SUM:
   case BI_MEAN:
@@ -508,7 +510,7 @@ static int lower_builtin(Lower *L, Expr *call, Builtin op) {
     ir_set_args(L->c, in, 1, &v);
     int nd = x->ty->ndim;
     bool whole = op == BI_SUM || op == BI_MEAN || op == BI_AMAX;
-    in->i[0] = d ? norm_dim(int_arg(d), nd) : whole ? -1000 : nd - 1;
+    in->i[0] = d ? norm_dim(int_arg(d), nd) : whole ? IR_ALL_DIMS : nd - 1;
     in->i[1] = kd && kd->kind == EX_BOOL && kd->ival;
     in->dst[0] = value(L, rt, NULL);
     in->ndst = 1;
@@ -896,7 +898,7 @@ static int lower_expr(Lower *L, Expr *e) {
     }
     IrInst *in = emit(L, IR_UNARY, e->span);
     ir_set_args(L->c, in, 1, &x);
-    in->s = "NEG";
+    in->unop = UN_NEG;
     in->dst[0] = value(L, t, NULL);
     in->ndst = 1;
     return in->dst[0];
@@ -907,8 +909,8 @@ static int lower_expr(Lower *L, Expr *e) {
       return emit1(L, IR_MATMUL, e->span, t, 2, args);
     }
     if (e->op == OP_AND || e->op == OP_OR || e->op == OP_MOD)
-      return lower_arith(L, e->span, t, NULL, e->op, e->lhs, e->rhs);
-    return lower_arith(L, e->span, t, binary_rt(e->op), e->op, e->lhs, e->rhs);
+      return lower_arith(L, e->span, t, BIN_COUNT, e->op, e->lhs, e->rhs);
+    return lower_arith(L, e->span, t, binary_op(e->op), e->op, e->lhs, e->rhs);
   case EX_CALL: return lower_call(L, e);
   case EX_INDEX: {
     int args[2] = {lower_expr(L, e->lhs), lower_expr(L, e->rhs)};
