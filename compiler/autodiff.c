@@ -55,43 +55,30 @@ static int res_lookup(const int *f, const int *b, int n, int v);
 
 /* ---- which instructions are differentiable, and with respect to what ---- */
 
-/* Whether argument i of `in` carries a gradient. */
+/* Whether argument i of `in` carries a gradient: irops.def's diff column,
+ * except where an operand decides (comparisons have none, nor all_reduce
+ * with op=max or op=min, nor detach). */
 static bool diff_arg(IrFn *f, IrInst *in, int i) {
   Type *t = f->values[in->args[i]].type;
-  if (t->kind != TY_TENSOR || t->dtype == DT_I32)
+  if (t->kind != TY_TENSOR || t->dtype == DT_I32 || !ir_arg_in(ir_op_info[in->op].diff, i))
     return false;
   switch (in->op) {
-  case IR_UNARY: case IR_MATMUL: case IR_EINSUM: case IR_SUM: case IR_MEAN: case IR_AMAX: case IR_CUMSUM:
-  case IR_SOFTMAX: case IR_LOG_SOFTMAX: case IR_LAYER_NORM: case IR_RMS_NORM: case IR_TRANSPOSE: case IR_PERMUTE:
-  case IR_RESHAPE: case IR_EXPAND: case IR_SLICE: case IR_ASTYPE: case IR_ALL_GATHER: case IR_REDUCE_SCATTER:
-  case IR_CONCAT:
-  case IR_ALL_TO_ALL: case IR_CONVERT: case IR_REINTERPRET: case IR_PPERMUTE: case IR_CALL: case IR_RETURN:
-  case IR_VAR_SET:
-    return true;
-  case IR_BINARY: case IR_BINARY_SCALAR: return !ir_binary_is_comparison(in->binop) && i < 2 && !(in->op == IR_BINARY_SCALAR && i == 1);
+  case IR_BINARY: case IR_BINARY_SCALAR: return !ir_binary_is_comparison(in->binop);
   case IR_ALL_REDUCE: return in->i[0] == RED_SUM || in->i[0] == RED_AVG;
-  case IR_CROSS_ENTROPY: return i == 0;
-  case IR_WHERE: return i == 1 || i == 2; /* the condition has no gradient */
-  case IR_TAKE_ALONG_DIM: return i == 0;
-  case IR_DROPOUT: return i == 0;
-  case IR_EMBEDDING: return i == 1;
-  case IR_INDEX: return i == 0;
   case IR_COPY: return in->i[0] == 0; /* detach stops gradients */
-  default: return false;
+  default: return true;
   }
 }
 
-/* Instructions that stop gradients by design; any other that takes an
+/* Instructions that stop gradients by design (IRF_STOPS_GRAD: host values,
+ * effects, control flow, where's condition, take_along_dim's indices, the
+ * type of zeros_like; here: detach and comparisons); any other that takes an
  * active value without a backward rule is an error, never a silent zero. */
 static bool stops_gradient(IrInst *in) {
   switch (in->op) {
   case IR_COPY: return in->i[0] == 1; /* detach */
   case IR_BINARY: case IR_BINARY_SCALAR: return ir_binary_is_comparison(in->binop);
-  case IR_HOST_ITEM: case IR_PRINT: case IR_SAVE: case IR_PUSH: case IR_FOR: case IR_IF: return true;
-  case IR_ITEM: return true; /* a host number, like PyTorch's .item() */
-  case IR_WHERE: case IR_TAKE_ALONG_DIM: return true; /* the condition, the indices */
-  case IR_ZEROS_LIKE: case IR_ONES_LIKE: return true; /* the value's type, not its value */
-  default: return false;
+  default: return ir_has(in->op, IRF_STOPS_GRAD);
   }
 }
 
@@ -224,31 +211,19 @@ static int adjoint(Rev *r, int v, Span sp) {
   return bemit1(r, IR_ACCUM, sp, ftype(r, v), 2, (int[]){r->adj[v], g->dst[0]});
 }
 
-/* Which forward values the backward of `in` needs (pushed by f_fwd). */
+/* Which forward values the backward of `in` needs (pushed by f_fwd):
+ * irops.def's residuals column (for unary, x stands for f'(x), which has
+ * x's type; bf16: x itself; for dropout, the seed and p: the mask is
+ * recomputed, never stored). */
 static int residuals(IrInst *in, int *out) {
   int n = 0;
-  switch (in->op) {
-  case IR_UNARY:
-    out[n++] = in->args[0]; /* stands for f'(x), which has x's type (bf16: x itself) */
-    return n;
-  case IR_BINARY: case IR_BINARY_SCALAR: case IR_MATMUL: case IR_EINSUM: case IR_SUM: case IR_MEAN:
-  case IR_AMAX: case IR_LAYER_NORM: case IR_RMS_NORM: case IR_CROSS_ENTROPY: case IR_EMBEDDING: case IR_EXPAND:
-  case IR_SLICE: case IR_INDEX: case IR_CONCAT: case IR_WHERE: case IR_TAKE_ALONG_DIM:
-    for (int i = 0; i < in->nargs; i++)
-      out[n++] = in->args[i];
-    return n;
-  case IR_SOFTMAX: case IR_LOG_SOFTMAX:
+  const IrOpInfo *info = &ir_op_info[in->op];
+  if (info->flags & IRF_RES_RESULT)
     out[n++] = in->dst[0];
-    return n;
-  case IR_ASTYPE:
-    out[n++] = in->args[0];
-    return n;
-  case IR_DROPOUT: /* the seed and p: the mask is recomputed, never stored */
-    out[n++] = in->args[1];
-    out[n++] = in->args[2];
-    return n;
-  default: return 0;
-  }
+  for (int i = 0; i < in->nargs; i++)
+    if (ir_arg_in(info->res, i))
+      out[n++] = in->args[i];
+  return n;
 }
 
 /* A bf16 unary op keeps x and computes dy * f'(x) in f32 in the backward,
@@ -1009,4 +984,6 @@ void ad_differentiate(Compiler *c, IrProgram *p) {
   while (*tail)
     tail = &(*tail)->next;
   *tail = ad.new_fns;
+  for (IrFn *f = ad.new_fns; f; f = f->next) /* the generated functions are IR like any other */
+    ir_verify(c, f);
 }

@@ -737,11 +737,7 @@ static bool fusable(Emitter *E, IrInst *in) {
 }
 
 /* Instructions that may sit between members: pure host work and var reads. */
-static bool transparent(IrInst *in) {
-  return in->op == IR_HOST_CONST || in->op == IR_HOST_BINARY || in->op == IR_HOST_SIZE || in->op == IR_HOST_NEG ||
-         in->op == IR_HOST_MATH ||
-         in->op == IR_VAR_GET;
-}
+static bool transparent(IrInst *in) { return ir_has(in->op, IRF_FUSE_THROUGH); }
 
 /* The C expression of operand v of a member inside the loop. */
 static const char *fused_operand(Emitter *E, int v, const char *const *reg) {
@@ -1030,25 +1026,12 @@ static bool *var_moves(Emitter *E, IrInst **insts, int n) {
  * operands, so the results are the same bits; a record's update becomes one
  * loop per field. */
 
-static bool pure_host(const IrInst *in) {
-  return in->op == IR_HOST_CONST || in->op == IR_HOST_BINARY || in->op == IR_HOST_SIZE || in->op == IR_HOST_NEG ||
-         in->op == IR_HOST_NOT || in->op == IR_HOST_MATH;
-}
+static bool pure_host(const IrInst *in) { return ir_has(in->op, IRF_PURE_HOST); }
 
-/* Instructions that nothing is moved across. */
-static bool schedule_barrier(const IrInst *in) {
-  if (in->body.head || in->els.head)
-    return true;
-  switch (in->op) {
-  case IR_CALL: case IR_VJP_CALL: case IR_ALL_REDUCE: case IR_ALL_GATHER: case IR_REDUCE_SCATTER:
-  case IR_ALL_TO_ALL: case IR_PPERMUTE: case IR_PRINT: case IR_SAVE: case IR_LOAD: case IR_EXISTS: case IR_HOST_WALL_TIME:
-  case IR_ITEM: case IR_HOST_ITEM: case IR_FOR: case IR_IF: case IR_RETURN: case IR_VAR_SET:
-  case IR_INDEX_ADD_SLOT: case IR_PUSH: case IR_POP:
-    return true;
-  default:
-    return false;
-  }
-}
+/* Instructions that nothing is moved across: IRF_BARRIER (communication,
+ * calls, effects, host reads of tensors, var writes, the tape) and any
+ * instruction that holds a block. */
+static bool schedule_barrier(const IrInst *in) { return in->body.head || in->els.head || ir_has(in->op, IRF_BARRIER); }
 
 static void schedule_for_fusion(Emitter *E, IrBlock *b) {
   int n = 0;

@@ -4,7 +4,13 @@
 #include "ir.h"
 
 const char *const ir_op_name[IR_COUNT] = {
-#define IROP(id, name) [IR_##id] = name,
+#define IROP(id, name, ...) [IR_##id] = name,
+#include "irops.def"
+#undef IROP
+};
+
+const IrOpInfo ir_op_info[IR_COUNT] = {
+#define IROP(id, name, min, max, diff, res, flags) [IR_##id] = {min, max, diff, res, flags},
 #include "irops.def"
 #undef IROP
 };
@@ -152,10 +158,16 @@ void ir_dump(Compiler *c, IrProgram *p, FILE *out) {
   }
 }
 
-/* Each value is defined once, before it is used, in an enclosing block. */
+/* Each value is defined once, before it is used, in an enclosing block;
+ * each instruction has as many arguments as irops.def says. */
 static bool verify_block(Compiler *c, IrFn *f, IrBlock *b, char *defined) {
   bool ok = true;
   for (IrInst *in = b->head; in; in = in->next) {
+    const IrOpInfo *info = &ir_op_info[in->op];
+    if (in->nargs < info->min_args || (info->max_args >= 0 && in->nargs > info->max_args)) {
+      error_at(c, in->span, "internal error: IR %s in %s has %d arguments", ir_op_name[in->op], f->cname, in->nargs);
+      ok = false;
+    }
     for (int i = 0; i < in->nargs; i++)
       if (in->args[i] < 0 || in->args[i] >= f->nvalues || !defined[in->args[i]]) {
         error_at(c, in->span, "internal error: IR %s in %s uses %%%d before it is defined", ir_op_name[in->op],

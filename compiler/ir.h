@@ -41,12 +41,34 @@ typedef enum { LTY_R, LTY_I, LTY_V, LTY_P } IrLType;
 #define IR_STACK (-1)
 
 typedef enum {
-#define IROP(id, name) IR_##id,
+#define IROP(id, name, ...) IR_##id,
 #include "irops.def"
 #undef IROP
   IR_COUNT
 } IrOp;
 extern const char *const ir_op_name[IR_COUNT];
+
+/* irops.def's columns: argument sets and properties of each op */
+#define IRA(i) (1u << (i))  /* argument i */
+#define IRA_ALL 0xffffffffu /* every argument */
+enum {
+  IRF_STOPS_GRAD = 1 << 0,   /* stops its active operands' gradients by design */
+  IRF_PURE_HOST = 1 << 1,    /* host arithmetic without effects */
+  IRF_FUSE_THROUGH = 1 << 2, /* may sit between the members of a fused loop */
+  IRF_BARRIER = 1 << 3,      /* the fusion scheduler moves nothing across it */
+  IRF_TRIVIAL = 1 << 4,      /* bookkeeping: no work to overlap a collective with */
+  IRF_RES_RESULT = 1 << 5,   /* its backward needs its result (pushed on the tape) */
+};
+typedef struct IrOpInfo {
+  int min_args, max_args; /* max_args -1: any number */
+  unsigned diff;          /* the arguments that carry a gradient */
+  unsigned res;           /* the arguments its backward needs */
+  unsigned flags;         /* IRF_* */
+} IrOpInfo;
+extern const IrOpInfo ir_op_info[IR_COUNT];
+static inline bool ir_has(IrOp op, unsigned flag) { return (ir_op_info[op].flags & flag) != 0; }
+/* Whether argument i is in an argument set of irops.def. */
+static inline bool ir_arg_in(unsigned set, int i) { return set == IRA_ALL || (i < 32 && (set >> i) & 1u); }
 
 typedef struct IrInst IrInst;
 typedef struct IrFn IrFn;

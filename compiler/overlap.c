@@ -32,16 +32,8 @@ bool overlap_reads(const IrInst *in, int v) {
   return false;
 }
 
-/* bookkeeping that does no work worth overlapping with */
-static bool trivial(IrOp op) {
-  switch (op) {
-  case IR_HOST_CONST: case IR_HOST_BINARY: case IR_HOST_SIZE: case IR_HOST_NEG: case IR_HOST_NOT:
-  case IR_POP: case IR_PUSH: case IR_FREE: case IR_VAR_GET: case IR_VAR_SET: case IR_COPY: case IR_RETURN:
-    return true;
-  default:
-    return false;
-  }
-}
+/* bookkeeping that does no work worth overlapping with (IRF_TRIVIAL) */
+static bool trivial(IrOp op) { return ir_has(op, IRF_TRIVIAL); }
 
 bool overlap_starts_early(const IrFn *f, const IrBlock *b, const IrInst *in, const IrInst **first) {
   if (first)
