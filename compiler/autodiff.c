@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "ir.h"
+#include "transitions.h"
 
 /* Which parameters of a function are differentiated: one byte per
  * parameter (1: yes), so any number of parameters can be. */
@@ -243,35 +244,21 @@ static IrInst *coll(Rev *r, IrOp op, IrInst *fwd, int dy, Type *t) {
 }
 
 /* The backward of a cast (reinterpret or convert) src -> dst: the seed's
- * forward/backward table, with reinterpret(I,V) -> all_reduce(V -> I). */
+ * table (collectives.def): an all-reduce, an all-gather, nothing, or a
+ * cast of the cotangent back (local: no communication). */
 static int cast_bwd(Rev *r, IrInst *in, int dy, Type *xt) {
   long long s = in->i[0], d = in->i[1], dim = in->i[2];
-  bool conv = in->op == IR_CONVERT;
-  IrInst *b;
-  if (s == d)
+  const Transition *t = transition_of_ir(in->op, transition_ltype((IrLType)s), transition_ltype((IrLType)d));
+  if (s == d || !t || t->bwd == IR_COPY)
     return bemit1(r, IR_COPY, in->span, xt, 1, &dy);
-  if (s == LTY_I && d == LTY_R) /* P -> I */
-    return coll(r, IR_ALL_REDUCE, in, dy, xt)->dst[0];
-  if (s == LTY_I && d == LTY_V) {
-    if (!conv)
-      return coll(r, IR_ALL_REDUCE, in, dy, xt)->dst[0];
-    b = coll(r, IR_ALL_GATHER, in, dy, xt);
+  IrInst *b = coll(r, t->bwd, in, dy, xt);
+  if (t->bwd == IR_ALL_GATHER) {
     b->i[0] = dim;
-    return b->dst[0];
+  } else if (t->bwd == IR_CONVERT || t->bwd == IR_REINTERPRET) {
+    b->i[0] = transition_ir_ltype(t->bwd_src);
+    b->i[1] = transition_ir_ltype(t->bwd_dst);
+    b->i[2] = dim;
   }
-  if (s == LTY_I && d == LTY_P) /* R -> I: a no-op */
-    return bemit1(r, IR_COPY, in->span, xt, 1, &dy);
-  /* the others are local: cast the cotangent back, no communication */
-  static const int back[4][4][2] = {
-      /* src R */ {[LTY_I] = {LTY_I, LTY_P}, [LTY_V] = {LTY_V, LTY_P}, [LTY_P] = {LTY_R, LTY_P}},
-      /* src I */ {{0}},
-      /* src V */ {[LTY_P] = {LTY_R, LTY_V}},
-      /* src P */ {{0}},
-  };
-  b = coll(r, conv || (s == LTY_R && d == LTY_I) ? IR_CONVERT : IR_REINTERPRET, in, dy, xt);
-  b->i[0] = back[s][d][0];
-  b->i[1] = back[s][d][1];
-  b->i[2] = dim;
   return b->dst[0];
 }
 
@@ -484,9 +471,9 @@ static void bwd_rule(Rev *r, IrInst *in, IrBlock *here, int dy, const int *res_f
   case IR_COPY: contribute(r, here, a0, bemit1(r, IR_COPY, sp, ftype(r, a0), 1, &dy), sp); return;
   case IR_ALL_REDUCE: {
     /* to R: the cotangent (P) is all-reduced; to I: a no-op (I -> R) */
-    LTypeKind dst = ftype(r, in->dst[0])->lt[in->axes[0]];
+    const Transition *t = transition_of_ir(IR_ALL_REDUCE, LT_P, ftype(r, in->dst[0])->lt[in->axes[0]]);
     int v;
-    if (dst == LT_R) {
+    if (t && t->bwd == IR_ALL_REDUCE) {
       IrInst *b = coll(r, IR_ALL_REDUCE, in, dy, ftype(r, a0));
       b->i[0] = in->i[0];
       v = b->dst[0];
@@ -509,29 +496,30 @@ static void bwd_rule(Rev *r, IrInst *in, IrBlock *here, int dy, const int *res_f
     contribute(r, here, a0, v, sp);
     return;
   }
-  case IR_ALL_GATHER: {
-    LTypeKind dst = ftype(r, in->dst[0])->lt[in->axes[0]];
+  case IR_ALL_GATHER: { /* to R: a reduce-scatter; to I: convert(I -> V) */
+    const Transition *t = transition_of_ir(IR_ALL_GATHER, LT_V, ftype(r, in->dst[0])->lt[in->axes[0]]);
     IrInst *b;
-    if (dst == LT_R) {
+    if (t && t->bwd == IR_REDUCE_SCATTER) {
       b = coll(r, IR_REDUCE_SCATTER, in, dy, ftype(r, a0));
       b->i[0] = in->i[0];
     } else {
-      b = coll(r, IR_CONVERT, in, dy, ftype(r, a0));
-      b->i[0] = LTY_I;
-      b->i[1] = LTY_V;
+      t = transition(BI_ALL_GATHER, LT_V, LT_I);
+      b = coll(r, t->bwd, in, dy, ftype(r, a0));
+      b->i[0] = transition_ir_ltype(t->bwd_src);
+      b->i[1] = transition_ir_ltype(t->bwd_dst);
       b->i[2] = in->i[0];
     }
     contribute(r, here, a0, b->dst[0], sp);
     return;
   }
   case IR_REDUCE_SCATTER: {
-    IrInst *b = coll(r, IR_ALL_GATHER, in, dy, ftype(r, a0));
+    IrInst *b = coll(r, transition(BI_REDUCE_SCATTER, LT_P, LT_V)->bwd, in, dy, ftype(r, a0));
     b->i[0] = in->i[0];
     contribute(r, here, a0, b->dst[0], sp);
     return;
   }
   case IR_ALL_TO_ALL: {
-    IrInst *b = coll(r, IR_ALL_TO_ALL, in, dy, ftype(r, a0));
+    IrInst *b = coll(r, transition(BI_ALL_TO_ALL, LT_V, LT_V)->bwd, in, dy, ftype(r, a0));
     b->i[0] = in->i[1];
     b->i[1] = in->i[0];
     contribute(r, here, a0, b->dst[0], sp);

@@ -1,11 +1,12 @@
 /* check_collectives.c: the typing rules of collectives and casts (SPEC
- * section 6; the seed's state-transition table).  One table says which
- * src -> dst each op allows and which need expert=true; one function
+ * section 6).  The seed's state-transition table (collectives.def) says
+ * which src -> dst each op allows and which need expert=true; one function
  * computes how a transition changes the shape and partition spec. */
 #include <string.h>
 
 #include "check.h"
 #include "redistribute.h"
+#include "transitions.h"
 
 /* The three forms a src/dst can take: a whole value (R I P), the stacked
  * V form, or S(i). */
@@ -20,26 +21,14 @@ static LTypeKind base(LType lt) { return lt.kind == LT_S ? LT_V : lt.kind; }
 
 typedef enum { NO, YES, EXPERT } Allowed;
 
-/* allowed[op][src][dst] over R I V P (V covers S(i)) */
+/* Whether op allows src -> dst over R I V P (V covers S(i)): the seed's
+ * table (collectives.def); redistribute allows whatever one of its rows
+ * does, expert or not. */
 static Allowed allowed(Builtin op, LTypeKind s, LTypeKind d) {
-#define T(a, b) (s == LT_##a && d == LT_##b)
-  switch (op) {
-  case BI_ALL_REDUCE: return (s == LT_P || s == LT_V) && (d == LT_R || d == LT_I) ? YES : NO;
-  case BI_ALL_GATHER: return s == LT_V && (d == LT_R || d == LT_I) ? YES : NO;
-  case BI_REDUCE_SCATTER: return (s == LT_P || s == LT_V) && d == LT_V ? YES : NO;
-  case BI_ALL_TO_ALL: return s == LT_V && d == LT_V ? YES : NO;
-  case BI_REINTERPRET:
-    if (T(I, R) || T(I, V) || T(V, P))
-      return YES;
-    return T(R, I) || T(R, V) || T(R, P) ? EXPERT : NO;
-  case BI_CONVERT:
-    if (T(I, R) || T(R, V) || T(I, V) || T(R, P))
-      return YES;
-    return T(R, I) || T(I, P) || T(V, P) ? EXPERT : NO;
-  case BI_REDISTRIBUTE: return s != d || s == LT_V ? YES : NO;
-  default: return NO;
-  }
-#undef T
+  if (op == BI_REDISTRIBUTE)
+    return transition_redistribute(s, d) ? YES : NO;
+  const Transition *t = transition(op, s, d);
+  return !t ? NO : t->expert ? EXPERT : YES;
 }
 
 /* The text of a src=/dst= argument: S(d), or V for the stacked form. */
@@ -336,20 +325,12 @@ static Type *check_redistribute_to(Checker *k, Expr *call, Type *x);
 
 /* ---- dtype= and bwd_dtype= (SPEC 13): the dtype on the wire */
 
-/* Whether the backward of op from s to d sums over the axes: all_gather to
- * R (a reduce-scatter), all_reduce to R, convert/reinterpret I -> R and
- * reinterpret I -> V (all-reduces).  redistribute(x, axes, ...) is the one
- * collective it lowers to. */
+/* Whether the backward of op from s to d sums over the axes (the table's
+ * backward is an all-reduce or a reduce-scatter: all_gather and all_reduce
+ * to R, convert/reinterpret I -> R, reinterpret I -> V).
+ * redistribute(x, axes, ...) is the one collective it lowers to. */
 static bool bwd_reduces(Builtin op, LTypeKind s, LTypeKind d) {
-  switch (op) {
-  case BI_ALL_GATHER:
-  case BI_ALL_REDUCE: return d == LT_R;
-  case BI_CONVERT: return s == LT_I && d == LT_R;
-  case BI_REINTERPRET: return s == LT_I && (d == LT_R || d == LT_V);
-  case BI_REDISTRIBUTE:
-    return ((s == LT_P || s == LT_V) && d == LT_R) || (s == LT_I && d == LT_R);
-  default: return false;
-  }
+  return transition_bwd_reduces(op == BI_REDISTRIBUTE ? transition_redistribute(s, d) : transition(op, s, d));
 }
 
 static int precision(DType dt) { return dt == DT_BF16 ? 1 : dt == DT_F32 ? 2 : dt == DT_F64 ? 3 : 0; }

@@ -10,6 +10,7 @@
 
 #include "ir.h"
 #include "redistribute.h"
+#include "transitions.h"
 
 typedef struct Lower {
   Compiler *c;
@@ -332,17 +333,9 @@ static int lower_collective(Lower *L, Expr *call, Builtin op) {
   case BI_CONVERT: irop = IR_CONVERT; break;
   default: {
     /* redistribute(x, a, src, dst): the one collective that does it */
-    LTypeKind s = ls.kind == LT_S ? LT_V : ls.kind, d = ld.kind == LT_S ? LT_V : ld.kind;
-    if (s == LT_P && (d == LT_R || d == LT_I))
-      irop = IR_ALL_REDUCE;
-    else if (s == LT_V && (d == LT_R || d == LT_I))
-      irop = IR_ALL_GATHER;
-    else if (s == LT_P && d == LT_V)
-      irop = IR_REDUCE_SCATTER;
-    else if (s == LT_V && d == LT_V)
-      irop = IR_ALL_TO_ALL;
-    else
-      irop = IR_CONVERT;
+    const Transition *t =
+        transition_redistribute(ls.kind == LT_S ? LT_V : ls.kind, ld.kind == LT_S ? LT_V : ld.kind);
+    irop = t ? transition_ir_op(t->op) : IR_CONVERT;
   }
   }
   IrInst *in = emit(L, irop, call->span);
