@@ -2,6 +2,7 @@
 #   bin/spmdc                          the compiler
 #   lib/libspmdrt.a, lib/libspmdrt.so  the runtime, static and shared
 #   include/spmdrt.h                   its header
+#   include/spmdrt_kernels.h           the ABI of --target=cuda's kernels
 #   share/spmdc/stdlib/*.spmd          the standard library (spmdc finds it
 #                                      relative to its own directory)
 #   share/spmdc/editors/vscode/        the VS Code extension (TextMate grammar)
@@ -24,6 +25,8 @@ install(TARGETS spmdc spmdrt spmdrt_shared EXPORT spmdcTargets
   LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR}
   PUBLIC_HEADER DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
 install(EXPORT spmdcTargets NAMESPACE spmdc:: DESTINATION ${SPMD_INSTALL_CMAKEDIR})
+# the ABI of the kernels spmdc --target=cuda generates (included by their .cu and host C)
+install(FILES ${PROJECT_SOURCE_DIR}/runtime/spmdrt_kernels.h DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
 
 file(GLOB spmd_stdlib_modules CONFIGURE_DEPENDS ${PROJECT_SOURCE_DIR}/stdlib/*.spmd)
 install(FILES ${spmd_stdlib_modules} DESTINATION ${SPMD_INSTALL_STDLIBDIR})

@@ -1,4 +1,4 @@
-# spmd_add_executable(NAME FILE.spmd [INCLUDE_DIRS dir...] [DEFINES NAME=VALUE...])
+# spmd_add_executable(NAME FILE.spmd [TARGET cpu|cuda] [INCLUDE_DIRS dir...] [DEFINES NAME=VALUE...])
 #
 # Compiles FILE.spmd to C with the installed spmdc (`spmdc -S`, with -I for
 # each of INCLUDE_DIRS and -D for each of DEFINES) and builds executable
@@ -6,13 +6,33 @@
 # model and every module it imports, so the C is regenerated when any of them
 # changes (or spmdc does).  NAME is an ordinary executable target: add flags,
 # install it, or run it under mpirun as any other.
+#
+# TARGET cuda (SPEC 14): spmdc --target=cuda also writes the kernels
+# (NAME.spmd.cu), compiled as CUDA with -fmad=false; the project must enable
+# the CUDA language, and the executable links with spmdc::spmdrt_cuda, the
+# CUDA runtime, which an spmdc built without CUDA does not install.
 include_guard(GLOBAL)
 
 function(spmd_add_executable name source)
-  cmake_parse_arguments(PARSE_ARGV 2 SPMD "" "" "INCLUDE_DIRS;DEFINES")
+  cmake_parse_arguments(PARSE_ARGV 2 SPMD "" "TARGET" "INCLUDE_DIRS;DEFINES")
   if(SPMD_UNPARSED_ARGUMENTS)
     message(FATAL_ERROR "spmd_add_executable(${name}): unknown arguments: ${SPMD_UNPARSED_ARGUMENTS}\n"
-      "usage: spmd_add_executable(NAME FILE.spmd [INCLUDE_DIRS dir...] [DEFINES NAME=VALUE...])")
+      "usage: spmd_add_executable(NAME FILE.spmd [TARGET cpu|cuda] [INCLUDE_DIRS dir...] [DEFINES NAME=VALUE...])")
+  endif()
+  if(NOT SPMD_TARGET)
+    set(SPMD_TARGET cpu)
+  endif()
+  if(NOT SPMD_TARGET MATCHES "^(cpu|cuda)$")
+    message(FATAL_ERROR "spmd_add_executable(${name}): TARGET is cpu or cuda, got '${SPMD_TARGET}'")
+  endif()
+  if(SPMD_TARGET STREQUAL "cuda")
+    if(NOT TARGET spmdc::spmdrt_cuda)
+      message(FATAL_ERROR "spmd_add_executable(${name}): TARGET cuda, but this spmdc has no CUDA runtime "
+        "(spmdc::spmdrt_cuda): build spmdc with SPMD_CUDA=ON")
+    endif()
+    if(NOT CMAKE_CUDA_COMPILER)
+      message(FATAL_ERROR "spmd_add_executable(${name}): TARGET cuda needs the CUDA language: enable_language(CUDA)")
+    endif()
   endif()
   get_filename_component(src "${source}" ABSOLUTE BASE_DIR "${CMAKE_CURRENT_SOURCE_DIR}")
   set(args "")
@@ -28,13 +48,25 @@ function(spmd_add_executable name source)
   endforeach()
   set(out "${CMAKE_CURRENT_BINARY_DIR}/${name}.spmd.c")
   set(dep "${CMAKE_CURRENT_BINARY_DIR}/${name}.spmd.d")
-  add_custom_command(OUTPUT "${out}"
+  set(outs "${out}")
+  if(SPMD_TARGET STREQUAL "cuda")
+    list(APPEND outs "${CMAKE_CURRENT_BINARY_DIR}/${name}.spmd.cu")
+    list(APPEND args --target=cuda)
+  endif()
+  add_custom_command(OUTPUT ${outs}
     COMMAND spmdc::spmdc -S "${src}" -o "${out}" --depfile "${dep}" ${args}
     DEPENDS "${src}" spmdc::spmdc
     DEPFILE "${dep}"
-    COMMENT "spmdc ${source} -> ${name}"
+    COMMENT "spmdc --target=${SPMD_TARGET} ${source} -> ${name}"
     VERBATIM)
-  add_executable(${name} "${out}")
+  add_executable(${name} ${outs})
   set_target_properties(${name} PROPERTIES C_STANDARD 17 C_STANDARD_REQUIRED ON C_EXTENSIONS OFF)
-  target_link_libraries(${name} PRIVATE spmdc::spmdrt)
+  if(SPMD_TARGET STREQUAL "cuda")
+    # each operation rounds as on the CPU: no FMA contraction, no fast math
+    set_source_files_properties("${CMAKE_CURRENT_BINARY_DIR}/${name}.spmd.cu" PROPERTIES COMPILE_OPTIONS "-fmad=false")
+    set_target_properties(${name} PROPERTIES CUDA_ARCHITECTURES "90" CUDA_STANDARD 17)
+    target_link_libraries(${name} PRIVATE spmdc::spmdrt_cuda)
+  else()
+    target_link_libraries(${name} PRIVATE spmdc::spmdrt)
+  endif()
 endfunction()

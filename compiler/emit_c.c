@@ -4,29 +4,23 @@
  * comment giving its source line.  Tensor values are owned by their
  * variable and freed right after their last use in the block that defines
  * them; parameters are borrowed; results are returned as new references. */
+#define _POSIX_C_SOURCE 200809L /* open_memstream */
 #include <stdlib.h>
 #include <string.h>
 
-#include "ir.h"
-#include "overlap.h"
-
-typedef struct Emitter {
-  Compiler *c;
-  IrProgram *p;
-  FILE *out;
-  IrFn *f;
-  int *lastuse;     /* per value: index of its last use in the current block */
-  int *nuses;       /* per value: how many instruction operands read it */
-  int *defblk;      /* per value: the number of the block that defines it */
-  bool *moved;      /* per value: read from a var by a move (emit_at) */
-  bool *dying;      /* per value: freed right after the instruction being emitted */
-  int curblk;       /* the number of the block whose instruction is being emitted */
-  bool started;     /* the function started a collective early (then rt_flush) */
-  int nblocks;      /* blocks numbered so far in the current function */
-} Emitter;
+#include "emit.h"
+#include "schedule.h"
 
 static void out(Emitter *E, int indent, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 static void out(Emitter *E, int indent, const char *fmt, ...) {
+  fprintf(E->out, "%*s", indent * 2, "");
+  va_list ap;
+  va_start(ap, fmt);
+  vfprintf(E->out, fmt, ap);
+  va_end(ap);
+}
+
+void emit_out(Emitter *E, int indent, const char *fmt, ...) {
   fprintf(E->out, "%*s", indent * 2, "");
   va_list ap;
   va_start(ap, fmt);
@@ -38,6 +32,8 @@ static const char *vname(Emitter *E, int v) {
   IrValue *val = &E->f->values[v];
   return arena_sprintf(&E->c->arena, "%s_%d", val->hint ? val->hint : "tmp", v);
 }
+
+const char *emit_vname(Emitter *E, int v) { return vname(E, v); }
 
 static const char *varname(Emitter *E, int slot) {
   return arena_sprintf(&E->c->arena, "var_%s_%d", E->f->vars[slot].name, slot);
@@ -63,6 +59,9 @@ static const char *const ltype_c[] = {[LTY_R] = "RT_R", [LTY_I] = "RT_I", [LTY_V
 static const char *dtype_c(DType d) {
   return d == DT_F64 ? "RT_F64" : d == DT_I32 ? "RT_I32" : d == DT_BF16 ? "RT_BF16" : "RT_F32";
 }
+
+const char *emit_dtype_c(DType d) { return dtype_c(d); }
+const char *emit_ctype(const Type *t) { return ctype_of(t); }
 
 /* A size as a C expression over the runtime mesh sizes. */
 static const char *size_c(Emitter *E, Size s) {
@@ -206,15 +205,6 @@ static const char *host_op(OpKind op) {
 
 static void emit_block(Emitter *E, IrBlock *b, int ind);
 
-
-static void uses(IrInst *in, int j, int *lastuse) {
-  for (int i = 0; i < in->nargs; i++)
-    lastuse[in->args[i]] = j;
-  for (IrInst *x = in->body.head; x; x = x->next)
-    uses(x, j, lastuse);
-  for (IrInst *x = in->els.head; x; x = x->next)
-    uses(x, j, lastuse);
-}
 
 static void emit_inst(Emitter *E, IrInst *in, int ind) {
   int line, col;
@@ -659,13 +649,6 @@ static void emit_inst(Emitter *E, IrInst *in, int ind) {
   }
 }
 
-static bool is_param(Emitter *E, int v) {
-  for (int i = 0; i < E->f->nparams; i++)
-    if (E->f->params[i] == v)
-      return true;
-  return false;
-}
-
 /* ---- elementwise fusion ----
  * A run of consecutive arithmetic instructions (+ - * /, negation, sqrt,
  * square, gradient accumulation) on tensors of one shape and dtype, and host
@@ -681,68 +664,21 @@ static bool is_param(Emitter *E, int v) {
  * stores anything, so writing over an operand is safe.  With the var moves
  * of emit_block, `w = w - LR * g` and the Adam moments update in place. */
 
-static const char *fused_op(IrInst *in) {
-  if (in->op == IR_ACCUM)
-    return "+";
-  if (in->op != IR_BINARY && in->op != IR_BINARY_SCALAR)
-    return NULL;
-  switch (in->binop) {
-  case BIN_ADD: return "+";
-  case BIN_SUB: return "-";
-  case BIN_MUL: return "*";
-  case BIN_DIV: return "/";
-  default: return NULL;
-  }
-}
+static bool is_param(Emitter *E, int v) { return sched_is_param(E->f, v); }
+static const char *fused_op(const IrInst *in) { return sched_fused_op(in); }
+static bool same_shape(const Type *a, const Type *b) { return sched_same_shape(a, b); }
+static bool fusable(Emitter *E, IrInst *in) { return sched_fusable(E->f, in); }
+static bool transparent(IrInst *in) { return sched_transparent(in); }
 
-/* The same dtype and local shape: the same global shape and partition spec
- * (an S(0) value and an R one of one global shape differ in size per rank). */
-static bool same_shape(const Type *a, const Type *b) {
-  if (a->ndim != b->ndim || a->dtype != b->dtype)
-    return false;
-  for (int d = 0; d < a->ndim; d++) {
-    if (!size_eq(a->shape[d], b->shape[d]) || a->shape[d].unknown)
-      return false;
-    for (int k = 0; k < MAX_MESH_AXES && (a->spec[d][k] >= 0 || b->spec[d][k] >= 0); k++)
-      if (a->spec[d][k] != b->spec[d][k])
-        return false;
-  }
-  return true;
-}
-
-/* Whether `in` can be a member of a fused loop. */
-static bool fusable(Emitter *E, IrInst *in) {
-  if (in->ndst != 1 || in->dst[0] < 0)
-    return false;
-  const Type *t = E->f->values[in->dst[0]].type;
-  if (t->kind != TY_TENSOR || (t->dtype != DT_F32 && t->dtype != DT_F64) || t->ndim == 0)
-    return false;
-  switch (in->op) {
-  case IR_BINARY:
-  case IR_ACCUM:
-    if (!fused_op(in) || in->nargs != 2)
-      return false;
-    for (int i = 0; i < 2; i++) {
-      const Type *a = E->f->values[in->args[i]].type;
-      if (!same_shape(a, t) && !(a->ndim == 0 && a->dtype == t->dtype))
-        return false;
-    }
-    return true;
-  case IR_BINARY_SCALAR: return fused_op(in) && same_shape(E->f->values[in->args[0]].type, t);
-  case IR_UNARY:
-    return (in->unop == UN_NEG || in->unop == UN_SQRT || in->unop == UN_SQUARE) &&
-           same_shape(E->f->values[in->args[0]].type, t);
-  default: return false;
-  }
-}
-
-/* Instructions that may sit between members: pure host work and var reads. */
-static bool transparent(IrInst *in) { return ir_has(in->op, IRF_FUSE_THROUGH); }
+bool emit_transparent(const IrInst *in) { return ir_has(in->op, IRF_FUSE_THROUGH); }
 
 /* The C expression of operand v of a member inside the loop. */
 static const char *fused_operand(Emitter *E, int v, const char *const *reg) {
-  if (reg[v])
-    return reg[v];
+  return reg[v] ? reg[v] : E->tgt->operand(E, v);
+}
+
+/* The CPU target: the region is an inline loop over the tensors' data. */
+static const char *cpu_operand(Emitter *E, int v) {
   const Type *t = E->f->values[v].type;
   if (t->kind != TY_TENSOR)
     return arena_sprintf(&E->c->arena, "((%s)%s)", t->dtype == DT_F64 ? "double" : "float", vname(E, v));
@@ -750,6 +686,8 @@ static const char *fused_operand(Emitter *E, int v, const char *const *reg) {
     return arena_sprintf(&E->c->arena, "(*(const T_ *)%s->data)", vname(E, v));
   return arena_sprintf(&E->c->arena, "((const T_ *)%s->data)[i_]", vname(E, v));
 }
+
+static const char *cpu_store(Emitter *E, int v) { return arena_sprintf(&E->c->arena, "((T_ *)%s->data)[i_]", vname(E, v)); }
 
 /* special[k] (emit_block decides): a var read that hands the var's
  * reference over (var_moves), or an all_reduce that starts non-blocking
@@ -778,12 +716,12 @@ static void emit_at(Emitter *E, IrInst **insts, int k, const bool *special, int 
   emit_inst(E, in, ind);
 }
 
-/* The loop body of a fused run: each member's value in a register, then
- * the stores of those used after the run. */
-static void emit_fused_body(Emitter *E, IrInst **insts, int j, int end, const int *inside, const char **reg,
-                            const Type *t, int ind) {
+void emit_fused_body(Emitter *E, const FusedRegion *r, int ind) {
+  IrInst **insts = r->insts;
+  const char **reg = r->reg;
+  const Type *t = r->t;
   memset(reg, 0, sizeof(char *) * (size_t)(E->f->nvalues + 1));
-  for (int k = j; k < end; k++) {
+  for (int k = r->j; k < r->end; k++) {
     IrInst *in = insts[k];
     if (transparent(in))
       continue;
@@ -802,14 +740,32 @@ static void emit_fused_body(Emitter *E, IrInst **insts, int j, int end, const in
     reg[v] = arena_sprintf(&E->c->arena, "r%d_", v);
   }
   /* stores last: an output may share its buffer with an operand read above */
-  for (int k = j; k < end; k++) {
+  for (int k = r->j; k < r->end; k++) {
     if (transparent(insts[k]))
       continue;
     int v = insts[k]->dst[0];
-    if (E->nuses[v] > inside[v])
-      out(E, ind, "((T_ *)%s->data)[i_] = r%d_;\n", vname(E, v), v);
+    if (E->nuses[v] > r->inside[v])
+      out(E, ind, "%s = r%d_;\n", E->tgt->store(E, v), v);
   }
 }
+
+/* whole blocks of RT_FUSED_BLOCK elements, then the rest: the blocks' loop
+ * has a constant trip count and independent iterations (RT_INDEPENDENT),
+ * so the C compiler vectorises it at -O2 */
+static void cpu_fused(Emitter *E, const FusedRegion *r, int ind) {
+  out(E, ind, "int64_t b_ = 0;\n");
+  out(E, ind, "for (; b_ + RT_FUSED_BLOCK <= n_; b_ += RT_FUSED_BLOCK) {\n");
+  out(E, ind + 1, "RT_INDEPENDENT for (int64_t k_ = 0; k_ < RT_FUSED_BLOCK; k_++) {\n");
+  out(E, ind + 2, "const int64_t i_ = b_ + k_;\n");
+  emit_fused_body(E, r, ind + 2);
+  out(E, ind + 1, "}\n");
+  out(E, ind, "}\n");
+  out(E, ind, "for (int64_t i_ = b_; i_ < n_; i_++) {\n");
+  emit_fused_body(E, r, ind + 1);
+  out(E, ind, "}\n");
+}
+
+const Target target_cpu = {"cpu", true, cpu_fused, cpu_operand, cpu_store};
 
 /* Emits the run starting at insts[j], if there is one worth fusing (two
  * members, or one that can reuse a dying operand's buffer); returns how many
@@ -874,7 +830,8 @@ static int emit_fused(Emitter *E, IrInst **insts, int j, int n, const bool *spec
       emit_at(E, insts, k, special, ind);
   out(E, ind, "{ /* %s:%d: %d elementwise operation%s in one loop */\n", source_file(E->c, insts[j]->span.file)->path,
       line, members, members > 1 ? "s" : "");
-  out(E, ind + 1, "typedef %s T_;\n", T);
+  if (E->tgt->typed_host)
+    out(E, ind + 1, "typedef %s T_;\n", T);
   out(E, ind + 1, "rt_kspan span_ = rt_kernel_begin(ctx); /* --profile, --trace */\n");
   const char *first = NULL;
   for (int k = j; k < end && !first; k++)
@@ -910,19 +867,8 @@ static int emit_fused(Emitter *E, IrInst **insts, int j, int n, const bool *spec
     }
     reg[v] = arena_sprintf(&E->c->arena, "r%d_", v);
   }
-  /* whole blocks of RT_FUSED_BLOCK elements, then the rest: the blocks'
-   * loop has a constant trip count and independent iterations
-   * (RT_INDEPENDENT), so the C compiler vectorises it at -O2 */
-  out(E, ind + 1, "int64_t b_ = 0;\n");
-  out(E, ind + 1, "for (; b_ + RT_FUSED_BLOCK <= n_; b_ += RT_FUSED_BLOCK) {\n");
-  out(E, ind + 2, "RT_INDEPENDENT for (int64_t k_ = 0; k_ < RT_FUSED_BLOCK; k_++) {\n");
-  out(E, ind + 3, "const int64_t i_ = b_ + k_;\n");
-  emit_fused_body(E, insts, j, end, inside, reg, t, ind + 3);
-  out(E, ind + 2, "}\n");
-  out(E, ind + 1, "}\n");
-  out(E, ind + 1, "for (int64_t i_ = b_; i_ < n_; i_++) {\n");
-  emit_fused_body(E, insts, j, end, inside, reg, t, ind + 2);
-  out(E, ind + 1, "}\n");
+  FusedRegion region = {insts, j, end, members, t, inside, reg, first, insts[j]->span};
+  E->tgt->fused(E, &region, ind + 1);
   out(E, ind + 1, "rt_kernel_end(ctx, &span_, RT_K_ELEMENTWISE, \"fused\");\n");
   out(E, ind, "}\n");
   return end - j;
@@ -975,191 +921,14 @@ static int emit_gemm_epilogue(Emitter *E, IrInst **insts, int j, int n, bool dry
   return k - j;
 }
 
-/* Whether an instruction (or one nested in it) reads or writes var `slot`. */
-static void slots_touched(IrInst *in, bool *touched) {
-  if (in->op == IR_VAR_GET || in->op == IR_VAR_SET || in->op == IR_INDEX_ADD_SLOT)
-    touched[in->i[0]] = true;
-  for (IrInst *x = in->body.head; x; x = x->next)
-    slots_touched(x, touched);
-  for (IrInst *x = in->els.head; x; x = x->next)
-    slots_touched(x, touched);
-}
-
-/* move[j]: insts[j] reads a tensor var whose next access in this block is
- * an assignment at this level, so the read can take the var's reference
- * (the old value is dead after it) instead of adding one.  A value with one
- * reference can be updated in place (rt_reuse). */
-static bool *var_moves(Emitter *E, IrInst **insts, int n) {
-  bool *move = arena_alloc(&E->c->arena, sizeof(bool) * (size_t)(n ? n : 1));
-  int nv = E->f->nvars;
-  bool *next_set = arena_alloc(&E->c->arena, sizeof(bool) * (size_t)(nv ? nv : 1));
-  bool *touched = arena_alloc(&E->c->arena, sizeof(bool) * (size_t)(nv ? nv : 1));
-  for (int k = n - 1; k >= 0; k--) {
-    IrInst *in = insts[k];
-    if (in->op == IR_VAR_GET) {
-      move[k] = next_set[in->i[0]] && is_tensor(E, in->dst[0]);
-      next_set[in->i[0]] = false;
-    } else if (in->op == IR_VAR_SET) {
-      next_set[in->i[0]] = true;
-    } else if (in->body.head || in->els.head || in->op == IR_INDEX_ADD_SLOT) {
-      memset(touched, 0, sizeof(bool) * (size_t)(nv ? nv : 1));
-      slots_touched(in, touched);
-      for (int s = 0; s < nv; s++)
-        if (touched[s])
-          next_set[s] = false;
-    }
-  }
-  return move;
-}
-
-/* ---- scheduling for fusion
- * Arithmetic on records goes field by field, one operation at a time: the
- * AdamW update of a record is `beta1 * m` for every field, then
- * `(1 - beta1) * g` for every field, and so on, so consecutive instructions
- * alternate between the fields' shapes and no run of one shape forms.
- * Before a block is emitted, each elementwise instruction that can start a
- * run pulls up the later elementwise instructions of its shape, and the
- * host arithmetic they need, whose operands are already computed; the scan
- * stops at communication, calls, control flow and anything else with an
- * effect (those keep their order relative to all the rest).  Only pure
- * instructions move, and each still computes the same value from the same
- * operands, so the results are the same bits; a record's update becomes one
- * loop per field. */
-
-static bool pure_host(const IrInst *in) { return ir_has(in->op, IRF_PURE_HOST); }
-
-/* Instructions that nothing is moved across: IRF_BARRIER (communication,
- * calls, effects, host reads of tensors, var writes, the tape) and any
- * instruction that holds a block. */
-static bool schedule_barrier(const IrInst *in) { return in->body.head || in->els.head || ir_has(in->op, IRF_BARRIER); }
-
-static void schedule_for_fusion(Emitter *E, IrBlock *b) {
-  int n = 0;
-  for (IrInst *in = b->head; in; in = in->next)
-    n++;
-  if (n < 3)
-    return;
-  IrInst **insts = arena_alloc(&E->c->arena, sizeof(IrInst *) * (size_t)n);
-  IrInst **order = arena_alloc(&E->c->arena, sizeof(IrInst *) * (size_t)n);
-  bool *placed = arena_alloc(&E->c->arena, sizeof(bool) * (size_t)n);
-  int nv = E->f->nvalues + 1;
-  char *pending = arena_alloc(&E->c->arena, (size_t)nv); /* defined in this block, not yet placed */
-  memset(placed, 0, sizeof(bool) * (size_t)n);
-  memset(pending, 0, (size_t)nv);
-  int j = 0;
-  for (IrInst *in = b->head; in; in = in->next) {
-    insts[j++] = in;
-    for (int d = 0; d < in->ndst; d++)
-      if (in->dst[d] >= 0)
-        pending[in->dst[d]] = 1;
-  }
-  int m = 0;
-  bool moved = false;
-#define PLACE_(k)                                                                                                   \
-  do {                                                                                                              \
-    placed[k] = true;                                                                                               \
-    order[m++] = insts[k];                                                                                          \
-    for (int d_ = 0; d_ < insts[k]->ndst; d_++)                                                                     \
-      if (insts[k]->dst[d_] >= 0)                                                                                   \
-        pending[insts[k]->dst[d_]] = 0;                                                                             \
-  } while (0)
-  for (j = 0; j < n; j++) {
-    if (placed[j])
-      continue;
-    PLACE_(j);
-    if (!fusable(E, insts[j]))
-      continue;
-    const Type *t = E->f->values[insts[j]->dst[0]].type;
-    for (int k = j + 1; k < n && !schedule_barrier(insts[k]); k++) {
-      IrInst *in = insts[k];
-      if (placed[k] ||
-          !(pure_host(in) || (fusable(E, in) && same_shape(E->f->values[in->dst[0]].type, t))))
-        continue;
-      bool ready = true;
-      for (int a = 0; a < in->nargs && ready; a++)
-        ready = !pending[in->args[a]];
-      if (!ready)
-        continue;
-      for (int i = j + 1; i < k && !moved; i++)
-        moved = !placed[i];
-      PLACE_(k);
-    }
-  }
-#undef PLACE_
-  if (!moved)
-    return;
-  b->head = order[0];
-  for (j = 0; j + 1 < n; j++)
-    order[j]->next = order[j + 1];
-  order[n - 1]->next = NULL;
-  b->tail = order[n - 1];
-}
-
 /* Emits a block; each tensor it defines is freed after its last use in it. */
 static void emit_block(Emitter *E, IrBlock *b, int ind) {
-  schedule_for_fusion(E, b);
-  int n = 0;
-  for (IrInst *in = b->head; in; in = in->next)
-    n++;
-  IrInst **insts = arena_alloc(&E->c->arena, sizeof(IrInst *) * (size_t)(n ? n : 1));
-  int j = 0;
-  for (IrInst *in = b->head; in; in = in->next)
-    insts[j++] = in;
-  /* free lists: values to free after instruction j */
-  int *free_after = arena_alloc(&E->c->arena, sizeof(int) * (size_t)(n ? n : 1));
-  int *next_free = arena_alloc(&E->c->arena, sizeof(int) * (size_t)(E->f->nvalues + 1));
-  for (j = 0; j < n; j++)
-    free_after[j] = -1;
-  int blk = ++E->nblocks;
-  for (j = 0; j < n; j++)
-    for (int d = 0; d < insts[j]->ndst; d++)
-      if (insts[j]->dst[d] >= 0) {
-        E->lastuse[insts[j]->dst[d]] = -1;
-        E->defblk[insts[j]->dst[d]] = blk;
-      }
-  bool *special = var_moves(E, insts, n);
-  /* all_reduces that start non-blocking; values that may be pending (those,
-   * and results of backward calls) are waited for right before the first
-   * instruction that reads them, unless that is the return of a function
-   * whose callers wait (overlap.c) */
-  int *wait_head = arena_alloc(&E->c->arena, sizeof(int) * (size_t)(n ? n : 1));
-  int *wait_next = arena_alloc(&E->c->arena, sizeof(int) * (size_t)(E->f->nvalues + 1));
-  for (j = 0; j < n; j++)
-    wait_head[j] = -1;
-  for (j = 0; j < n; j++) {
-    IrInst *in = insts[j];
-    bool early = overlap_starts_early(E->f, b, in, NULL);
-    if (early)
-      special[j] = true;
-    bool calls = (in->op == IR_CALL || in->op == IR_VJP_CALL) && overlap_may_return_pending(in->callee);
-    if (!early && !calls)
-      continue;
-    for (int d = 0; d < in->ndst; d++) {
-      int v = in->dst[d];
-      if (v < 0 || !is_tensor(E, v))
-        continue;
-      for (int k = j + 1; k < n; k++) {
-        if (insts[k]->op == IR_FREE || !overlap_reads(insts[k], v))
-          continue;
-        if (insts[k]->op != IR_RETURN || !overlap_may_return_pending(E->f)) {
-          wait_next[v] = wait_head[k];
-          wait_head[k] = v;
-        }
-        break;
-      }
-    }
-  }
-  for (j = 0; j < n; j++)
-    uses(insts[j], j, E->lastuse);
-  for (j = 0; j < n; j++)
-    for (int d = 0; d < insts[j]->ndst; d++) {
-      int v = insts[j]->dst[d];
-      if (v < 0 || !is_tensor(E, v) || is_param(E, v) || insts[j]->op == IR_FOR)
-        continue;
-      int last = E->lastuse[v] > j ? E->lastuse[v] : j;
-      next_free[v] = free_after[last];
-      free_after[last] = v;
-    }
+  Schedule S;
+  schedule_block(E->c, E->f, b, ++E->nblocks, E->lastuse, E->defblk, &S);
+  IrInst **insts = S.insts;
+  int n = S.n, blk = S.blk, j;
+  int *free_after = S.free_after, *next_free = S.next_free, *wait_head = S.wait_head, *wait_next = S.wait_next;
+  bool *special = S.special;
   for (j = 0; j < n;) {
     int run = emit_gemm_epilogue(E, insts, j, n, true, ind);
     bool gemm = run > 0;
@@ -1498,7 +1267,7 @@ static const char export_types[] =
     "#endif\n\n";
 
 bool emit_header(Compiler *c, IrProgram *p, FILE *fp, const char *source_path, const char *guard) {
-  Emitter E = {.c = c, .p = p, .out = fp};
+  Emitter E = {.c = c, .p = p, .out = fp, .tgt = &target_cpu};
   fprintf(fp, "/* Generated by spmdc %s from %s: the C entry points of its export fns.\n", SPMDC_VERSION, source_path);
   fputs(" * Arguments are this rank's blocks, borrowed; results and gradients are\n"
         " * new references the caller frees with rt_free.  Call rt_init first with\n"
@@ -1547,8 +1316,9 @@ static void mark_reachable(IrFn *f) {
   mark_block(&f->body);
 }
 
-bool emit_c(Compiler *c, IrProgram *p, FILE *fp, const char *source_path) {
-  Emitter E = {.c = c, .p = p, .out = fp};
+/* The host program of any target (and with cu, the CUDA target's kernels). */
+bool emit_program(Compiler *c, IrProgram *p, const Target *tgt, FILE *fp, FILE *cu, const char *source_path) {
+  Emitter E = {.c = c, .p = p, .out = fp, .tgt = tgt, .cu = cu};
   for (IrFn *f = p->fns; f; f = f->next)
     f->emitted = !p->main;
   if (p->main)
@@ -1558,31 +1328,57 @@ bool emit_c(Compiler *c, IrProgram *p, FILE *fp, const char *source_path) {
       mark_reachable(f);
   fprintf(fp, "/* Generated by spmdc %s from %s.  Do not edit. */\n", SPMDC_VERSION, source_path);
   fputs(prelude, fp);
+  /* the CUDA target: the functions first, so that the prototypes of the
+   * kernels' launchers they call can go before them */
+  char *body = NULL, *protos = NULL;
+  size_t nbody = 0, nprotos = 0;
+  if (cu) {
+    E.out = open_memstream(&body, &nbody);
+    E.protos = open_memstream(&protos, &nprotos);
+    if (!E.out || !E.protos)
+      diag_fatal(c, "out of memory");
+    cuda_begin(&E, source_path);
+  }
   if (ir_has_exports(p))
-    fputs(export_types, fp);
+    fputs(export_types, E.out);
   for (IrFn *f = p->fns; f; f = f->next) {
     E.f = f;
     if (f->emitted)
       emit_signature(&E, f, true);
   }
-  fputc('\n', fp);
+  fputc('\n', E.out);
   for (IrFn *f = p->fns; f; f = f->next)
     if (f->emitted)
       emit_fn(&E, f);
   emit_exports(&E);
-  if (!p->main)
-    return true;
-  Mesh *m = p->mesh;
-  fputs("int main(int argc, char **argv) {\n", fp);
-  fprintf(fp, "  static const char *const axis_names[] = {");
-  for (int i = 0; i < m->naxes; i++)
-    fprintf(fp, "%s\"%s\"", i ? ", " : "", m->axes[i].name);
-  fprintf(fp, "%s};\n  static const int axis_sizes[] = {", m->naxes ? "" : "NULL");
-  for (int i = 0; i < m->naxes; i++)
-    fprintf(fp, "%s%lld", i ? ", " : "", m->axes[i].size ? m->axes[i].size : -1);
-  fprintf(fp, "%s};\n", m->naxes ? "" : "0");
-  fprintf(fp, "  rt_ctx *ctx = rt_init(&argc, &argv, %d, axis_names, axis_sizes);\n", m->naxes);
-  fprintf(fp, "  f_%s(ctx);\n", p->main->cname);
-  fputs("  return rt_finalize(ctx);\n}\n", fp);
+  if (p->main) {
+    Mesh *m = p->mesh;
+    FILE *o = E.out;
+    fputs("int main(int argc, char **argv) {\n", o);
+    fprintf(o, "  static const char *const axis_names[] = {");
+    for (int i = 0; i < m->naxes; i++)
+      fprintf(o, "%s\"%s\"", i ? ", " : "", m->axes[i].name);
+    fprintf(o, "%s};\n  static const int axis_sizes[] = {", m->naxes ? "" : "NULL");
+    for (int i = 0; i < m->naxes; i++)
+      fprintf(o, "%s%lld", i ? ", " : "", m->axes[i].size ? m->axes[i].size : -1);
+    fprintf(o, "%s};\n", m->naxes ? "" : "0");
+    fprintf(o, "  rt_ctx *ctx = rt_init(&argc, &argv, %d, axis_names, axis_sizes);\n", m->naxes);
+    fprintf(o, "  f_%s(ctx);\n", p->main->cname);
+    fputs("  return rt_finalize(ctx);\n}\n", o);
+  }
+  if (cu) {
+    fclose(E.out);
+    fclose(E.protos);
+    fputs("#include \"spmdrt_kernels.h\"\n\n", fp);
+    if (nprotos)
+      fprintf(fp, "/* the fused elementwise regions' kernels, in %s's companion .cu */\n%s\n", source_path, protos);
+    fwrite(body, 1, nbody, fp);
+    free(body);
+    free(protos);
+  }
   return true;
+}
+
+bool emit_c(Compiler *c, IrProgram *p, FILE *fp, const char *source_path) {
+  return emit_program(c, p, &target_cpu, fp, NULL, source_path);
 }

@@ -167,8 +167,10 @@ bool lower_program(Compiler *c, Mesh *mesh, IrProgram *out);
 /* autodiff.c */
 void ad_differentiate(Compiler *c, IrProgram *p);
 
-/* emit_c.c */
+/* emit_c.c: the C of the CPU target */
 bool emit_c(Compiler *c, IrProgram *p, FILE *out, const char *source_path);
+/* --target=cuda: the host C (out) and the kernels (cu, CUDA C++) */
+bool emit_cuda(Compiler *c, IrProgram *p, FILE *out, FILE *cu, const char *source_path);
 /* The header of the program's export fns; false if it has none. */
 bool emit_header(Compiler *c, IrProgram *p, FILE *out, const char *source_path, const char *guard);
 bool ir_has_exports(IrProgram *p);

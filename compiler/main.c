@@ -32,12 +32,14 @@ typedef struct Driver {
   const char *depfile;   /* --depfile FILE, or -MD: OUTPUT.d */
   bool depfile_md;
   bool print_paths;
+  bool cuda;             /* --target=cuda */
 } Driver;
 
 /* Where spmdc finds the standard library and the runtime (see find_paths). */
 typedef struct Paths {
   const char *stdlib, *rt_include, *rt_lib, *blas_lib, *dnnl_lib, *gomp_lib, *sleef_lib;
   const char *layout; /* "installed" or "build tree" */
+  const char *rt_cuda_lib, *nvcc; /* the CUDA target's runtime and compiler; "" if this spmdc has none */
 } Paths;
 
 static const char usage_text[] =
@@ -46,7 +48,7 @@ static const char usage_text[] =
     "\n"
     "modes:\n"
     "  -o FILE           write the executable (or with -S, the C file) to FILE\n"
-    "  -S                emit C only\n"
+    "  -S                emit C only (with --target=cuda, also the kernels: FILE.cu beside FILE.c)\n"
     "  --check           parse and type-check only\n"
     "  --dump-ast        print the syntax tree\n"
     "  --dump-types      print every binding with its inferred type\n"
@@ -56,6 +58,8 @@ static const char usage_text[] =
     "  -D NAME=VALUE     override `const NAME` with an integer or float VALUE\n"
     "  -I DIR            search DIR for imported modules (before the standard library)\n"
     "  -O0 -O1 -O2 -O3   optimisation level of the C compiler (default -O2)\n"
+    "  --target=TARGET   cpu (default): C over the CPU runtime; cuda: the same host C\n"
+    "                    with the fused elementwise loops as CUDA kernels, one GPU per rank\n"
     "  --depfile=FILE    also write Make-style dependencies of the output: the\n"
     "                    input and every module it imports (with -S or -o)\n"
     "  -MD               the same, into OUTPUT.d\n"
@@ -186,6 +190,10 @@ static void parse_args(Driver *d, Compiler *c, int argc, char **argv) {
         usage_error("%s needs a file name", "--depfile");
     } else if (strcmp(a, "-MD") == 0) {
       d->depfile_md = true;
+    } else if (strncmp(a, "--target=", 9) == 0) {
+      if (strcmp(a + 9, "cpu") && strcmp(a + 9, "cuda"))
+        usage_error("--target expects cpu or cuda, got '%s'", a + 9);
+      d->cuda = strcmp(a + 9, "cuda") == 0;
     } else if (strcmp(a, "--print-paths") == 0) {
       d->print_paths = true;
     } else if (a[0] == '-' && a[1] == 'O' && (a[2] >= '0' && a[2] <= '3') && a[3] == '\0') {
@@ -272,6 +280,60 @@ static bool write_c(Compiler *c, IrProgram *prog, const char *path, const char *
   return write_atomic(c, path, put_c, prog, source);
 }
 
+/* --target=cuda: FILE.cu beside FILE.c (NAME.c -> NAME.cu, else PATH.cu) */
+static const char *cu_path(Compiler *c, const char *cpath) {
+  size_t n = strlen(cpath);
+  return n > 2 && strcmp(cpath + n - 2, ".c") == 0 ? arena_sprintf(&c->arena, "%.*s.cu", (int)(n - 2), cpath)
+                                                   : arena_sprintf(&c->arena, "%s.cu", cpath);
+}
+
+typedef struct CudaArgs {
+  const char *source;
+  FILE *cu;
+} CudaArgs;
+
+static void put_cuda(Compiler *c, IrProgram *prog, FILE *fp, const void *arg) {
+  const CudaArgs *a = arg;
+  emit_cuda(c, prog, fp, a->cu, a->source);
+}
+
+/* The host C at cpath and its kernels at cu_path(cpath), each renamed into
+ * place when complete. */
+static bool write_cuda(Compiler *c, IrProgram *prog, const char *cpath, const char *source) {
+  const char *cupath = cu_path(c, cpath);
+  char *tmp = arena_sprintf(&c->arena, "%s.tmp.%ld", cupath, (long)getpid());
+  FILE *cu = fopen(tmp, "w");
+  if (!cu) {
+    diag_tool_error(c, "cannot write '%s': %s", tmp, strerror(errno));
+    return false;
+  }
+  CudaArgs a = {source, cu};
+  bool ok = write_atomic(c, cpath, put_cuda, prog, &a);
+  ok &= !ferror(cu);
+  ok &= fclose(cu) == 0;
+  if (ok && rename(tmp, cupath) != 0) {
+    diag_tool_error(c, "cannot write '%s': %s", cupath, strerror(errno));
+    ok = false;
+  }
+  if (!ok)
+    remove(tmp);
+  return ok;
+}
+
+/* -S -o - with --target=cuda: the host C, then the kernels. */
+static void print_cuda(Compiler *c, IrProgram *prog, const char *source) {
+  char *buf = NULL;
+  size_t n = 0;
+  FILE *cu = open_memstream(&buf, &n);
+  if (!cu)
+    diag_fatal(c, "out of memory");
+  emit_cuda(c, prog, stdout, cu, source);
+  fclose(cu);
+  fputs("/* ---- the kernels (FILE.cu) ---- */\n", stdout);
+  fwrite(buf, 1, n, stdout);
+  free(buf);
+}
+
 typedef struct HeaderArgs {
   const char *source, *guard;
 } HeaderArgs;
@@ -296,6 +358,9 @@ static bool write_header(Compiler *c, IrProgram *prog, const char *cpath, const 
   HeaderArgs h = {source, guard.data};
   return write_atomic(c, path, put_header, prog, &h);
 }
+
+/* nvcc's flags for the kernels (also printed by --print-paths, for tests) */
+#define NVCC_FLAGS "-std=c++17 -fmad=false -gencode arch=compute_90,code=[sm_90,compute_90]"
 
 static const char *env_or(const char *name, const char *dflt) {
   const char *v = getenv(name);
@@ -350,7 +415,7 @@ static bool is_dir(const char *path) {
  * each one. */
 static Paths find_paths(Compiler *c) {
   Paths p = {SPMD_STDLIB_DIR, SPMD_RT_INCLUDE, SPMD_RT_LIB, SPMD_BLAS_LIB, SPMD_DNNL_LIB, SPMD_GOMP_LIB,
-             SPMD_SLEEF_LIB, "build tree"};
+             SPMD_SLEEF_LIB, "build tree", SPMD_RT_CUDA_LIB, SPMD_NVCC};
   const char *dir = own_dir(c);
   const char *stdlib = dir ? real_path(c, arena_sprintf(&c->arena, "%s/%s", dir, SPMD_INSTALL_STDLIB)) : NULL;
   const char *lib = dir ? real_path(c, arena_sprintf(&c->arena, "%s/%s", dir, SPMD_INSTALL_RT_LIB)) : NULL;
@@ -367,6 +432,8 @@ static Paths find_paths(Compiler *c) {
   p.blas_lib = env_or("SPMDC_BLAS_LIB", p.blas_lib);
   p.dnnl_lib = env_or("SPMDC_DNNL_LIB", p.dnnl_lib);
   p.sleef_lib = env_or("SPMDC_SLEEF_LIB", p.sleef_lib);
+  p.rt_cuda_lib = env_or("SPMDC_RT_CUDA_LIB", SPMD_RT_CUDA_LIB);
+  p.nvcc = env_or("SPMDC_NVCC", SPMD_NVCC);
   return p;
 }
 
@@ -374,10 +441,14 @@ static void print_paths(const Paths *p) {
   printf("layout: %s\nstdlib: %s\nruntime include: %s\nruntime library: %s\nblas library: %s\n"
          "sleef library: %s\n",
          p->layout, p->stdlib, p->rt_include, p->rt_lib, p->blas_lib, p->sleef_lib);
+  if (*p->nvcc) /* the CUDA target */
+    printf("nvcc: %s\nnvcc flags: %s\ncuda runtime library: %s\n", p->nvcc, NVCC_FLAGS,
+           *p->rt_cuda_lib ? p->rt_cuda_lib : "(none)");
 }
 
-/* mpicc the generated C into an executable linked with libspmdrt and BLAS. */
-static bool compile_c(Compiler *c, const Paths *paths, const char *cfile, const char *exe, int opt) {
+/* mpicc the generated C (and obj, if not NULL: the simulated kernels) into
+ * an executable linked with libspmdrt and BLAS. */
+static bool compile_c(Compiler *c, const Paths *paths, const char *cfile, const char *obj, const char *exe, int opt) {
   char *argv[32];
   int n = 0;
   argv[n++] = (char *)env_or("SPMDC_CC", "mpicc");
@@ -396,6 +467,8 @@ static bool compile_c(Compiler *c, const Paths *paths, const char *cfile, const 
     argv[n++] = (char *)extra;
   argv[n++] = arena_sprintf(&c->arena, "-I%s", paths->rt_include);
   argv[n++] = (char *)cfile;
+  if (obj)
+    argv[n++] = (char *)obj;
   argv[n++] = "-o";
   argv[n++] = (char *)exe;
   argv[n++] = (char *)paths->rt_lib;
@@ -403,9 +476,108 @@ static bool compile_c(Compiler *c, const Paths *paths, const char *cfile, const 
   argv[n++] = (char *)paths->dnnl_lib; /* bf16 GEMM */
   argv[n++] = (char *)paths->gomp_lib;
   argv[n++] = (char *)paths->sleef_lib;
+  if (obj)
+    argv[n++] = "-lstdc++";
   argv[n++] = "-lm";
   argv[n] = NULL;
   int rc = run_command(argv);
+  if (rc != 0)
+    diag_tool_error(c, "the C compiler failed (exit %d) on %s", rc, cfile);
+  return rc == 0;
+}
+
+/* SPMDC_CUDA_SIM=1 spmdc --target=cuda: the simulation build, for machines
+ * without a GPU (tests): the kernels' .cu compiled by the host C++ compiler
+ * with SPMD_CUDA_SIM (each launch a loop over the same per-element body),
+ * rounding as the CPU's loops (-ffp-contract=off), linked with the CPU
+ * runtime. */
+static bool compile_cuda_sim(Compiler *c, const Paths *paths, const char *cfile, const char *cufile, const char *exe,
+                             int opt) {
+  const char *obj = arena_sprintf(&c->arena, "%s.o", cufile);
+  char *argv[24];
+  int n = 0;
+  argv[n++] = (char *)env_or("SPMDC_CXX", "c++");
+  argv[n++] = "-x";
+  argv[n++] = "c++";
+  argv[n++] = "-std=c++17";
+  argv[n++] = arena_sprintf(&c->arena, "-O%d", opt);
+  argv[n++] = "-Wall";
+  argv[n++] = "-Wextra";
+  argv[n++] = "-fno-math-errno";
+  argv[n++] = "-ffp-contract=off";
+  argv[n++] = "-DSPMD_CUDA_SIM";
+  if (*SPMD_RT_CFLAGS)
+    argv[n++] = SPMD_RT_CFLAGS;
+  argv[n++] = arena_sprintf(&c->arena, "-I%s", paths->rt_include);
+  argv[n++] = "-c";
+  argv[n++] = (char *)cufile;
+  argv[n++] = "-o";
+  argv[n++] = (char *)obj;
+  argv[n] = NULL;
+  int rc = run_command(argv);
+  if (rc != 0) {
+    diag_tool_error(c, "the C++ compiler failed (exit %d) on %s", rc, cufile);
+    return false;
+  }
+  bool ok = compile_c(c, paths, cfile, obj, exe, opt);
+  remove(obj);
+  return ok;
+}
+
+/* --target=cuda: nvcc the kernels, mpicc the host C, link both with the
+ * CUDA runtime.  The kernels round as the CPU's loops: no FMA contraction
+ * (-fmad=false), IEEE division and square root (nvcc's defaults), no fast
+ * math; code for sm_90 and PTX for later GPUs. */
+static bool compile_cuda(Compiler *c, const Paths *paths, const char *cfile, const char *cufile, const char *exe,
+                         int opt) {
+  if (getenv("SPMDC_CUDA_SIM") && *getenv("SPMDC_CUDA_SIM") && strcmp(getenv("SPMDC_CUDA_SIM"), "0"))
+    return compile_cuda_sim(c, paths, cfile, cufile, exe, opt);
+  if (!*paths->nvcc || !*paths->rt_cuda_lib) {
+    diag_tool_error(c, "this spmdc has no CUDA runtime (libspmdrt_cuda, built with SPMD_CUDA where nvcc is found); "
+                    "spmdc --target=cuda -S writes the C and the kernels");
+    return false;
+  }
+  const char *obj = arena_sprintf(&c->arena, "%s.o", cufile);
+  char *nv[32];
+  int n = 0;
+  nv[n++] = (char *)paths->nvcc;
+  nv[n++] = "-c";
+  nv[n++] = arena_sprintf(&c->arena, "-O%d", opt);
+  char *flags = arena_sprintf(&c->arena, "%s", NVCC_FLAGS);
+  for (char *tok = strtok(flags, " "); tok && n < 24; tok = strtok(NULL, " "))
+    nv[n++] = tok;
+  nv[n++] = arena_sprintf(&c->arena, "-I%s", paths->rt_include);
+  nv[n++] = (char *)cufile;
+  nv[n++] = "-o";
+  nv[n++] = (char *)obj;
+  nv[n] = NULL;
+  int rc = run_command(nv);
+  if (rc != 0) {
+    diag_tool_error(c, "nvcc failed (exit %d) on %s", rc, cufile);
+    return false;
+  }
+  char *argv[32];
+  n = 0;
+  argv[n++] = (char *)env_or("SPMDC_CC", "mpicc");
+  argv[n++] = "-std=c17";
+  argv[n++] = arena_sprintf(&c->arena, "-O%d", opt);
+  argv[n++] = "-Wall";
+  argv[n++] = "-Wextra";
+  const char *extra = getenv("SPMDC_CFLAGS");
+  if (extra && *extra)
+    argv[n++] = (char *)extra;
+  argv[n++] = arena_sprintf(&c->arena, "-I%s", paths->rt_include);
+  argv[n++] = (char *)cfile;
+  argv[n++] = (char *)obj;
+  argv[n++] = "-o";
+  argv[n++] = (char *)exe;
+  argv[n++] = (char *)paths->rt_cuda_lib;
+  char *link = arena_sprintf(&c->arena, "%s", SPMD_CUDA_LINK);
+  for (char *tok = strtok(link, " "); tok && n < 30; tok = strtok(NULL, " "))
+    argv[n++] = tok;
+  argv[n] = NULL;
+  rc = run_command(argv);
+  remove(obj);
   if (rc != 0)
     diag_tool_error(c, "the C compiler failed (exit %d) on %s", rc, cfile);
   return rc == 0;
@@ -467,7 +639,8 @@ static int run_program(Compiler *c, Driver *d, const Paths *paths, IrProgram *pr
   const char *base = arena_sprintf(&c->arena, "%s/%s-%08x", cache, stem(c, d->input), h);
   const char *cfile = arena_sprintf(&c->arena, "%s.c", base);
   const char *exe = base;
-  if (!write_c(c, prog, cfile, d->input) || !compile_c(c, paths, cfile, exe, d->opt_level))
+  if (d->cuda ? !write_cuda(c, prog, cfile, d->input) || !compile_cuda(c, paths, cfile, cu_path(c, cfile), exe, d->opt_level)
+             : !write_c(c, prog, cfile, d->input) || !compile_c(c, paths, cfile, NULL, exe, d->opt_level))
     return 1;
   char **argv = arena_alloc(&c->arena, sizeof(char *) * (size_t)(d->nrun_args + 12));
   int n = 0;
@@ -537,7 +710,10 @@ int main(int argc, char **argv) {
       status = 1;
     } else if (d.mode == MODE_EMIT_C) {
       const char *out = d.output ? d.output : arena_sprintf(&c->arena, "%s.c", stem(c, d.input));
-      status = strcmp(out, "-") == 0 ? (emit_c(c, &prog, stdout, d.input), 0) : write_c(c, &prog, out, d.input) ? 0 : 1;
+      if (d.cuda)
+        status = strcmp(out, "-") == 0 ? (print_cuda(c, &prog, d.input), 0) : write_cuda(c, &prog, out, d.input) ? 0 : 1;
+      else
+        status = strcmp(out, "-") == 0 ? (emit_c(c, &prog, stdout, d.input), 0) : write_c(c, &prog, out, d.input) ? 0 : 1;
       if (status == 0 && strcmp(out, "-") != 0 && ir_has_exports(&prog))
         status = write_header(c, &prog, out, d.input) ? 0 : 1;
       if (status == 0 && (d.depfile || d.depfile_md))
@@ -547,9 +723,16 @@ int main(int argc, char **argv) {
     } else {
       const char *exe = d.output ? d.output : stem(c, d.input);
       const char *cfile = arena_sprintf(&c->arena, "%s.spmdc.%ld.c", exe, (long)getpid());
-      status = write_c(c, &prog, cfile, d.input) && compile_c(c, &paths, cfile, exe, d.opt_level) ? 0 : 1;
-      if (!getenv("SPMDC_KEEP_C"))
+      if (d.cuda)
+        status = write_cuda(c, &prog, cfile, d.input) &&
+                 compile_cuda(c, &paths, cfile, cu_path(c, cfile), exe, d.opt_level) ? 0 : 1;
+      else
+        status = write_c(c, &prog, cfile, d.input) && compile_c(c, &paths, cfile, NULL, exe, d.opt_level) ? 0 : 1;
+      if (!getenv("SPMDC_KEEP_C")) {
         remove(cfile);
+        if (d.cuda)
+          remove(cu_path(c, cfile));
+      }
       if (status == 0 && (d.depfile || d.depfile_md))
         status = write_depfile(c, &d, exe) ? 0 : 1;
     }

@@ -19,12 +19,13 @@ trap 'git -C "$root" worktree remove --force "$tmp/src" >/dev/null 2>&1 || true;
 if [ ! -x "$base/spmdc" ]; then
   git -C "$root" worktree add --detach "$tmp/src" "$sha" >/dev/null 2>&1
   cmake -S "$tmp/src" -B "$tmp/build" -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
-  # the compiler only: spmdc_core, then main.c with spmdc's flags (the
+  # the compiler only: spmdc_core, then spmdc's main.c and link line (the
   # spmdc target would also build the runtime, which -S does not need)
   cmake --build "$tmp/build" -j2 --target spmdc_core >/dev/null
-  flags=$(sed -n 's/^C_\(DEFINES\|INCLUDES\|FLAGS\) = //p' "$tmp/build/compiler/CMakeFiles/spmdc.dir/flags.make" | tr '\n' ' ')
+  make -C "$tmp/build/compiler" main.c.o >/dev/null
+  (cd "$tmp/build/compiler" && sh CMakeFiles/spmdc.dir/link.txt)
   mkdir -p "$base"
-  eval "cc $flags $tmp/src/compiler/main.c $tmp/build/compiler/libspmdc_core.a -lm -o $base/spmdc.tmp"
+  cp "$tmp/build/compiler/spmdc" "$base/spmdc.tmp"
   rm -rf "$base/dump"
   python3 "$root/tests/codegen_identical.py" dump "$base/spmdc.tmp" "$base/dump" "$root"
   mv "$base/spmdc.tmp" "$base/spmdc"

@@ -34,6 +34,12 @@ Exit status: 0 pass, 1 fail, 2 a malformed test, 77 skipped because spmdc
 reports that compiling to an executable is not implemented yet (set
 SPMD_E2E_NO_SKIP=1 to fail instead). Options: --mpirun PATH (or $MPIRUN),
 --keep (keep the temporary directory), -v (print every run's output).
+
+--cuda-sim: the CUDA target's simulation build instead (SPMDC_CUDA_SIM=1
+spmdc --target=cuda: the kernels compiled by the host C++ compiler and
+launched as loops over the same per-element bodies, on the CPU runtime), run
+on the first and the last mesh only; besides the checks above, each run must
+print exactly what the CPU target's program prints on that mesh.
 """
 import math
 import os
@@ -318,7 +324,7 @@ def indent(text, limit=40):
 
 def main(argv):
     mpirun = os.environ.get('MPIRUN', 'mpirun')
-    keep = verbose = False
+    keep = verbose = cuda_sim = False
     pos = []
     i = 0
     while i < len(argv):
@@ -330,6 +336,8 @@ def main(argv):
             mpirun = a.split('=', 1)[1]
         elif a == '--keep':
             keep = True
+        elif a == '--cuda-sim':
+            cuda_sim = True
         elif a == '-v':
             verbose = True
         elif a in ('-h', '--help'):
@@ -359,6 +367,8 @@ def main(argv):
         expect_fail = re.compile(opts['expect-fail'], re.MULTILINE) if 'expect-fail' in opts else None
         files, outputs = list_opt(opts, 'files'), list_opt(opts, 'outputs')
         prog_args = shlex.split(opts.get('args', ''))
+        if cuda_sim:
+            meshes = meshes[:1] + meshes[-1:] if len(meshes) > 1 else meshes
     except (TestError, re.error, OSError) as e:
         print('ERROR %s: %s' % (name, e))
         return 2
@@ -367,7 +377,7 @@ def main(argv):
     try:
         return run_test(spmdc, path, name, srcdir, tmp, spmdc_args, meshes, rtol, atol, timeout,
                         close, expect_output, expect_fail, files, outputs, prog_args, mpirun,
-                        verbose)
+                        verbose, cuda_sim)
     finally:
         if keep:
             print('kept %s' % tmp)
@@ -376,7 +386,7 @@ def main(argv):
 
 
 def run_test(spmdc, path, name, srcdir, tmp, spmdc_args, meshes, rtol, atol, timeout, close,
-             expect_output, expect_fail, files, outputs, prog_args, mpirun, verbose):
+             expect_output, expect_fail, files, outputs, prog_args, mpirun, verbose, cuda_sim=False):
     def subst(a, rundir=''):
         return a.replace('%S', srcdir).replace('%t', rundir or tmp)
 
@@ -398,6 +408,16 @@ def run_test(spmdc, path, name, srcdir, tmp, spmdc_args, meshes, rtol, atol, tim
                  ''.join(indent(t) for t in (out, err) if t.strip()) or indent('')))
         return 1
     print('compiled %s in %.1f s' % (name, secs))
+    ref_prog = None
+    if cuda_sim:  # prog becomes the simulation; the CPU's is the reference
+        ref_prog, prog = prog, os.path.join(tmp, 'prog_sim')
+        cmd = [spmdc, '--target=cuda'] + [subst(a) for a in spmdc_args] + [path, '-o', prog]
+        rc, out, err, secs = run_command(cmd, srcdir, dict(env, SPMDC_CUDA_SIM='1'), 300)
+        if rc != 0 or not os.path.isfile(prog):
+            print('FAIL %s: the simulation build failed: %s\n%s'
+                  % (name, ' '.join(shlex.quote(c) for c in cmd), ''.join(indent(t) for t in (out, err))))
+            return 1
+        print('compiled the CUDA target (simulation) in %.1f s' % secs)
 
     # --- run on every mesh
     failures, results = [], []
@@ -428,6 +448,17 @@ def run_test(spmdc, path, name, srcdir, tmp, spmdc_args, meshes, rtol, atol, tim
                     problems.append('no output line matches expect-output %r' % r.pattern)
             if expect_fail is None and rc == 0:
                 problems += check_close(out, close)
+        if ref_prog and rc is not None:  # the CPU target's run on the same mesh
+            refdir = rundir + '_cpu'
+            os.makedirs(refdir)
+            for f in files:
+                shutil.copy(os.path.join(srcdir, f), refdir)
+            rcmd = [mpirun, '--allow-run-as-root', '--oversubscribe', '-np', str(nranks), ref_prog]
+            rcmd += (['--mesh', flag] if flag else []) + [subst(a, refdir) for a in prog_args]
+            rrc, rout, _, _ = run_command(rcmd, refdir, env, timeout)
+            if rrc != rc or rout != out:
+                problems.append('the simulation (exit %s) does not print what the CPU target prints (exit %s):\n%s'
+                                % (rc, rrc, indent(rout)))
         status = 'FAILED' if problems else ('failed as expected' if expect_fail else 'ok')
         print('  %-32s %-18s %6.2f s  %d lines' % (head, status, secs, len(out.splitlines())))
         if problems or verbose:

@@ -1,0 +1,276 @@
+/* schedule.c: the target-independent schedule of a block, which the host
+ * printer (emit_c.c) follows for every target: the order of its
+ * instructions (elementwise operations of one shape pulled together, so that
+ * they fuse), which instructions can be members of a fused elementwise
+ * region, the values that die after each instruction (frees), the
+ * all-reduces that start early (overlap.c) and where they are waited for,
+ * and the var reads that move the var's reference. */
+#include <string.h>
+
+#include "overlap.h"
+#include "schedule.h"
+
+static void uses(IrInst *in, int j, int *lastuse) {
+  for (int i = 0; i < in->nargs; i++)
+    lastuse[in->args[i]] = j;
+  for (IrInst *x = in->body.head; x; x = x->next)
+    uses(x, j, lastuse);
+  for (IrInst *x = in->els.head; x; x = x->next)
+    uses(x, j, lastuse);
+}
+
+bool sched_is_param(const IrFn *f, int v) {
+  for (int i = 0; i < f->nparams; i++)
+    if (f->params[i] == v)
+      return true;
+  return false;
+}
+
+/* ---- elementwise fusion: which instructions can be members of a region.
+ * A run of consecutive arithmetic instructions (+ - * /, negation, sqrt,
+ * square, gradient accumulation) on tensors of one shape and dtype, and host
+ * scalars, becomes one loop (a kernel): intermediates live in registers, only
+ * values used after the run are stored (emit_c.c, emit_cuda.c). */
+
+const char *sched_fused_op(const IrInst *in) {
+  if (in->op == IR_ACCUM)
+    return "+";
+  if (in->op != IR_BINARY && in->op != IR_BINARY_SCALAR)
+    return NULL;
+  switch (in->binop) {
+  case BIN_ADD: return "+";
+  case BIN_SUB: return "-";
+  case BIN_MUL: return "*";
+  case BIN_DIV: return "/";
+  default: return NULL;
+  }
+}
+
+/* The same dtype and local shape: the same global shape and partition spec
+ * (an S(0) value and an R one of one global shape differ in size per rank). */
+bool sched_same_shape(const Type *a, const Type *b) {
+  if (a->ndim != b->ndim || a->dtype != b->dtype)
+    return false;
+  for (int d = 0; d < a->ndim; d++) {
+    if (!size_eq(a->shape[d], b->shape[d]) || a->shape[d].unknown)
+      return false;
+    for (int k = 0; k < MAX_MESH_AXES && (a->spec[d][k] >= 0 || b->spec[d][k] >= 0); k++)
+      if (a->spec[d][k] != b->spec[d][k])
+        return false;
+  }
+  return true;
+}
+
+/* Whether `in` can be a member of a fused loop. */
+bool sched_fusable(const IrFn *f, const IrInst *in) {
+  if (in->ndst != 1 || in->dst[0] < 0)
+    return false;
+  const Type *t = f->values[in->dst[0]].type;
+  if (t->kind != TY_TENSOR || (t->dtype != DT_F32 && t->dtype != DT_F64) || t->ndim == 0)
+    return false;
+  switch (in->op) {
+  case IR_BINARY:
+  case IR_ACCUM:
+    if (!sched_fused_op(in) || in->nargs != 2)
+      return false;
+    for (int i = 0; i < 2; i++) {
+      const Type *a = f->values[in->args[i]].type;
+      if (!sched_same_shape(a, t) && !(a->ndim == 0 && a->dtype == t->dtype))
+        return false;
+    }
+    return true;
+  case IR_BINARY_SCALAR: return sched_fused_op(in) && sched_same_shape(f->values[in->args[0]].type, t);
+  case IR_UNARY:
+    return (in->unop == UN_NEG || in->unop == UN_SQRT || in->unop == UN_SQUARE) &&
+           sched_same_shape(f->values[in->args[0]].type, t);
+  default: return false;
+  }
+}
+
+bool sched_transparent(const IrInst *in) { return ir_has(in->op, IRF_FUSE_THROUGH); }
+
+/* Whether an instruction (or one nested in it) reads or writes var `slot`. */
+static void slots_touched(IrInst *in, bool *touched) {
+  if (in->op == IR_VAR_GET || in->op == IR_VAR_SET || in->op == IR_INDEX_ADD_SLOT)
+    touched[in->i[0]] = true;
+  for (IrInst *x = in->body.head; x; x = x->next)
+    slots_touched(x, touched);
+  for (IrInst *x = in->els.head; x; x = x->next)
+    slots_touched(x, touched);
+}
+
+/* move[j]: insts[j] reads a tensor var whose next access in this block is
+ * an assignment at this level, so the read can take the var's reference
+ * (the old value is dead after it) instead of adding one.  A value with one
+ * reference can be updated in place (rt_reuse). */
+static bool *var_moves(Compiler *c, IrFn *f, IrInst **insts, int n) {
+  bool *move = arena_alloc(&c->arena, sizeof(bool) * (size_t)(n ? n : 1));
+  int nv = f->nvars;
+  bool *next_set = arena_alloc(&c->arena, sizeof(bool) * (size_t)(nv ? nv : 1));
+  bool *touched = arena_alloc(&c->arena, sizeof(bool) * (size_t)(nv ? nv : 1));
+  for (int k = n - 1; k >= 0; k--) {
+    IrInst *in = insts[k];
+    if (in->op == IR_VAR_GET) {
+      move[k] = next_set[in->i[0]] && (f->values[in->dst[0]].type->kind == TY_TENSOR);
+      next_set[in->i[0]] = false;
+    } else if (in->op == IR_VAR_SET) {
+      next_set[in->i[0]] = true;
+    } else if (in->body.head || in->els.head || in->op == IR_INDEX_ADD_SLOT) {
+      memset(touched, 0, sizeof(bool) * (size_t)(nv ? nv : 1));
+      slots_touched(in, touched);
+      for (int s = 0; s < nv; s++)
+        if (touched[s])
+          next_set[s] = false;
+    }
+  }
+  return move;
+}
+
+/* ---- scheduling for fusion
+ * Arithmetic on records goes field by field, one operation at a time: the
+ * AdamW update of a record is `beta1 * m` for every field, then
+ * `(1 - beta1) * g` for every field, and so on, so consecutive instructions
+ * alternate between the fields' shapes and no run of one shape forms.
+ * Before a block is emitted, each elementwise instruction that can start a
+ * run pulls up the later elementwise instructions of its shape, and the
+ * host arithmetic they need, whose operands are already computed; the scan
+ * stops at communication, calls, control flow and anything else with an
+ * effect (those keep their order relative to all the rest).  Only pure
+ * instructions move, and each still computes the same value from the same
+ * operands, so the results are the same bits; a record's update becomes one
+ * loop per field. */
+
+static bool pure_host(const IrInst *in) { return ir_has(in->op, IRF_PURE_HOST); }
+
+/* Instructions that nothing is moved across: IRF_BARRIER (communication,
+ * calls, effects, host reads of tensors, var writes, the tape) and any
+ * instruction that holds a block. */
+static bool schedule_barrier(const IrInst *in) { return in->body.head || in->els.head || ir_has(in->op, IRF_BARRIER); }
+
+static void schedule_for_fusion(Compiler *c, IrFn *f, IrBlock *b) {
+  int n = 0;
+  for (IrInst *in = b->head; in; in = in->next)
+    n++;
+  if (n < 3)
+    return;
+  IrInst **insts = arena_alloc(&c->arena, sizeof(IrInst *) * (size_t)n);
+  IrInst **order = arena_alloc(&c->arena, sizeof(IrInst *) * (size_t)n);
+  bool *placed = arena_alloc(&c->arena, sizeof(bool) * (size_t)n);
+  int nv = f->nvalues + 1;
+  char *pending = arena_alloc(&c->arena, (size_t)nv); /* defined in this block, not yet placed */
+  memset(placed, 0, sizeof(bool) * (size_t)n);
+  memset(pending, 0, (size_t)nv);
+  int j = 0;
+  for (IrInst *in = b->head; in; in = in->next) {
+    insts[j++] = in;
+    for (int d = 0; d < in->ndst; d++)
+      if (in->dst[d] >= 0)
+        pending[in->dst[d]] = 1;
+  }
+  int m = 0;
+  bool moved = false;
+#define PLACE_(k)                                                                                                   \
+  do {                                                                                                              \
+    placed[k] = true;                                                                                               \
+    order[m++] = insts[k];                                                                                          \
+    for (int d_ = 0; d_ < insts[k]->ndst; d_++)                                                                     \
+      if (insts[k]->dst[d_] >= 0)                                                                                   \
+        pending[insts[k]->dst[d_]] = 0;                                                                             \
+  } while (0)
+  for (j = 0; j < n; j++) {
+    if (placed[j])
+      continue;
+    PLACE_(j);
+    if (!sched_fusable(f, insts[j]))
+      continue;
+    const Type *t = f->values[insts[j]->dst[0]].type;
+    for (int k = j + 1; k < n && !schedule_barrier(insts[k]); k++) {
+      IrInst *in = insts[k];
+      if (placed[k] ||
+          !(pure_host(in) || (sched_fusable(f, in) && sched_same_shape(f->values[in->dst[0]].type, t))))
+        continue;
+      bool ready = true;
+      for (int a = 0; a < in->nargs && ready; a++)
+        ready = !pending[in->args[a]];
+      if (!ready)
+        continue;
+      for (int i = j + 1; i < k && !moved; i++)
+        moved = !placed[i];
+      PLACE_(k);
+    }
+  }
+#undef PLACE_
+  if (!moved)
+    return;
+  b->head = order[0];
+  for (j = 0; j + 1 < n; j++)
+    order[j]->next = order[j + 1];
+  order[n - 1]->next = NULL;
+  b->tail = order[n - 1];
+}
+
+void schedule_block(Compiler *c, IrFn *f, IrBlock *b, int blk, int *lastuse, int *defblk, Schedule *S) {
+  schedule_for_fusion(c, f, b);
+  int n = 0;
+  for (IrInst *in = b->head; in; in = in->next)
+    n++;
+  IrInst **insts = arena_alloc(&c->arena, sizeof(IrInst *) * (size_t)(n ? n : 1));
+  int j = 0;
+  for (IrInst *in = b->head; in; in = in->next)
+    insts[j++] = in;
+  /* free lists: values to free after instruction j */
+  int *free_after = arena_alloc(&c->arena, sizeof(int) * (size_t)(n ? n : 1));
+  int *next_free = arena_alloc(&c->arena, sizeof(int) * (size_t)(f->nvalues + 1));
+  for (j = 0; j < n; j++)
+    free_after[j] = -1;
+  for (j = 0; j < n; j++)
+    for (int d = 0; d < insts[j]->ndst; d++)
+      if (insts[j]->dst[d] >= 0) {
+        lastuse[insts[j]->dst[d]] = -1;
+        defblk[insts[j]->dst[d]] = blk;
+      }
+  bool *special = var_moves(c, f, insts, n);
+  /* all_reduces that start non-blocking; values that may be pending (those,
+   * and results of backward calls) are waited for right before the first
+   * instruction that reads them, unless that is the return of a function
+   * whose callers wait (overlap.c) */
+  int *wait_head = arena_alloc(&c->arena, sizeof(int) * (size_t)(n ? n : 1));
+  int *wait_next = arena_alloc(&c->arena, sizeof(int) * (size_t)(f->nvalues + 1));
+  for (j = 0; j < n; j++)
+    wait_head[j] = -1;
+  for (j = 0; j < n; j++) {
+    IrInst *in = insts[j];
+    bool early = overlap_starts_early(f, b, in, NULL);
+    if (early)
+      special[j] = true;
+    bool calls = (in->op == IR_CALL || in->op == IR_VJP_CALL) && overlap_may_return_pending(in->callee);
+    if (!early && !calls)
+      continue;
+    for (int d = 0; d < in->ndst; d++) {
+      int v = in->dst[d];
+      if (v < 0 || !(f->values[v].type->kind == TY_TENSOR))
+        continue;
+      for (int k = j + 1; k < n; k++) {
+        if (insts[k]->op == IR_FREE || !overlap_reads(insts[k], v))
+          continue;
+        if (insts[k]->op != IR_RETURN || !overlap_may_return_pending(f)) {
+          wait_next[v] = wait_head[k];
+          wait_head[k] = v;
+        }
+        break;
+      }
+    }
+  }
+  for (j = 0; j < n; j++)
+    uses(insts[j], j, lastuse);
+  for (j = 0; j < n; j++)
+    for (int d = 0; d < insts[j]->ndst; d++) {
+      int v = insts[j]->dst[d];
+      if (v < 0 || !(f->values[v].type->kind == TY_TENSOR) || sched_is_param(f, v) || insts[j]->op == IR_FOR)
+        continue;
+      int last = lastuse[v] > j ? lastuse[v] : j;
+      next_free[v] = free_after[last];
+      free_after[last] = v;
+    }
+  *S = (Schedule){insts, n, blk, free_after, next_free, wait_head, wait_next, special};
+}

@@ -1,0 +1,87 @@
+/* spmdrt_kernels.h: the ABI between the kernels spmdc --target=cuda
+ * generates (FILE.cu, one per program) and the runtime that launches them.
+ *
+ * Each fused elementwise region of a program is, in FILE.cu, a per-element
+ * body (RT_HD: __host__ __device__), a grid-stride kernel calling it, and an
+ * extern "C" launcher
+ *     void spmd_<stem>_fused_<N>(rt_ctx *ctx, int64_t n_, ARGS...);
+ * whose ARGS are the tensors' device pointers (float or double, const when
+ * read) and host numbers (int64_t, double, bool).  The host program (FILE.c)
+ * declares the launchers, takes each pointer with rt_device_data and never
+ * reads through it.
+ *
+ * Built three ways:
+ *   - nvcc (SPMD_CUDA_DEVICE): the launcher starts the kernel on
+ *     rt_kernel_stream(ctx) and calls rt_kernel_launched(ctx, what) after it;
+ *     the CUDA runtime (libspmdrt_cuda) provides both.  Flags: -fmad=false,
+ *     no fast math, so each operation rounds as the CPU target's
+ *     (-ffp-contract=off).
+ *   - the host C++ compiler with SPMD_CUDA_SIM (the simulation build): the
+ *     launcher is a plain loop over the same body between
+ *     rt_sim_launch_begin/end.  Those call rt_sim_open/rt_sim_close when the
+ *     runtime linked in has them (the CUDA runtime's simulation library
+ *     opens its guarded device mappings for the launch); against the CPU
+ *     runtime they do nothing.
+ *   - included by the host program (plain C): declarations only. */
+#ifndef SPMDRT_KERNELS_H
+#define SPMDRT_KERNELS_H
+
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+#include "spmdrt.h"
+#ifdef __cplusplus
+}
+#define SPMD_EXTERN_C extern "C"
+#else
+#define SPMD_EXTERN_C
+#endif
+
+/* A tensor's data as the kernels see it: a device pointer on the GPU. */
+static inline void *rt_device_data(const rt_tensor *x) { return x->data; }
+
+#if defined(__CUDACC__) && !defined(SPMD_CUDA_SIM)
+#define SPMD_CUDA_DEVICE 1
+#include <cuda_runtime.h>
+#define RT_HD __host__ __device__
+#define RT_BLOCK_THREADS 256
+#define RT_GRID_FIRST ((int64_t)blockIdx.x * blockDim.x + threadIdx.x)
+#define RT_GRID_STRIDE ((int64_t)gridDim.x * blockDim.x)
+/* enough blocks for one element per thread, at most 65535 * 16 (the rest by
+ * the grid-stride loop) */
+static inline unsigned rt_grid_blocks(int64_t n) {
+  int64_t b = (n + RT_BLOCK_THREADS - 1) / RT_BLOCK_THREADS;
+  return (unsigned)(b > 65535 * 16 ? 65535 * 16 : b);
+}
+extern "C" {
+/* The stream every kernel of this rank runs on (the CUDA runtime's). */
+cudaStream_t rt_kernel_stream(rt_ctx *ctx);
+/* After each launch: checks it (cudaGetLastError) and records what was
+ * launched and its .spmd line, named if an error surfaces later. */
+void rt_kernel_launched(rt_ctx *ctx, const char *what);
+}
+#else
+#define RT_HD
+#ifdef __cplusplus
+extern "C" {
+#endif
+void rt_sim_open(void) __attribute__((weak));
+void rt_sim_close(void) __attribute__((weak));
+#ifdef __cplusplus
+}
+#endif
+static inline void rt_sim_launch_begin(rt_ctx *ctx) {
+  (void)ctx;
+  if (rt_sim_open)
+    rt_sim_open();
+}
+static inline void rt_sim_launch_end(rt_ctx *ctx) {
+  (void)ctx;
+  if (rt_sim_close)
+    rt_sim_close();
+}
+#endif
+
+#endif /* SPMDRT_KERNELS_H */
