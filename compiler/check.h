@@ -142,6 +142,10 @@ Type *check_record_index(Checker *k, Expr *e);
 /* e applied field by field: *slots[i] are its operands (checked; records
  * of one struct, or scalars that go with every field).  Sets e->map. */
 Type *record_map(Checker *k, Expr *e, Expr **slots[], int n, const char *opname);
+/* global_norm(x, squared=): a 0-d tensor, each field reduced over the axes
+ * where it is V; scale_by(x, s): every field times a 0-d R/I factor. */
+Type *check_global_norm(Checker *k, Expr *call);
+Type *check_scale_by(Checker *k, Expr *call);
 
 /* The local R/I/V/P rules of an op's class (SPEC 5), for combine(). */
 typedef enum { RULE_NONLINEAR, RULE_LINEAR, RULE_MULTILINEAR, RULE_DIVIDE } Rule;

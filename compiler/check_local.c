@@ -1628,6 +1628,13 @@ static Type *check_builtin_kind(Checker *k, Expr *call, Builtin op) {
   case BI_CROSS_ENTROPY:
     if (!want_args(k, call, op, 2, 2)) return type_error();
     return check_cross_entropy(k, call);
+  /* a whole record at once (check_record.c) */
+  case BI_GLOBAL_NORM:
+    if (!want_args(k, call, op, 1, 1)) return type_error();
+    return check_global_norm(k, call);
+  case BI_SCALE_BY:
+    if (!want_args(k, call, op, 2, 2)) return type_error();
+    return check_scale_by(k, call);
   /* SPEC 13: host values, masks and selection (check_select.c) */
   case BI_ITEM:
     if (!want_args(k, call, op, 1, 1)) return type_error();

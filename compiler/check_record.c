@@ -403,3 +403,150 @@ Type *check_record_index(Checker *k, Expr *e) {
   }
   return record_map(k, e, (Expr **[]){&e->lhs, &e->rhs}, 2, "indexing");
 }
+
+/* ---- a whole record at once: global_norm, scale_by ---- */
+
+/* The operand of global_norm/scale_by: a tensor or a record of them, each
+ * leaf a floating-point tensor of one dtype whose type is known on every
+ * axis; *dt gets the dtype. */
+static Type *norm_operand(Checker *k, Expr *call, Expr *x, const char *opname, DType *dt) {
+  Type *t = check_expr(k, x);
+  if (t->kind == TY_ERROR)
+    return t;
+  if ((t->kind != TY_TENSOR && t->kind != TY_RECORD) || (t->kind == TY_TENSOR && t->literal)) {
+    check_error(k, x->span, "%s takes a tensor or a record of tensors, not %s", opname, ck_type(k, t));
+    return type_error();
+  }
+  int nl = type_nleaves(t);
+  if (nl == 0) {
+    check_error(k, x->span, "%s of '%s', a record without fields", opname, src_text(k, x));
+    return type_error();
+  }
+  *dt = DT_NONE;
+  for (int j = 0; j < nl; j++) {
+    const Type *f = type_leaf(t, j);
+    const char *ft = leaf_text(k, x, t, j);
+    if (f->kind != TY_TENSOR || (f->dtype != DT_F32 && f->dtype != DT_F64 && f->dtype != DT_BF16)) {
+      check_error(k, call->span, "%s needs floating-point tensors, but '%s' is %s", opname, ft, ck_type(k, f));
+      help(k->c, "apply it to a record of the floating-point fields only (a gradient record, for example)");
+      return type_error();
+    }
+    if (*dt != DT_NONE && f->dtype != *dt) {
+      check_error(k, call->span, "%s needs fields of one dtype, but '%s' is %s and '%s' %s", opname,
+                  leaf_text(k, x, t, 0), dtype_name(*dt), ft, dtype_name(f->dtype));
+      help(k->c, "convert the record first: astype(%s, %s)", src_text(k, x), dtype_name(*dt));
+      return type_error();
+    }
+    *dt = f->dtype;
+    for (int a = 0; a < k->naxes; a++)
+      if (f->lt[a] == LT_NONE) {
+        check_error(k, call->span, "the type of '%s' on mesh axis '%s' is not known", ft, axis_name(k, a));
+        help(k->c, "name the axis in its type, e.g. {%s: I}", axis_name(k, a));
+        return type_error();
+      }
+  }
+  return t;
+}
+
+/* global_norm(x, squared=false): the L2 norm (or, squared=true, its square)
+ * of a tensor or of all the fields of a record together, a 0-d tensor of
+ * their dtype (torch.nn.utils.clip_grad_norm_'s total norm).  Each field's
+ * reduction follows from its type, axis by axis (SPEC 5's letters):
+ *   V (sharded or varying): each rank holds a different part, so the
+ *       squares are summed on each rank and then over the axis (one
+ *       all-reduce for all such fields);
+ *   I or R: every rank holds all of it, so its squares count once;
+ *   P: rejected; the squares of the terms of a pending sum are not the
+ *       square of the sum.
+ * The result is I on an axis where some field is V or I (the squares of
+ * fields R there are reinterpreted R -> I, whose backward is
+ * convert(I -> P), the gradient of an R value), and R where every field is
+ * R (a norm of replicated values is replicated, as any op on them).  It is
+ * differentiable: the lowering builds it from square, sum, all_reduce and
+ * reinterpret, whose backward rules apply. */
+Type *check_global_norm(Checker *k, Expr *call) {
+  Expr *x = call_arg(call, 0)->value;
+  DType dt;
+  Type *t = norm_operand(k, call, x, "global_norm()", &dt);
+  if (t->kind == TY_ERROR)
+    return t;
+  Arg *sq = call_named(k, call, "squared");
+  if (sq && sq->value->kind != EX_BOOL) {
+    check_error(k, sq->value->span, "squared= takes true or false");
+    return type_error();
+  }
+  Type *r = type_scalar(k->c, dt, k->naxes, LT_R);
+  r->local = check_all_local(k);
+  int nl = type_nleaves(t);
+  for (int a = 0; a < k->naxes; a++) {
+    bool all_r = true;
+    for (int j = 0; j < nl; j++) {
+      const Type *f = type_leaf(t, j);
+      if (f->lt[a] == LT_P) {
+        const char *ft = leaf_text(k, x, t, j);
+        check_error(k, call->span, "global_norm() of '%s', which is P (a pending sum) on mesh axis '%s'", ft,
+                    axis_name(k, a));
+        note_at(k->c, (Span){0, 0, 0}, "'%s' is %s: the squares of the terms of a pending sum are not the square of "
+                "the sum", ft, ck_type(k, f));
+        help(k->c, "reduce '%s' first (all_reduce(..., %s, src=P, dst=I)), or keep its parameter I on '%s' and convert "
+             "it I -> R inside the loss, so that its gradient arrives reduced", ft, axis_name(k, a), axis_name(k, a));
+        return type_error();
+      }
+      all_r &= f->lt[a] == LT_R;
+    }
+    r->lt[a] = all_r ? LT_R : LT_I;
+  }
+  return r;
+}
+
+/* scale_by(x, s): x * s for a tensor x or every field of a record x, where
+ * s is a 0-d tensor R or I on every axis (a clipping factor computed from
+ * global_norm).  Where s is I and a field is not (R, V, P), s is used as R
+ * there: reinterpret(s, I -> R), free forward, whose backward all-reduces
+ * the gradient of s, as writing the cast by hand would; otherwise each
+ * field times s follows the multilinear rule. */
+Type *check_scale_by(Checker *k, Expr *call) {
+  Expr *x = call_arg(call, 0)->value, *se = call_arg(call, 1)->value;
+  DType dt;
+  Type *t = norm_operand(k, call, x, "scale_by()", &dt);
+  if (t->kind == TY_ERROR)
+    return t;
+  Type *s = check_expr(k, se);
+  if (s->kind == TY_ERROR)
+    return s;
+  if (s->kind != TY_TENSOR || s->literal || s->ndim != 0 || s->dtype != dt) {
+    check_error(k, se->span, "scale_by() scales by a 0-d %s tensor, not %s", dtype_name(dt), ck_type(k, s));
+    help(k->c, "for a number, multiply directly: %s * 0.5", src_text(k, x));
+    return type_error();
+  }
+  for (int a = 0; a < k->naxes; a++)
+    if (s->lt[a] != LT_R && s->lt[a] != LT_I) {
+      check_error(k, se->span, "scale_by() needs a factor that is R or I on every axis, but '%s' is %s on mesh axis '%s'",
+                  src_text(k, se), s->lt[a] == LT_NONE ? "not known" : lt_name(s->lt[a]), axis_name(k, a));
+      help(k->c, "%s", s->lt[a] == LT_P ? arena_sprintf(&k->c->arena, "reduce it first: all_reduce(%s, %s, src=P, dst=I)",
+                                                          src_text(k, se), axis_name(k, a))
+                                        : "compute the factor from values the same on every rank (global_norm gives I)");
+      return type_error();
+    }
+  int nl = type_nleaves(t);
+  Type **leaves = arena_alloc(&k->c->arena, sizeof(Type *) * (size_t)(nl + 1));
+  for (int j = 0; j < nl; j++) {
+    const Type *f = type_leaf(t, j);
+    Type *su = type_clone(k->c, s);
+    for (int a = 0; a < k->naxes; a++)
+      if (s->lt[a] == LT_I && f->lt[a] != LT_I)
+        su->lt[a] = LT_R;
+    Operand ops[2] = {{x, f}, {se, su}};
+    Type *r = type_clone(k->c, f);
+    const char *saved = k->field_path;
+    if (t->kind == TY_RECORD)
+      k->field_path = leaf_text(k, x, t, j);
+    bool ok = combine(k, RULE_MULTILINEAR, "scale_by()", call->span, ops, 2, r->lt);
+    k->field_path = saved;
+    if (!ok)
+      return type_error();
+    leaves[j] = r;
+  }
+  int i = 0;
+  return rebuild(k, t, leaves, &i, false);
+}

@@ -459,6 +459,127 @@ static int *lower_args(Lower *L, Expr *call, int *n) {
   return out;
 }
 
+/* ---- a whole record at once (check_record.c has the rules) ---- */
+
+/* global_norm(x, squared=): each leaf's squares summed on each rank (a
+ * 0-d value P on the axes where the leaf is V), the sums of leaves placed
+ * alike added in field order, each such group all-reduced over its P axes
+ * (one all-reduce per group) and reinterpreted R -> I where the result is
+ * I, the groups added in the order of their first field, then sqrt unless
+ * squared=true.  Only existing IR ops, so autodiff needs no rule of its own. */
+static int lower_global_norm(Lower *L, Expr *call) {
+  Span sp = call->span;
+  Type *rt = call->ty;
+  Expr *x = pos_arg(call, 0), *sq = named(L, call, "squared");
+  int naxes = L->k->naxes, n;
+  int *leaves = lower_leaves(L, x, &n);
+  int *gsum = arena_alloc(&L->c->arena, sizeof(int) * (size_t)(n + 1)), ng = 0;
+  Type **gty = arena_alloc(&L->c->arena, sizeof(Type *) * (size_t)(n + 1));
+  for (int j = 0; j < n; j++) {
+    Type *ft = type_leaf(x->ty, j);
+    IrInst *u = emit(L, IR_UNARY, sp);
+    ir_set_args(L->c, u, 1, &leaves[j]);
+    u->unop = UN_SQUARE;
+    u->dst[0] = value(L, ft, NULL);
+    u->ndst = 1;
+    Type *st = type_scalar(L->c, rt->dtype, naxes, LT_R);
+    st->local = rt->local;
+    for (int a = 0; a < naxes; a++)
+      st->lt[a] = ft->lt[a] == LT_V ? LT_P : ft->lt[a];
+    IrInst *in = emit(L, IR_SUM, sp);
+    ir_set_args(L->c, in, 1, &u->dst[0]);
+    in->i[0] = -1000; /* every element */
+    in->i[1] = 0;
+    in->dst[0] = value(L, st, NULL);
+    in->ndst = 1;
+    int g = 0;
+    while (g < ng && memcmp(gty[g]->lt, st->lt, sizeof st->lt) != 0)
+      g++;
+    if (g == ng) {
+      gty[ng] = st;
+      gsum[ng++] = in->dst[0];
+    } else {
+      gsum[g] = emit1(L, IR_BINARY, sp, st, 2, (int[]){gsum[g], in->dst[0]});
+      L->b->tail->binop = BIN_ADD;
+    }
+  }
+  int total = -1;
+  for (int g = 0; g < ng; g++) {
+    int v = gsum[g];
+    Type *cur = gty[g];
+    for (int pass = 0; pass < 2; pass++) { /* all_reduce the P axes, then reinterpret R -> I */
+      LTypeKind from = pass == 0 ? LT_P : LT_R;
+      Type *next = type_clone(L->c, cur);
+      IrInst *in = NULL;
+      for (int a = 0; a < naxes; a++)
+        if (cur->lt[a] == from && (pass == 0 || rt->lt[a] == LT_I)) {
+          if (!in)
+            in = emit(L, pass == 0 ? IR_ALL_REDUCE : IR_REINTERPRET, sp);
+          in->axes[in->naxes++] = a;
+          next->lt[a] = LT_I;
+        }
+      if (!in)
+        continue;
+      ir_set_args(L->c, in, 1, &v);
+      if (pass == 0) {
+        in->i[0] = 0; /* sum */
+      } else {
+        in->i[0] = 0; /* R -> I (rt_ltype) */
+        in->i[1] = 1;
+        in->i[2] = -1;
+      }
+      in->dst[0] = v = value(L, next, NULL);
+      in->ndst = 1;
+      cur = next;
+    }
+    total = total < 0 ? v : emit1(L, IR_BINARY, sp, rt, 2, (int[]){total, v});
+    if (g > 0)
+      L->b->tail->binop = BIN_ADD;
+  }
+  if (sq && sq->kind == EX_BOOL && sq->ival)
+    return total;
+  IrInst *in = emit(L, IR_UNARY, sp);
+  ir_set_args(L->c, in, 1, &total);
+  in->unop = UN_SQRT;
+  in->dst[0] = value(L, rt, NULL);
+  in->ndst = 1;
+  return in->dst[0];
+}
+
+/* scale_by(x, s): each leaf times s, where s is first reinterpreted I -> R
+ * on the axes where s is I and the leaf is not (the checker's rule). */
+static int *lower_scale_by(Lower *L, Expr *call, int *n) {
+  Span sp = call->span;
+  Expr *x = pos_arg(call, 0), *se = pos_arg(call, 1);
+  int naxes = L->k->naxes;
+  int *leaves = lower_leaves(L, x, n);
+  int s = lower_expr(L, se);
+  int *out = arena_alloc(&L->c->arena, sizeof(int) * (size_t)(*n + 1));
+  for (int j = 0; j < *n; j++) {
+    Type *ft = type_leaf(x->ty, j), *su = type_clone(L->c, se->ty);
+    IrInst *in = NULL;
+    for (int a = 0; a < naxes; a++)
+      if (se->ty->lt[a] == LT_I && ft->lt[a] != LT_I) {
+        if (!in)
+          in = emit(L, IR_REINTERPRET, sp);
+        in->axes[in->naxes++] = a;
+        su->lt[a] = LT_R;
+      }
+    int sv = s;
+    if (in) {
+      ir_set_args(L->c, in, 1, &s);
+      in->i[0] = 1; /* I */
+      in->i[1] = 0; /* R */
+      in->i[2] = -1;
+      in->dst[0] = sv = value(L, su, NULL);
+      in->ndst = 1;
+    }
+    out[j] = emit1(L, IR_BINARY, sp, type_leaf(call->ty, j), 2, (int[]){leaves[j], sv});
+    L->b->tail->binop = BIN_MUL;
+  }
+  return out;
+}
+
 static int lower_builtin(Lower *L, Expr *call, Builtin op) {
   Span sp = call->span;
   Type *rt = call->ty;
@@ -474,6 +595,11 @@ static int lower_builtin(Lower *L, Expr *call, Builtin op) {
     return in->dst[0];
   }
   switch (op) {
+  case BI_GLOBAL_NORM: return lower_global_norm(L, call);
+  case BI_SCALE_BY: {
+    int k, *v = lower_scale_by(L, call, &k);
+    return k ? v[0] : -1;
+  }
   case BI_POW:
   case BI_MAX:
   case BI_MIN:
@@ -1043,6 +1169,12 @@ static int *lower_leaves(Lower *L, Expr *e, int *n) {
       IrInst *in = lower_call_inst(L, e, true);
       for (int i = 0; in && i < in->ndst; i++)
         ids[(*n)++] = in->dst[i];
+      return ids;
+    }
+    if (s && s->kind == SYM_BUILTIN && s->index == BI_SCALE_BY) { /* a record scaled field by field */
+      int k, *v = lower_scale_by(L, e, &k);
+      for (int i = 0; i < k && i < nl; i++)
+        ids[(*n)++] = v[i];
       return ids;
     }
     if (s && s->kind == SYM_BUILTIN && (s->index == BI_VALUE_AND_GRAD || s->index == BI_GRAD)) {

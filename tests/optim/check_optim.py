@@ -66,15 +66,19 @@ def check(d, out, fails):
         else:
             expect("adamw v", ld("adamw_v_b"), v, fails)
     # clipping to norm 1
-    big = {"w": ld("big_w"), "b": ld("big_b")}
-    norm = math.sqrt(sum((big[f] ** 2).sum() for f in "wb"))
+    # (global_norm: every field of the record, each counted once globally)
+    big = {f: ld("big_" + f) for f in "wbzr"}
+    norm = math.sqrt(sum((big[f] ** 2).sum() for f in "wbzr"))
     coef = min(1.0, 1.0 / (norm + 1e-6))
-    expect("clip w", ld("clip_w"), big["w"] * coef, fails)
-    expect("clip b", ld("clip_b"), big["b"] * coef, fails)
+    for f in "wbzr":
+        expect(f"clip {f}", ld("clip_" + f), big[f] * coef, fails)
     expect("clip (small: unchanged) w", ld("clip2_w"), big["w"] * 0.01, fails)
-    printed = dict(re.findall(r"(norm2?) ([-0-9.e+]+)", out))
+    printed = dict(re.findall(r"\b(norm2?|clipped|sq|wnorm) ([-0-9.e+]+)", out))
     expect("printed norm", float(printed["norm"]), norm, fails)
     expect("printed norm2", float(printed["norm2"]), norm * 0.01, fails)
+    expect("norm after clipping", float(printed["clipped"]), norm * coef, fails)
+    expect("squared norm", float(printed["sq"]), norm * norm, fails)
+    expect("norm of one tensor", float(printed["wnorm"]), math.sqrt((big["w"] ** 2).sum()), fails)
     # the schedule
     sched = [float(x) for x in re.search(r"^schedule (.*)$", out, re.M).group(1).split()]
     want = [lr_at(s, 10, 110, 1.0, 0.1) for s in (0, 9, 60, 110, 200)]
