@@ -2491,8 +2491,10 @@ static Type *check_expr_kind(Checker *k, Expr *e) {
   case EX_BINARY: return check_binary(k, e);
   case EX_CALL: {
     Symbol *s = e->lhs->sym;
-    if (!s)
+    if (!s) { /* `v.f(...)` on a value, `(e)(...)`: the resolver binds only names and module members */
+      check_error(k, e->lhs->span, "'%s' cannot be called: only functions, built-ins and structs can", src(k, e->lhs));
       return type_error();
+    }
     if (s->kind == SYM_BUILTIN)
       return check_builtin(k, e, (Builtin)s->index);
     if (s->kind == SYM_FN)
