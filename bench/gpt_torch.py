@@ -110,6 +110,17 @@ def batch_offsets(seed, B, T, n):
     return uniform(seed, B, 0.0, float(n - T - 1)).astype(np.int32)
 
 
+def config(defines, who="gpt_torch"):
+    """CONFIG with spmdc-style -D NAME=VALUE overrides."""
+    c = dict(CONFIG)
+    for d in defines:
+        k, _, v = d.partition("=")
+        if k not in c:
+            sys.exit(f"{who}: -D {k}: no such constant (have {', '.join(c)})")
+        c[k] = type(c[k])(float(v)) if isinstance(c[k], float) else int(v)
+    return c
+
+
 def lr_at(step, c):
     """Linear warm-up to LR, then cosine decay to MIN_LR (optim.spmd's)."""
     if step < c["WARMUP"]:
@@ -119,12 +130,134 @@ def lr_at(step, c):
     return c["MIN_LR"] + 0.5 * (c["LR"] - c["MIN_LR"]) * (1.0 + math.cos(math.pi * progress))
 
 
-# ---- the model, one process per rank
+# ---- the parameters and the model (used on one device too: bench/gpu/gpt_torch_gpu.py)
+
+def param_names(c):
+    """{field path: (global shape, the dim split on tp or None)}, the
+    program's layout: blocks stacked on a leading [L], heads split out."""
+    D, NH, L, NV, T = c["D"], c["NH"], c["L"], c["NV"], c["T"]
+    HD, F4 = D // NH, c["FF"] * D
+    shapes = {"wte": ((NV, D), 0), "wpe": ((T, D), None), "lnf_g": ((D,), None), "lnf_b": ((D,), None)}
+    for n in ("ln1_g", "ln1_b", "ln2_g", "ln2_b", "bo", "b2"):
+        shapes["blocks." + n] = ((L, D), None)
+    for n in ("wq", "wk", "wv"):
+        shapes["blocks." + n] = ((L, D, NH, HD), 2)
+    for n in ("bq", "bk", "bv"):
+        shapes["blocks." + n] = ((L, NH, HD), 1)
+    shapes["blocks.wo"] = ((L, NH, HD, D), 1)
+    shapes["blocks.w1"] = ((L, D, F4), 2)
+    shapes["blocks.b1"] = ((L, F4), 1)
+    shapes["blocks.w2"] = ((L, F4, D), 1)
+    return shapes
+
+
+def load_params(init, c, ntp=1, itp=0):
+    """{field path: (this tp rank's shard as float32, split dim or None)}
+    from a checkpoint directory of examples/gpt.spmd (one global .npy per
+    field path)."""
+    out = {}
+    for k, (shape, dim) in param_names(c).items():
+        a = np.load(os.path.join(init, k + ".npy"))
+        if a.shape != shape:
+            sys.exit(f"gpt_torch: {init}/{k}.npy has shape {a.shape}, the model's is {shape} (-D sizes?)")
+        if dim is not None:
+            n = shape[dim] // ntp
+            a = a[(slice(None),) * dim + (slice(itp * n, (itp + 1) * n),)]
+        out[k] = (np.ascontiguousarray(a, dtype=np.float32), dim)
+    return out
+
+
+def random_params(c, seed=0):
+    """GPT-2's initialisation as init_params() of examples/gpt.spmd has it
+    (N(0, 0.02) weights, residual projections by 1/sqrt(2L), positions
+    N(0, 0.01), zero biases, unit gains), drawn by NumPy: the same
+    distribution, not the program's numbers (--init gives those)."""
+    rng = np.random.default_rng(seed)
+    proj = 0.02 / math.sqrt(2.0 * c["L"])
+    std = {"wte": 0.02, "wpe": 0.01, "blocks.wq": 0.02, "blocks.wk": 0.02, "blocks.wv": 0.02,
+           "blocks.w1": 0.02, "blocks.wo": proj, "blocks.w2": proj}
+    out = {}
+    for k, (shape, dim) in param_names(c).items():
+        if k in std:
+            a = rng.standard_normal(shape) * std[k]
+        else:
+            a = np.ones(shape) if k.endswith("_g") else np.zeros(shape)
+        out[k] = (a.astype(np.float32), dim)
+    return out
+
+
+def make_loss(P, c, tp=None, attn="einsum", device=None):
+    """The model's loss: loss(ids [b, T], targets [b, T]) -> the sum of the
+    next-token cross-entropies over this rank's rows, / (B * T).  P: {field
+    path: tensor} (this rank's shards).  tp=None: one device, the whole model
+    (plain embedding and F.cross_entropy); otherwise Megatron's tensor and
+    sequence parallelism through tp.ntp, tp.itp and its regions tp.gather
+    (all-gather of the sequence, reduce-scatter backward), tp.scatter (the
+    converse) and tp.ce (vocabulary-parallel cross-entropy per row).
+    attn: "einsum" (scores, the causal mask, softmax: the program's
+    formulation) or "sdpa" (F.scaled_dot_product_attention, is_causal)."""
+    import torch
+    import torch.nn.functional as F
+
+    B, T, D, NH, L, NV = c["B"], c["T"], c["D"], c["NH"], c["L"], c["NV"]
+    HD = D // NH
+    ntp, itp = (1, 0) if tp is None else (tp.ntp, tp.itp)
+    Tl, NVl = T // ntp, NV // ntp
+    causal = torch.ones(T, T, dtype=torch.bool, device=device).tril()
+    if tp is None:
+        gather = scatter = (lambda x: x)
+    else:
+        gather, scatter = tp.gather, tp.scatter
+
+    def attention(q, k, v):                                                  # [b, h, T, e]
+        if attn == "sdpa":
+            return F.scaled_dot_product_attention(q, k, v, is_causal=True)
+        s = torch.einsum("bhte,bhse->bhts", q, k) * (1.0 / math.sqrt(HD))
+        s = torch.where(causal, s, torch.full_like(s, -1e9))
+        return torch.einsum("bhts,bhse->bhte", torch.softmax(s, dim=-1), v)
+
+    def forward(ids, tgt):
+        b = P
+        if tp is None:
+            x = F.embedding(ids, b["wte"]) + b["wpe"]                        # [B, T, D]
+        else:
+            # vocabulary-parallel embedding: masked local lookup, then the
+            # pending sum over tp is reduce-scattered onto the sequence shards
+            lo = itp * NVl
+            mine = (ids >= lo) & (ids < lo + NVl)
+            local = torch.where(mine, ids - lo, torch.zeros_like(ids)).long()
+            e = F.embedding(local, b["wte"]) * mine.unsqueeze(-1).to(torch.float32)
+            x = scatter(e) + b["wpe"][itp * Tl:(itp + 1) * Tl]               # [Bl, T/tp, D]
+        for l in range(L):
+            n = F.layer_norm(x, (D,), b["blocks.ln1_g"][l], b["blocks.ln1_b"][l])
+            nf = gather(n)                                                   # [Bl, T, D]
+            q = torch.einsum("btd,dhe->bhte", nf, b["blocks.wq"][l]) + b["blocks.bq"][l].unsqueeze(1)
+            k = torch.einsum("btd,dhe->bhte", nf, b["blocks.wk"][l]) + b["blocks.bk"][l].unsqueeze(1)
+            v = torch.einsum("btd,dhe->bhte", nf, b["blocks.wv"][l]) + b["blocks.bv"][l].unsqueeze(1)
+            o = attention(q, k, v)
+            y = torch.einsum("bhte,hed->btd", o, b["blocks.wo"][l])          # partial on tp
+            x = x + scatter(y) + b["blocks.bo"][l]
+            n = F.layer_norm(x, (D,), b["blocks.ln2_g"][l], b["blocks.ln2_b"][l])
+            nf = gather(n)
+            h = F.gelu(nf @ b["blocks.w1"][l] + b["blocks.b1"][l])
+            y = h @ b["blocks.w2"][l]                                        # partial on tp
+            x = x + scatter(y) + b["blocks.b2"][l]
+        xf = gather(F.layer_norm(x, (D,), b["lnf_g"], b["lnf_b"]))
+        logits = torch.einsum("btd,vd->btv", xf, b["wte"])                   # [Bl, T, NV/tp]
+        if tp is None:
+            total = F.cross_entropy(logits.reshape(-1, NV), tgt.reshape(-1), reduction="sum")
+        else:
+            total = tp.ce(logits, tgt).sum()                                 # rows [Bl, T]
+        return total / (B * T)                                               # this dp rank's part
+
+    return forward
+
+
+# ---- one process per rank
 
 def worker(rank, world, args, c, port):
     import torch
     import torch.distributed as dist
-    import torch.nn.functional as F
 
     torch.set_num_threads(1)
     os.environ["MASTER_ADDR"] = "127.0.0.1"
@@ -136,9 +269,8 @@ def worker(rank, world, args, c, port):
     dp_groups = [dist.new_group([d * ntp + t for d in range(ndp)]) for t in range(ntp)]
     tpg, dpg = tp_groups[idp], dp_groups[itp]
 
-    B, T, D, NH, L, NV = c["B"], c["T"], c["D"], c["NH"], c["L"], c["NV"]
-    HD, F4 = D // NH, c["FF"] * D
-    Bl, Tl, NVl, NHl, Fl = B // ndp, T // ntp, NV // ntp, NH // ntp, F4 // ntp
+    B, T, NV = c["B"], c["T"], c["NV"]
+    Bl, NVl = B // ndp, NV // ntp
 
     # -- Megatron's communication regions as autograd functions
     def all_gather_seq(x):              # [b, T/tp, ...] -> [b, T, ...]
@@ -205,65 +337,15 @@ def worker(rank, world, args, c, port):
             return grad * g.unsqueeze(-1), None
 
     # -- parameters: the global arrays of the checkpoint, this rank's shards
-    def load(name):
-        return np.load(os.path.join(args.init, name + ".npy"))
-
-    sl_v = slice(itp * NVl, (itp + 1) * NVl)
-    sl_h = slice(itp * NHl, (itp + 1) * NHl)
-    sl_f = slice(itp * Fl, (itp + 1) * Fl)
-    shards = {   # name -> (local array, the dim split on tp or None)
-        "wte": (load("wte")[sl_v], 0),
-        "wpe": (load("wpe"), None),
-        "lnf_g": (load("lnf_g"), None),
-        "lnf_b": (load("lnf_b"), None),
-    }
-    for n in ("ln1_g", "ln1_b", "ln2_g", "ln2_b", "bo", "b2"):
-        shards["blocks." + n] = (load("blocks." + n), None)
-    for n in ("wq", "wk", "wv"):
-        shards["blocks." + n] = (load("blocks." + n)[:, :, sl_h], 2)         # [L, D, NH, HD]
-    for n in ("bq", "bk", "bv"):
-        shards["blocks." + n] = (load("blocks." + n)[:, sl_h], 1)            # [L, NH, HD]
-    shards["blocks.wo"] = (load("blocks.wo")[:, sl_h], 1)                    # [L, NH, HD, D]
-    shards["blocks.w1"] = (load("blocks.w1")[:, :, sl_f], 2)                 # [L, D, FF*D]
-    shards["blocks.b1"] = (load("blocks.b1")[:, sl_f], 1)
-    shards["blocks.w2"] = (load("blocks.w2")[:, sl_f], 1)                    # [L, FF*D, D]
-    P = {k: torch.nn.Parameter(torch.from_numpy(np.ascontiguousarray(v, dtype=np.float32)))
-         for k, (v, _) in shards.items()}
+    shards = load_params(args.init, c, ntp, itp)
+    P = {k: torch.nn.Parameter(torch.from_numpy(v)) for k, (v, _) in shards.items()}
     split_dim = {k: d for k, (_, d) in shards.items() if d is not None}
     sharded = set(split_dim)
     names = sorted(P)
     params = [P[k] for k in names]
-
-    def forward(ids, tgt):
-        b = P
-        # vocabulary-parallel embedding: masked local lookup, then the pending
-        # sum over tp is reduce-scattered onto the sequence shards
-        lo = itp * NVl
-        mine = (ids >= lo) & (ids < lo + NVl)
-        local = torch.where(mine, ids - lo, torch.zeros_like(ids)).long()
-        e = F.embedding(local, b["wte"]) * mine.unsqueeze(-1).to(torch.float32)
-        x = ScatterSeq.apply(e) + b["wpe"][itp * Tl:(itp + 1) * Tl]          # [Bl, T/tp, D]
-        causal = torch.ones(T, T, dtype=torch.bool).tril()
-        for l in range(L):
-            n = F.layer_norm(x, (D,), b["blocks.ln1_g"][l], b["blocks.ln1_b"][l])
-            nf = GatherSeq.apply(n)                                          # [Bl, T, D]
-            q = torch.einsum("btd,dhe->bhte", nf, b["blocks.wq"][l]) + b["blocks.bq"][l].unsqueeze(1)
-            k = torch.einsum("btd,dhe->bhte", nf, b["blocks.wk"][l]) + b["blocks.bk"][l].unsqueeze(1)
-            v = torch.einsum("btd,dhe->bhte", nf, b["blocks.wv"][l]) + b["blocks.bv"][l].unsqueeze(1)
-            s = torch.einsum("bhte,bhse->bhts", q, k) * (1.0 / math.sqrt(HD))
-            s = torch.where(causal, s, torch.full_like(s, -1e9))
-            o = torch.einsum("bhts,bhse->bhte", torch.softmax(s, dim=-1), v)
-            y = torch.einsum("bhte,hed->btd", o, b["blocks.wo"][l])          # partial on tp
-            x = x + ScatterSeq.apply(y) + b["blocks.bo"][l]
-            n = F.layer_norm(x, (D,), b["blocks.ln2_g"][l], b["blocks.ln2_b"][l])
-            nf = GatherSeq.apply(n)
-            h = F.gelu(nf @ b["blocks.w1"][l] + b["blocks.b1"][l])
-            y = h @ b["blocks.w2"][l]                                        # partial on tp
-            x = x + ScatterSeq.apply(y) + b["blocks.b2"][l]
-        xf = GatherSeq.apply(F.layer_norm(x, (D,), b["lnf_g"], b["lnf_b"]))
-        logits = torch.einsum("btd,vd->btv", xf, b["wte"])                   # [Bl, T, NV/tp]
-        rows = VocabParallelCE.apply(logits, tgt)                            # [Bl, T]
-        return rows.sum() / (B * T)                                          # this dp rank's part
+    regions = argparse.Namespace(ntp=ntp, itp=itp, gather=GatherSeq.apply, scatter=ScatterSeq.apply,
+                                 ce=VocabParallelCE.apply)
+    forward = make_loss(P, c, regions)
 
     def save_grads(out):
         """The synchronised gradients as global .npy files (rank 0 writes;
@@ -344,12 +426,7 @@ def main():
     ap.add_argument("--grad", metavar="DIR", help="write step 0's gradients (before clipping) to DIR, one .npy per field")
     ap.add_argument("-D", action="append", default=[], metavar="NAME=VALUE")
     args = ap.parse_args()
-    c = dict(CONFIG)
-    for d in args.D:
-        k, _, v = d.partition("=")
-        if k not in c:
-            sys.exit(f"gpt_torch: -D {k}: no such constant (have {', '.join(c)})")
-        c[k] = type(c[k])(float(v)) if isinstance(c[k], float) else int(v)
+    c = config(args.D)
     mesh = dict(kv.split("=") for kv in args.mesh.split(","))
     args.dp, args.tp = int(mesh.get("dp", 1)), int(mesh.get("tp", 1))
     if args.steps is None:
