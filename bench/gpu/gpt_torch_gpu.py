@@ -5,7 +5,7 @@ the PyTorch side of the flagship's GPU benchmark (bench/gpu/README.md).
     python3 bench/gpu/gpt_torch_gpu.py --data DIR [--mode eager|compile|compile-rog]
         [--steps N] [--warmup N] [--device cuda|cpu] [--init CKPT] [--attn sdpa|einsum]
         [-D NAME=VALUE ...]
-    python3 bench/gpu/gpt_torch_gpu.py --peak      # cuBLAS f32 and bf16 GEMM TFLOP/s
+    python3 bench/gpu/gpt_torch_gpu.py --peak [...]  # first cuBLAS's f32 and bf16 GEMM TFLOP/s
 
 The model is bench/gpt_torch.py's (make_loss with tp=None: the whole model
 on one device, plain embedding and F.cross_entropy), with examples/gpt.spmd's
@@ -38,7 +38,10 @@ The last line:
 
     RESULT mode=eager ms_per_step_median=X min=Y max=Z tokens_per_s=W compile_s=C final_loss=L ...
 
-(tokens_per_s = B*T / median; final_loss: the last step's loss; then
+(tokens_per_s = B*T / median; final_loss: the mean loss of the last window
+of --loss-every K steps (default 1: the last step's loss), the windows
+counted from step 0 as the program's PRINT_EVERY (each step adds its loss to
+a device accumulator, as the program's does); then
 model_tflops_per_step, tflops (achieved, at the median), attn, device,
 steps, warmup). A mode that fails prints `RESULT mode=M failed=WHY` and
 exits 1.
@@ -167,6 +170,8 @@ def run(args, c):
             except (ImportError, KeyError, AttributeError):
                 return 0
 
+    acc = torch.zeros((), device=device)     # the loss summed over a window of steps
+
     def step(s, keep):
         mark_step()
         if compiled:
@@ -175,6 +180,7 @@ def run(args, c):
         else:
             loss = loss_at(offs[s])
         kept = loss.detach().clone() if keep else None     # (a CUDA graph's output is reused)
+        acc.add_(loss.detach())
         loss.backward()
         lr = gpt_torch.lr_at(s, c)
         for g in opt.param_groups:
@@ -187,9 +193,9 @@ def run(args, c):
             p.grad = None
         return kept
 
-    losses, times = {}, []
+    losses, times, means = {}, [], []
     keep = set(range(10)) if args.init else set()
-    keep.add(total - 1)
+    n_acc = 0
     for s in range(total):
         if s == args.warmup:
             graphs_warm = graphs()
@@ -200,6 +206,11 @@ def run(args, c):
         times.append(time.perf_counter() - t0)
         if s in keep:
             losses[s] = loss
+        n_acc += 1
+        if (s + 1) % args.loss_every == 0 or s == total - 1:   # as the program's prints
+            means.append(acc / n_acc)
+            acc.zero_()
+            n_acc = 0
     if args.warmup == 0:
         graphs_warm = 0
     timed = times[args.warmup:]
@@ -214,7 +225,7 @@ def run(args, c):
     flops = model_flops(c)
     print(f"RESULT mode={args.mode} ms_per_step_median={med * 1e3:.4f} min={min(timed) * 1e3:.4f} "
           f"max={max(timed) * 1e3:.4f} tokens_per_s={B * T / med:.1f} compile_s={compile_s:.2f} "
-          f"final_loss={float(losses[total - 1]):.6g} model_tflops_per_step={flops / 1e12:.6g} "
+          f"final_loss={float(means[-1]):.6g} model_tflops_per_step={flops / 1e12:.6g} "
           f"tflops={flops / med / 1e12:.4g} attn={args.attn} device={args.device} steps={args.steps} "
           f"warmup={args.warmup} first_step_s={times[0]:.3f}", flush=True)
 
@@ -230,9 +241,12 @@ def main():
     ap.add_argument("--attn", choices=["sdpa", "einsum"], default=None,
                     help="attention: F.scaled_dot_product_attention (default where torch has it) "
                          "or the program's einsum + mask + softmax")
+    ap.add_argument("--loss-every", type=int, default=1, metavar="K",
+                    help="final_loss: the mean loss of the last window of K steps (the program's "
+                         "`train` column with PRINT_EVERY=K)")
     ap.add_argument("--seed", type=int, default=0, help="NumPy seed of the parameters without --init")
     ap.add_argument("--threads", type=int, default=0, help="torch CPU threads (0: torch's default)")
-    ap.add_argument("--peak", action="store_true", help="only measure the GEMM ceilings")
+    ap.add_argument("--peak", action="store_true", help="measure the GEMM ceilings first (alone without --data)")
     ap.add_argument("-D", action="append", default=[], metavar="NAME=VALUE")
     args = ap.parse_args()
     try:
@@ -244,11 +258,12 @@ def main():
         torch.set_num_threads(args.threads)
     if args.peak:
         measure_peak(torch.device(args.device))
-        return
+        if not args.data:
+            return
     if not args.data:
-        ap.error("--data is required")
-    if args.steps < 1 or args.warmup < 0:
-        ap.error("--steps must be at least 1 and --warmup at least 0")
+        ap.error("--data is required (or --peak alone)")
+    if args.steps < 1 or args.warmup < 0 or args.loss_every < 1:
+        ap.error("--steps and --loss-every must be at least 1, --warmup at least 0")
     if args.attn is None:
         args.attn = "sdpa" if hasattr(torch.nn.functional, "scaled_dot_product_attention") else "einsum"
     c = gpt_torch.config(args.D, "gpt_torch_gpu")
