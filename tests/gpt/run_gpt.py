@@ -24,6 +24,14 @@ MODE:
           against gpt_torch.py --grad: every element within GRAD_TOL of
           the field's largest magnitude), on 1 rank and on (2,2), (1,4),
           (4,1); exit 77 (skipped) when PyTorch is not installed
+  gpu_bench  the PyTorch side of the GPU benchmark on the CPU:
+          bench/gpu/gpt_torch_gpu.py --device cpu (eager; GPT_TEST_COMPILE=1
+          adds torch.compile, slow on a CPU) from the program's ckpt/init
+          prints the program's first losses (every step's, to 2e-5, and its
+          RESULT line's final_loss), and bench/gpu/flagship.sh with the
+          1-rank CPU build standing in for the GPU program prints its table
+          (our row and eager's with the same training loss, a failing mode's
+          row); exit 77 when PyTorch is not installed
 
 The timing columns of the program's lines (ms/step, tok/s) are left out of
 every comparison.
@@ -251,9 +259,76 @@ def mode_torch(r):
     return fails
 
 
+def have_torch():
+    try:
+        subprocess.run(["/usr/bin/python3", "-c", "import torch"], check=True, capture_output=True)
+        return True
+    except (subprocess.CalledProcessError, FileNotFoundError):
+        return False
+
+
+def mode_gpu_bench(r):
+    if not have_torch():
+        print("skipped: PyTorch (python3-torch) is not installed")
+        return SKIP
+    steps = 4
+    prog = r.compile("gpt", SAVE_INIT=1, STOP_AFTER=steps, EVAL_EVERY=1000)
+    run = os.path.join(r.tmp, "gpu_bench")
+    out = r.run(prog, "dp=1,tp=1", run)
+    ours = losses(out, r"^step \d+ train (\S+)")
+    consts = [f"-D{k}={v}" for k, v in SMALL.items() if k in TORCH_CONSTS]
+    script = os.path.join(ROOT, "bench", "gpu", "gpt_torch_gpu.py")
+    fails = 0
+    modes = ["eager"] + (["compile"] if os.environ.get("GPT_TEST_COMPILE") == "1" else [])
+    for mode in modes:
+        out = sh(["/usr/bin/python3", script, "--device", "cpu", "--mode", mode, "--data", r.data,
+                  "--init", os.path.join(run, "ckpt", "init"), "--steps", str(steps - 1), "--warmup", "1",
+                  "--threads", "1", *consts], run, r.a.v)
+        theirs = losses(out, r"^step \d+ loss (\S+)")
+        result = re.search(r"^RESULT mode=(\S+) ms_per_step_median=\S+ min=\S+ max=\S+ tokens_per_s=\S+ "
+                           r"compile_s=\S+ final_loss=(\S+)", out, re.M)
+        final = [float(result.group(2))] if result and result.group(1) == mode else []
+        worst = max((abs(a - b) / abs(b) for a, b in zip(ours + ours[-1:], theirs + final)), default=1.0)
+        ok = len(ours) == len(theirs) == steps and len(final) == 1 and worst < 2e-5
+        print(f"{'ok' if ok else 'FAIL'} gpt_torch_gpu.py --mode {mode}: the first {steps} losses, then the "
+              f"RESULT's final_loss\n   ours  {ours}\n   torch {theirs} {final}\n   largest relative difference {worst:.2g}")
+        fails += not ok
+    if len(modes) == 1:
+        print("not run: --mode compile on the CPU (GPT_TEST_COMPILE=1 runs it; torch.compile takes minutes on 2 cores)")
+    # flagship.sh with the CPU build standing in for the GPU program; the
+    # mode "nosuch" fails (gpt_torch_gpu.py rejects it) and must get a row
+    env = dict(FLAGSHIP_PROG=prog, FLAGSHIP_DATA=r.data, FLAGSHIP_PYTHON="/usr/bin/python3", FLAGSHIP_DEVICE="cpu",
+               FLAGSHIP_WARMUP="1", FLAGSHIP_MODES="eager nosuch", FLAGSHIP_TORCH_ARGS=" ".join(consts + ["--threads", "1"]),
+               MPIRUN=r.a.mpirun)
+    os.makedirs(os.path.join(r.tmp, "bundle"), exist_ok=True)
+    old = dict(os.environ)
+    os.environ.update(env)
+    try:
+        table = sh(["bash", os.path.join(ROOT, "bench", "gpu", "flagship.sh"), os.path.join(r.tmp, "bundle")],
+                   r.tmp, r.a.v, timeout=300)
+    finally:
+        os.environ.clear()
+        os.environ.update(old)
+    rows = {m.group(1).strip(): m.group(2) for m in re.finditer(r"^(spmdc --target=cuda|torch eager|nosuch) {2,}(.*)$",
+                                                                  table, re.M)}
+    row_loss = lambda name: re.findall(r"(\d+\.\d+)$", rows.get(name, ""))  # noqa: E731
+    checks = [
+        ("our row has a step time and a loss", re.match(r"\d+\.\d+ \[\d+\.\d+-\d+\.\d+\]", rows.get("spmdc --target=cuda", "")) and row_loss("spmdc --target=cuda")),
+        ("torch eager's row has a step time and a loss", re.match(r"\d+\.\d+ \[", rows.get("torch eager", "")) and row_loss("torch eager")),
+        ("the two rows' training losses agree", row_loss("spmdc --target=cuda") and row_loss("spmdc --target=cuda") == row_loss("torch eager")),
+        ("the failing mode has a FAILED row", rows.get("nosuch", "").startswith("FAILED")),
+        ("the summary line", re.search(r"^FLAGSHIP gpu=\S+ ours_ms=[\d.]+ eager_ms=[\d.]+$", table, re.M)),
+    ]
+    for what, ok in checks:
+        print(f"{'ok' if ok else 'FAIL'} flagship.sh: {what}")
+        fails += not ok
+    print(table)
+    return fails
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("mode", choices=["meshes", "pipeline", "resume", "torch"])
+    ap.add_argument("mode", choices=["meshes", "pipeline", "resume", "torch", "gpu_bench"])
     ap.add_argument("spmdc")
     ap.add_argument("--mpirun", default=os.environ.get("MPIRUN", "mpirun"))
     ap.add_argument("-v", action="store_true")
@@ -261,7 +336,8 @@ def main():
     args.spmdc = os.path.abspath(args.spmdc)
     with tempfile.TemporaryDirectory(prefix="gpt_test_") as tmp:
         r = Runner(args, tmp)
-        fails = {"meshes": mode_meshes, "pipeline": mode_pipeline, "resume": mode_resume, "torch": mode_torch}[args.mode](r)
+        fails = {"meshes": mode_meshes, "pipeline": mode_pipeline, "resume": mode_resume, "torch": mode_torch,
+                 "gpu_bench": mode_gpu_bench}[args.mode](r)
     if fails == SKIP:
         sys.exit(SKIP)
     if fails:
