@@ -143,6 +143,12 @@ def main():
         if "ms" not in r and r.get("tail"):
             print(f"{name} failed ({r.get('failed')}); the end of its output:")
             print("\n".join("  " + l for l in r["tail"]))
+    for m in modes:     # what makes a compiled mode slower than it should be, said on its stderr
+        err = read(os.path.join(work, f"torch_{m}.err")).splitlines()
+        notes = [l.strip() for l in err if re.search(r"skipping cudagraphs|graph\(s\) compiled during|"
+                                                       r"recompil|cache_size_limit", l, re.I)]
+        for l in dict.fromkeys(notes).keys() if len(notes) else []:
+            print(f"note ({m}): {l[:300]}")
     attn = {r.get("attn") for _, r in rows[1:] if "attn" in r}
     if attn:
         print(f"PyTorch attention: {', '.join(sorted(attn))}; timed steps {rows[1][1].get('steps', '?')} "
