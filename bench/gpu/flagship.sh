@@ -22,7 +22,7 @@
 #   FLAGSHIP_TORCH_ARGS  more arguments for gpt_torch_gpu.py (-D sizes of a stand-in)
 #   MPIRUN            mpirun
 set -uo pipefail
-[ $# = 1 ] && [ -d "$1" ] || { sed -n '2,24p' "$0" >&2; exit 2; }
+if [ $# != 1 ] || [ ! -d "$1" ]; then sed -n "2,24p" "$0" >&2; exit 2; fi
 bundle=$(cd "$1" && pwd)
 here=$(cd "$(dirname "$0")" && pwd)
 prog=${FLAGSHIP_PROG:-$bundle/progs/gpt_speed}
