@@ -91,4 +91,5 @@ for mode in $modes; do
   grep -q '^RESULT' "$work/torch_$mode.out" || { echo "RESULT mode=$mode failed=exit_$rc"; } >> "$work/torch_$mode.out"
 done
 
-python3 "$here/flagship_table.py" "$work" "$modes" "$(( $(date +%s) - start ))"
+# the table by the system's python3 (PyTorch's where there is none)
+"$(command -v python3 || echo "$py")" "$here/flagship_table.py" "$work" "$modes" "$(( $(date +%s) - start ))"
