@@ -9,7 +9,11 @@
  *          seed's forward/backward table for collectives and casts);
  *   f_vjp: runs f_fwd, seeds the cotangent 1.0, runs f_bwd.
  * Loops run backwards in the backward; ifs take the branch the forward took;
- * calls differentiate their callee the same way. */
+ * calls differentiate their callee the same way.
+ * A call under remat() (SPEC 15) runs f_remat in the forward: f_fwd's
+ * instructions (the same kernels, so the same bits) without the pushes, and
+ * only the call's arguments go on the tape; the backward pops them, runs
+ * f_fwd on them (which pushes f's residuals) and f_bwd right after. */
 #include <string.h>
 
 #include "ir.h"
@@ -24,6 +28,8 @@ typedef struct Variant {
   Mask mask;            /* f->nparams bytes */
   int ordinal;          /* variants of f made before this one */
   IrFn *fwd, *bwd, *vjp;
+  IrFn *remat;          /* f_fwd without pushes, made when a remat() call needs it */
+  struct Rev *rev;      /* the activity analysis, kept to build remat */
   struct Variant *next;
 } Variant;
 
@@ -35,7 +41,8 @@ typedef struct AD {
 } AD;
 
 /* Per variant being built. */
-typedef struct Rev {
+typedef struct Rev Rev;
+struct Rev {
   AD *ad;
   IrFn *f;              /* the forward function (its values) */
   IrFn *b;              /* the backward function being built */
@@ -49,9 +56,10 @@ typedef struct Rev {
   IrBlock *out;         /* where b's instructions go */
   IrFn *fwd;            /* the forward being built (owns its extra values) */
   bool reported;        /* an error about this function was given */
-} Rev;
+};
 
 static Variant *variant(AD *ad, IrFn *f, Mask mask);
+static IrFn *remat_fn(AD *ad, Variant *v, Span at);
 static int res_lookup(const int *f, const int *b, int n, int v);
 
 /* ---- which instructions are differentiable, and with respect to what ---- */
@@ -576,6 +584,20 @@ static Mask call_mask(Rev *r, IrInst *in) {
 static void call_bwd(Rev *r, IrInst *in, IrBlock *here) {
   Mask mask = call_mask(r, in);
   Variant *v = variant(r->ad, in->callee, mask);
+  if (in->i[0]) { /* remat: the arguments off the tape, the callee's forward again */
+    IrInst *pop = bemit(r, IR_POP, in->span, 0, NULL);
+    ir_reserve_dst(r->ad->c, pop, in->nargs);
+    pop->ndst = in->nargs;
+    IrInst *fwd = bemit(r, IR_CALL, in->span, 0, NULL);
+    fwd->callee = v->fwd;
+    ir_set_args(r->ad->c, fwd, in->nargs, pop->dst);
+    for (int i = 0; i < in->nargs; i++) {
+      pop->dst[i] = fwd->args[i] = bval(r, ftype(r, in->args[i]));
+      r->b->values[pop->dst[i]].hint = r->f->values[in->args[i]].hint;
+    }
+    for (int d = 0; d < in->ndst; d++) /* the results again: not used, freed at once */
+      ir_add_dst(r->ad->c, fwd, bval(r, ftype(r, in->dst[d])));
+  }
   int *dys = arena_alloc(&r->ad->c->arena, sizeof(int) * (size_t)(in->ndst + 1)), n = 0;
   for (int d = 0; d < in->ndst; d++) {
     int a = in->dst[d] >= 0 && r->active[in->dst[d]] ? adjoint(r, in->dst[d], in->span) : -1;
@@ -702,7 +724,9 @@ static void reverse_block(Rev *r, IrBlock *fb) {
 
 /* ---- the forward with pushes ---- */
 
-static IrBlock clone_with_pushes(Rev *r, IrBlock *src) {
+/* keep: push what the backward needs (f_fwd); otherwise the same
+ * instructions without a tape (f_remat). */
+static IrBlock clone_with_pushes(Rev *r, IrBlock *src, bool keep) {
   Compiler *c = r->ad->c;
   IrBlock out = {0};
   for (IrInst *in = src->head; in; in = in->next) {
@@ -714,9 +738,9 @@ static IrBlock clone_with_pushes(Rev *r, IrBlock *src) {
     out.tail = n;
     bool active = inst_active(r, in);
     if (in->op == IR_FOR || in->op == IR_IF) {
-      n->body = clone_with_pushes(r, &in->body);
-      n->els = clone_with_pushes(r, &in->els);
-      if (!active)
+      n->body = clone_with_pushes(r, &in->body, keep);
+      n->els = clone_with_pushes(r, &in->els, keep);
+      if (!active || !keep)
         continue;
       IrInst *p = ir_emit(c, &out, IR_PUSH, in->span);
       if (in->op == IR_FOR)
@@ -728,7 +752,12 @@ static IrBlock clone_with_pushes(Rev *r, IrBlock *src) {
     if (!active)
       continue;
     if (in->op == IR_CALL) {
-      n->callee = variant(r->ad, in->callee, call_mask(r, in))->fwd;
+      Variant *v = variant(r->ad, in->callee, call_mask(r, in));
+      n->callee = keep && !in->i[0] ? v->fwd : remat_fn(r->ad, v, in->span);
+      if (keep && in->i[0]) { /* remat: keep the arguments only */
+        IrInst *p = ir_emit(c, &out, IR_PUSH, in->span);
+        ir_set_args(c, p, in->nargs, in->args);
+      }
       continue;
     }
     int *res = arena_alloc(&c->arena, sizeof(int) * (size_t)(in->nargs + 1));
@@ -739,12 +768,69 @@ static IrBlock clone_with_pushes(Rev *r, IrBlock *src) {
       n->ndst = 2;
       res[0] = n->dst[1];
     }
-    if (nres) {
+    if (nres && keep) {
       IrInst *p = ir_emit(c, &out, IR_PUSH, in->span);
       ir_set_args(c, p, nres, res);
     }
   }
   return out;
+}
+
+/* What a recomputed forward may not do: an effect would happen twice, a
+ * clock read would differ. */
+static IrInst *not_recomputable(IrBlock *b) {
+  for (IrInst *in = b->head; in; in = in->next) {
+    if (ir_has(in->op, IRF_EFFECT))
+      return in;
+    IrInst *x = not_recomputable(&in->body);
+    if (!x)
+      x = not_recomputable(&in->els);
+    if (!x && in->op == IR_CALL && in->callee)
+      x = not_recomputable(&in->callee->body);
+    if (x)
+      return x;
+  }
+  return NULL;
+}
+
+/* f_remat: f_fwd's instructions without the pushes, for the forward of a
+ * remat() call; made once per variant, when first needed. */
+static IrFn *remat_fn(AD *ad, Variant *v, Span at) {
+  if (v->remat)
+    return v->remat;
+  Compiler *c = ad->c;
+  IrFn *f = v->f;
+  IrInst *bad = not_recomputable(&f->body);
+  if (bad) {
+    /* the built-in's name where it differs from the IR op's */
+    const char *what = bad->op == IR_HOST_WALL_TIME ? "wall_time" : ir_op_name[bad->op];
+    error_at(c, at, "remat() cannot recompute '%s': it calls %s(), which the backward would run again",
+             f->fn ? f->fn->name : f->cname, what);
+    note_at(c, bad->span, "%s() is here", what);
+    help(c, "move %s() out of the function, or call it without remat()", what);
+  }
+  IrFn *m = v->remat = ir_fn_new(c, arena_sprintf(&c->arena, "%s_remat%s", f->cname, v->fwd->cname + strlen(f->cname) + 4));
+  const char *cname = m->cname;
+  *m = *f;
+  m->cname = cname;
+  m->values = arena_alloc(&c->arena, sizeof(IrValue) * (size_t)(f->nvalues + 1));
+  memcpy(m->values, f->values, sizeof(IrValue) * (size_t)f->nvalues);
+  m->capvalues = f->nvalues + 1;
+  m->uses_tape = false;
+  m->is_main = false;
+  m->vjp_fwd = m->vjp_bwd = m->exp_fwd = m->exp_bwd = NULL;
+  m->exp_mask = NULL;
+  m->emitted = false;
+  m->next = NULL;
+  IrFn *saved = v->rev->fwd;
+  v->rev->fwd = m;
+  m->body = clone_with_pushes(v->rev, &f->body, false);
+  v->rev->fwd = saved;
+  IrFn **tail = &ad->new_fns;
+  while (*tail)
+    tail = &(*tail)->next;
+  *tail = m;
+  return m;
 }
 
 /* The suffix of a variant's C names: the mask as a number (bit i for
@@ -860,8 +946,10 @@ static Variant *variant(AD *ad, IrFn *f, Mask mask) {
     if (r.active[ret->args[i]])
       contribute(&r, &f->body, ret->args[i], b->params[i], ret->span);
   r.fwd = v->fwd;
-  v->fwd->body = clone_with_pushes(&r, &f->body);
+  v->rev = arena_alloc(&c->arena, sizeof(Rev));
+  v->fwd->body = clone_with_pushes(&r, &f->body, true);
   reverse_block(&r, &f->body);
+  *v->rev = r;
   IrInst *bret = bemit(&r, IR_RETURN, f->span, 0, NULL);
   int *grads = arena_alloc(&c->arena, sizeof(int) * (size_t)(ngrad + 1));
   for (int i = 0, k = 0; i < f->nparams; i++) {

@@ -1571,6 +1571,7 @@ static Type *check_einsum(Checker *k, Expr *call) {
 }
 
 static Type *check_autodiff(Checker *k, Expr *call, Builtin op);
+static Type *check_remat(Checker *k, Expr *call);
 static Type *check_fn_call(Checker *k, Expr *call, FnDecl *fn);
 
 /* The built-ins that apply to a record field by field (SPEC 13): the
@@ -1702,6 +1703,9 @@ static Type *check_builtin_kind(Checker *k, Expr *call, Builtin op) {
   case BI_ASSERT_TYPE: return check_assert_type(k, call);
   case BI_VALUE_AND_GRAD: case BI_GRAD: return check_autodiff(k, call, op);
   case BI_PPERMUTE: return check_ppermute(k, call);
+  case BI_REMAT:
+    if (!want_args(k, call, op, 1, 1)) return type_error();
+    return check_remat(k, call);
   default: break;
   }
   switch (builtin_class[op]) {
@@ -2039,6 +2043,32 @@ static void loss_r_help(Checker *k, FnDecl *fn, const Type *v, int a) {
     return;
   }
   help(k->c, "return the loss as P, one rank's copy the only term: return convert(l, %s, src=R, dst=P);", rax);
+}
+
+/* remat(f(args)) (SPEC 15): a call of a user function whose forward the
+ * backward runs again instead of keeping its residuals.  Its type is the
+ * call's; what cannot be recomputed (a function with effects) is reported
+ * by autodiff.c, which sees the instructions. */
+static Type *check_remat(Checker *k, Expr *call) {
+  Expr *fc = call_arg(call, 0)->value;
+  if (fc->kind != EX_CALL || !fc->lhs->sym || fc->lhs->sym->kind != SYM_FN) {
+    bool builtin = fc->kind == EX_CALL && fc->lhs->sym && fc->lhs->sym->kind == SYM_BUILTIN;
+    if (builtin)
+      check_error(k, fc->span, "remat() takes a call of a user function; %s() is a built-in",
+                  builtin_name[fc->lhs->sym->index]);
+    else
+      check_error(k, fc->span, "remat() takes a call of a function, as in remat(block(x, w)); '%s' is not a call",
+                  src(k, fc));
+    help(k->c, "put the computation to recompute in a fn and wrap a call of it: remat(f(...))");
+    return type_error();
+  }
+  Type *t = check_expr(k, fc);
+  if (t->kind == TY_VOID) {
+    check_error(k, fc->span, "remat() recomputes a result, but '%s' returns nothing", fc->lhs->sym->name);
+    help(k->c, "call it without remat(): %s", src(k, fc));
+    return type_error();
+  }
+  return t;
 }
 
 /* value_and_grad(f(args), wrt=(a, b)) and grad(...): the value's type is

@@ -58,6 +58,7 @@ enum {
   IRF_BARRIER = 1 << 3,      /* the fusion scheduler moves nothing across it */
   IRF_TRIVIAL = 1 << 4,      /* bookkeeping: no work to overlap a collective with */
   IRF_RES_RESULT = 1 << 5,   /* its backward needs its result (pushed on the tape) */
+  IRF_EFFECT = 1 << 6,       /* an effect or a clock read: a recomputed forward (remat) may not run it again */
 };
 typedef struct IrOpInfo {
   int min_args, max_args; /* max_args -1: any number */

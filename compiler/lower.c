@@ -893,6 +893,13 @@ static int lower_builtin(Lower *L, Expr *call, Builtin op) {
       ir_add_dst(L->c, cin, value(L, type_leaf(rt, i), NULL));
     return cin->dst[0];
   }
+  case BI_REMAT: { /* the call, marked: autodiff recomputes it (SPEC 15) */
+    IrInst *cin = lower_call_inst(L, pos_arg(call, 0), true);
+    if (!cin)
+      return -1;
+    cin->i[0] = 1;
+    return cin->ndst ? cin->dst[0] : -1;
+  }
   default:
     if (builtin_class[op] == OPC_COLLECTIVE)
       return lower_collective(L, call, op);
@@ -1177,7 +1184,7 @@ static int *lower_leaves(Lower *L, Expr *e, int *n) {
         ids[(*n)++] = v[i];
       return ids;
     }
-    if (s && s->kind == SYM_BUILTIN && (s->index == BI_VALUE_AND_GRAD || s->index == BI_GRAD)) {
+    if (s && s->kind == SYM_BUILTIN && (s->index == BI_VALUE_AND_GRAD || s->index == BI_GRAD || s->index == BI_REMAT)) {
       lower_builtin(L, e, (Builtin)s->index);
       IrInst *in = L->b->tail;
       for (int i = 0; in && i < in->ndst; i++)
