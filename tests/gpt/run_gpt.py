@@ -32,6 +32,10 @@ MODE:
           1-rank CPU build standing in for the GPU program prints its table
           (our row and eager's with the same training loss, a failing mode's
           row); exit 77 when PyTorch is not installed
+  remat   the blocks recomputed in the backward (-D REMAT=1, remat()) give
+          the printed numbers, the gradient of step 0 and the final
+          checkpoint of the run without (REMAT=0) byte for byte, with
+          dropout on, on 1 rank and on (2,2)
 
 The timing columns of the program's lines (ms/step, tok/s) are left out of
 every comparison.
@@ -323,12 +327,31 @@ def mode_gpu_bench(r):
         print(f"{'ok' if ok else 'FAIL'} flagship.sh: {what}")
         fails += not ok
     print(table)
+def mode_remat(r):
+    fails = 0
+    progs = {k: r.compile(f"gpt_remat{k}", REMAT=k, SAVE_GRAD=1, STEPS=4, EVAL_EVERY=4, CKPT_EVERY=4, DROPOUT=0.1)
+             for k in (0, 1)}
+    for mesh in ("dp=1,tp=1", "dp=2,tp=2"):
+        runs = {k: os.path.join(r.tmp, f"remat{k}_" + mesh.replace(",", "_")) for k in progs}
+        outs = {k: untimed(r.run(progs[k], mesh, runs[k])) for k in progs}
+        if outs[0] != outs[1] or not re.search(r"^step 4 val ", outs[0], re.M):
+            print(f"FAIL {mesh}: REMAT=1 prints\n{outs[1]}\nREMAT=0 prints\n{outs[0]}")
+            fails += 1
+        for ck in ("grad0", "last"):
+            a, b = os.path.join(runs[0], "ckpt", ck), os.path.join(runs[1], "ckpt", ck)
+            names = sorted(os.listdir(a))
+            _, mismatch, errors = filecmp.cmpfiles(a, b, names, shallow=False)
+            if mismatch or errors or sorted(os.listdir(b)) != names or not names:
+                print(f"FAIL {mesh}: ckpt/{ck} differs with remat: {mismatch + errors}")
+                fails += 1
+            else:
+                print(f"ok {mesh}: ckpt/{ck} byte-identical with and without remat ({len(names)} files)")
     return fails
 
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("mode", choices=["meshes", "pipeline", "resume", "torch", "gpu_bench"])
+    ap.add_argument("mode", choices=["meshes", "pipeline", "resume", "torch", "gpu_bench", "remat"])
     ap.add_argument("spmdc")
     ap.add_argument("--mpirun", default=os.environ.get("MPIRUN", "mpirun"))
     ap.add_argument("-v", action="store_true")
@@ -337,7 +360,7 @@ def main():
     with tempfile.TemporaryDirectory(prefix="gpt_test_") as tmp:
         r = Runner(args, tmp)
         fails = {"meshes": mode_meshes, "pipeline": mode_pipeline, "resume": mode_resume, "torch": mode_torch,
-                 "gpu_bench": mode_gpu_bench}[args.mode](r)
+                 "gpu_bench": mode_gpu_bench, "remat": mode_remat}[args.mode](r)
     if fails == SKIP:
         sys.exit(SKIP)
     if fails:
