@@ -9,6 +9,7 @@
 #include <stdio.h>
 
 #include "ir.h"
+#include "schedule.h"
 
 typedef struct Target Target;
 
@@ -40,7 +41,7 @@ typedef struct FusedRegion {
   int j, end;
   int members;
   const Type *t;       /* every member's dtype and local shape */
-  const int *inside;   /* per value: its uses inside the region */
+  const int *out;      /* per instruction: where a member's value goes (Schedule.out: SCHED_IN_REGISTER, ...) */
   const char **reg;    /* scratch, per value */
   const char *first;   /* a tensor operand of the region's shape (n_ = first->numel) */
   Span span;           /* the first member's */

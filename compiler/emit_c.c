@@ -662,12 +662,13 @@ static void emit_inst(Emitter *E, IrInst *in, int ind) {
  * rt_reuse, which hands the buffer over when no one else holds it (refs ==
  * 1) and allocates otherwise.  Every element is read before the iteration
  * stores anything, so writing over an operand is safe.  With the var moves
- * of emit_block, `w = w - LR * g` and the Adam moments update in place. */
+ * of emit_block, `w = w - LR * g` and the Adam moments update in place.
+ * Which instructions form a region, which members are stored and which
+ * operand's buffer each takes is the schedule's (schedule.c), which
+ * --memory-report follows too. */
 
 static bool is_param(Emitter *E, int v) { return sched_is_param(E->f, v); }
 static const char *fused_op(const IrInst *in) { return sched_fused_op(in); }
-static bool same_shape(const Type *a, const Type *b) { return sched_same_shape(a, b); }
-static bool fusable(Emitter *E, IrInst *in) { return sched_fusable(E->f, in); }
 static bool transparent(IrInst *in) { return sched_transparent(in); }
 
 bool emit_transparent(const IrInst *in) { return ir_has(in->op, IRF_FUSE_THROUGH); }
@@ -744,7 +745,7 @@ void emit_fused_body(Emitter *E, const FusedRegion *r, int ind) {
     if (transparent(insts[k]))
       continue;
     int v = insts[k]->dst[0];
-    if (E->nuses[v] > r->inside[v])
+    if (r->out[k] != SCHED_IN_REGISTER)
       out(E, ind, "%s = r%d_;\n", E->tgt->store(E, v), v);
   }
 }
@@ -767,67 +768,22 @@ static void cpu_fused(Emitter *E, const FusedRegion *r, int ind) {
 
 const Target target_cpu = {"cpu", true, cpu_fused, cpu_operand, cpu_store};
 
-/* Emits the run starting at insts[j], if there is one worth fusing (two
- * members, or one that can reuse a dying operand's buffer); returns how many
- * instructions it covered (0: none).  blk: the block's number (E->defblk).
- * dry: only says how many, emits nothing. */
-static int emit_fused(Emitter *E, IrInst **insts, int j, int n, const bool *special, int blk, bool dry, int ind) {
-  if (!fusable(E, insts[j]))
-    return 0;
+/* Emits the fused elementwise region the schedule starts at insts[j]
+ * (schedule.c's fused_region: its members, which are stored, which take a
+ * dying operand's buffer).  blk: the block's number (E->defblk). */
+static void emit_fused(Emitter *E, const Schedule *S, int j, int ind) {
+  IrInst **insts = S->insts;
+  int end = S->run_end[j], members = 0;
   const Type *t = E->f->values[insts[j]->dst[0]].type;
-  int end = j, members = 0;
-  for (int k = j; k < n; k++) {
-    if (fusable(E, insts[k]) && same_shape(E->f->values[insts[k]->dst[0]].type, t)) {
-      end = k + 1;
-      members++;
-    } else if (!transparent(insts[k])) {
-      break;
-    }
-  }
-  /* uses of each member's value inside the run; members' values */
-  int *inside = arena_alloc(&E->c->arena, sizeof(int) * (size_t)(E->f->nvalues + 1));
   const char **reg = arena_alloc(&E->c->arena, sizeof(char *) * (size_t)(E->f->nvalues + 1));
-  for (int k = j; k < end; k++) {
-    for (int a = 0; a < insts[k]->nargs; a++)
-      inside[insts[k]->args[a]]++;
-    if (!transparent(insts[k]))
-      reg[insts[k]->dst[0]] = "member";
-  }
-  /* donors: operands of the run's shape that this block owns and reads for
-   * the last time in the run; each gives its buffer to one stored result.
-   * A var's old value comes first (`w = w - LR * g` updates w's buffer). */
-  int *donors = arena_alloc(&E->c->arena, sizeof(int) * (size_t)(2 * (end - j) + 1));
-  int ndonors = 0;
-  for (int pass = 0; pass < 2; pass++) {
-    for (int k = j; k < end; k++) {
-      if (transparent(insts[k]))
-        continue;
-      for (int a = 0; a < insts[k]->nargs; a++) {
-        int v = insts[k]->args[a];
-        bool dup = false;
-        for (int d = 0; d < ndonors; d++)
-          dup = dup || donors[d] == v;
-        if (!dup && !reg[v] && E->moved[v] == !pass && is_tensor(E, v) && same_shape(E->f->values[v].type, t) &&
-            E->defblk[v] == blk && !is_param(E, v) && E->lastuse[v] >= j && E->lastuse[v] < end)
-          donors[ndonors++] = v;
-      }
-    }
-  }
-  int stored = 0;
   for (int k = j; k < end; k++)
-    if (!transparent(insts[k]) && E->nuses[insts[k]->dst[0]] > inside[insts[k]->dst[0]])
-      stored++;
-  if (members < 2 && (ndonors == 0 || stored == 0))
-    return 0;
-  if (dry)
-    return end - j;
-  memset(reg, 0, sizeof(char *) * (size_t)(E->f->nvalues + 1));
+    members += !transparent(insts[k]);
   const char *T = t->dtype == DT_F64 ? "double" : "float";
   int line, col;
   source_position(E->c, insts[j]->span, &line, &col);
   for (int k = j; k < end; k++)
     if (transparent(insts[k]))
-      emit_at(E, insts, k, special, ind);
+      emit_at(E, insts, k, S->special, ind);
   out(E, ind, "{ /* %s:%d: %d elementwise operation%s in one loop */\n", source_file(E->c, insts[j]->span.file)->path,
       line, members, members > 1 ? "s" : "");
   if (E->tgt->typed_host)
@@ -845,7 +801,6 @@ static int emit_fused(Emitter *E, IrInst **insts, int j, int n, const bool *spec
     first = "NULL"; /* not reached: a member has a tensor operand of the run's shape */
   out(E, ind + 1, "const int64_t n_ = %s->numel;\n", first);
   /* outputs: members read after the run */
-  int used = 0;
   for (int k = j; k < end; k++) {
     if (transparent(insts[k]))
       continue;
@@ -856,22 +811,18 @@ static int emit_fused(Emitter *E, IrInst **insts, int j, int n, const bool *spec
         out(E, ind + 1, "RT_CHECK(ctx, %s->numel == n_, \"internal error: fused operands differ in size\");\n",
             vname(E, insts[k]->args[a]));
     }
-    if (E->nuses[v] > inside[v]) {
-      if (used < ndonors) {
-        const char *d = vname(E, donors[used++]);
-        out(E, ind + 1, "%s = rt_reuse(ctx, %s); /* in place: %s dies here */\n", vname(E, v), d, d);
-      } else {
-        out(E, ind + 1, "%s = rt_empty(ctx, %s, %s->ndim, %s->shape);\n", vname(E, v), dtype_c(t->dtype), first,
-            first);
-      }
+    if (S->out[k] >= 0) {
+      const char *d = vname(E, S->out[k]);
+      out(E, ind + 1, "%s = rt_reuse(ctx, %s); /* in place: %s dies here */\n", vname(E, v), d, d);
+    } else if (S->out[k] == SCHED_NEW_BUFFER) {
+      out(E, ind + 1, "%s = rt_empty(ctx, %s, %s->ndim, %s->shape);\n", vname(E, v), dtype_c(t->dtype), first, first);
     }
     reg[v] = arena_sprintf(&E->c->arena, "r%d_", v);
   }
-  FusedRegion region = {insts, j, end, members, t, inside, reg, first, insts[j]->span};
+  FusedRegion region = {insts, j, end, members, t, S->out, reg, first, insts[j]->span};
   E->tgt->fused(E, &region, ind + 1);
   out(E, ind + 1, "rt_kernel_end(ctx, &span_, RT_K_ELEMENTWISE, \"fused\");\n");
   out(E, ind, "}\n");
-  return end - j;
 }
 
 /* A bf16 matmul whose result only feeds `+ bias` (bias 1-D over the last
@@ -879,68 +830,38 @@ static int emit_fused(Emitter *E, IrInst **insts, int j, int n, const bool *spec
  * and the activation as post-ops (rt_matmul_bias_act): the intermediate
  * [.., N] results are never written.  A differentiated forward keeps the
  * matmul's result for the backward, so there the uses do not allow it:
- * this pays in forward-only code (evaluation, inference).  Returns how
- * many instructions it covered (0: none); dry: emits nothing. */
-static int emit_gemm_epilogue(Emitter *E, IrInst **insts, int j, int n, bool dry, int ind) {
-  IrInst *mm = insts[j];
-  if (mm->op != IR_MATMUL || mm->nargs != 2)
-    return 0;
-  const Type *a = E->f->values[mm->args[0]].type, *b = E->f->values[mm->args[1]].type;
-  const Type *y = E->f->values[mm->dst[0]].type;
-  if (y->dtype != DT_BF16 || a->ndim < 2 || b->ndim != 2)
-    return 0;
-  int k = j + 1, cur = mm->dst[0], bias = -1;
-  const char *act = NULL; /* the activation's name */
-  if (k < n && insts[k]->op == IR_BINARY && insts[k]->binop == BIN_ADD && E->nuses[cur] == 1) {
-    int other = insts[k]->args[0] == cur ? insts[k]->args[1] : insts[k]->args[1] == cur ? insts[k]->args[0] : -1;
-    const Type *bt = other >= 0 ? E->f->values[other].type : NULL;
-    if (bt && bt->kind == TY_TENSOR && bt->dtype == DT_BF16 && bt->ndim == 1 &&
-        size_eq(bt->shape[0], y->shape[y->ndim - 1]) && !bt->shape[0].unknown &&
-        same_shape(E->f->values[insts[k]->dst[0]].type, y)) {
-      bias = other;
-      cur = insts[k]->dst[0];
-      k++;
-    }
-  }
-  if (k < n && insts[k]->op == IR_UNARY && insts[k]->args[0] == cur && E->nuses[cur] == 1 &&
-      (insts[k]->unop == UN_GELU || insts[k]->unop == UN_GELU_TANH || insts[k]->unop == UN_RELU)) {
-    act = ir_unary_name[insts[k]->unop];
-    cur = insts[k]->dst[0];
-    k++;
-  }
-  if (bias < 0 && !act)
-    return 0;
-  if (dry) /* only how many */
-    return k - j;
+ * this pays in forward-only code (evaluation, inference).  The schedule
+ * finds it (sched_gemm_epilogue). */
+static void emit_gemm_epilogue(Emitter *E, const Schedule *S, int j, int ind) {
+  IrInst *mm = S->insts[j];
+  int bias, act, k = j + sched_gemm_epilogue(E->f, S->insts, j, S->n, E->nuses, &bias, &act);
+  int cur = S->insts[k - 1]->dst[0];
+  const char *actname = act >= 0 ? ir_unary_name[act] : NULL;
   int line, col;
   source_position(E->c, mm->span, &line, &col);
   out(E, ind, "%s = rt_matmul_bias_act(ctx, %s, %s, %s, %s); /* %s:%d: matmul%s%s%s in one GEMM */\n", vname(E, cur),
-      A(E, mm, 0), A(E, mm, 1), bias >= 0 ? vname(E, bias) : "NULL", act ? arena_sprintf(&E->c->arena, "RT_%s", act) : "-1",
-      source_file(E->c, mm->span.file)->path, line, bias >= 0 ? " + bias" : "", act ? ", " : "",
-      act ? arena_sprintf(&E->c->arena, "%s", act) : "");
-  return k - j;
+      A(E, mm, 0), A(E, mm, 1), bias >= 0 ? vname(E, bias) : "NULL",
+      actname ? arena_sprintf(&E->c->arena, "RT_%s", actname) : "-1", source_file(E->c, mm->span.file)->path, line,
+      bias >= 0 ? " + bias" : "", actname ? ", " : "", actname ? actname : "");
 }
 
 /* Emits a block; each tensor it defines is freed after its last use in it. */
 static void emit_block(Emitter *E, IrBlock *b, int ind) {
   Schedule S;
-  schedule_block(E->c, E->f, b, ++E->nblocks, E->lastuse, E->defblk, &S);
+  schedule_block(E->c, E->f, b, ++E->nblocks, E->nuses, E->lastuse, E->defblk, &S);
   IrInst **insts = S.insts;
   int n = S.n, blk = S.blk, j;
   int *free_after = S.free_after, *next_free = S.next_free, *wait_head = S.wait_head, *wait_next = S.wait_next;
   bool *special = S.special;
   for (j = 0; j < n;) {
-    int run = emit_gemm_epilogue(E, insts, j, n, true, ind);
-    bool gemm = run > 0;
-    if (!gemm)
-      run = emit_fused(E, insts, j, n, special, blk, true, ind);
+    int run = S.run_end[j] ? S.run_end[j] - j : 0;
     for (int k = j; k < j + (run ? run : 1); k++)
       for (int v = wait_head[k]; v >= 0; v = wait_next[v])
         out(E, ind, "rt_wait(ctx, %s); /* a collective started early: done before its first use */\n", vname(E, v));
-    if (gemm)
-      emit_gemm_epilogue(E, insts, j, n, false, ind);
+    if (S.gemm[j])
+      emit_gemm_epilogue(E, &S, j, ind);
     else if (run)
-      emit_fused(E, insts, j, n, special, blk, false, ind);
+      emit_fused(E, &S, j, ind);
     else {
       for (int v = free_after[j]; v >= 0; v = next_free[v])
         E->dying[v] = true;
@@ -957,14 +878,6 @@ static void emit_block(Emitter *E, IrBlock *b, int ind) {
   }
 }
 
-static void count_uses(IrBlock *b, int *nuses) {
-  for (IrInst *in = b->head; in; in = in->next) {
-    for (int i = 0; i < in->nargs; i++)
-      nuses[in->args[i]]++;
-    count_uses(&in->body, nuses);
-    count_uses(&in->els, nuses);
-  }
-}
 
 /* "mlp", "mlp (forward)", "mlp (backward)": a function's trace region. */
 static const char *trace_label(Emitter *E, IrFn *f) {
@@ -1026,7 +939,7 @@ static void emit_fn(Emitter *E, IrFn *f) {
   E->dying = arena_alloc(&E->c->arena, sizeof(bool) * (size_t)(f->nvalues + 1));
   E->started = false;
   E->nblocks = 0;
-  count_uses(&f->body, E->nuses);
+  sched_count_uses(&f->body, E->nuses);
   int line, col;
   source_position(E->c, f->span, &line, &col);
   fprintf(E->out, "/* %s:%d: %s */\n", source_file(E->c, f->span.file)->path, line, f->fn ? f->fn->name : f->cname);

@@ -68,7 +68,7 @@ static Kargs kernel_args(Emitter *E, const FusedRegion *r) {
   }
   for (int i = r->j; i < r->end; i++) {
     IrInst *in = r->insts[i];
-    if (!emit_transparent(in) && E->nuses[in->dst[0]] > r->inside[in->dst[0]])
+    if (!emit_transparent(in) && r->out[i] != SCHED_IN_REGISTER)
       add_arg(&k, in->dst[0], true);
   }
   return k;

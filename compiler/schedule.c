@@ -209,7 +209,116 @@ static void schedule_for_fusion(Compiler *c, IrFn *f, IrBlock *b) {
   b->tail = order[n - 1];
 }
 
-void schedule_block(Compiler *c, IrFn *f, IrBlock *b, int blk, int *lastuse, int *defblk, Schedule *S) {
+void sched_count_uses(IrBlock *b, int *nuses) {
+  for (IrInst *in = b->head; in; in = in->next) {
+    for (int i = 0; i < in->nargs; i++)
+      nuses[in->args[i]]++;
+    sched_count_uses(&in->body, nuses);
+    sched_count_uses(&in->els, nuses);
+  }
+}
+
+/* ---- regions: which instructions run as one, and where their values go */
+
+int sched_gemm_epilogue(const IrFn *f, IrInst **insts, int j, int n, const int *nuses, int *bias, int *act) {
+  IrInst *mm = insts[j];
+  *bias = *act = -1;
+  if (mm->op != IR_MATMUL || mm->nargs != 2)
+    return 0;
+  const Type *a = f->values[mm->args[0]].type, *b = f->values[mm->args[1]].type;
+  const Type *y = f->values[mm->dst[0]].type;
+  if (y->dtype != DT_BF16 || a->ndim < 2 || b->ndim != 2)
+    return 0;
+  int k = j + 1, cur = mm->dst[0];
+  if (k < n && insts[k]->op == IR_BINARY && insts[k]->binop == BIN_ADD && nuses[cur] == 1) {
+    int other = insts[k]->args[0] == cur ? insts[k]->args[1] : insts[k]->args[1] == cur ? insts[k]->args[0] : -1;
+    const Type *bt = other >= 0 ? f->values[other].type : NULL;
+    if (bt && bt->kind == TY_TENSOR && bt->dtype == DT_BF16 && bt->ndim == 1 &&
+        size_eq(bt->shape[0], y->shape[y->ndim - 1]) && !bt->shape[0].unknown &&
+        sched_same_shape(f->values[insts[k]->dst[0]].type, y)) {
+      *bias = other;
+      cur = insts[k]->dst[0];
+      k++;
+    }
+  }
+  if (k < n && insts[k]->op == IR_UNARY && insts[k]->args[0] == cur && nuses[cur] == 1 &&
+      (insts[k]->unop == UN_GELU || insts[k]->unop == UN_GELU_TANH || insts[k]->unop == UN_RELU)) {
+    *act = (int)insts[k]->unop;
+    k++;
+  }
+  if (*bias < 0 && *act < 0)
+    return 0;
+  return k - j;
+}
+
+/* The fused elementwise region that starts at insts[j], if one is worth
+ * fusing (two members, or one that can write over a dying operand): its
+ * end (0: none), and per member out[k] (Schedule.out).  A stored member
+ * (one read after the region) takes the buffer of a donor, an operand of
+ * the region's shape that this block owns (defblk == blk) and reads for
+ * the last time in the region, in order: first the donors read from a var
+ * by a move (moved: `w = w - LR * g` updates w's buffer), then the others;
+ * the rest of the stored members get new tensors. */
+/* Whether value v is computed by a member of the region insts[j..end). */
+static bool region_member(IrInst **insts, int j, int end, int v) {
+  for (int k = j; k < end; k++)
+    if (!sched_transparent(insts[k]) && insts[k]->dst[0] == v)
+      return true;
+  return false;
+}
+
+static int fused_region(Compiler *c, IrFn *f, IrInst **insts, int j, int n, int blk, const int *nuses,
+                        const int *lastuse, const int *defblk, const bool *moved, int *out) {
+  if (!sched_fusable(f, insts[j]))
+    return 0;
+  const Type *t = f->values[insts[j]->dst[0]].type;
+  int end = j, members = 0;
+  for (int k = j; k < n; k++) {
+    if (sched_fusable(f, insts[k]) && sched_same_shape(f->values[insts[k]->dst[0]].type, t)) {
+      end = k + 1;
+      members++;
+    } else if (!sched_transparent(insts[k])) {
+      break;
+    }
+  }
+  int ndonors = 0, *d = arena_alloc(&c->arena, sizeof(int) * (size_t)(2 * (end - j) + 1));
+  for (int pass = 0; pass < 2; pass++) {
+    for (int k = j; k < end; k++) {
+      if (sched_transparent(insts[k]))
+        continue;
+      for (int a = 0; a < insts[k]->nargs; a++) {
+        int v = insts[k]->args[a];
+        bool dup = false;
+        for (int e = 0; e < ndonors; e++)
+          dup = dup || d[e] == v;
+        const Type *vt = f->values[v].type;
+        if (!dup && !region_member(insts, j, end, v) && moved[v] == !pass && vt->kind == TY_TENSOR && sched_same_shape(vt, t) &&
+            defblk[v] == blk && !sched_is_param(f, v) && lastuse[v] >= j && lastuse[v] < end)
+          d[ndonors++] = v;
+      }
+    }
+  }
+  int stored = 0, used = 0;
+  for (int k = j; k < end; k++) {
+    if (sched_transparent(insts[k]))
+      continue;
+    int v = insts[k]->dst[0], inside = 0;
+    for (int m = j; m < end; m++)
+      for (int a = 0; a < insts[m]->nargs; a++)
+        inside += insts[m]->args[a] == v;
+    out[k] = nuses[v] > inside ? SCHED_NEW_BUFFER : SCHED_IN_REGISTER;
+    stored += out[k] != SCHED_IN_REGISTER;
+  }
+  if (members < 2 && (ndonors == 0 || stored == 0))
+    return 0;
+  for (int k = j; k < end; k++)
+    if (!sched_transparent(insts[k]) && out[k] == SCHED_NEW_BUFFER && used < ndonors)
+      out[k] = d[used++];
+  return end;
+}
+
+void schedule_block(Compiler *c, IrFn *f, IrBlock *b, int blk, const int *nuses, int *lastuse, int *defblk,
+                    Schedule *S) {
   schedule_for_fusion(c, f, b);
   int n = 0;
   for (IrInst *in = b->head; in; in = in->next)
@@ -272,5 +381,24 @@ void schedule_block(Compiler *c, IrFn *f, IrBlock *b, int blk, int *lastuse, int
       next_free[v] = free_after[last];
       free_after[last] = v;
     }
-  *S = (Schedule){insts, n, blk, free_after, next_free, wait_head, wait_next, special};
+  /* regions, in the order the host program runs them: a var read inside a
+   * region moves the var's reference only after the region's donors are
+   * chosen */
+  int *run_end = arena_alloc(&c->arena, sizeof(int) * (size_t)(n ? n : 1));
+  bool *gemm = arena_alloc(&c->arena, sizeof(bool) * (size_t)(n ? n : 1));
+  int *out = arena_alloc(&c->arena, sizeof(int) * (size_t)(n ? n : 1));
+  bool *moved = arena_alloc(&c->arena, sizeof(bool) * (size_t)(f->nvalues + 1));
+  for (j = 0; j < n;) {
+    int bias, act, end = j + sched_gemm_epilogue(f, insts, j, n, nuses, &bias, &act);
+    gemm[j] = end > j;
+    if (!gemm[j])
+      end = fused_region(c, f, insts, j, n, blk, nuses, lastuse, defblk, moved, out);
+    run_end[j] = end > j ? end : 0;
+    if (end <= j)
+      end = j + 1;
+    for (; j < end; j++)
+      if (special[j] && insts[j]->op == IR_VAR_GET)
+        moved[insts[j]->dst[0]] = true;
+  }
+  *S = (Schedule){insts, n, blk, free_after, next_free, wait_head, wait_next, special, run_end, gemm, out};
 }

@@ -14,11 +14,33 @@ typedef struct Schedule {
   int *wait_next;       /* per value: the next one waited for before the same instruction */
   bool *special;        /* per instruction: a var read that moves the var's reference, or an
                          * all_reduce that starts non-blocking (overlap.c) */
+  int *run_end;         /* per instruction: where the region starting at it ends (insts[j..run_end[j])
+                         * run as one: a fused elementwise loop, or a GEMM with its epilogue); 0: none */
+  bool *gemm;           /* per instruction: the region starting there is a GEMM with its epilogue */
+  int *out;             /* per member of a fused region: where its value goes, SCHED_IN_REGISTER,
+                         * SCHED_NEW_BUFFER, or the operand (a value) whose buffer it takes (rt_reuse) */
 } Schedule;
 
-/* Orders block b for fusion and computes its schedule.  lastuse, defblk:
- * per value of f, updated for the values b defines (blk: b's number). */
-void schedule_block(Compiler *c, IrFn *f, IrBlock *b, int blk, int *lastuse, int *defblk, Schedule *s);
+enum {
+  SCHED_IN_REGISTER = -2, /* read only inside its region: never stored, no tensor */
+  SCHED_NEW_BUFFER = -1,  /* stored into a new tensor */
+};
+
+/* Orders block b for fusion and computes its schedule.  nuses: per value of
+ * f, how many instruction operands read it (sched_count_uses); lastuse,
+ * defblk: per value of f, updated for the values b defines (blk: b's
+ * number). */
+void schedule_block(Compiler *c, IrFn *f, IrBlock *b, int blk, const int *nuses, int *lastuse, int *defblk,
+                    Schedule *s);
+
+/* Adds to nuses[v] the operand reads of v in b and its nested blocks. */
+void sched_count_uses(IrBlock *b, int *nuses);
+
+/* A bf16 matmul at insts[j] whose result only feeds `+ bias` and/or an
+ * activation (gelu, gelu_tanh, relu), done as one GEMM with post-ops: how
+ * many instructions it covers (0: none), the bias value (-1: none) and the
+ * activation (-1: none). */
+int sched_gemm_epilogue(const IrFn *f, IrInst **insts, int j, int n, const int *nuses, int *bias, int *act);
 
 /* Whether `in` can be a member of a fused elementwise region. */
 bool sched_fusable(const IrFn *f, const IrInst *in);
