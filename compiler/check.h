@@ -37,6 +37,7 @@ struct Instance {
 typedef struct Inst {
   FnDecl *fn;
   Span call;
+  Expr *call_expr;     /* the call (NULL for a fn checked on its own, a local_map block) */
   struct Inst *parent;
   Type *ret;           /* the type the body returned */
   bool returned;
@@ -98,10 +99,14 @@ void check_error(Checker *k, Span sp, const char *fmt, ...) __attribute__((forma
 void check_error_rule(Checker *k, const char *rule, Span sp, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
 void check_flush_chain(Checker *k);
+/* Inside a library function checked for a call from the main module: that
+ * call's instance (its call, its call_expr), else NULL. */
+Inst *check_user_call(Checker *k);
 Type *check_expr(Checker *k, Expr *e);
 Type *check_type_expr(Checker *k, TypeExpr *te, bool named[MAX_MESH_AXES]);
 bool check_always_returns(Stmt *block);
-const char *ck_type(Checker *k, const Type *t);
+const char *ck_type(Checker *k, const Type *t);     /* a record: its struct's name */
+const char *ck_type_vs(Checker *k, const Type *t, const Type *other); /* and the field where they differ */
 Arg *call_arg(Expr *call, int pos);
 Arg *call_named(Checker *k, Expr *call, const char *name);
 bool is_scalar_like(const Type *t);

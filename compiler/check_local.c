@@ -33,10 +33,21 @@ static void vcheck_error(Checker *k, const char *rule, Span sp, const char *fmt,
   va_end(again);
   if (k->field_path) /* an op on records: the field it failed for */
     msg = arena_sprintf(&k->c->arena, "in field '%s': %s", k->field_path, msg);
+  /* found in a library function checked for the user's arguments: reported
+   * at the user's call, with the library's line as the first note */
+  Span lib_sp = {0, 0, 0};
+  Inst *u = check_user_call(k);
+  if (u && sp.file != 0 && sp.file != u->call.file) {
+    lib_sp = sp;
+    sp = u->call;
+    msg = arena_sprintf(&k->c->arena, "in this call of '%s%s%s': %s", u->fn->module->name,
+                        u->fn->module->name ? "." : "", u->fn->name, msg);
+  }
   k->nfailed++;
-  /* The same body is checked once per instance: report each error once. */
+  /* The same body is checked once per instance: report each error once.
+   * A library call is reported once: its first error. */
   uint64_t h = 1469598103934665603ull;
-  for (const char *p = msg; *p; p++)
+  for (const char *p = lib_sp.file ? "library call" : msg; *p; p++)
     h = (h ^ (unsigned char)*p) * 1099511628211ull;
   for (size_t i = 0; i < k->nseen; i++)
     if (k->seen[i].file == sp.file && k->seen[i].begin == sp.begin && k->seen[i].hash == h) {
@@ -57,6 +68,19 @@ static void vcheck_error(Checker *k, const char *rule, Span sp, const char *fmt,
   check_flush_chain(k);
   diag_report(k->c, rule ? rule : diag_rule_id(k->c, __FILE__, fmt), fmt, sp, msg);
   k->chain = k->inst;
+  if (lib_sp.file) {
+    note_at(k->c, lib_sp, "found here, in '%s' checked with the types of this call's arguments", k->inst->fn->name);
+    k->chain = u->parent; /* the chain goes on above the user's call */
+  }
+}
+
+/* Inside a function of another module (a library) checked for a call from
+ * the main module's code: that call's instance; else NULL. */
+Inst *check_user_call(Checker *k) {
+  for (Inst *i = k->inst; i && i->parent; i = i->parent)
+    if (i->call.file && i->fn->module != k->c->main && i->parent->fn && i->parent->fn->module == k->c->main)
+      return i;
+  return NULL;
 }
 
 void check_error(Checker *k, Span sp, const char *fmt, ...) {
@@ -83,7 +107,38 @@ void check_flush_chain(Checker *k) {
   k->chain = NULL;
 }
 
-const char *ck_type(Checker *k, const Type *t) { return type_str(k->c, k->mesh, t); }
+/* A type in a message.  A record is abbreviated to its struct's name (or
+ * its field names, for the anonymous record of r[i]): written out, a
+ * model's record is hundreds of characters; ck_type_vs names the field
+ * where two records differ. */
+const char *ck_type(Checker *k, const Type *t) {
+  if (t->kind != TY_RECORD)
+    return type_str(k->c, k->mesh, t);
+  if (t->st)
+    return t->st->name;
+  StrBuf sb;
+  sb_init(&sb, &k->c->arena);
+  sb_puts(&sb, "a record {");
+  for (int i = 0; i < t->nelems; i++)
+    sb_printf(&sb, "%s%s", i ? ", " : "", t->fields[i]);
+  sb_putc(&sb, '}');
+  return sb.data;
+}
+
+/* t in a message that compares it with `other`: for two records with the
+ * same fields, the struct and the first field where they differ. */
+const char *ck_type_vs(Checker *k, const Type *t, const Type *other) {
+  if (t->kind != TY_RECORD || other->kind != TY_RECORD || !type_same_struct(t, other))
+    return ck_type(k, t);
+  int n = type_nleaves(t);
+  if (n != type_nleaves(other))
+    return ck_type(k, t);
+  for (int i = 0; i < n; i++)
+    if (!type_same(type_leaf(t, i), type_leaf(other, i), k->naxes))
+      return arena_sprintf(&k->c->arena, "%s (field '%s': %s)", ck_type(k, t), type_leaf_path(k->c, t, i, "."),
+                           ck_type(k, type_leaf(t, i)));
+  return ck_type(k, t);
+}
 
 /* The source text of an expression, for help lines that show a fix. */
 static const char *src(Checker *k, Expr *e) {
@@ -663,6 +718,124 @@ static void note_p_origin(Checker *k, Expr *pe, int a) {
     note_at(k->c, s, "%s", what);
 }
 
+/* ---- errors in a library function, explained at the user's call ---- */
+
+/* The parameter of the function being checked whose value (leaf j of it,
+ * when j >= 0) expression e passes on, P on axis a; or NULL. */
+static Symbol *param_source(Expr *e, int j, int a, int depth) {
+  if (!e || depth > 64 || !e->ty)
+    return NULL;
+  const Type *t = j >= 0 && e->ty->kind == TY_RECORD ? type_leaf(e->ty, j) : e->ty;
+  if (t->kind != TY_TENSOR || t->lt[a] != LT_P)
+    return NULL;
+  switch (e->kind) {
+  case EX_NAME:
+    if (e->sym && e->sym->kind == SYM_PARAM)
+      return e->sym;
+    return e->sym && e->sym->def ? param_source(e->sym->def, j, a, depth + 1) : NULL;
+  case EX_LEAF: return param_source(e->lhs, e->ival, a, depth + 1);
+  case EX_UNARY: return param_source(e->lhs, j, a, depth + 1);
+  case EX_BINARY: {
+    Symbol *s = param_source(e->lhs, j, a, depth + 1);
+    return s ? s : param_source(e->rhs, j, a, depth + 1);
+  }
+  case EX_CALL:
+    if (e->lhs->sym && e->lhs->sym->kind == SYM_BUILTIN)
+      for (Arg *arg = e->args; arg; arg = arg->next)
+        if (!arg->name) {
+          Symbol *s = param_source(arg->value, j, a, depth + 1);
+          if (s)
+            return s;
+        }
+    return NULL;
+  default: return NULL;
+  }
+}
+
+/* The declaration of field `path` ("blocks.attn_norm") of struct st, and
+ * the struct that declares it (*owner). */
+static StructField *field_decl(StructDecl *st, const char *path, StructDecl **owner) {
+  while (st && *path) {
+    const char *dot = strchr(path, '.');
+    size_t n = dot ? (size_t)(dot - path) : strlen(path);
+    StructField *f = st->fields;
+    while (f && !(strlen(f->name) == n && strncmp(f->name, path, n) == 0))
+      f = f->next;
+    *owner = st;
+    if (!f || !dot)
+      return f;
+    st = f->type && f->type->sym && f->type->sym->kind == SYM_STRUCT ? f->type->sym->st : NULL;
+    path = dot + 1;
+  }
+  return NULL;
+}
+
+/* A P operand pe (on axis a) of an error inside a library function checked
+ * for the user's call: the user's argument it came from, the gradient it
+ * is, the struct field (or parameter) declared where the P comes from, and
+ * the fix there instead of an edit of the library.  False when it cannot
+ * be traced (the caller then gives its own help). */
+static bool explain_at_user(Checker *k, Expr *pe, int a) {
+  Inst *u = check_user_call(k);
+  if (!u || u != k->inst || !u->call_expr)
+    return false;
+  int j = pe->kind == EX_LEAF ? pe->ival : -1;
+  Expr *rec = pe->kind == EX_LEAF ? pe->lhs : pe;
+  Symbol *ps = param_source(rec, j, a, 0);
+  if (!ps)
+    return false;
+  int idx = 0;
+  Param *p = u->fn->params;
+  while (p && p->name->sym != ps)
+    p = p->next, idx++;
+  Arg *arg = p ? call_arg(u->call_expr, idx) : NULL;
+  if (!arg || !arg->value->ty)
+    return false;
+  Expr *ua = arg->value;
+  const char *ax = axis_name(k, a);
+  const char *path = j >= 0 && ua->ty->kind == TY_RECORD ? type_leaf_path(k->c, ua->ty, j, ".") : NULL;
+  const char *what = path ? arena_sprintf(&k->c->arena, "%s.%s", src(k, ua), path) : src(k, ua);
+  note_at(k->c, ua->span, "'%s' is P on '%s': it is this call's argument '%s' of '%s'", what, ax, p->name->name,
+          u->fn->name);
+  Symbol *g = gradient_in(ua);
+  if (!g || !g->grad_of) {
+    const char *code = arena_sprintf(&k->c->arena, "all_reduce(%s, %s, src=P, dst=R)", what, ax);
+    help(k->c, "reduce it before the call: %s", code);
+    return true;
+  }
+  const char *wname = path ? arena_sprintf(&k->c->arena, "%s.%s", g->grad_of->name, path) : g->grad_of->name;
+  note_at(k->c, (Span){0, 0, 0},
+          "'%s' is the gradient of '%s', and '%s' is R on '%s': its gradient is a pending sum (P), so the "
+          "all-reduce of the gradient is missing", g->name, g->grad_of->name, wname, ax);
+  /* where the parameter's R was declared: a struct field, or the parameter */
+  const Type *pt = g->grad_of->info;
+  StructDecl *owner = NULL;
+  StructField *f = path && pt && pt->kind == TY_RECORD && pt->st ? field_decl(pt->st, path, &owner) : NULL;
+  TypeExpr *te = f ? f->type : NULL;
+  if (f)
+    note_at(k->c, f->span, "field '%s' of %s is declared R on '%s' here", f->name, owner->name, ax);
+  AxisEntry *en = NULL;
+  for (AxisEntry *e = te ? te->entries : NULL; e; e = e->next)
+    if (e->axis && e->axis->sym && e->axis->sym->kind == SYM_AXIS && e->axis->sym->index == a && e->lt.kind == LT_R)
+      en = e;
+  const char *decl = arena_sprintf(&k->c->arena, "%s: I", ax);
+  const char *shown = decl;
+  if (en) { /* the field's declaration as it would read */
+    const char *text = source_file(k->c, f->span.file)->text;
+    shown = arena_sprintf(&k->c->arena, "%.*s%s%.*s", (int)(en->span.begin - f->span.begin), text + f->span.begin,
+                          decl, (int)(f->span.end - en->span.end), text + en->span.end);
+  }
+  const char *msg = arena_sprintf(&k->c->arena,
+                                  "declare it I on '%s', `%s`, and use convert(%s, %s, src=I, dst=R) where the loss "
+                                  "uses it: its backward then all-reduces the gradient",
+                                  ax, shown, wname, ax);
+  if (en)
+    help_fix(k->c, en->span, decl, "%s", msg);
+  else
+    help(k->c, "%s", msg);
+  return true;
+}
+
 /* The result type on each axis of an op of rule `rule` over `ops`, or false
  * after reporting why not.  Scalar literals and host numbers adopt the
  * others' types, except next to P in a linear op (affine: the literal would
@@ -711,7 +884,8 @@ bool combine(Checker *k, Rule rule, const char *opname, Span sp, Operand *ops, i
       if (ops[bad].t->lt[a] == LT_P && rule != RULE_MULTILINEAR) {
         const char *code = arena_sprintf(&k->c->arena, "all_reduce(%s, %s, src=P, dst=I)", src(k, ops[bad].e),
                                          axis_name(k, a));
-        help_wrap(k, ops[bad].e, code, arena_sprintf(&k->c->arena, "reduce the pending sum to I first: %s", code));
+        if (!explain_at_user(k, ops[bad].e, a))
+          help_wrap(k, ops[bad].e, code, arena_sprintf(&k->c->arena, "reduce the pending sum to I first: %s", code));
         return false;
       }
       for (int i = 0; i < n; i++)
@@ -735,7 +909,8 @@ bool combine(Checker *k, Rule rule, const char *opname, Span sp, Operand *ops, i
       note_at(k->c, (Span){0, 0, 0}, "a pending sum (P) cannot meet a value that differs per rank (V)");
       note_operands(k, ops, n);
       note_p_origin(k, pe, a);
-      help_wrap(k, pe, fix, arena_sprintf(&k->c->arena, "reduce the partial operand first: %s", fix));
+      if (!explain_at_user(k, pe, a))
+        help_wrap(k, pe, fix, arena_sprintf(&k->c->arena, "reduce the partial operand first: %s", fix));
       return false;
     }
     switch (rule) {
@@ -745,7 +920,8 @@ bool combine(Checker *k, Rule rule, const char *opname, Span sp, Operand *ops, i
       note_at(k->c, (Span){0, 0, 0}, "f(a) + f(b) is not f(a + b): the sum must happen first");
       note_operands(k, ops, n);
       note_p_origin(k, pe, a);
-      help_wrap(k, pe, fix, arena_sprintf(&k->c->arena, "reduce it first: %s", fix));
+      if (!explain_at_user(k, pe, a))
+        help_wrap(k, pe, fix, arena_sprintf(&k->c->arena, "reduce it first: %s", fix));
       return false;
     case RULE_LINEAR:
       if (nr || nlit) {
@@ -767,7 +943,7 @@ bool combine(Checker *k, Rule rule, const char *opname, Span sp, Operand *ops, i
                                   "reduce the P operand first: %s (or keep '%s' I on '%s' and use convert(%s, %s, "
                                   "src=I, dst=R) inside the loss: the backward then all-reduces its gradient)",
                                   fix, g->grad_of->name, axis_name(k, a), g->grad_of->name, axis_name(k, a)));
-        } else {
+        } else if (!explain_at_user(k, pe, a)) {
           help_wrap(k, pe, fix, arena_sprintf(&k->c->arena, "reduce the P operand first: %s", fix));
         }
         return false;
@@ -789,7 +965,8 @@ bool combine(Checker *k, Rule rule, const char *opname, Span sp, Operand *ops, i
         note_p_origin(k, ops[d].e, a);
         const char *dfix = arena_sprintf(&k->c->arena, "all_reduce(%s, %s, src=P, dst=R)", src(k, ops[d].e),
                                          axis_name(k, a));
-        help_wrap(k, ops[d].e, dfix, arena_sprintf(&k->c->arena, "reduce the divisor first: %s", dfix));
+        if (!explain_at_user(k, ops[d].e, a))
+          help_wrap(k, ops[d].e, dfix, arena_sprintf(&k->c->arena, "reduce the divisor first: %s", dfix));
         return false;
       }
       if (np > 1) {
@@ -799,7 +976,8 @@ bool combine(Checker *k, Rule rule, const char *opname, Span sp, Operand *ops, i
         for (int i = 0; i < n; i++)
           if (ops[i].t->kind == TY_TENSOR && !ops[i].t->literal && ops[i].t->lt[a] == LT_P)
             note_p_origin(k, ops[i].e, a);
-        help_wrap(k, pe, fix, arena_sprintf(&k->c->arena, "reduce one factor first: %s", fix));
+        if (!explain_at_user(k, pe, a))
+          help_wrap(k, pe, fix, arena_sprintf(&k->c->arena, "reduce one factor first: %s", fix));
         return false;
       }
       out[a] = LT_P;
@@ -1917,7 +2095,7 @@ static Type *check_fn_call(Checker *k, Expr *call, FnDecl *fn) {
   self->local_mask = mask;
   call->inst = self;
   /* Bind: axis parameters, then shape variables, then parameter types. */
-  Inst inst = {.fn = fn, .call = call->span, .parent = k->inst};
+  Inst inst = {.fn = fn, .call = call->span, .call_expr = call, .parent = k->inst};
   i = 0;
   for (Param *p = fn->params; p; p = p->next, i++)
     if (is_axis_param(p)) {
@@ -2605,7 +2783,7 @@ static void dump_binding(Checker *k, Binding *b, Type *t) {
   size_t n = lib ? strlen(lib) : 0;
   if (n && strncmp(path, lib, n) == 0 && path[n] == '/')
     path = arena_sprintf(&k->c->arena, "<stdlib>%s", path + n);
-  fprintf(k->dump, "%s:%d:%d: %s: %s  [%s]\n", path, line, col, b->name, ck_type(k, t),
+  fprintf(k->dump, "%s:%d:%d: %s: %s  [%s]\n", path, line, col, b->name, type_str(k->c, k->mesh, t),
           chain.len ? chain.data : "-");
 }
 
@@ -2747,7 +2925,7 @@ static void assign_one(Checker *k, Binding *b, Type *t, Expr *x, bool part) {
         break;
       }
   }
-  check_error(k, x->span, "assigning %s to '%s', which is %s", ck_type(k, t), name, ck_type(k, was));
+  check_error(k, x->span, "assigning %s to '%s', which is %s", ck_type_vs(k, t, was), name, ck_type_vs(k, was, t));
   note_at(k->c, (Span){0, 0, 0}, "a var keeps its type: every assignment must give exactly the same type");
   bool helped = false;
   for (int a = 0; a < k->naxes && t->kind == TY_TENSOR && was->kind == TY_TENSOR && !helped; a++) {
