@@ -218,6 +218,7 @@ struct FnDecl {
   bool ret_tuple;
   Stmt *body;           /* an ST_BLOCK */
   Module *module;
+  bool symbolic_failed; /* its check with symbolic shapes reported errors */
 };
 
 typedef enum { IT_IMPORT, IT_MESH, IT_CONST, IT_FN, IT_STRUCT } ItemKind;

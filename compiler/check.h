@@ -78,6 +78,10 @@ struct Checker {
   /* the field an op on records is being checked for ("m.attn.wo"): errors
    * then name it */
   const char *field_path;
+  /* checking a function on its own with its shape variables as symbols
+   * (SPEC 3): nothing is lowered, and value_dependent records that some
+   * rule needed a symbol's value (the errors then wait for a call) */
+  bool symbolic, value_dependent;
   /* an expression already checked (its Expr.ty is set) whose next check
    * returns that type at once: a built-in's first argument, looked at
    * first to see whether it is a record */

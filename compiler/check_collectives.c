@@ -666,6 +666,10 @@ static Type *check_redistribute_to(Checker *k, Expr *call, Type *x) {
   }
   RsPlan plan;
   const char *why = NULL, *fix = NULL;
+  if (type_has_symbol(x)) { /* the plan depends on the sizes: it waits for a call */
+    k->value_dependent = true;
+    return type_error();
+  }
   if (!rs_plan(k->c, k->mesh, x, t, true, &plan, src_text(k, call_arg(call, 0)->value), &why, &fix)) {
     check_error_rule(k, "type/redistribute-no-plan", call->span, "%s", why);
     note_at(k->c, (Span){0, 0, 0}, "'%s' is %s", src_text(k, call_arg(call, 0)->value), ck_type(k, x));

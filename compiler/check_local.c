@@ -372,6 +372,7 @@ static bool size_of(Checker *k, Expr *e, Size *out) {
         *out = size_int(e->op == OP_ADD ? x + y : x - y);
         return true;
       }
+      k->value_dependent |= size_has_symbol(a) || size_has_symbol(b);
       check_error(k, e->span, "sizes with mesh axes can be multiplied and divided, not added");
       return false;
     default: break;
@@ -1532,6 +1533,7 @@ static Type *check_misc(Checker *k, Expr *call, Builtin op) {
       st = 0;
     if (!he) {
       if (!size_is_int(r->shape[d], &full)) {
+        k->value_dependent |= size_has_symbol(r->shape[d]);
         check_error(k, call->span, "slice() needs end= on a dim of symbolic size");
         return type_error();
       }
@@ -1591,8 +1593,10 @@ static Type *check_concat(Checker *k, Expr *call) {
       total = size_int(x + y);
     else if (size_eq(total, t->shape[d]))
       total = size_mul(total, size_int(2));
-    else
+    else {
+      k->value_dependent |= size_has_symbol(total) || size_has_symbol(t->shape[d]);
       total = (Size){.unknown = true, .den = 1};
+    }
   }
   if (!shard_concat(k, call, ops, n, d))
     return type_error();
@@ -1934,7 +1938,7 @@ static void run_instance(Checker *k, Instance *self, Inst *inst) {
   self->ret = self->fn->ret || (inst->returned && inst->ret && inst->ret->kind != TY_VOID) ? inst->ret : NULL;
   if (self->ret && self->ret->kind == TY_ERROR)
     self->ok = false;
-  if (self->ok && k->lower)
+  if (self->ok && k->lower && !k->symbolic)
     k->lower(k, self, k->lower_arg);
   k->current = saved;
 }
@@ -2090,6 +2094,10 @@ static Type *check_fn_call(Checker *k, Expr *call, FnDecl *fn) {
       }
       return in->ret ? in->ret : host_type(TY_VOID);
     }
+  }
+  if (fn->symbolic_failed && !k->symbolic) {
+    k->nfailed++; /* reported at the function, checked with symbolic shapes */
+    return type_error();
   }
   Instance *self = new_instance(k, fn, n, args);
   self->local_mask = mask;
@@ -3116,23 +3124,34 @@ static void check_fn_body(Checker *k, FnDecl *fn) {
 
 /* ---- the program ---- */
 
-/* A function whose signature names every mesh axis, with no shape
- * variables or axis parameters, is checked on its own (SPEC section 3). */
-static bool type_fully_typed(Checker *k, TypeExpr *te) {
+/* Whether a size expression names a shape variable. */
+static bool size_uses_var(Expr *e) {
+  if (e->kind == EX_BINARY)
+    return size_uses_var(e->lhs) || size_uses_var(e->rhs);
+  return e->kind == EX_NAME && e->sym && e->sym->kind == SYM_SHAPEVAR;
+}
+
+/* A function whose signature names every mesh axis, with no axis
+ * parameters, is checked on its own (SPEC section 3): with concrete sizes
+ * as any instance, or with its shape variables as symbols (*vars is set
+ * when it has some; `..Rest` is not checked on its own). */
+static bool type_fully_typed_vars(Checker *k, TypeExpr *te, bool *vars) {
   if (!te || te->is_axis)
     return false;
   if (te->struct_name) { /* every field, through nested structs */
     if (!te->sym || te->sym->kind != SYM_STRUCT)
       return false;
     for (StructField *f = te->sym->st->fields; f; f = f->next)
-      if (!type_fully_typed(k, f->type))
+      if (!type_fully_typed_vars(k, f->type, vars))
         return false;
     return true;
   }
   bool named[MAX_MESH_AXES] = {0};
   for (Dim *d = te->dims; d; d = d->next) {
-      if (d->rest || (d->size->kind == EX_NAME && d->size->sym && d->size->sym->kind == SYM_SHAPEVAR))
+      if (d->rest)
         return false;
+      if (size_uses_var(d->size))
+        *vars = true;
       for (AxisRef *a = d->axes; a; a = a->next)
         if (a->sym && a->sym->kind == SYM_AXIS)
           named[a->sym->index] = true;
@@ -3149,11 +3168,73 @@ static bool type_fully_typed(Checker *k, TypeExpr *te) {
   return true;
 }
 
+static bool type_fully_typed(Checker *k, TypeExpr *te) {
+  bool vars = false;
+  return type_fully_typed_vars(k, te, &vars) && !vars;
+}
+
 static bool fully_typed(Checker *k, FnDecl *fn) {
   for (Param *p = fn->params; p; p = p->next)
     if (!type_fully_typed(k, p->type))
       return false;
   return true;
+}
+
+/* Every parameter names every axis, and some size is a shape variable. */
+static bool typed_with_vars(Checker *k, FnDecl *fn) {
+  bool vars = false;
+  for (Param *p = fn->params; p; p = p->next)
+    if (!type_fully_typed_vars(k, p->type, &vars))
+      return false;
+  return vars;
+}
+
+/* Each shape variable of a signature's type: a symbol of its own name. */
+static void bind_symbols(Checker *k, Expr *e) {
+  if (e->kind == EX_BINARY) {
+    bind_symbols(k, e->lhs);
+    bind_symbols(k, e->rhs);
+  } else if (e->kind == EX_NAME && e->sym && e->sym->kind == SYM_SHAPEVAR && !e->sym->is_rest && !e->sym->info) {
+    Size *v = arena_alloc(&k->c->arena, sizeof(Size));
+    *v = size_symbol(k->c, e->sym->name);
+    e->sym->info = v;
+  }
+}
+
+static void forget_var(Expr *e) {
+  if (e->kind == EX_BINARY) {
+    forget_var(e->lhs);
+    forget_var(e->rhs);
+  } else if (e->kind == EX_NAME && e->sym && e->sym->kind == SYM_SHAPEVAR) {
+    e->sym->info = NULL;
+  }
+}
+
+/* The shape variables of the types te (a list): forgotten, or bound to
+ * symbols (each variable once, whatever its number of uses). */
+static void symbols_of(Checker *k, TypeExpr *te, bool bind) {
+  for (; te; te = te->next)
+    for (Dim *d = te->dims; d; d = d->next) {
+      if (bind)
+        bind_symbols(k, d->size);
+      else
+        forget_var(d->size);
+    }
+}
+
+static void fn_symbols(Checker *k, FnDecl *fn, bool bind) {
+  for (Param *p = fn->params; p; p = p->next)
+    symbols_of(k, p->type, bind);
+  symbols_of(k, fn->ret, bind);
+}
+
+/* Drops the instances made after `last` (NULL: all): those of a check
+ * with symbolic shapes, which are never lowered nor reused. */
+static void drop_instances_after(Checker *k, Instance *last) {
+  if (last)
+    last->next = NULL;
+  else
+    k->instances = NULL;
 }
 
 static void check_standalone(Checker *k, FnDecl *fn) {
@@ -3190,6 +3271,48 @@ static void check_standalone(Checker *k, FnDecl *fn) {
   k->local_depth = 0;
 }
 
+/* A function whose signature names every mesh axis but has shape
+ * variables, checked on its own with the variables as symbols (SPEC 3): an
+ * einsum label that is 4 in one operand and 2 in another is an error
+ * whatever Bt is.  A trial check, muted, says whether there are errors and
+ * whether any rule needed a symbol's value (a size added to another, a
+ * slice to the end, a redistribute plan): then the errors wait for a call.
+ * Otherwise the check runs again and reports them, at the function, once;
+ * its calls are not checked again (symbolic_failed). */
+static void check_symbolic(Checker *k, FnDecl *fn) {
+  Compiler *c = k->c;
+  Instance *last = k->instances;
+  while (last && last->next)
+    last = last->next;
+  FILE *dump = k->dump;
+  k->dump = NULL;
+  k->symbolic = true;
+  k->value_dependent = false;
+  int nerrors = c->nerrors, nfailed = k->nfailed;
+  size_t nseen = k->nseen;
+  fn_symbols(k, fn, false);
+  fn_symbols(k, fn, true);
+  c->mute = true;
+  check_standalone(k, fn);
+  c->mute = false;
+  c->suppress = false;
+  bool failed = c->nerrors != nerrors || k->nfailed != nfailed;
+  c->nerrors = nerrors;
+  k->nfailed = nfailed;
+  k->nseen = nseen;
+  drop_instances_after(k, last);
+  if (failed && !k->value_dependent) {
+    fn_symbols(k, fn, false);
+    fn_symbols(k, fn, true);
+    check_standalone(k, fn);
+    fn->symbolic_failed = c->nerrors != nerrors;
+    drop_instances_after(k, last);
+  }
+  fn_symbols(k, fn, false);
+  k->symbolic = false;
+  k->dump = dump;
+}
+
 static bool check_all(Checker *k) {
   Compiler *c = k->c;
   int before = c->nerrors;
@@ -3205,6 +3328,8 @@ static bool check_all(Checker *k) {
       }
       if (fn->params == NULL || fully_typed(k, fn))
         check_standalone(k, fn);
+      else if (typed_with_vars(k, fn))
+        check_symbolic(k, fn);
     }
   check_flush_chain(k);
   free(k->seen);

@@ -184,6 +184,10 @@ const char *diag_rule_id(Compiler *c, const char *where, const char *fmt) {
 
 void diag_report(Compiler *c, const char *rule, const char *fmt, Span sp, const char *msg) {
   c->nerrors++;
+  if (c->mute) { /* a trial check: counted, not shown, nor its notes */
+    c->suppress = true;
+    return;
+  }
   c->suppress = c->max_errors > 0 && c->nerrors > c->max_errors;
   if (c->suppress) {
     if (!c->too_many) {
@@ -219,7 +223,7 @@ void diag_error_rule(Compiler *c, const char *rule, Span sp, const char *fmt, ..
 }
 
 void note_at(Compiler *c, Span sp, const char *fmt, ...) {
-  if (c->suppress)
+  if (c->suppress || c->mute)
     return;
   va_list ap;
   va_start(ap, fmt);
@@ -232,7 +236,7 @@ void note_at(Compiler *c, Span sp, const char *fmt, ...) {
 }
 
 void help(Compiler *c, const char *fmt, ...) {
-  if (c->suppress)
+  if (c->suppress || c->mute)
     return;
   va_list ap;
   va_start(ap, fmt);
@@ -245,7 +249,7 @@ void help(Compiler *c, const char *fmt, ...) {
 }
 
 void help_fix(Compiler *c, Span at, const char *code, const char *fmt, ...) {
-  if (c->suppress)
+  if (c->suppress || c->mute)
     return;
   va_list ap;
   va_start(ap, fmt);

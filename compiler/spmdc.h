@@ -129,6 +129,7 @@ struct Compiler {
   int max_errors;         /* stop reporting after this many (0: no limit) */
   int nerrors;
   bool suppress;          /* inside a suppressed error: drop its notes */
+  bool mute;              /* count errors but show nothing (a trial check) */
   bool too_many;          /* the "too many errors" line was printed */
 
   SourceFile *files;      /* files[0] is unused ("no location") */
@@ -141,6 +142,9 @@ struct Compiler {
   Define *defines;           /* -D NAME=VALUE */
 
   Module *modules;           /* main module first, then imports in load order */
+  /* shape variables checked as symbols (types.h SIZE_SYM0): their names */
+  const char **size_syms;
+  int nsize_syms, capsize_syms;
   Module *main;
 };
 

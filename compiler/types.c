@@ -54,6 +54,39 @@ static Size normalize(Size s) {
 
 Size size_int(long long v) { return (Size){.num = v, .den = 1}; }
 
+Size size_symbol(Compiler *c, const char *name) {
+  if (c->nsize_syms == c->capsize_syms) {
+    int cap = c->capsize_syms ? 2 * c->capsize_syms : 16;
+    const char **p = arena_alloc(&c->arena, sizeof(char *) * (size_t)cap);
+    if (c->nsize_syms)
+      memcpy(p, c->size_syms, sizeof(char *) * (size_t)c->nsize_syms);
+    c->size_syms = p;
+    c->capsize_syms = cap;
+  }
+  c->size_syms[c->nsize_syms] = name;
+  return size_axis(SIZE_SYM0 + c->nsize_syms++);
+}
+
+bool size_has_symbol(Size a) {
+  for (int i = 0; i < a.nf; i++)
+    if (a.f[i].axis >= SIZE_SYM0)
+      return true;
+  return false;
+}
+
+bool type_has_symbol(const Type *t) {
+  if (t->kind == TY_RECORD || t->kind == TY_TUPLE) {
+    for (int i = 0; i < t->nelems; i++)
+      if (type_has_symbol(t->elems[i]))
+        return true;
+    return false;
+  }
+  for (int d = 0; t->kind == TY_TENSOR && d < t->ndim; d++)
+    if (size_has_symbol(t->shape[d]))
+      return true;
+  return false;
+}
+
 Size size_axis(int axis) {
   Size s = size_int(1);
   s.nf = 1;
@@ -104,6 +137,10 @@ bool size_is_int(Size a, long long *v) {
 
 /* A size as text, each mesh axis size written prefix + name ("n_dp" in a
  * comm report, "dp" in types): "16/dp", "4*tp". */
+static const char *size_factor_name(Compiler *c, const Mesh *m, int axis) {
+  return axis >= SIZE_SYM0 ? c->size_syms[axis - SIZE_SYM0] : m->axes[axis].name;
+}
+
 const char *size_text(Compiler *c, const Mesh *m, Size s, const char *prefix) {
   if (s.unknown)
     return "?";
@@ -118,14 +155,14 @@ const char *size_text(Compiler *c, const Mesh *m, Size s, const char *prefix) {
   }
   for (int i = 0; i < s.nf; i++)
     for (int k = 0; k < s.f[i].exp; k++) {
-      sb_printf(&sb, "%s%s%s", any ? "*" : "", prefix, m->axes[s.f[i].axis].name);
+      sb_printf(&sb, "%s%s%s", any ? "*" : "", s.f[i].axis >= SIZE_SYM0 ? "" : prefix, size_factor_name(c, m, s.f[i].axis));
       any = true;
     }
   if (s.den != 1)
     sb_printf(&sb, "/%lld", s.den);
   for (int i = 0; i < s.nf; i++)
     for (int k = 0; k < -s.f[i].exp; k++)
-      sb_printf(&sb, "/%s%s", prefix, m->axes[s.f[i].axis].name);
+      sb_printf(&sb, "/%s%s", s.f[i].axis >= SIZE_SYM0 ? "" : prefix, size_factor_name(c, m, s.f[i].axis));
   return sb.data;
 }
 

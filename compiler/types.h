@@ -11,6 +11,12 @@
 
 enum { MAX_DIMS = 8, MAX_FACTORS = 6 };
 
+/* A Size factor whose `axis` is SIZE_SYM0 + i is not a mesh axis but the
+ * shape variable c->size_syms[i], a symbol: a function whose signature
+ * names every mesh axis is checked on its own with its shape variables as
+ * symbols (SPEC section 3).  Such sizes are never lowered. */
+enum { SIZE_SYM0 = 64 };
+
 /* num/den * prod(n_axis ^ exp): the size of a dim. */
 typedef struct Size {
   long long num, den;
@@ -75,6 +81,9 @@ Size size_mul(Size a, Size b);
 Size size_div(Size a, Size b);
 bool size_eq(Size a, Size b);
 bool size_is_int(Size a, long long *v);
+Size size_symbol(Compiler *c, const char *name); /* a new symbol named `name` */
+bool size_has_symbol(Size a);
+bool type_has_symbol(const Type *t);            /* in a dim of t (or of a field) */
 const char *size_str(Compiler *c, const Mesh *m, Size s);
 const char *size_text(Compiler *c, const Mesh *m, Size s, const char *prefix);
 
