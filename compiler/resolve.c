@@ -562,7 +562,7 @@ static void resolve_stmt(Resolver *r, Stmt *s) {
     if (s->type)
       resolve_type(r, s->type);
     bind_targets(r, s->targets, s->kind == ST_LET ? SYM_LET : SYM_VAR);
-    if (s->targets && !s->targets->next && s->targets->sym)
+    if (s->kind == ST_LET && s->targets && !s->targets->next && s->targets->sym)
       s->targets->sym->def = s->value;
     return;
   case ST_ASSIGN:

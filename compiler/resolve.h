@@ -58,7 +58,7 @@ struct Symbol {
   int lm_level;       /* locals: how many local_map blocks enclose it */
   Symbol *outer;      /* a local_map rebinding: the variable it rebinds */
   Symbol *grad_of;    /* a gradient from value_and_grad/grad: its parameter */
-  struct Expr *def;   /* let/var with one target: the value it is bound to */
+  struct Expr *def;   /* let with one target: the value it is bound to */
   void *info;         /* for later phases (types of locals, ...) */
   Symbol *next;       /* next in its scope */
 };
