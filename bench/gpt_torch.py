@@ -56,22 +56,23 @@ CONFIG = {
 }
 
 
-def _program_defaults():
-    """The defaults above, as examples/gpt.spmd now has them: every
-    `const NAME = NUMBER;` of the program whose NAME is in CONFIG, so that
-    a change of the program's size cannot leave this reference behind."""
+def program_defaults(config, program):
+    """Sets config's defaults to those examples/PROGRAM now has: every
+    `const NAME = NUMBER;` of the program whose NAME is in config, so that
+    a change of the program's size cannot leave a reference behind (also
+    bench/llama_torch.py's)."""
     import re
-    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "examples", "gpt.spmd")
+    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "examples", program)
     try:
         text = open(path).read()
     except OSError:
         return
     for name, value in re.findall(r"^const (\w+) = ([0-9.eE+-]+);", text, re.M):
-        if name in CONFIG:
-            CONFIG[name] = type(CONFIG[name])(float(value)) if isinstance(CONFIG[name], int) else float(value)
+        if name in config:
+            config[name] = type(config[name])(float(value)) if isinstance(config[name], int) else float(value)
 
 
-_program_defaults()
+program_defaults(CONFIG, "gpt.spmd")
 
 
 # ---- the runtime's counter-based random numbers (runtime/random.c)
@@ -110,9 +111,9 @@ def batch_offsets(seed, B, T, n):
     return uniform(seed, B, 0.0, float(n - T - 1)).astype(np.int32)
 
 
-def config(defines, who="gpt_torch"):
-    """CONFIG with spmdc-style -D NAME=VALUE overrides."""
-    c = dict(CONFIG)
+def config(defines, who="gpt_torch", base=None):
+    """base (default CONFIG) with spmdc-style -D NAME=VALUE overrides."""
+    c = dict(CONFIG if base is None else base)
     for d in defines:
         k, _, v = d.partition("=")
         if k not in c:

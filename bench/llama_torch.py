@@ -31,34 +31,20 @@ writes ckpt/grad0: one float32 .npy per field path.
 import argparse
 import math
 import os
-import re
 import sys
 
 import numpy as np
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-from gpt_torch import batch_offsets, lr_at  # noqa: E402  (the runtime's batches, the schedule)
+from gpt_torch import batch_offsets, config, lr_at, program_defaults  # noqa: E402  (the runtime's batches, the schedule)
 
 # The constants of examples/llama.spmd (defaults read from the program).
 CONFIG = {"B": 16, "T": 128, "D": 128, "NH": 4, "NKV": 2, "F": 352, "L": 6, "NV": 256,
           "ROPE_BASE": 10000.0, "STEPS": 3000, "WARMUP": 100, "LR": 3e-3, "MIN_LR": 3e-4, "WD": 0.01,
           "BETA1": 0.9, "BETA2": 0.95, "EPS": 1e-8, "CLIP": 1.0, "DATA_SEED": 1000}
+program_defaults(CONFIG, "llama.spmd")
 RMS_EPS = 1e-6   # nn.rms_norm_tp's (LlamaConfig's rms_norm_eps)
-
-
-def _program_defaults():
-    path = os.path.join(HERE, "..", "examples", "llama.spmd")
-    try:
-        text = open(path).read()
-    except OSError:
-        return
-    for name, value in re.findall(r"^const (\w+) = ([0-9.eE+-]+);", text, re.M):
-        if name in CONFIG:
-            CONFIG[name] = type(CONFIG[name])(float(value)) if isinstance(CONFIG[name], int) else float(value)
-
-
-_program_defaults()
 
 
 def build(c, init):
@@ -192,12 +178,7 @@ def main():
     ap.add_argument("--grad", metavar="DIR", help="write step 0's gradients (before clipping) to DIR, one .npy per field")
     ap.add_argument("-D", action="append", default=[], metavar="NAME=VALUE")
     args = ap.parse_args()
-    c = dict(CONFIG)
-    for d in args.D:
-        k, _, v = d.partition("=")
-        if k not in c:
-            sys.exit(f"llama_torch: -D {k}: no such constant (have {', '.join(c)})")
-        c[k] = type(c[k])(float(v)) if isinstance(c[k], float) else int(v)
+    c = config(args.D, "llama_torch", CONFIG)
     steps = c["STEPS"] if args.steps is None else args.steps
 
     import torch

@@ -78,6 +78,9 @@ def sh(cmd, cwd, verbose, timeout=600):
 
 
 class Runner:
+    """Compiles examples/SOURCE at the SMALL sizes (-D) and runs it on a mesh."""
+    source, small = "gpt.spmd", SMALL
+
     def __init__(self, args, tmp):
         self.a, self.tmp = args, tmp
         self.data = os.path.join(tmp, "data")
@@ -85,11 +88,12 @@ class Runner:
             "--text", os.path.join(HERE, "gettysburg.txt")], tmp, args.v)
         self.sizes = dict(line.split("=") for line in open(os.path.join(self.data, "sizes.sh")).read().split())
 
-    def compile(self, name, source="gpt.spmd", **consts):
-        c = dict(SMALL, **consts)
+    def compile(self, name, source=None, **consts):
+        c = dict(self.small, **consts)
         prog = os.path.join(self.tmp, name)
         flags = [f"-D{k}={v}" for k, v in c.items()] + [f"-D{k}={v}" for k, v in self.sizes.items()]
-        sh([self.a.spmdc, os.path.join(ROOT, "examples", source), *flags, "-o", prog], self.tmp, self.a.v)
+        sh([self.a.spmdc, os.path.join(ROOT, "examples", source or self.source), *flags, "-o", prog], self.tmp,
+           self.a.v)
         return prog
 
     def run(self, prog, mesh, rundir):
@@ -201,7 +205,7 @@ GRAD_TOL = 1e-5
 GRAD_FLOOR = 1e-4
 
 
-def compare_grads(ours_dir, torch_dir):
+def compare_grads(ours_dir, torch_dir, tol=GRAD_TOL):
     """[(field, relative difference, max|torch|)], worst first, and the problems."""
     import numpy as np
     names = lambda d: sorted(f[:-4] for f in os.listdir(d) if f.endswith(".npy")) if os.path.isdir(d) else []  # noqa: E731
@@ -218,49 +222,13 @@ def compare_grads(ours_dir, torch_dir):
     floor = GRAD_FLOOR * max(float(np.abs(b[f]).max()) for f in fields)
     diffs = sorted(((f, float(np.abs(a[f].astype(np.float64) - b[f]).max()) / max(float(np.abs(b[f]).max()), floor),
                      float(np.abs(b[f]).max())) for f in fields), key=lambda x: -x[1])
-    problems = [f"{f}: max|ours - torch| is {d:.3g} of the field's largest magnitude (limit {GRAD_TOL:g})"
-                for f, d, _ in diffs if not d <= GRAD_TOL]
+    problems = [f"{f}: max|ours - torch| is {d:.3g} of the field's largest magnitude (limit {tol:g})"
+                for f, d, _ in diffs if not d <= tol]
     return diffs, problems
 
 
 def losses(out, pattern):
     return [float(x) for x in re.findall(pattern, out, re.M)]
-
-
-def mode_torch(r):
-    try:
-        subprocess.run(["/usr/bin/python3", "-c", "import torch"], check=True, capture_output=True)
-    except (subprocess.CalledProcessError, FileNotFoundError):
-        print("skipped: PyTorch (python3-torch) is not installed")
-        return SKIP
-    steps = 5
-    prog = r.compile("gpt", SAVE_INIT=1, SAVE_GRAD=1, STEPS=steps, EVAL_EVERY=100)
-    consts = [f"-D{k}={v}" for k, v in dict(SMALL, STEPS=steps).items() if k in TORCH_CONSTS]
-    fails = 0
-    for mesh in ("dp=1,tp=1", "dp=2,tp=2", "dp=1,tp=4", "dp=4,tp=1"):
-        run = os.path.join(r.tmp, "torch_" + mesh.replace(",", "_"))
-        out_ours = r.run(prog, mesh, run)
-        ours = losses(out_ours, r"^step \d+ train (\S+)") + losses(out_ours, r"^step \d+ train .* gnorm (\S+)")
-        torch_grad = os.path.join(run, "torch_grad0")
-        out = sh(["/usr/bin/python3", os.path.join(ROOT, "bench", "gpt_torch.py"), "--data", r.data,
-                  "--init", os.path.join(run, "ckpt", "init"), "--mesh", mesh, "--grad", torch_grad, *consts],
-                 run, r.a.v)
-        theirs = losses(out, r"^step \d+ loss (\S+)") + losses(out, r"^step \d+ loss .* gnorm (\S+)")
-        worst = max((abs(a - b) / abs(b) for a, b in zip(ours, theirs)), default=1.0)
-        ok = len(ours) == len(theirs) == 2 * steps and worst < 2e-5
-        print(f"{'ok' if ok else 'FAIL'} {mesh}: losses, then gradient norms\n   ours  {ours}\n   torch {theirs}\n"
-              f"   largest relative difference {worst:.2g}")
-        fails += not ok
-        diffs, problems = compare_grads(os.path.join(run, "ckpt", "grad0"), torch_grad)
-        if diffs:
-            print(f"{'FAIL' if problems else 'ok'} {mesh}: the gradients of step 0, {len(diffs)} fields; worst "
-                  f"{diffs[0][0]}: max|ours - torch| = {diffs[0][1]:.2g} of its largest magnitude")
-            if r.a.v:
-                print("\n".join(f"   {f:14} {d:.2g}  (max|torch| {m:.3g})" for f, d, m in diffs))
-        for p in problems:
-            print(f"FAIL {mesh}: gradient {p}")
-        fails += bool(problems)
-    return fails
 
 
 def have_torch():
@@ -269,6 +237,52 @@ def have_torch():
         return True
     except (subprocess.CalledProcessError, FileNotFoundError):
         return False
+
+
+def compare_with_torch(r, reference, torch_consts, meshes, per_mesh, grad_tol=GRAD_TOL):
+    """The first steps' losses and gradient norms and the gradient of step 0
+    field by field, ours (r's program, -D SAVE_INIT=1 SAVE_GRAD=1) against
+    bench/REFERENCE's from the program's ckpt/init on the same batches, on
+    each mesh; the reference runs on each mesh too (--mesh) when per_mesh,
+    else once (one process: the model is the same on every mesh).  The
+    number of failures, or SKIP without PyTorch."""
+    if not have_torch():
+        print("skipped: PyTorch (python3-torch) is not installed")
+        return SKIP
+    steps = 5
+    prog = r.compile(r.source.split(".")[0], SAVE_INIT=1, SAVE_GRAD=1, STEPS=steps, EVAL_EVERY=100)
+    consts = [f"-D{k}={v}" for k, v in dict(r.small, STEPS=steps).items() if k in torch_consts]
+    fails, theirs, torch_grad = 0, None, None
+    for mesh in meshes:
+        run = os.path.join(r.tmp, "torch_" + mesh.replace(",", "_"))
+        out_ours = r.run(prog, mesh, run)
+        ours = losses(out_ours, r"^step \d+ train (\S+)") + losses(out_ours, r"^step \d+ train .* gnorm (\S+)")
+        if theirs is None or per_mesh:
+            torch_grad = os.path.join(run, "torch_grad0")
+            out = sh(["/usr/bin/python3", os.path.join(ROOT, "bench", reference), "--data", r.data,
+                      "--init", os.path.join(run, "ckpt", "init"), *(["--mesh", mesh] if per_mesh else []),
+                      "--grad", torch_grad, *consts], run, r.a.v)
+            theirs = losses(out, r"^step \d+ loss (\S+)") + losses(out, r"^step \d+ loss .* gnorm (\S+)")
+        worst = max((abs(a - b) / abs(b) for a, b in zip(ours, theirs)), default=1.0)
+        ok = len(ours) == len(theirs) == 2 * steps and worst < 2e-5
+        print(f"{'ok' if ok else 'FAIL'} {mesh}: losses, then gradient norms\n   ours  {ours}\n   torch {theirs}\n"
+              f"   largest relative difference {worst:.2g}")
+        fails += not ok
+        diffs, problems = compare_grads(os.path.join(run, "ckpt", "grad0"), torch_grad, grad_tol)
+        if diffs:
+            print(f"{'FAIL' if problems else 'ok'} {mesh}: the gradients of step 0, {len(diffs)} fields; worst "
+                  f"{diffs[0][0]}: max|ours - torch| = {diffs[0][1]:.2g} of its largest magnitude")
+            print("\n".join(f"   {f:18} {d:.2g}  (max|torch| {m:.3g})" for f, d, m in diffs))
+        for p in problems:
+            print(f"FAIL {mesh}: gradient {p}")
+        fails += bool(problems)
+    return fails
+
+
+def mode_torch(r):
+    # the reference is distributed as the program is (Megatron's tp over gloo): it runs on each mesh
+    return compare_with_torch(r, "gpt_torch.py", TORCH_CONSTS, ("dp=1,tp=1", "dp=2,tp=2", "dp=1,tp=4", "dp=4,tp=1"),
+                              per_mesh=True)
 
 
 def mode_gpu_bench(r):
@@ -349,24 +363,28 @@ def mode_remat(r):
     return fails
 
 
-def main():
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("mode", choices=["meshes", "pipeline", "resume", "torch", "gpu_bench", "remat"])
+def run_main(doc, modes, runner=Runner, prefix="gpt_test_"):
+    """The command line of run_gpt.py and run_llama.py: MODE SPMDC; runs
+    modes[MODE](runner(args, tmp)) and exits 0, SKIP or with the failures."""
+    ap = argparse.ArgumentParser(description=doc.split("\n")[0])
+    ap.add_argument("mode", choices=list(modes))
     ap.add_argument("spmdc")
     ap.add_argument("--mpirun", default=os.environ.get("MPIRUN", "mpirun"))
     ap.add_argument("-v", action="store_true")
     args = ap.parse_args()
     args.spmdc = os.path.abspath(args.spmdc)
-    with tempfile.TemporaryDirectory(prefix="gpt_test_") as tmp:
-        r = Runner(args, tmp)
-        fails = {"meshes": mode_meshes, "pipeline": mode_pipeline, "resume": mode_resume, "torch": mode_torch,
-                 "gpu_bench": mode_gpu_bench, "remat": mode_remat}[args.mode](r)
+    with tempfile.TemporaryDirectory(prefix=prefix) as tmp:
+        fails = modes[args.mode](runner(args, tmp))
     if fails == SKIP:
         sys.exit(SKIP)
     if fails:
         sys.exit(f"FAIL: {fails} comparison(s) failed")
     print("PASS")
 
+
+def main():
+    run_main(__doc__, {"meshes": mode_meshes, "pipeline": mode_pipeline, "resume": mode_resume, "torch": mode_torch,
+                       "gpu_bench": mode_gpu_bench, "remat": mode_remat})
 
 if __name__ == "__main__":
     main()
