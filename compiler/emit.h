@@ -31,6 +31,7 @@ typedef struct Emitter {
   int curblk;       /* the number of the block whose instruction is being emitted */
   bool started;     /* the function started a collective early (then rt_flush) */
   int nblocks;      /* blocks numbered so far in the current function */
+  const char *slot_kind; /* per var slot of main: a MemSlot (memory_report.h) */
 } Emitter;
 
 /* A fused elementwise region, its outputs allocated by the host program:

@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "emit.h"
+#include "memory_report.h"
 #include "schedule.h"
 
 static void out(Emitter *E, int indent, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
@@ -575,10 +576,13 @@ static void emit_inst(Emitter *E, IrInst *in, int ind) {
     return;
   }
   case IR_VAR_SET:
-    if (is_tensor(E, in->args[0]))
+    if (is_tensor(E, in->args[0])) {
       out(E, ind, "rt_free(ctx, %s); %s = rt_retain(%s); %s\n", varname(E, (int)in->i[0]), varname(E, (int)in->i[0]),
           A(E, in, 0), loc);
-    else
+      if (E->f == E->p->main && E->slot_kind && E->slot_kind[in->i[0]] != MEM_SLOT_TEMP) /* docs/memory.md */
+        out(E, ind, "rt_mem_hold(ctx, %lld, %s, %s);\n", in->i[0], varname(E, (int)in->i[0]),
+            E->slot_kind[in->i[0]] == MEM_SLOT_PARAM ? "RT_MEM_PARAM" : "RT_MEM_OPT");
+    } else
       out(E, ind, "%s = %s; %s\n", varname(E, (int)in->i[0]), A(E, in, 0), loc);
     return;
   case IR_VAR_GET:
@@ -639,9 +643,10 @@ static void emit_inst(Emitter *E, IrInst *in, int ind) {
     for (int i = in->ndst - 1; i >= 0; i--) {
       int v = in->dst[i];
       if (is_tensor(E, v))
-        out(E, ind, "%s = tape_pop(tape, NULL);\n", vname(E, v));
+        out(E, ind, "%s = tape_pop(ctx, tape, NULL);\n", vname(E, v));
       else
-        out(E, ind, "{ double h_; tape_pop(tape, &h_); %s = (%s)h_; }\n", vname(E, v), ctype_of(E->f->values[v].type));
+        out(E, ind, "{ double h_; tape_pop(ctx, tape, &h_); %s = (%s)h_; }\n", vname(E, v),
+            ctype_of(E->f->values[v].type));
     }
     return;
   case IR_FREE: out(E, ind, "rt_free(ctx, %s); %s = NULL;\n", A(E, in, 0), A(E, in, 0)); return;
@@ -1003,12 +1008,16 @@ static const char prelude[] =
     "  }\n"
     "  tp->t[tp->n] = t;\n"
     "  tp->h[tp->n++] = h;\n"
+    "  if (t)\n"
+    "    rt_mem_tape(ctx, t, 1); /* counted as a residual while on the tape */\n"
     "}\n"
     "\n"
-    "static __attribute__((unused)) rt_tensor *tape_pop(tape_t *tp, double *h) {\n"
+    "static __attribute__((unused)) rt_tensor *tape_pop(rt_ctx *ctx, tape_t *tp, double *h) {\n"
     "  tp->n--;\n"
     "  if (h)\n"
     "    *h = tp->h[tp->n];\n"
+    "  if (tp->t[tp->n])\n"
+    "    rt_mem_tape(ctx, tp->t[tp->n], -1);\n"
     "  return tp->t[tp->n];\n"
     "}\n\n";
 
@@ -1231,7 +1240,8 @@ static void mark_reachable(IrFn *f) {
 
 /* The host program of any target (and with cu, the CUDA target's kernels). */
 bool emit_program(Compiler *c, IrProgram *p, const Target *tgt, FILE *fp, FILE *cu, const char *source_path) {
-  Emitter E = {.c = c, .p = p, .out = fp, .tgt = tgt, .cu = cu};
+  Emitter E = {.c = c, .p = p, .out = fp, .tgt = tgt, .cu = cu,
+               .slot_kind = p->main ? mem_slot_kinds(c, p->main) : NULL};
   for (IrFn *f = p->fns; f; f = f->next)
     f->emitted = !p->main;
   if (p->main)

@@ -13,9 +13,11 @@
 
 #include "ir.h"
 #include "comm_report.h"
+#include "memory_report.h"
 
 typedef enum {
-  MODE_COMPILE, MODE_CHECK, MODE_DUMP_AST, MODE_DUMP_TYPES, MODE_DUMP_IR, MODE_COMM_REPORT, MODE_EMIT_C, MODE_RUN
+  MODE_COMPILE, MODE_CHECK, MODE_DUMP_AST, MODE_DUMP_TYPES, MODE_DUMP_IR, MODE_COMM_REPORT, MODE_MEMORY_REPORT,
+  MODE_EMIT_C, MODE_RUN
 } Mode;
 
 typedef struct Driver {
@@ -30,6 +32,7 @@ typedef struct Driver {
   int nrun_args;
   int opt_level;
   const char *depfile;   /* --depfile FILE, or -MD: OUTPUT.d */
+  const char *mesh;      /* --mesh a=n,... of --memory-report */
   bool depfile_md;
   bool print_paths;
   bool cuda;             /* --target=cuda */
@@ -54,6 +57,9 @@ static const char usage_text[] =
     "  --dump-types      print every binding with its inferred type\n"
     "  --dump-ir         print the IR after autodiff\n"
     "  --comm-report     list every collective, forward and backward, with bytes per rank\n"
+    "  --memory-report   per rank: parameters, optimizer state, residuals and the peak of\n"
+    "                    temporaries, as formulas of the axis sizes and in bytes\n"
+    "  --mesh a=n,...    the mesh whose numbers --memory-report prints (default: the declared sizes)\n"
     "options:\n"
     "  -D NAME=VALUE     override `const NAME` with an integer or float VALUE\n"
     "  -I DIR            search DIR for imported modules (before the standard library)\n"
@@ -169,6 +175,10 @@ static void parse_args(Driver *d, Compiler *c, int argc, char **argv) {
       set_mode(d, MODE_DUMP_IR, a);
     } else if (strcmp(a, "--comm-report") == 0) {
       set_mode(d, MODE_COMM_REPORT, a);
+    } else if (strcmp(a, "--memory-report") == 0) {
+      set_mode(d, MODE_MEMORY_REPORT, a);
+    } else if (strcmp(a, "--mesh") == 0 || strncmp(a, "--mesh=", 7) == 0) {
+      d->mesh = a[6] == '=' ? a + 7 : option_value(argc, argv, &i, "--mesh");
     } else if (strcmp(a, "-S") == 0) {
       set_mode(d, MODE_EMIT_C, a);
     } else if (strncmp(a, "-o", 2) == 0) {
@@ -226,7 +236,7 @@ static void parse_args(Driver *d, Compiler *c, int argc, char **argv) {
   if (d->format == DIAG_FORMAT_SARIF) {
     static const char *const writes_stdout[] = {
         [MODE_DUMP_AST] = "--dump-ast", [MODE_DUMP_TYPES] = "--dump-types", [MODE_DUMP_IR] = "--dump-ir",
-        [MODE_COMM_REPORT] = "--comm-report", [MODE_RUN] = "spmdc run"};
+        [MODE_COMM_REPORT] = "--comm-report", [MODE_MEMORY_REPORT] = "--memory-report", [MODE_RUN] = "spmdc run"};
     const char *other = d->print_paths ? "--print-paths"
                         : d->mode == MODE_EMIT_C && d->output && strcmp(d->output, "-") == 0 ? "-S -o -"
                         : d->mode < (int)(sizeof writes_stdout / sizeof *writes_stdout) ? writes_stdout[d->mode]
@@ -241,8 +251,43 @@ static void parse_args(Driver *d, Compiler *c, int argc, char **argv) {
     usage_error("%s", "no input file");
   if ((d->depfile || d->depfile_md) && d->mode != MODE_COMPILE && d->mode != MODE_EMIT_C)
     usage_error("%s", "--depfile and -MD describe an output: use them with -S or when building an executable");
+  if (d->mesh && d->mode != MODE_MEMORY_REPORT)
+    usage_error("%s", "--mesh gives the mesh of --memory-report (a program takes its own --mesh when it runs)");
   if (d->mode == MODE_RUN && d->nprocs == 0)
     usage_error("%s", "spmdc run needs -n N");
+}
+
+/* --mesh dp=2,tp=2 for --memory-report: a size for axes of the program's
+ * mesh (the others keep their declared size) */
+static bool parse_mesh(Compiler *c, const Mesh *mesh, const char *text, long long *sizes) {
+  const char *p = text;
+  while (*p) {
+    const char *eq = strchr(p, '='), *comma = strchr(p, ',');
+    if (!comma)
+      comma = p + strlen(p);
+    if (!eq || eq > comma) {
+      diag_tool_error(c, "--mesh expects axis=size,..., got '%s'", text);
+      return false;
+    }
+    int a;
+    for (a = 0; a < mesh->naxes; a++)
+      if (strlen(mesh->axes[a].name) == (size_t)(eq - p) && strncmp(mesh->axes[a].name, p, (size_t)(eq - p)) == 0)
+        break;
+    char *end;
+    long long n = strtoll(eq + 1, &end, 10);
+    if (a == mesh->naxes) {
+      diag_tool_error(c, "--mesh: the program's mesh has no axis '%s'", arena_strndup(&c->arena, p, (size_t)(eq - p)));
+      return false;
+    }
+    if (end != comma || n < 1 || n > 1000000) {
+      diag_tool_error(c, "--mesh: the size of '%s' must be a positive integer, got '%s'", mesh->axes[a].name,
+                      arena_strndup(&c->arena, eq + 1, (size_t)(comma - eq - 1)));
+      return false;
+    }
+    sizes[a] = n;
+    p = *comma ? comma + 1 : comma;
+  }
+  return true;
 }
 
 static bool want_color(const char *setting) {
@@ -705,6 +750,12 @@ int main(int argc, char **argv) {
       ir_dump(c, &prog, stdout);
     } else if (d.mode == MODE_COMM_REPORT) {
       comm_report(c, &prog, stdout, d.input);
+    } else if (d.mode == MODE_MEMORY_REPORT) {
+      long long sizes[MAX_MESH_AXES] = {0};
+      if (d.mesh && !parse_mesh(c, &mesh, d.mesh, sizes))
+        status = 2;
+      else
+        memory_report(c, &prog, stdout, d.input, sizes);
     } else if (!prog.main && d.mode != MODE_EMIT_C) {
       diag_tool_error(c, "%s has no `fn main()`, so there is no program to build", d.input);
       status = 1;

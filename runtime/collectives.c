@@ -57,7 +57,7 @@ static void *esz_at(const rt_tensor *x, int64_t i)
 /* a raw scratch tensor of n elements of x's dtype (pooled) */
 static rt_tensor *scratch_like(rt_ctx *ctx, const rt_tensor *x, int64_t n)
 {
-    return rt_empty(ctx, x->dtype, 1, &n);
+    return rt_scratch_tensor(ctx, x->dtype, n);
 }
 
 static int check_dim(rt_ctx *ctx, const rt_tensor *x, int dim, const char *what)
@@ -308,8 +308,7 @@ static void rs_block(rt_ctx *ctx, rt_group *g, const void *in, int64_t total, rt
                                                    mpi_op(ctx, RT_RED_SUM, dt), g->comm));
         return;
     }
-    int64_t n1 = total;
-    rt_tensor *tmp = rt_empty(ctx, dt, 1, &n1);
+    rt_tensor *tmp = rt_scratch_tensor(ctx, dt, total);
     RT_CALL_MPI(ctx, rt_coll_allreduce(ctx, in, tmp->data, count_of(ctx, total), mpi_type(dt),
                                     mpi_op(ctx, RT_RED_SUM, dt), g));
     memcpy(out, esz_at(tmp, g->rank * blk), (size_t)blk * esz);

@@ -48,6 +48,7 @@ void rt_ctx_free_serial(rt_ctx *ctx)
     rt_bf16_free(ctx);
     rt_dnnl_free(ctx);
     rt_pool_free_all(ctx);
+    rt_mem_free_all(ctx);
     rt_trace_free(ctx);
     rt_profile_free(ctx);
     free(ctx);
@@ -146,6 +147,8 @@ rt_ctx *rt_init(int *argc, char ***argv, int naxes, const char *const *names,
     rt_overlap_setup(ctx);
     rt_wait_setup(ctx);
     rt_gemm_setup(ctx);
+    /* the GEMM timing's tensors are the runtime's, not the program's */
+    rt_mem_reset_peaks(ctx);
     RT_CALL_MPI(ctx, MPI_Barrier(MPI_COMM_WORLD));
     ctx->t_start = rt_now();
     rt_profile_start(ctx);
@@ -161,6 +164,7 @@ int rt_finalize(rt_ctx *ctx)
     rt_dnnl_free(ctx);
     rt_mesh_free(ctx);
     rt_pool_free_all(ctx);
+    rt_mem_free_all(ctx);
     rt_trace_free(ctx);
     rt_profile_free(ctx);
     free(ctx->trace_path);

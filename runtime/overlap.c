@@ -159,7 +159,7 @@ static rt_tensor *start(rt_ctx *ctx, rt_tensor *x, rt_axes axes, rt_reduce_op op
         rt_request *r = &o->reqs[k];
         r->bucket = true;
         int64_t cap = (int64_t)(o->bucket_bytes / rt_dtype_size(x->dtype));
-        r->buf = rt_empty(ctx, x->dtype, 1, &cap);
+        r->buf = rt_scratch_tensor(ctx, x->dtype, cap); /* the runtime's buffer, not counted */
     }
     rt_request *r = &o->reqs[k];
     if ((size_t)(r->count + x->numel) * rt_dtype_size(x->dtype) > o->bucket_bytes) {
@@ -168,7 +168,7 @@ static rt_tensor *start(rt_ctx *ctx, rt_tensor *x, rt_axes axes, rt_reduce_op op
         r = &o->reqs[k];
         r->bucket = true;
         int64_t cap = (int64_t)(o->bucket_bytes / rt_dtype_size(x->dtype));
-        r->buf = rt_empty(ctx, x->dtype, 1, &cap);
+        r->buf = rt_scratch_tensor(ctx, x->dtype, cap); /* the runtime's buffer, not counted */
     }
     m->req = k;
     m->offset = r->count;

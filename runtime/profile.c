@@ -522,6 +522,7 @@ void rt_profile_print(rt_ctx *ctx)
     double total = rt_now() - ctx->t_start;
     ctx->prof.faults_end = minor_faults();
     print_kinds(ctx, total);
+    rt_mem_print(ctx);
     rt_startup_print(ctx);
     print_collectives(ctx);
     print_step_faults(ctx, same_regions(ctx));

@@ -164,7 +164,24 @@ struct rt_ctx {
     double gemm_cal_s;      /* and the time it took */
     const struct rt_vm_table *vm; /* vector kernels for this CPU, or NULL (vmath.h) */
     rt_overlap ov;
+    rt_mem_stats mem;        /* memory.c: live tensor bytes per component */
+    int mem_off;             /* > 0: tensors made now are not counted (rt_scratch) */
+    rt_tensor **mem_slots;   /* what each var slot of main holds (rt_mem_hold) */
+    int nmem_slots;
 };
+
+/* memory.c: a tensor is born (counted as a temporary) and dies */
+void rt_mem_born(rt_ctx *ctx, rt_tensor *t);
+void rt_mem_dies(rt_ctx *ctx, rt_tensor *t);
+/* --profile's memory lines (collective) */
+void rt_mem_print(rt_ctx *ctx);
+void rt_mem_free_all(rt_ctx *ctx);
+/* a 1-d tensor of n elements for the runtime's own use (scratch of a
+ * collective, a bucket of the overlap): not counted in the memory
+ * accounting, which counts the program's tensors */
+rt_tensor *rt_scratch_tensor(rt_ctx *ctx, rt_dtype dt, int64_t n);
+/* the high-water marks start again from what is live now */
+void rt_mem_reset_peaks(rt_ctx *ctx);
 
 /* error.c: every rank calls it with the same message (a failure they agreed
  * on): each prints it, then all stop together. */

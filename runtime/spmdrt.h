@@ -70,6 +70,11 @@ typedef struct rt_tensor {
     void *data;
     size_t cap;   /* bytes of the pooled buffer (its size class) */
     int refs;     /* reference count: rt_retain / rt_free */
+    /* memory accounting (memory.c): the bytes requested, what holds it */
+    size_t mem_bytes;
+    int mem_tape;      /* references on the autodiff tape */
+    int mem_slot;      /* the var slot of main holding it (rt_mem_hold), or -1 */
+    int mem_comp;      /* the rt_mem_comp it is counted in */
 } rt_tensor;
 
 size_t rt_dtype_size(rt_dtype dt);
@@ -99,6 +104,29 @@ void rt_print(rt_ctx *ctx, const char *label, const rt_tensor *x); /* rank 0 onl
 /* "f32 (4, 4) [1, 0, ...]": dtype, shape and the first 64 values, without a
  * newline, on any rank (print() of a tensor with other arguments). */
 void rt_print_values(const rt_tensor *x);
+
+/* Memory accounting: every live tensor's bytes as requested (numel times
+ * the dtype's size, not the pool's size class) are counted in one
+ * component; --profile prints the high-water marks (docs/memory.md), which
+ * `spmdc --memory-report` predicts. A tensor is a parameter or optimizer
+ * state while a var slot of main holds it (the generated code says which,
+ * rt_mem_hold), else a residual while the autodiff tape holds it
+ * (rt_mem_tape), else a temporary. */
+typedef enum { RT_MEM_TEMP, RT_MEM_PARAM, RT_MEM_OPT, RT_MEM_RESID, RT_MEM_NCOMP } rt_mem_comp;
+/* var slot `slot` (any number >= 0) of component comp (RT_MEM_PARAM or
+ * RT_MEM_OPT) holds t from now on; what it held before is no longer counted
+ * there. t NULL: the slot holds nothing. */
+void rt_mem_hold(rt_ctx *ctx, int slot, rt_tensor *t, rt_mem_comp comp);
+/* the tape took (delta 1) or gave back (-1) a reference to t */
+void rt_mem_tape(rt_ctx *ctx, rt_tensor *t, int delta);
+typedef struct rt_mem_stats {
+    int64_t live[RT_MEM_NCOMP];    /* now */
+    int64_t peak[RT_MEM_NCOMP];    /* each component's own high-water mark */
+    int64_t peak_total;            /* the high-water mark of the sum */
+    int64_t at_peak[RT_MEM_NCOMP]; /* the components when the sum peaked */
+} rt_mem_stats;
+rt_mem_stats rt_mem_get(const rt_ctx *ctx);
+const char *rt_mem_comp_name(rt_mem_comp c); /* "params" "optimizer state" ... */
 
 /* Buffer pool (size classes, 4 per power of two): raw memory for callers
  * that need scratch space; rt_empty uses it for every tensor. */

@@ -95,6 +95,7 @@ rt_tensor *rt_empty(rt_ctx *ctx, rt_dtype dt, int ndim, const int64_t *shape)
         rt_progress(ctx);
     t->data = rt_pool_alloc(ctx, (size_t)t->numel * rt_dtype_size(dt), &t->cap);
     t->refs = 1;
+    rt_mem_born(ctx, t);
     return t;
 }
 
@@ -175,6 +176,7 @@ void rt_free(rt_ctx *ctx, rt_tensor *x)
         rt_wait(ctx, x);
         x->refs = 0;
     }
+    rt_mem_dies(ctx, x);
     rt_pool_release(ctx, x->data, x->cap);
     free(x);
 }
@@ -184,6 +186,7 @@ void *rt_take_data(rt_ctx *ctx, rt_tensor *x)
     RT_CHECK(ctx, x->refs == 1, "rt_take_data: the tensor has %d references, not 1", x->refs);
     rt_wait(ctx, x); /* MPI may still write it */
     void *p = x->data;
+    rt_mem_dies(ctx, x);
     free(x);
     return p;
 }
