@@ -2,10 +2,9 @@
 """run_memory.py SPMDC: `spmdc --memory-report` against the runtime's
 --profile.  For each program and mesh the report's high-water marks of the
 parameters, the optimizer state, the residuals and the temporaries (each
-component's own) must equal the runtime's byte for byte, and its
-high-water of the total must be within 2% of the runtime's (in fact it is
-equal where every kernel hands its results over as the report models;
-see docs/memory.md).  Then the residuals must fall with remat() (REMAT=1)
+component's own) must equal the runtime's byte for byte, and so must its
+high-water of the total (the issue asks for 2%; the report models how
+these programs' kernels hand their results over, docs/memory.md).  Then the residuals must fall with remat() (REMAT=1)
 and with more pipeline stages (examples/gpt_pp.spmd on pp=1, 2, 4: a
 stage keeps its L/pp blocks' residuals of every microbatch, besides those
 of what every stage computes, the embedding and the head).
@@ -99,7 +98,12 @@ def main():
             rt, rc, rss = profile(spmdc, src, flags, mesh, run)
             bad = [c for c in COMPS if sc[c] != rc[c]]
             off = (st - rt) / rt
-            ok = not bad and abs(off) <= 0.02
+            # the issue asks for the total within 2%; the report models every
+            # buffer these programs' kernels hand over, so it is exact here, and
+            # a difference means the report and the runtime have drifted apart
+            # (without the report's rule for rt_binary_bwd's shared gradients,
+            # gpt REMAT=1 on (2,2) would be 1.5% above the runtime)
+            ok = not bad and abs(off) <= 0.02 and st == rt
             print(f"{'ok' if ok else 'FAIL'} {name} on {mesh}: total report {st:.0f} B, runtime {rt:.0f} B "
                   f"({100 * off:+.2f}%); " + ", ".join(f"{c} {sc[c]:.0f}/{rc[c]:.0f}" for c in COMPS) +
                   f" (report/runtime); peak RSS {rss} KiB")
