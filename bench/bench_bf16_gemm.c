@@ -22,7 +22,7 @@
 #include <stdlib.h>
 
 #include "bench_util.h"
-#include "rt_internal.h"
+#include "rt_cpu.h"
 
 typedef struct { const char *name; int64_t m, k, n; bool ta, tb; } shape;
 

@@ -11,19 +11,13 @@
  * rt_load_f64) and round once at the end; matmul and einsum go to oneDNN
  * (matmul_dnnl.c) and accumulate in f32.
  *
- * Collectives move bf16 as MPI_UINT16_T (half the bytes of f32). MPI has no
- * bf16 arithmetic, so sums, maxima and minima use user-defined MPI_Ops that
- * combine two bf16 values in f32 and round the partial result to bf16, as
- * PyTorch's bf16 all_reduce does: `dtype=f32` on a collective sums in f32 on
- * the wire instead. The ops are declared commutative, so OpenMPI picks the
- * same algorithm (and so the same reduction order, fixed for a given group
- * size and message size) as for MPI_SUM on f32, and every rank receives the
- * same result. */
+ * Collectives move bf16 as MPI_UINT16_T and reduce it with user-defined
+ * MPI_Ops (comm.c). */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "rt_internal.h"
+#include "rt_cpu.h"
 
 /* ---- conversions: branch-free so the loops vectorise, compiled for
  * AVX-512, AVX2 and the baseline, the one for the running CPU chosen at
@@ -87,7 +81,7 @@ rt_tensor *rt_bf16_narrow(rt_ctx *ctx, rt_tensor *y)
 
 static void bf16_tables(rt_ctx *ctx, rt_unary_op op)
 {
-    if (ctx->bf16_fwd[op])
+    if (ctx->tgt->bf16_fwd[op])
         return;
     int64_t n = 65536;
     rt_tensor *x = rt_empty(ctx, RT_F32, 1, &n), *one = rt_full(ctx, RT_F32, 1, &n, 1.0);
@@ -99,8 +93,8 @@ static void bf16_tables(rt_ctx *ctx, rt_unary_op op)
     RT_CHECK(ctx, fwd && deriv, "out of memory");
     rt_bf16_from_f32_n(fwd, y->data, n);
     memcpy(deriv, d->data, (size_t)n * sizeof *deriv);
-    ctx->bf16_fwd[op] = fwd;
-    ctx->bf16_deriv[op] = deriv;
+    ctx->tgt->bf16_fwd[op] = fwd;
+    ctx->tgt->bf16_deriv[op] = deriv;
     rt_free(ctx, x); rt_free(ctx, one); rt_free(ctx, y); rt_free(ctx, d);
 }
 
@@ -109,7 +103,7 @@ rt_tensor *rt_bf16_unary(rt_ctx *ctx, rt_unary_op op, const rt_tensor *x)
     bf16_tables(ctx, op);
     RT_KERNEL(ctx, RT_K_ELEMENTWISE, rt_unary_name(op));
     rt_tensor *y = rt_empty(ctx, RT_BF16, x->ndim, x->shape);
-    const uint16_t *restrict X = x->data, *restrict tab = ctx->bf16_fwd[op];
+    const uint16_t *restrict X = x->data, *restrict tab = ctx->tgt->bf16_fwd[op];
     uint16_t *restrict Y = y->data;
     for (int64_t i = 0; i < x->numel; i++)
         Y[i] = tab[X[i]];
@@ -125,7 +119,7 @@ rt_tensor *rt_bf16_unary_bwd(rt_ctx *ctx, rt_unary_op op, const rt_tensor *x, co
     RT_KERNEL(ctx, RT_K_ELEMENTWISE, rt_unary_name(op));
     rt_tensor *dx = rt_empty(ctx, RT_BF16, x->ndim, x->shape);
     const uint16_t *restrict X = x->data, *restrict DY = dy->data;
-    const float *restrict d = ctx->bf16_deriv[op];
+    const float *restrict d = ctx->tgt->bf16_deriv[op];
     uint16_t *restrict DX = dx->data;
     for (int64_t i = 0; i < x->numel; i++)
         DX[i] = rt_f32_to_bf16(rt_bf16_to_f32(DY[i]) * d[X[i]]);
@@ -180,51 +174,12 @@ void rt_bf16_binary_bwd(rt_ctx *ctx, rt_binary_op op, const rt_tensor *a, const 
         *db = rt_bf16_narrow(ctx, *db);
 }
 
-/* ---- MPI reductions: inout[i] = in[i] op inout[i], in f32, rounded */
-
-#define BF16_MPI_OP(name, expr)                                                       \
-    static void bf16_mpi_##name(void *in, void *inout, int *len, MPI_Datatype *dt)   \
-    {                                                                                 \
-        (void)dt;                                                                     \
-        const uint16_t *restrict x = in;                                              \
-        uint16_t *restrict y = inout;                                                 \
-        for (int i = 0; i < *len; i++) {                                              \
-            float a = rt_bf16_to_f32(x[i]), b = rt_bf16_to_f32(y[i]);                 \
-            y[i] = rt_f32_to_bf16(expr);                                              \
-        }                                                                             \
-    }
-BF16_MPI_OP(sum, a + b)
-BF16_MPI_OP(max, (a > b || isnan(a) ? a : b))
-BF16_MPI_OP(min, (a < b || isnan(a) ? a : b))
-
-MPI_Op rt_bf16_mpi_op(rt_ctx *ctx, rt_reduce_op op)
-{
-    if (!ctx->bf16_ops_made) {
-        RT_CALL_MPI(ctx, MPI_Op_create(bf16_mpi_sum, 1, &ctx->bf16_ops[0]));
-        RT_CALL_MPI(ctx, MPI_Op_create(bf16_mpi_max, 1, &ctx->bf16_ops[1]));
-        RT_CALL_MPI(ctx, MPI_Op_create(bf16_mpi_min, 1, &ctx->bf16_ops[2]));
-        ctx->bf16_ops_made = true;
-    }
-    switch (op) {
-    case RT_RED_SUM:
-    case RT_RED_AVG: return ctx->bf16_ops[0];
-    case RT_RED_MAX: return ctx->bf16_ops[1];
-    case RT_RED_MIN: return ctx->bf16_ops[2];
-    }
-    return MPI_OP_NULL;
-}
-
 void rt_bf16_free(rt_ctx *ctx)
 {
     for (int op = 0; op < RT_NUNARY; op++) {
-        free(ctx->bf16_fwd[op]);
-        free(ctx->bf16_deriv[op]);
-        ctx->bf16_fwd[op] = NULL;
-        ctx->bf16_deriv[op] = NULL;
+        free(ctx->tgt->bf16_fwd[op]);
+        free(ctx->tgt->bf16_deriv[op]);
+        ctx->tgt->bf16_fwd[op] = NULL;
+        ctx->tgt->bf16_deriv[op] = NULL;
     }
-    if (!ctx->bf16_ops_made)
-        return;
-    for (int i = 0; i < 3; i++)
-        RT_CALL_MPI(ctx, MPI_Op_free(&ctx->bf16_ops[i]));
-    ctx->bf16_ops_made = false;
 }

@@ -387,7 +387,9 @@ static void write_tensor_file(rt_ctx *ctx, const char *what, const char *file,
     bool writer = any && is_writer(ctx, what, l);
     if (!ctx->mpi) {
         char err[MSG];
-        if (!rt_npy_write_posix(what, file, x, err, sizeof err))
+        rt_tensor hx = *x; /* the data in host memory */
+        hx.data = (void *)rt_host_view(ctx, x);
+        if (!rt_npy_write_posix(what, file, &hx, err, sizeof err))
             rt_fail(ctx, "%s", err);
         return;
     }
@@ -423,7 +425,7 @@ static void write_tensor_file(rt_ctx *ctx, const char *what, const char *file,
                                         MPI_INFO_NULL),
                  what, "MPI_File_set_view", file);
         int count = writer ? v.count : 0;
-        io_check(ctx, MPI_File_write_all(fh, x->data, count, v.memtype, &st), what,
+        io_check(ctx, MPI_File_write_all(fh, rt_host_view(ctx, x), count, v.memtype, &st), what,
                  "MPI_File_write_all", file);
         RT_CALL_MPI(ctx, MPI_Get_count(&st, v.memtype, &n));
         if (n != count && !short_write)
@@ -476,8 +478,10 @@ static rt_tensor *read_tensor_file(rt_ctx *ctx, const char *path, const char *di
     if (ctx->mpi)
         RT_CALL_MPI(ctx, MPI_Bcast(&off, 1, MPI_LONG_LONG, 0, MPI_COMM_WORLD));
     rt_tensor *t = rt_empty(ctx, dt, l->ndim, l->local);
+    rt_tensor ht = *t; /* read into host memory, then moved into t */
+    ht.data = rt_host_buffer(ctx, t);
     if (!ctx->mpi) {
-        if (!rt_npy_read_posix(path, off, l, t, err, sizeof err))
+        if (!rt_npy_read_posix(path, off, l, &ht, err, sizeof err))
             rt_fail(ctx, "%s", err);
     } else {
         MPI_File fh;
@@ -493,7 +497,7 @@ static rt_tensor *read_tensor_file(rt_ctx *ctx, const char *path, const char *di
                      w, "MPI_File_set_view", path);
             MPI_Status st;
             int n = 0;
-            io_check(ctx, MPI_File_read_all(fh, t->data, v.count, v.memtype, &st), w,
+            io_check(ctx, MPI_File_read_all(fh, ht.data, v.count, v.memtype, &st), w,
                      "MPI_File_read_all", path);
             RT_CALL_MPI(ctx, MPI_Get_count(&st, v.memtype, &n));
             RT_CHECK(ctx, n == v.count, "load '%s': file is truncated (read %d of %d)", path, n,
@@ -503,6 +507,7 @@ static rt_tensor *read_tensor_file(rt_ctx *ctx, const char *path, const char *di
         io_check(ctx, MPI_File_close(&fh), w, "MPI_File_close", path);
         free(w);
     }
+    rt_host_commit(ctx, t, ht.data);
     rt_kernel_end(ctx, &ks, RT_K_IO, "load");
     return t;
 }

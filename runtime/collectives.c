@@ -11,31 +11,10 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "rt_internal.h"
+#include "rt_cpu.h"
 
-static MPI_Datatype mpi_type(rt_dtype dt)
-{
-    switch (dt) {
-    case RT_F32: return MPI_FLOAT;
-    case RT_F64: return MPI_DOUBLE;
-    case RT_I32: return MPI_INT32_T;
-    case RT_BF16: return MPI_UINT16_T; /* moved as bits; reduced by rt_bf16_mpi_op */
-    }
-    return MPI_DATATYPE_NULL;
-}
-
-static MPI_Op mpi_op(rt_ctx *ctx, rt_reduce_op op, rt_dtype dt)
-{
-    if (dt == RT_BF16)
-        return rt_bf16_mpi_op(ctx, op);
-    switch (op) {
-    case RT_RED_SUM:
-    case RT_RED_AVG: return MPI_SUM;
-    case RT_RED_MAX: return MPI_MAX;
-    case RT_RED_MIN: return MPI_MIN;
-    }
-    return MPI_OP_NULL;
-}
+static MPI_Datatype mpi_type(rt_dtype dt) { return rt_mpi_type(dt); }
+static MPI_Op mpi_op(rt_ctx *ctx, rt_reduce_op op, rt_dtype dt) { return rt_mpi_op(ctx, op, dt); }
 
 static int count_of(rt_ctx *ctx, int64_t n)
 {
@@ -75,82 +54,6 @@ static int64_t split_size(rt_ctx *ctx, const rt_tensor *x, int dim, int n, const
              "%s: dim %d (size %lld) is not divisible by the group size %d", what, dim,
              (long long)x->shape[dim], n);
     return x->shape[dim] / n;
-}
-
-MPI_Datatype rt_mpi_type(rt_dtype dt) { return mpi_type(dt); }
-MPI_Op rt_mpi_op(rt_ctx *ctx, rt_reduce_op op, rt_dtype dt) { return mpi_op(ctx, op, dt); }
-
-/* ---- waiting: spin (MPI's blocking calls) or test and sleep */
-
-void rt_wait_setup(rt_ctx *ctx)
-{
-    const char *w = getenv("SPMD_WAIT");
-    if (w && strcmp(w, "sleep") == 0) {
-        ctx->wait_sleep = true;
-    } else if (w && strcmp(w, "spin") == 0) {
-        ctx->wait_sleep = false;
-    } else { /* more ranks on this node than cores: a spinning rank would take
-              * the core of one that is still computing.  The launcher says
-              * how many ranks share the node (OpenMPI, MPICH); without it,
-              * the world (no collective here: MPI_Comm_split_type hangs in
-              * some multi-host TCP set-ups) */
-        const char *n = getenv("OMPI_COMM_WORLD_LOCAL_SIZE");
-        if (!n)
-            n = getenv("MPI_LOCALNRANKS");
-        long local = n ? strtol(n, NULL, 10) : ctx->world;
-        long cpus = sysconf(_SC_NPROCESSORS_ONLN);
-        ctx->wait_sleep = cpus > 0 && local > cpus;
-    }
-}
-
-int rt_mpi_wait(rt_ctx *ctx, MPI_Request *req)
-{
-    if (!ctx->wait_sleep)
-        return MPI_Wait(req, MPI_STATUS_IGNORE);
-    for (int i = 0;; i++) {
-        int flag = 0, rc = MPI_Test(req, &flag, MPI_STATUS_IGNORE);
-        if (rc != MPI_SUCCESS || flag)
-            return rc;
-        if (i >= 8) { /* not a quick one: give the core away for a while */
-            struct timespec ts = {0, 20000};
-            nanosleep(&ts, NULL);
-        }
-    }
-}
-
-int rt_mpi_waitall(rt_ctx *ctx, int n, MPI_Request *reqs)
-{
-    if (!ctx->wait_sleep)
-        return MPI_Waitall(n, reqs, MPI_STATUSES_IGNORE);
-    for (int i = 0;; i++) {
-        int flag = 0, rc = MPI_Testall(n, reqs, &flag, MPI_STATUSES_IGNORE);
-        if (rc != MPI_SUCCESS || flag)
-            return rc;
-        if (i >= 8) {
-            struct timespec ts = {0, 20000};
-            nanosleep(&ts, NULL);
-        }
-    }
-}
-
-/* The collectives the runtime issues: blocking, or started and waited for
- * with rt_mpi_wait (the same operation and result either way); an
- * all-reduce from ctx->ring_min bytes goes round the runtime's ring
- * (ring.c) instead of MPI's. */
-int rt_coll_allreduce(rt_ctx *ctx, const void *in, void *out, int n, MPI_Datatype t, MPI_Op op, rt_group *g)
-{
-    MPI_Comm c = g->comm;
-    int es = 0;
-    RT_CALL_MPI(ctx, MPI_Type_size(t, &es));
-    if (rt_ring_applies(ctx, g, (size_t)n * (size_t)es)) {
-        rt_ring_allreduce(ctx, g, in, out, n, t, op);
-        return MPI_SUCCESS;
-    }
-    if (!ctx->wait_sleep)
-        return MPI_Allreduce(in, out, n, t, op, c);
-    MPI_Request r;
-    int rc = MPI_Iallreduce(in, out, n, t, op, c, &r);
-    return rc != MPI_SUCCESS ? rc : rt_mpi_wait(ctx, &r);
 }
 
 static int coll_allgather(rt_ctx *ctx, const void *in, int n, MPI_Datatype t, void *out, MPI_Comm c)
@@ -472,75 +375,4 @@ rt_tensor *rt_ppermute(rt_ctx *ctx, const rt_tensor *x, rt_axes axes, int64_t sh
                                    g->comm));
     rt_coll_record(ctx, RT_COLL_PPERMUTE, &ks_, (double)bytes_of(x));
     return y;
-}
-
-/* ---- convert, reinterpret */
-
-static const char *ltype_name(rt_ltype t)
-{
-    static const char *names[] = {"R", "I", "V", "P"};
-    return names[t];
-}
-
-/* own block of a replicated value: index (stack) or chunk of dim */
-static rt_tensor *own_block(rt_ctx *ctx, rt_group *g, const rt_tensor *x, int dim)
-{
-    if (dim == RT_STACK) {
-        RT_CHECK(ctx, x->ndim >= 1 && x->shape[0] == g->size,
-                 "convert: V form needs a leading dim of the group size %d", g->size);
-        return rt_index(ctx, x, g->rank);
-    }
-    int64_t m = split_size(ctx, x, dim, g->size, "convert");
-    return rt_slice(ctx, x, dim, g->rank * m, (g->rank + 1) * m);
-}
-
-/* own block placed into zeros of the gathered shape */
-static rt_tensor *place_block(rt_ctx *ctx, rt_group *g, const rt_tensor *x, int dim)
-{
-    int64_t shape[RT_MAX_DIMS];
-    if (dim == RT_STACK) {
-        RT_CHECK(ctx, x->ndim < RT_MAX_DIMS, "convert: result would exceed %d dims",
-                 RT_MAX_DIMS);
-        shape[0] = g->size;
-        memcpy(shape + 1, x->shape, (size_t)x->ndim * sizeof *shape);
-        return rt_index_bwd(ctx, x, x->ndim + 1, shape, g->rank);
-    }
-    memcpy(shape, x->shape, sizeof shape);
-    shape[dim] *= g->size;
-    return rt_slice_bwd(ctx, x, x->ndim, shape, dim, g->rank * x->shape[dim]);
-}
-
-rt_tensor *rt_convert(rt_ctx *ctx, const rt_tensor *x, rt_axes axes, rt_ltype src,
-                      rt_ltype dst, int dim)
-{
-    rt_group *g = rt_group_get(ctx, axes);
-    RT_KERNEL(ctx, RT_K_COPY, "convert");
-    bool rep = src == RT_R || src == RT_I;
-    /* the data do not change: share them (tensors are written only when
-     * refs == 1) */
-    if (rep && (dst == RT_R || dst == RT_I))
-        return rt_retain((rt_tensor *)x);
-    if (rep && dst == RT_V)
-        return own_block(ctx, g, x, check_dim(ctx, x, dim, "convert"));
-    if (rep && dst == RT_P)
-        return g->rank == 0 ? rt_retain((rt_tensor *)x) : rt_zeros(ctx, x->dtype, x->ndim, x->shape);
-    if (src == RT_V && dst == RT_P)
-        return place_block(ctx, g, x, check_dim(ctx, x, dim, "convert"));
-    rt_fail(ctx, "convert(%s, %s) is not a local conversion", ltype_name(src), ltype_name(dst));
-}
-
-rt_tensor *rt_reinterpret(rt_ctx *ctx, const rt_tensor *x, rt_axes axes, rt_ltype src,
-                          rt_ltype dst)
-{
-    rt_group_get(ctx, axes);
-    bool ok = src == dst || (src == RT_R && dst != RT_R) || (src == RT_I && dst != RT_I) ||
-              (src == RT_V && dst == RT_P);
-    RT_CHECK(ctx, ok, "reinterpret(%s, %s) is not allowed", ltype_name(src), ltype_name(dst));
-    return rt_retain((rt_tensor *)x);
-}
-
-void rt_barrier(rt_ctx *ctx)
-{
-    if (ctx->mpi)
-        RT_CALL_MPI(ctx, MPI_Barrier(MPI_COMM_WORLD));
 }

@@ -20,6 +20,11 @@ __attribute__((noreturn)) static void stop(rt_ctx *ctx)
     exit(1);
 }
 
+void rt_at(rt_ctx *ctx, const char *loc)
+{
+    ctx->at_loc = loc;
+}
+
 void rt_set_error_hook(rt_ctx *ctx, rt_error_hook hook, void *user)
 {
     ctx->hook = hook;

@@ -23,7 +23,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "rt_internal.h"
+#include "rt_cpu.h"
 
 /* oneDNN is chosen by the timing only when it is at least this much faster */
 #define RT_GEMM_DNNL_MIN 1.25
@@ -117,14 +117,14 @@ static rt_gemm_lib choose(rt_ctx *ctx)
         bool dnnl = strcmp(env, "dnnl") == 0 || strcmp(env, "onednn") == 0;
         RT_CHECK(ctx, dnnl || strcmp(env, "openblas") == 0,
                  "SPMD_GEMM=%s: expected openblas, dnnl or auto", env);
-        ctx->gemm_how = "SPMD_GEMM";
+        ctx->tgt->gemm_how = "SPMD_GEMM";
         return dnnl ? RT_GEMM_DNNL : RT_GEMM_OPENBLAS;
     }
     double t0 = rt_now();
-    calibrate(ctx, ctx->gemm_gflops);
-    ctx->gemm_cal_s = rt_now() - t0;
-    ctx->gemm_how = "auto";
-    return ctx->gemm_gflops[RT_GEMM_DNNL] >= RT_GEMM_DNNL_MIN * ctx->gemm_gflops[RT_GEMM_OPENBLAS]
+    calibrate(ctx, ctx->tgt->gemm_gflops);
+    ctx->tgt->gemm_cal_s = rt_now() - t0;
+    ctx->tgt->gemm_how = "auto";
+    return ctx->tgt->gemm_gflops[RT_GEMM_DNNL] >= RT_GEMM_DNNL_MIN * ctx->tgt->gemm_gflops[RT_GEMM_OPENBLAS]
                ? RT_GEMM_DNNL
                : RT_GEMM_OPENBLAS;
 }
@@ -146,40 +146,40 @@ void rt_gemm_setup(rt_ctx *ctx)
             nanosleep(&ts, NULL);
         }
         if (ctx->rank != 0)
-            ctx->gemm_how = "rank 0";
+            ctx->tgt->gemm_how = "rank 0";
     }
-    ctx->gemm_f32 = lib;
+    ctx->tgt->gemm_f32 = lib;
 }
 
 rt_gemm_lib rt_gemm_f32_lib(rt_ctx *ctx)
 {
-    if (ctx->gemm_f32 < 0) /* a serial ctx: chosen at its first f32 GEMM */
-        ctx->gemm_f32 = (int)choose(ctx);
-    return (rt_gemm_lib)ctx->gemm_f32;
+    if (ctx->tgt->gemm_f32 < 0) /* a serial ctx: chosen at its first f32 GEMM */
+        ctx->tgt->gemm_f32 = (int)choose(ctx);
+    return (rt_gemm_lib)ctx->tgt->gemm_f32;
 }
 
 void rt_set_gemm_f32_lib(rt_ctx *ctx, rt_gemm_lib lib)
 {
     RT_CHECK(ctx, lib == RT_GEMM_OPENBLAS || lib == RT_GEMM_DNNL,
              "rt_set_gemm_f32_lib: unknown library %d", (int)lib);
-    ctx->gemm_f32 = (int)lib;
-    ctx->gemm_how = "set by the program";
+    ctx->tgt->gemm_f32 = (int)lib;
+    ctx->tgt->gemm_how = "set by the program";
 }
 
 void rt_gemm_describe(const rt_ctx *ctx, char *buf, size_t n)
 {
-    if (ctx->gemm_f32 < 0) {
+    if (ctx->tgt->gemm_f32 < 0) {
         snprintf(buf, n, "f32 GEMM: not chosen (no f32 GEMM ran)");
         return;
     }
-    int k = snprintf(buf, n, "f32 GEMM: %s (%s", rt_gemm_lib_name((rt_gemm_lib)ctx->gemm_f32),
-                     ctx->gemm_how ? ctx->gemm_how : "?");
-    if (k >= 0 && (size_t)k < n && ctx->gemm_how && strcmp(ctx->gemm_how, "auto") == 0)
+    int k = snprintf(buf, n, "f32 GEMM: %s (%s", rt_gemm_lib_name((rt_gemm_lib)ctx->tgt->gemm_f32),
+                     ctx->tgt->gemm_how ? ctx->tgt->gemm_how : "?");
+    if (k >= 0 && (size_t)k < n && ctx->tgt->gemm_how && strcmp(ctx->tgt->gemm_how, "auto") == 0)
         k += snprintf(buf + k, n - (size_t)k,
                       ": OpenBLAS %.0f, oneDNN %.0f GFLOP/s, oneDNN when >= %.2fx; timed in "
                       "%.1f ms",
-                      ctx->gemm_gflops[RT_GEMM_OPENBLAS], ctx->gemm_gflops[RT_GEMM_DNNL],
-                      RT_GEMM_DNNL_MIN, ctx->gemm_cal_s * 1e3);
+                      ctx->tgt->gemm_gflops[RT_GEMM_OPENBLAS], ctx->tgt->gemm_gflops[RT_GEMM_DNNL],
+                      RT_GEMM_DNNL_MIN, ctx->tgt->gemm_cal_s * 1e3);
     if (k >= 0 && (size_t)k < n)
         snprintf(buf + k, n - (size_t)k, "); f64: OpenBLAS; bf16: oneDNN");
 }

@@ -7,7 +7,7 @@
 #include <string.h>
 #include <tgmath.h>
 
-#include "rt_internal.h"
+#include "rt_cpu.h"
 #include "vmath.h"
 
 /* ---- helpers named in the op tables
@@ -148,7 +148,7 @@ rt_tensor *rt_unary(rt_ctx *ctx, rt_unary_op op, const rt_tensor *x)
     }
     rt_check_float(ctx, x, unary_names[op]);
     rt_tensor *y = rt_empty(ctx, x->dtype, x->ndim, x->shape);
-    rt_vm_map v = ctx->vm ? ctx->vm->un[x->dtype == RT_F64][op] : NULL;
+    rt_vm_map v = ctx->tgt->vm ? ctx->tgt->vm->un[x->dtype == RT_F64][op] : NULL;
     (v ? v : (x->dtype == RT_F32 ? unary_f32 : unary_f64)[op])(x->data, y->data, x->numel);
     return y;
 }
@@ -163,7 +163,7 @@ rt_tensor *rt_unary_bwd(rt_ctx *ctx, rt_unary_op op, const rt_tensor *x, const r
              "%s backward: gradient shape or dtype differs from the input", unary_names[op]);
     RT_KERNEL(ctx, RT_K_ELEMENTWISE, unary_bwd_names[op]);
     rt_tensor *dx = rt_empty(ctx, x->dtype, x->ndim, x->shape);
-    rt_vm_bwd v = ctx->vm ? ctx->vm->unb[x->dtype == RT_F64][op] : NULL;
+    rt_vm_bwd v = ctx->tgt->vm ? ctx->tgt->vm->unb[x->dtype == RT_F64][op] : NULL;
     (v ? v : (x->dtype == RT_F32 ? unary_bwd_f32 : unary_bwd_f64)[op])(x->data, dy->data,
                                                                         dx->data, x->numel);
     return dx;
@@ -181,7 +181,7 @@ void rt_unary_with_grad(rt_ctx *ctx, rt_unary_op op, const rt_tensor *x, rt_tens
     RT_KERNEL(ctx, RT_K_ELEMENTWISE, unary_grad_names[op]);
     *y = rt_empty(ctx, x->dtype, x->ndim, x->shape);
     *dydx = rt_empty(ctx, x->dtype, x->ndim, x->shape);
-    rt_vm_grad v = ctx->vm ? ctx->vm->ung[x->dtype == RT_F64][op] : NULL;
+    rt_vm_grad v = ctx->tgt->vm ? ctx->tgt->vm->ung[x->dtype == RT_F64][op] : NULL;
     (v ? v : (x->dtype == RT_F32 ? unary_grad_f32 : unary_grad_f64)[op])(
         x->data, (*y)->data, (*dydx)->data, x->numel);
 }

@@ -6,7 +6,7 @@
 #include <math.h>
 #include <string.h>
 
-#include "rt_internal.h"
+#include "rt_cpu.h"
 #include "vmath.h"
 
 /* ---- lanes along a dim: x viewed as [outer, d, inner], lane (o, i) */
@@ -93,7 +93,7 @@ static rt_tensor *map_lanes(rt_ctx *ctx, const rt_tensor *a, const rt_tensor *b,
             rt_load_rows_t(a, o0, n, l.d, ga);
             if (b)
                 rt_load_rows_t(b, o0, n, l.d, gb);
-            g(ctx->vm, gy, ga, gb, l.d);
+            g(ctx->tgt->vm, gy, ga, gb, l.d);
             rt_store_rows_t(y, o0, n, l.d, gy);
         }
         rt_pool_release(ctx, ga, c1);
@@ -109,7 +109,7 @@ static rt_tensor *map_lanes(rt_ctx *ctx, const rt_tensor *a, const rt_tensor *b,
             lane_load(a, &l, o, i, va);
             if (b)
                 lane_load(b, &l, o, i, vb);
-            f(ctx->vm, vy, va, vb, l.d);
+            f(ctx->tgt->vm, vy, va, vb, l.d);
             lane_store(y, &l, o, i, vy);
         }
     rt_pool_release(ctx, va, c1);
@@ -517,7 +517,7 @@ rt_tensor *rt_cross_entropy_reduce(rt_ctx *ctx, const rt_tensor *logits,
         if (t == IGNORE_INDEX)
             continue;
         rt_load_f64(logits, r * c, c, row);
-        log_softmax_lane(ctx->vm, lp, row, NULL, c);
+        log_softmax_lane(ctx->tgt->vm, lp, row, NULL, c);
         loss[r] = -lp[t];
         total += loss[r];
     }
@@ -558,7 +558,7 @@ rt_tensor *rt_cross_entropy_reduce_bwd(rt_ctx *ctx, const rt_tensor *logits,
         int32_t t = ((const int32_t *)targets->data)[r];
         double sr = red == RT_CE_NONE ? rt_get(dy, r) : scale;
         rt_load_f64(logits, r * c, c, row);
-        softmax_lane(ctx->vm, row, row, NULL, c);
+        softmax_lane(ctx->tgt->vm, row, row, NULL, c);
         for (int64_t j = 0; j < c; j++)
             row[j] = t == IGNORE_INDEX ? 0.0 : sr * (row[j] - (j == t));
         rt_store_f64(dx, r * c, c, row);

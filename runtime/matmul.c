@@ -1,9 +1,10 @@
 /* Linear algebra: batched matmul with PyTorch broadcasting and its
  * gradients, and einsum (one or two operands) lowered to permutes, sums and
  * one batched gemm. A weight without batch dims is multiplied with all of
- * the other operand's rows in a single gemm. Every gemm is rt_gemm
- * (gemm.c): OpenBLAS or oneDNN for f32 as chosen for this machine, OpenBLAS
- * for f64, oneDNN for bf16. */
+ * the other operand's rows in a single gemm. Every gemm is the target's
+ * rt_gemm (on the CPU, gemm.c: OpenBLAS or oneDNN for f32 as chosen for this
+ * machine, OpenBLAS for f64, oneDNN for bf16; cuda/gemm.cu: cuBLASLt), so
+ * this file is shared by both targets. */
 #include <string.h>
 
 #include "rt_internal.h"

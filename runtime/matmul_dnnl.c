@@ -16,7 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "rt_internal.h"
+#include "rt_cpu.h"
 
 void omp_set_num_threads(int n); /* libgomp, which libdnnl is built with */
 
@@ -52,11 +52,11 @@ static void dnnl_check(rt_ctx *ctx, dnnl_status_t st, const char *call)
 
 static struct rt_dnnl *dnnl_get(rt_ctx *ctx)
 {
-    if (ctx->dnnl)
-        return ctx->dnnl;
+    if (ctx->tgt->dnnl)
+        return ctx->tgt->dnnl;
     struct rt_dnnl *d = calloc(1, sizeof *d);
     RT_CHECK(ctx, d != NULL, "out of memory");
-    ctx->dnnl = d;
+    ctx->tgt->dnnl = d;
     omp_set_num_threads(1); /* one thread per rank, like OpenBLAS */
     DNNL_CALL(ctx, dnnl_engine_create(&d->engine, dnnl_cpu, 0));
     DNNL_CALL(ctx, dnnl_stream_create(&d->stream, d->engine, dnnl_stream_default_flags));
@@ -146,7 +146,7 @@ static void dnnl_gemm_ex(rt_ctx *ctx, bool ta, bool tb, int64_t M, int64_t N, in
                   .c_dt = (int)c_dt, .accumulate = accumulate,
                   .bias_dt = bias ? (int)bias->dtype : -1, .act = act};
     dnnl_entry *e = entry_for(ctx, &k);
-    struct rt_dnnl *d = ctx->dnnl;
+    struct rt_dnnl *d = ctx->tgt->dnnl;
     DNNL_CALL(ctx, dnnl_memory_set_data_handle(e->mem[MEM_A], (void *)A));
     DNNL_CALL(ctx, dnnl_memory_set_data_handle(e->mem[MEM_B], (void *)B));
     DNNL_CALL(ctx, dnnl_memory_set_data_handle(e->mem[MEM_C], C));
@@ -192,7 +192,7 @@ rt_tensor *rt_matmul_bias_act(rt_ctx *ctx, const rt_tensor *a, const rt_tensor *
 
 void rt_dnnl_free(rt_ctx *ctx)
 {
-    struct rt_dnnl *d = ctx->dnnl;
+    struct rt_dnnl *d = ctx->tgt->dnnl;
     if (!d)
         return;
     for (int i = 0; i < d->n; i++) {
@@ -205,5 +205,5 @@ void rt_dnnl_free(rt_ctx *ctx)
     dnnl_stream_destroy(d->stream);
     dnnl_engine_destroy(d->engine);
     free(d);
-    ctx->dnnl = NULL;
+    ctx->tgt->dnnl = NULL;
 }

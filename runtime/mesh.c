@@ -2,7 +2,6 @@
  * --mesh / the declared sizes / the world size, and one communicator per
  * axis tuple, created on first use and cached. Ranks are laid out row-major
  * over the mesh (last axis fastest), as torch's init_device_mesh does. */
-#include <cblas.h>
 #include <errno.h>
 #include <limits.h>
 #include <malloc.h>
@@ -10,7 +9,6 @@
 #include <string.h>
 
 #include "rt_internal.h"
-#include "vmath.h"
 
 static rt_ctx *ctx_new(void)
 {
@@ -20,7 +18,6 @@ static rt_ctx *ctx_new(void)
         exit(1);
     }
     ctx->world = 1;
-    openblas_set_num_threads(1); /* one BLAS thread per rank */
     ctx->pool_limit = (size_t)4 << 30;
     const char *lim = getenv("SPMD_POOL_MAX_MB");
     if (lim)
@@ -31,8 +28,7 @@ static rt_ctx *ctx_new(void)
     ctx->rs_allreduce_min = RT_RS_ALLREDUCE_MIN;
     const char *ring = getenv("SPMD_RING_MIN_KB");
     ctx->ring_min = ring ? (size_t)strtoull(ring, NULL, 10) << 10 : RT_MMAP_THRESHOLD;
-    ctx->vm = rt_vm_select();
-    ctx->gemm_f32 = -1; /* chosen by rt_init, or at a serial ctx's first f32 GEMM */
+    rt_target_new(ctx);
     ctx->t_start = rt_now();
     ctx->t_proc = rt_process_start();
     return ctx;
@@ -45,10 +41,10 @@ rt_ctx *rt_ctx_serial(void)
 
 void rt_ctx_free_serial(rt_ctx *ctx)
 {
-    rt_bf16_free(ctx);
-    rt_dnnl_free(ctx);
     rt_pool_free_all(ctx);
     rt_mem_free_all(ctx);
+    rt_target_free(ctx);
+    rt_ring_free(ctx);
     rt_trace_free(ctx);
     rt_profile_free(ctx);
     free(ctx);
@@ -144,9 +140,8 @@ rt_ctx *rt_init(int *argc, char ***argv, int naxes, const char *const *names,
     RT_CALL_MPI(ctx, MPI_Comm_size(MPI_COMM_WORLD, &ctx->world));
     const char *mesh = argc && argv ? parse_args(ctx, argc, *argv) : NULL;
     rt_mesh_setup(ctx, naxes, names, sizes, mesh);
-    rt_overlap_setup(ctx);
     rt_wait_setup(ctx);
-    rt_gemm_setup(ctx);
+    rt_target_setup(ctx);
     /* the GEMM timing's tensors are the runtime's, not the program's */
     rt_mem_reset_peaks(ctx);
     RT_CALL_MPI(ctx, MPI_Barrier(MPI_COMM_WORLD));
@@ -157,14 +152,14 @@ rt_ctx *rt_init(int *argc, char ***argv, int naxes, const char *const *names,
 
 int rt_finalize(rt_ctx *ctx)
 {
-    rt_overlap_free(ctx);
+    rt_wait_all(ctx);
     rt_ring_free(ctx);
     rt_trace_finish(ctx);
-    rt_bf16_free(ctx);
-    rt_dnnl_free(ctx);
+    rt_bf16_mpi_free(ctx);
     rt_mesh_free(ctx);
     rt_pool_free_all(ctx);
     rt_mem_free_all(ctx);
+    rt_target_free(ctx);
     rt_trace_free(ctx);
     rt_profile_free(ctx);
     free(ctx->trace_path);

@@ -34,7 +34,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "rt_internal.h"
+#include "rt_cpu.h"
 
 static size_t bytes_of(const rt_tensor *x)
 {
@@ -58,7 +58,7 @@ static void *grow(rt_ctx *ctx, void *p, int *cap, int need, size_t each)
 
 static int new_request(rt_ctx *ctx, rt_group *g, rt_reduce_op op, rt_dtype dt)
 {
-    rt_overlap *o = &ctx->ov;
+    rt_overlap *o = &ctx->tgt->ov;
     o->reqs = grow(ctx, o->reqs, &o->cap_reqs, o->nreqs + 1, sizeof *o->reqs);
     rt_request *r = &o->reqs[o->nreqs];
     *r = (rt_request){.req = MPI_REQUEST_NULL, .group = g, .op = op, .dtype = dt, .open = true};
@@ -105,7 +105,7 @@ static void start_request(rt_ctx *ctx, rt_request *r)
     /* in pieces of at most piece_bytes, one at a time: MPI's non-blocking
      * all-reduce (Open MPI's libnbc) mallocs a temporary of the whole
      * message per request, so a piece bounds that memory */
-    int64_t per = ctx->ov.piece_bytes ? (int64_t)(ctx->ov.piece_bytes / rt_dtype_size(r->dtype)) : 0;
+    int64_t per = ctx->tgt->ov.piece_bytes ? (int64_t)(ctx->tgt->ov.piece_bytes / rt_dtype_size(r->dtype)) : 0;
     r->at = 0;
     r->piece = per > 0 && per < r->count ? per : r->count;
     start_piece(ctx, r);
@@ -118,7 +118,7 @@ static void start_request(rt_ctx *ctx, rt_request *r)
 /* the open bucket of (group, op, dtype), or -1 */
 static int open_bucket(rt_ctx *ctx, rt_group *g, rt_reduce_op op, rt_dtype dt)
 {
-    rt_overlap *o = &ctx->ov;
+    rt_overlap *o = &ctx->tgt->ov;
     for (int i = 0; i < o->nreqs; i++) {
         rt_request *r = &o->reqs[i];
         if (r->open && r->bucket && r->group == g && r->op == op && r->dtype == dt)
@@ -134,9 +134,9 @@ static rt_tensor *start(rt_ctx *ctx, rt_tensor *x, rt_axes axes, rt_reduce_op op
     RT_CHECK(ctx, !(op == RT_RED_AVG && x->dtype == RT_I32), "all_reduce: op=avg needs a float tensor");
     if (g->size == 1)
         return rt_retain(x);
-    if (!ctx->ov.enabled)
+    if (!ctx->tgt->ov.enabled)
         return in_place ? rt_all_reduce_reuse(ctx, x, axes, op) : rt_all_reduce(ctx, x, axes, op);
-    rt_overlap *o = &ctx->ov;
+    rt_overlap *o = &ctx->tgt->ov;
     rt_tensor *y = in_place ? rt_retain(x) : rt_empty(ctx, x->dtype, x->ndim, x->shape);
     o->members = grow(ctx, o->members, &o->cap_members, o->nmembers + 1, sizeof *o->members);
     rt_member *m = &o->members[o->nmembers];
@@ -190,7 +190,7 @@ rt_tensor *rt_all_reduce_start_reuse(rt_ctx *ctx, rt_tensor *x, rt_axes axes, rt
 
 void rt_flush(rt_ctx *ctx)
 {
-    rt_overlap *o = &ctx->ov;
+    rt_overlap *o = &ctx->tgt->ov;
     for (int i = 0; i < o->nreqs; i++)
         if (o->reqs[i].open)
             start_request(ctx, &o->reqs[i]);
@@ -199,7 +199,7 @@ void rt_flush(rt_ctx *ctx)
 /* completes request k: waits, copies bucket members out, releases buffers */
 static void complete(rt_ctx *ctx, int k)
 {
-    rt_overlap *o = &ctx->ov;
+    rt_overlap *o = &ctx->tgt->ov;
     rt_request *r = &o->reqs[k];
     if (r->open)
         start_request(ctx, r);
@@ -233,35 +233,35 @@ static void complete(rt_ctx *ctx, int k)
 
 static int member_of(const rt_ctx *ctx, const rt_tensor *t)
 {
-    for (int i = 0; i < ctx->ov.nmembers; i++)
-        if (ctx->ov.members[i].out == t)
+    for (int i = 0; i < ctx->tgt->ov.nmembers; i++)
+        if (ctx->tgt->ov.members[i].out == t)
             return i;
     return -1;
 }
 
 void rt_wait(rt_ctx *ctx, const rt_tensor *t)
 {
-    if (!t || ctx->ov.nmembers == 0)
+    if (!t || ctx->tgt->ov.nmembers == 0)
         return;
     int i = member_of(ctx, t);
     if (i >= 0)
-        complete(ctx, ctx->ov.members[i].req);
+        complete(ctx, ctx->tgt->ov.members[i].req);
 }
 
 bool rt_pending(const rt_ctx *ctx, const rt_tensor *t)
 {
-    return ctx->ov.nmembers > 0 && member_of(ctx, t) >= 0;
+    return ctx->tgt->ov.nmembers > 0 && member_of(ctx, t) >= 0;
 }
 
 void rt_wait_all(rt_ctx *ctx)
 {
-    while (ctx->ov.nreqs > 0)
-        complete(ctx, ctx->ov.nreqs - 1);
+    while (ctx->tgt->ov.nreqs > 0)
+        complete(ctx, ctx->tgt->ov.nreqs - 1);
 }
 
 void rt_progress(rt_ctx *ctx)
 {
-    rt_overlap *o = &ctx->ov;
+    rt_overlap *o = &ctx->tgt->ov;
     for (int i = 0; i < o->nreqs; i++) {
         rt_request *r = &o->reqs[i];
         if (r->open || r->done)
@@ -272,20 +272,36 @@ void rt_progress(rt_ctx *ctx)
     }
 }
 
+/* The async hook (tensor.c): requests in flight advance between kernels; a
+ * buffer a request still writes is waited for before it is released. */
+static void overlap_hook(rt_ctx *ctx, rt_async_event ev, rt_tensor *t)
+{
+    if (ev == RT_ASYNC_ALLOC) {
+        if (ctx->tgt->ov.nreqs > 0)
+            rt_progress(ctx);
+    } else if (ctx->tgt->ov.nmembers > 0 && rt_pending(ctx, t)) { /* MPI still writes it */
+        int refs = t->refs;
+        t->refs = 1;
+        rt_wait(ctx, t);
+        t->refs = refs;
+    }
+}
+
 void rt_overlap_setup(rt_ctx *ctx)
 {
+    ctx->async = overlap_hook;
     const char *e = getenv("SPMD_OVERLAP");
-    ctx->ov.enabled = ctx->mpi && !(e && strcmp(e, "0") == 0);
+    ctx->tgt->ov.enabled = ctx->mpi && !(e && strcmp(e, "0") == 0);
     const char *b = getenv("SPMD_BUCKET_KB");
-    ctx->ov.bucket_bytes = (b ? (size_t)strtoull(b, NULL, 10) : 1024) << 10;
+    ctx->tgt->ov.bucket_bytes = (b ? (size_t)strtoull(b, NULL, 10) : 1024) << 10;
     const char *pc = getenv("SPMD_PIECE_KB");
-    ctx->ov.piece_bytes = (pc ? (size_t)strtoull(pc, NULL, 10) : 2048) << 10;
+    ctx->tgt->ov.piece_bytes = (pc ? (size_t)strtoull(pc, NULL, 10) : 2048) << 10;
 }
 
 void rt_overlap_free(rt_ctx *ctx)
 {
     rt_wait_all(ctx);
-    free(ctx->ov.reqs);
-    free(ctx->ov.members);
-    memset(&ctx->ov, 0, sizeof ctx->ov);
+    free(ctx->tgt->ov.reqs);
+    free(ctx->tgt->ov.members);
+    memset(&ctx->tgt->ov, 0, sizeof ctx->tgt->ov);
 }

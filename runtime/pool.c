@@ -32,8 +32,7 @@ void *rt_pool_alloc(rt_ctx *ctx, size_t bytes, size_t *cap)
         ctx->pool_cached -= *cap;
         p = ctx->pool[c].items[--ctx->pool[c].n];
     } else {
-        p = aligned_alloc(64, *cap);
-        RT_CHECK(ctx, p != NULL, "out of memory allocating %zu bytes", *cap);
+        p = rt_mem_alloc(ctx, *cap);
     }
     if (t0 > 0)
         rt_alloc_record(ctx, t0, fresh, *cap);
@@ -46,7 +45,7 @@ static void keep(rt_ctx *ctx, rt_freelist *fl, void *p, size_t cap)
         int ncap = fl->cap ? 2 * fl->cap : 8;
         void **items = realloc(fl->items, (size_t)ncap * sizeof *items);
         if (!items) {
-            free(p);
+            rt_mem_free(ctx, p, cap);
             return;
         }
         fl->items = items;
@@ -63,17 +62,26 @@ void rt_pool_release(rt_ctx *ctx, void *p, size_t cap)
     size_t check;
     int c = size_class(cap, &check);
     if (c >= RT_NCLASS || check != cap || ctx->pool_cached + cap > ctx->pool_limit) {
-        free(p);
+        rt_mem_free(ctx, p, cap);
         return;
     }
     keep(ctx, &ctx->pool[c], p, cap);
+}
+
+/* the capacity of class c (size_class's inverse) */
+static size_t class_cap(int c)
+{
+    if (c < 4)
+        return (size_t)(c + 1) * 64;
+    size_t base = (size_t)1 << (8 + (c - 4) / 4);
+    return base + (size_t)((c - 4) % 4 + 1) * (base / 4);
 }
 
 void rt_pool_free_all(rt_ctx *ctx)
 {
     for (int c = 0; c < RT_NCLASS; c++) {
         for (int i = 0; i < ctx->pool[c].n; i++)
-            free(ctx->pool[c].items[i]);
+            rt_mem_free(ctx, ctx->pool[c].items[i], class_cap(c));
         free(ctx->pool[c].items);
         memset(&ctx->pool[c], 0, sizeof ctx->pool[c]);
     }

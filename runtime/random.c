@@ -4,7 +4,7 @@
  * bit-identical to the matching block of the unsharded one on any mesh. */
 #include <math.h>
 
-#include "rt_internal.h"
+#include "rt_cpu.h"
 #include "vmath.h"
 
 static void mulhilo(uint32_t a, uint32_t b, uint32_t *hi, uint32_t *lo)
@@ -94,8 +94,8 @@ static rt_tensor *fill(rt_ctx *ctx, rt_dtype dt, const rt_layout *l, uint64_t se
         g += l->offset[d] * gstr[d];
     }
     rt_tensor *t = rt_empty(ctx, dt, l->ndim, l->local);
-    if (ctx->vm && t->numel > 0) {
-        fill_runs(t, l, gstr, g, seed, stream, stream ? ctx->vm->uniform : ctx->vm->normal, p0, p1);
+    if (ctx->tgt->vm && t->numel > 0) {
+        fill_runs(t, l, gstr, g, seed, stream, stream ? ctx->tgt->vm->uniform : ctx->tgt->vm->normal, p0, p1);
         return t;
     }
     for (int64_t i = 0; i < t->numel; i++) {

@@ -9,6 +9,10 @@
 
 #include "spmdrt.h"
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 #define RT_NCLASS 176   /* pool size classes */
 #define RT_NAME_MAX 32
 
@@ -39,40 +43,6 @@ typedef struct rt_coll_stat {
     double seconds;  /* blocked in the call (blocking) or in its start and wait */
     double inflight; /* non-blocking: from the start to the end of the wait */
 } rt_coll_stat;
-
-/* overlap.c: non-blocking all_reduce; a request is one MPI_Iallreduce of a
- * large tensor (in -> buf, the result) or of a bucket (buf, in place) */
-typedef struct rt_request {
-    MPI_Request req;
-    struct rt_group *group;
-    rt_reduce_op op;
-    rt_dtype dtype;
-    rt_tensor *in;   /* retained input (large tensors) */
-    rt_tensor *buf;  /* the result (borrowed) or the bucket (owned) */
-    int64_t count;   /* elements reduced */
-    int64_t at, piece; /* the piece in flight: elements [at, at + piece) */
-    bool bucket, open, done; /* open: not started; done: MPI_Test said so (all pieces) */
-    double t_start;
-} rt_request;
-
-/* a pending result: its request and offset in the bucket */
-typedef struct rt_member {
-    rt_tensor *out;
-    int req;
-    int64_t offset;
-    rt_reduce_op op;
-    int group_size;
-} rt_member;
-
-typedef struct rt_overlap {
-    bool enabled;        /* SPMD_OVERLAP != 0 */
-    size_t bucket_bytes; /* SPMD_BUCKET_KB */
-    size_t piece_bytes;  /* SPMD_PIECE_KB: 0 = one MPI_Iallreduce per request */
-    rt_request *reqs;
-    int nreqs, cap_reqs;
-    rt_member *members;
-    int nmembers, cap_members;
-} rt_overlap;
 
 /* --profile: a trace region's totals (one per name) */
 typedef struct rt_region {
@@ -111,6 +81,14 @@ typedef enum { RT_RS_AUTO, RT_RS_ALLREDUCE, RT_RS_MPI } rt_rs_algo;
 #define RT_RS_ALLREDUCE_MIN ((size_t)4 << 20)
 /* the mmap threshold of the runtime's malloc policy (mesh.c) */
 #define RT_MMAP_THRESHOLD ((size_t)4 << 20)
+
+/* What tensor.c tells the asynchronous layer (collectives in flight:
+ * overlap.c on the CPU target): RT_ASYNC_ALLOC, a tensor is being allocated
+ * (between kernels: requests in flight may advance); RT_ASYNC_SETTLE, t's
+ * buffer is about to be released or handed out (whatever still writes it
+ * must finish first). */
+typedef enum { RT_ASYNC_ALLOC, RT_ASYNC_SETTLE } rt_async_event;
+typedef void (*rt_async_hook)(rt_ctx *ctx, rt_async_event ev, rt_tensor *t);
 
 struct rt_ctx {
     bool mpi;           /* false for rt_ctx_serial */
@@ -153,17 +131,11 @@ struct rt_ctx {
     size_t ring_min;
     char *ring_scratch; /* 2 * RT_RING_CHUNK, allocated and touched at first use */
 
-    MPI_Op bf16_ops[4];     /* rt_bf16_mpi_op, created on first use */
+    MPI_Op bf16_ops[4];     /* rt_bf16_mpi_op (comm.c), created on first use */
     bool bf16_ops_made;
-    uint16_t *bf16_fwd[RT_NUNARY]; /* bf16.c: f(x) for all 65536 bf16 x, built on first use */
-    float *bf16_deriv[RT_NUNARY];  /* f'(x) as the f32 kernel computes it */
-    struct rt_dnnl *dnnl;   /* matmul_dnnl.c: engine, stream, primitive cache */
-    int gemm_f32;           /* gemm.c: an rt_gemm_lib; -1 until chosen */
-    const char *gemm_how;   /* "auto", "SPMD_GEMM", "rank 0", ... (static) */
-    double gemm_gflops[2];  /* auto, on rank 0: each library's speed in the timing */
-    double gemm_cal_s;      /* and the time it took */
-    const struct rt_vm_table *vm; /* vector kernels for this CPU, or NULL (vmath.h) */
-    rt_overlap ov;
+    struct rt_target *tgt;  /* the target's own state (rt_cpu.h; the CUDA runtime's) */
+    rt_async_hook async;    /* collectives in flight, or NULL (overlap.c) */
+    const char *at_loc;     /* rt_at: the .spmd line being run (static), or NULL */
     rt_mem_stats mem;        /* memory.c: live tensor bytes per component */
     int mem_off;             /* > 0: tensors made now are not counted (rt_scratch) */
     rt_tensor **mem_slots;   /* what each var slot of main holds (rt_mem_hold) */
@@ -237,20 +209,24 @@ void rt_kscope_end_(rt_kscope *k);
     __attribute__((cleanup(rt_kscope_end_), unused)) rt_kscope rt_kscope_ = { \
         (ctx), rt_kernel_begin(ctx), (kind), (name)}
 
-/* collectives.c: what every all_reduce uses (bf16 through its own MPI_Op) */
+/* comm.c: the MPI plumbing both targets' collectives use (bf16 through its
+ * own MPI_Op) */
 MPI_Datatype rt_mpi_type(rt_dtype dt);
 MPI_Op rt_mpi_op(rt_ctx *ctx, rt_reduce_op op, rt_dtype dt);
-void rt_scale_inplace(rt_tensor *y, double s); /* op=avg */
 /* MPI_Allreduce, or started and waited for with rt_mpi_wait (SPMD_WAIT);
  * from ctx->ring_min bytes rt_ring_allreduce */
 int rt_coll_allreduce(rt_ctx *ctx, const void *in, void *out, int n, MPI_Datatype t, MPI_Op op,
                       rt_group *g);
+/* MPI reductions of bf16 (sent as MPI_UINT16_T): user-defined ops that add
+ * (or compare) in f32 and round each partial result to bf16 */
+MPI_Op rt_bf16_mpi_op(rt_ctx *ctx, rt_reduce_op op);
+void rt_bf16_mpi_free(rt_ctx *ctx);
 
-/* ring.c: all-reduce (in may be MPI_IN_PLACE) and reduce-scatter (n
- * elements in, block g->rank of n / size out) of n elements over g's
- * communicator in point-to-point pieces of at most RT_RING_CHUNK bytes,
- * through no memory mapped per call; deterministic, and on groups of 2
- * the same bits as MPI's */
+/* ring.c (communication, host memory): all-reduce (in may be MPI_IN_PLACE)
+ * and reduce-scatter (n elements in, block g->rank of n / size out) of n
+ * elements over g's communicator in point-to-point pieces of at most
+ * RT_RING_CHUNK bytes, through no memory mapped per call; deterministic,
+ * and on groups of 2 the same bits as MPI's */
 #define RT_RING_CHUNK ((size_t)1 << 20)
 bool rt_ring_applies(const rt_ctx *ctx, const rt_group *g, size_t bytes);
 void rt_ring_allreduce(rt_ctx *ctx, rt_group *g, const void *in, void *out, int64_t n,
@@ -258,11 +234,6 @@ void rt_ring_allreduce(rt_ctx *ctx, rt_group *g, const void *in, void *out, int6
 void rt_ring_reduce_scatter(rt_ctx *ctx, rt_group *g, const void *in, void *out, int64_t n,
                             MPI_Datatype t, MPI_Op op);
 void rt_ring_free(rt_ctx *ctx);
-
-/* overlap.c */
-void rt_overlap_setup(rt_ctx *ctx);
-void rt_overlap_free(rt_ctx *ctx);
-void rt_progress(rt_ctx *ctx); /* tests the requests in flight */
 
 /* mesh.c */
 rt_group *rt_group_get(rt_ctx *ctx, rt_axes axes);
@@ -282,84 +253,38 @@ void rt_shape_str(char *buf, size_t n, int ndim, const int64_t *shape);
 void rt_split_dims(const rt_tensor *x, int dim, int64_t *outer, int64_t *d, int64_t *inner);
 void rt_check_dtype(rt_ctx *ctx, const rt_tensor *x, rt_dtype dt, const char *what);
 void rt_check_float(rt_ctx *ctx, const rt_tensor *x, const char *what);
-/* strided block copy: rows of `inner` elements, used by packers */
-void rt_copy_block(void *dst, const void *src, size_t esz, int64_t outer, int64_t dst_stride,
-                   int64_t src_stride, int64_t run);
-/* row <-> double conversions */
-void rt_load_f64(const rt_tensor *x, int64_t off, int64_t n, double *out);
-void rt_store_f64(rt_tensor *x, int64_t off, int64_t n, const double *in);
-double *rt_scratch(rt_ctx *ctx, int64_t n, size_t *cap);
-/* Row groups: kernels that reduce each row of a [rows, d] view in order
- * (sums in double, maxima) run RT_LANES rows side by side, one per vector
- * lane: each row is still summed in its own order, as one row at a time
- * would be, so the results are the same bits, but RT_LANES independent
- * chains of additions run at once instead of one.  rt_load_rows_t reads
- * rows row0 .. row0 + n - 1 (n <= RT_LANES) as double, transposed:
- * out[j * RT_LANES + r] = x[row0 + r][j], lanes n .. RT_LANES - 1 zero;
- * rt_store_rows_t writes the first n lanes back, rounded to x's dtype. */
-#define RT_LANES 8
-/* A kernel compiled for AVX-512F, AVX2 and the baseline, chosen when the
- * library is loaded (GCC/clang target_clones): the same C, so the same
- * IEEE operations in the same order on each (no FMA contraction:
- * -ffp-contract=off), only wider vectors. */
-#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__)) && !defined(RT_NO_CLONES)
-#define RT_WIDEST __attribute__((target_clones("avx512f", "avx2", "default")))
-#else
-#define RT_WIDEST
-#endif
-/* The same for a function called from other files.  clang 14 emits the
- * dispatching ifunc of a target_clones function only in a file that calls
- * it, so other files' calls stay unresolved at link time: with clang such
- * functions are compiled once, for the baseline (the same bits: they only
- * convert and move values). */
-#if defined(__clang__)
-#define RT_WIDEST_EXTERN
-#else
-#define RT_WIDEST_EXTERN RT_WIDEST
-#endif
-void rt_load_rows_t(const rt_tensor *x, int64_t row0, int64_t n, int64_t d, double *out);
-void rt_store_rows_t(rt_tensor *x, int64_t row0, int64_t n, int64_t d, const double *in);
 
-/* bf16.c: bf16 conversions of n elements, and the bf16 forms of the
- * elementwise kernels (computed by the f32 kernels, each result rounded) */
-void rt_bf16_from_f32_n(uint16_t *dst, const float *src, int64_t n);
-void rt_bf16_to_f32_n(float *dst, const uint16_t *src, int64_t n);
-void rt_bf16_add_n(uint16_t *acc, const uint16_t *x, int64_t n); /* acc += x, rounded */
-void rt_bf16_scale_n(uint16_t *x, double s, int64_t n);          /* x *= s, rounded */
-rt_tensor *rt_bf16_widen(rt_ctx *ctx, const rt_tensor *x);  /* bf16 -> f32; else a reference */
-rt_tensor *rt_bf16_narrow(rt_ctx *ctx, rt_tensor *y);       /* consumes y: f32 -> bf16 */
-rt_tensor *rt_bf16_unary(rt_ctx *ctx, rt_unary_op op, const rt_tensor *x);
-rt_tensor *rt_bf16_unary_bwd(rt_ctx *ctx, rt_unary_op op, const rt_tensor *x, const rt_tensor *dy);
-void rt_bf16_unary_with_grad(rt_ctx *ctx, rt_unary_op op, const rt_tensor *x, rt_tensor **y,
-                             rt_tensor **dydx);
-rt_tensor *rt_bf16_binary(rt_ctx *ctx, rt_binary_op op, const rt_tensor *a, const rt_tensor *b);
-rt_tensor *rt_bf16_binary_scalar(rt_ctx *ctx, rt_binary_op op, const rt_tensor *a, double s,
-                                 bool scalar_left);
-void rt_bf16_binary_bwd(rt_ctx *ctx, rt_binary_op op, const rt_tensor *a, const rt_tensor *b,
-                        const rt_tensor *dy, rt_tensor **da, rt_tensor **db);
-/* MPI reductions of bf16 (sent as MPI_UINT16_T): user-defined ops that add
- * (or compare) in f32 and round each partial result to bf16 */
-MPI_Op rt_bf16_mpi_op(rt_ctx *ctx, rt_reduce_op op);
-void rt_bf16_free(rt_ctx *ctx);
-
-/* matmul_dnnl.c: GEMM through oneDNN's matmul primitive, primitives cached
- * per shape in the ctx. C[M,N] = op(A)[M,K] op(B)[K,N] (+ C if accumulate);
- * A, B bf16 (f32 accumulation; C bf16 or f32) or f32 (C f32). */
-void rt_dnnl_gemm(rt_ctx *ctx, bool ta, bool tb, int64_t M, int64_t N, int64_t K, const void *A,
-                  const void *B, rt_dtype ab_dt, void *C, rt_dtype c_dt, bool accumulate);
-void rt_dnnl_free(rt_ctx *ctx);
-
-/* gemm.c: the GEMM of every matmul and einsum, row-major, contiguous:
+/* The target: each library (the CPU's, the CUDA one) defines these. */
+/* ctx_new: allocates ctx->tgt, the target's state */
+void rt_target_new(rt_ctx *ctx);
+/* rt_init, after the mesh (collective over the world) */
+void rt_target_setup(rt_ctx *ctx);
+/* frees ctx->tgt and everything it owns */
+void rt_target_free(rt_ctx *ctx);
+/* a tensor buffer of cap bytes (a pool size class) in the target's memory,
+ * and its release (pool.c keeps released buffers for reuse) */
+void *rt_mem_alloc(rt_ctx *ctx, size_t cap);
+void rt_mem_free(rt_ctx *ctx, void *p, size_t cap);
+/* The GEMM of every matmul and einsum (matmul.c), row-major, contiguous:
  * C[M,N] = op(A)[M,K] op(B)[K,N] + beta C, beta 0 or 1; op(X) = X^T when
- * ta / tb (A stored [K,M], B stored [N,K]). f32 on the library chosen for
- * this machine, f64 on OpenBLAS, bf16 on oneDNN. */
+ * ta / tb (A stored [K,M], B stored [N,K]); bf16 accumulates in f32. */
 void rt_gemm(rt_ctx *ctx, rt_dtype dt, bool ta, bool tb, int64_t M, int64_t N, int64_t K,
              const void *A, const void *B, void *C, double beta);
-/* chooses the f32 library (SPMD_GEMM or a timing on rank 0) and broadcasts
- * it; collective over the world (rt_init) */
-void rt_gemm_setup(rt_ctx *ctx);
-/* the --profile line: which library, how it was chosen */
+/* the --profile line naming the GEMM library and how it was chosen */
 void rt_gemm_describe(const rt_ctx *ctx, char *buf, size_t n);
+/* files (checkpoint.c) move tensor data through host memory: x's data
+ * readable by the host (x->data on the CPU; on a device a staged copy, valid
+ * until the next staging), and a host buffer for t's data that
+ * rt_host_commit then moves into t */
+const void *rt_host_view(rt_ctx *ctx, const rt_tensor *x);
+void *rt_host_buffer(rt_ctx *ctx, const rt_tensor *t);
+void rt_host_commit(rt_ctx *ctx, rt_tensor *t, void *buf);
+/* files hold bf16 as f32 (checkpoint.c): bf16 -> f32 (else a new reference
+ * to x), and f32 -> bf16 consuming y (else y) */
+rt_tensor *rt_bf16_widen(rt_ctx *ctx, const rt_tensor *x);
+rt_tensor *rt_bf16_narrow(rt_ctx *ctx, rt_tensor *y);
+/* the trace's label for this rank ("f32 GEMM: openblas"), or NULL */
+const char *rt_target_label(const rt_ctx *ctx, char *buf, size_t n);
 
 /* MPI_Wait, or with ctx->wait_sleep a loop of MPI_Test and short sleeps, so
  * that a rank waiting for others gives its core to the ranks still working
@@ -368,5 +293,9 @@ int rt_mpi_wait(rt_ctx *ctx, MPI_Request *req);
 int rt_mpi_waitall(rt_ctx *ctx, int n, MPI_Request *reqs); /* the same for n requests */
 /* decides ctx->wait_sleep once MPI is up (mesh.c) */
 void rt_wait_setup(rt_ctx *ctx);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif /* RT_INTERNAL_H */

@@ -5,7 +5,7 @@
  * work for every dtype; only the conditions and indices are read as values. */
 #include <string.h>
 
-#include "rt_internal.h"
+#include "rt_cpu.h"
 
 /* ---- iota */
 

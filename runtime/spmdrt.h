@@ -12,6 +12,10 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#ifdef __cplusplus /* the CUDA target's runtime is compiled as CUDA C++ */
+extern "C" {
+#endif
+
 #define RT_MAX_DIMS 8
 #define RT_MAX_AXES 8
 #define RT_STACK (-1) /* "dim" argument of a collective: V (stack) form */
@@ -539,5 +543,13 @@ void rt_fail_mpi(rt_ctx *ctx, int code, const char *call, const char *file, int 
         if (rt_mpi_rc_ != 0) rt_fail_mpi((ctx), rt_mpi_rc_, #call, __FILE__, __LINE__); \
     } while (0)
 void rt_call_check_(rt_ctx *ctx, int rc, const char *call, const char *file, int line);
+/* The .spmd line of the statement being run ("gpt.spmd:42", a static
+ * string): a device error that surfaces later, at a synchronisation, names
+ * the line recorded when its kernel was launched (the CUDA target). */
+void rt_at(rt_ctx *ctx, const char *loc);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif /* SPMDRT_H */

@@ -125,10 +125,11 @@ static void rank_events(rt_ctx *ctx, strbuf *b)
 {
     sb_printf(b, "{\"name\":\"process_name\",\"ph\":\"M\",\"pid\":%d,\"tid\":0,"
                  "\"args\":{\"name\":\"rank %d\"}}", ctx->rank, ctx->rank);
-    if (ctx->gemm_f32 >= 0) /* the f32 GEMM library (gemm.c), shown as a label */
+    char label[128];
+    if (rt_target_label(ctx, label, sizeof label)) /* e.g. the f32 GEMM library */
         sb_printf(b, ",\n{\"name\":\"process_labels\",\"ph\":\"M\",\"pid\":%d,\"tid\":0,"
-                     "\"args\":{\"labels\":\"f32 GEMM: %s\"}}",
-                  ctx->rank, rt_gemm_lib_name((rt_gemm_lib)ctx->gemm_f32));
+                     "\"args\":{\"labels\":\"%s\"}}",
+                  ctx->rank, label);
     for (int i = 0; i < ctx->nevents; i++) {
         const rt_event *e = &ctx->events[i];
         sb_printf(b, ",\n{\"name\":");

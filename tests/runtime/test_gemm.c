@@ -6,7 +6,7 @@
  * rt_set_gemm_f32_lib override the timing. */
 #include <stdlib.h>
 
-#include "rt_internal.h"
+#include "rt_cpu.h"
 #include "rt_test_util.h"
 
 TestSuite(gemm, .init = setup, .fini = teardown);

@@ -4,7 +4,7 @@
  * meshes); the same bits from every instruction set the CPU has; and
  * SPMD_VMATH=scalar selecting the scalar loops. */
 #include "rt_test_util.h"
-#include "rt_internal.h"
+#include "rt_cpu.h"
 #include "vmath.h"
 
 #include <stdlib.h>
@@ -55,7 +55,7 @@ static bool close_to(double got, double ref, double abs_tol, double rel_tol)
 Test(vmath, close_to_the_scalar_loops)
 {
     rt_ctx *cs = ctx_with("scalar");
-    if (!C->vm)
+    if (!C->tgt->vm)
         cr_skip_test("no vector kernels on this CPU");
     for (int k = 0; k < NOPS; k++)
         for (int dt = RT_F32; dt <= RT_F64; dt++) {
@@ -228,16 +228,16 @@ Test(vmath, gelu_f32_is_pytorchs_erf)
 Test(vmath, spmd_vmath_selects_the_kernels)
 {
     rt_ctx *s = ctx_with("scalar");
-    cr_assert_null(s->vm, "SPMD_VMATH=scalar must select the scalar loops");
+    cr_assert_null(s->tgt->vm, "SPMD_VMATH=scalar must select the scalar loops");
     rt_ctx_free_serial(s);
     __builtin_cpu_init();
     if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) {
         rt_ctx *a = ctx_with("avx2");
-        cr_assert_eq(a->vm, &rt_vm_avx2);
+        cr_assert_eq(a->tgt->vm, &rt_vm_avx2);
         rt_ctx_free_serial(a);
     }
     if (__builtin_cpu_supports("avx512f"))
-        cr_assert_eq(C->vm, &rt_vm_avx512, "the widest vectors by default");
+        cr_assert_eq(C->tgt->vm, &rt_vm_avx512, "the widest vectors by default");
 }
 
 /* softmax, log_softmax, their backwards and cross entropy take exp from the
@@ -280,7 +280,7 @@ Test(vmath, softmax_family_close_to_the_scalar_loops)
 Test(vmath, random_numbers_match_the_scalar_loop)
 {
     rt_ctx *cs = ctx_with("scalar");
-    if (!C->vm)
+    if (!C->tgt->vm)
         cr_skip_test("no vector kernels on this CPU");
     int64_t g[3] = {7, 33, 129};
     rt_axes sp[3] = {RT_NO_AXES, RT_NO_AXES, RT_NO_AXES};
