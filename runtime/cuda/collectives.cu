@@ -1,0 +1,472 @@
+/* The CUDA target's collectives. Two backends (SPMD_COLL=auto|nccl|host):
+ * NCCL, one communicator per mesh-axis tuple split from the world's
+ * (ncclGetUniqueId + MPI_Bcast, then ncclCommSplit with the member order of
+ * the MPI group), on the compute stream; and the host-staged path, when
+ * ranks share a GPU (NCCL refuses two ranks on one device) or in the
+ * simulation build: the data go through pinned host memory and the same
+ * MPI calls as the CPU target (comm.c). Blocks of a sharded dim are packed
+ * on the device before and unpacked after, with the strided-copy kernel.
+ * avg is a sum, then a scale (as on the CPU). The non-blocking all_reduce
+ * is eager for now: rt_all_reduce_start reduces at once and rt_wait has
+ * nothing to wait for. While NCCL works the host polls its asynchronous
+ * errors and aborts the communicator, so no rank hangs. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "dev.h"
+
+#ifndef RT_SIM
+#include <nccl.h>
+#endif
+
+typedef struct ncomm {
+    rt_axes axes;
+#ifndef RT_SIM
+    ncclComm_t comm;
+#endif
+} ncomm;
+
+struct rt_cuda_comm {
+    bool nccl; /* the backend: NCCL, or host memory and MPI */
+#ifndef RT_SIM
+    ncclComm_t world;
+#endif
+    ncomm *comms;
+    int n, cap;
+};
+
+extern "C" {
+
+static size_t bytes_of(const rt_tensor *x) { return (size_t)x->numel * rt_dtype_size(x->dtype); }
+
+static int count_of(rt_ctx *ctx, int64_t n)
+{
+    RT_CHECK(ctx, n <= 0x7fffffff, "collective of %lld elements exceeds MPI's int count",
+             (long long)n);
+    return (int)n;
+}
+
+static int check_dim(rt_ctx *ctx, const rt_tensor *x, int dim, const char *what)
+{
+    if (dim == RT_STACK)
+        return dim;
+    RT_CHECK(ctx, dim >= 0 && dim < x->ndim, "%s: dim %d out of range for a %d-d tensor", what,
+             dim, x->ndim);
+    return dim;
+}
+
+static int64_t split_size(rt_ctx *ctx, const rt_tensor *x, int dim, int n, const char *what)
+{
+    RT_CHECK(ctx, x->shape[dim] % n == 0,
+             "%s: dim %d (size %lld) is not divisible by the group size %d", what, dim,
+             (long long)x->shape[dim], n);
+    return x->shape[dim] / n;
+}
+
+/* ---- choosing the backend */
+
+static int ranks_on_node(const rt_ctx *ctx)
+{
+    const char *n = getenv("OMPI_COMM_WORLD_LOCAL_SIZE");
+    if (!n)
+        n = getenv("MPI_LOCALNRANKS");
+    return n ? atoi(n) : ctx->world;
+}
+
+void rt_cuda_comm_setup(rt_ctx *ctx)
+{
+    struct rt_cuda_comm *c = (struct rt_cuda_comm *)calloc(1, sizeof *c);
+    RT_CHECK(ctx, c != NULL, "out of memory");
+    ctx->tgt->comm = c;
+    const char *e = getenv("SPMD_COLL");
+    const char *want = e ? e : "auto";
+    RT_CHECK(ctx, !strcmp(want, "auto") || !strcmp(want, "nccl") || !strcmp(want, "host"),
+             "SPMD_COLL=%s: expected auto, nccl or host", want);
+#ifdef RT_SIM
+    RT_CHECK(ctx, strcmp(want, "nccl") != 0,
+             "SPMD_COLL=nccl: the simulation build has no NCCL (its collectives go through the host)");
+    c->nccl = false;
+#else
+    int gpus = 0;
+    RT_CU(ctx, cudaGetDeviceCount(&gpus));
+    int local = ranks_on_node(ctx);
+    bool shared = local > gpus;
+    if (!strcmp(want, "nccl"))
+        RT_CHECK(ctx, !shared, "SPMD_COLL=nccl: %d ranks share %d GPU(s) on this node, and NCCL "
+                 "refuses two ranks on one GPU (use SPMD_COLL=host)", local, gpus);
+    c->nccl = ctx->mpi && !strcmp(want, "host") ? false : ctx->mpi && !shared;
+    if (shared && ctx->rank == 0 && ctx->world > 1)
+        fprintf(stderr, "spmd: note: %d ranks share %d GPU(s) on this node: collectives go "
+                        "through host memory and MPI\n", local, gpus);
+    if (c->nccl) {
+        ncclUniqueId id;
+        if (ctx->rank == 0) {
+            ncclResult_t r = ncclGetUniqueId(&id);
+            RT_CHECK(ctx, r == ncclSuccess, "ncclGetUniqueId: %s", ncclGetErrorString(r));
+        }
+        RT_CALL_MPI(ctx, MPI_Bcast(&id, sizeof id, MPI_BYTE, 0, MPI_COMM_WORLD));
+        ncclResult_t r = ncclCommInitRank(&c->world, ctx->world, id, ctx->rank);
+        RT_CHECK(ctx, r == ncclSuccess, "ncclCommInitRank: %s", ncclGetErrorString(r));
+    }
+#endif
+    (void)ranks_on_node;
+}
+
+void rt_cuda_comm_free(rt_ctx *ctx)
+{
+    struct rt_cuda_comm *c = ctx->tgt->comm;
+    if (!c)
+        return;
+#ifndef RT_SIM
+    for (int i = 0; i < c->n; i++)
+        ncclCommDestroy(c->comms[i].comm);
+    if (c->nccl)
+        ncclCommDestroy(c->world);
+#endif
+    free(c->comms);
+    free(c);
+    ctx->tgt->comm = NULL;
+}
+
+#ifndef RT_SIM
+static bool use_nccl(rt_ctx *ctx) { return ctx->tgt->comm && ctx->tgt->comm->nccl; }
+#endif
+
+/* ---- the host-staged path: the bytes of a device buffer through MPI */
+
+/* out (device, n_out elements) <- MPI op on in (device, n_in elements) */
+typedef enum { H_ALLREDUCE, H_ALLGATHER, H_REDUCE_SCATTER, H_ALLTOALL } host_op;
+
+static void host_coll(rt_ctx *ctx, host_op k, rt_group *g, rt_dtype dt, rt_reduce_op op,
+                      const void *in, int64_t n_in, void *out, int64_t n_out)
+{
+    size_t esz = rt_dtype_size(dt);
+    char *buf = (char *)rt_dev_staging(ctx, (size_t)(n_in + n_out) * esz);
+    char *hin = buf, *hout = buf + (size_t)n_in * esz;
+    rt_dev_d2h(ctx, hin, in, (size_t)n_in * esz);
+    MPI_Datatype t = rt_mpi_type(dt);
+    switch (k) {
+    case H_ALLREDUCE:
+        RT_CALL_MPI(ctx, rt_coll_allreduce(ctx, hin, hout, count_of(ctx, n_in), t,
+                                           rt_mpi_op(ctx, op, dt), g->comm));
+        break;
+    case H_ALLGATHER:
+        RT_CALL_MPI(ctx, MPI_Allgather(hin, count_of(ctx, n_in), t, hout, count_of(ctx, n_in), t,
+                                       g->comm));
+        break;
+    case H_REDUCE_SCATTER:
+        RT_CALL_MPI(ctx, MPI_Reduce_scatter_block(hin, hout, count_of(ctx, n_out), t,
+                                                  rt_mpi_op(ctx, RT_RED_SUM, dt), g->comm));
+        break;
+    case H_ALLTOALL:
+        RT_CALL_MPI(ctx, MPI_Alltoall(hin, count_of(ctx, n_in / g->size), t, hout,
+                                      count_of(ctx, n_in / g->size), t, g->comm));
+        break;
+    }
+    rt_dev_h2d(ctx, out, hout, (size_t)n_out * esz);
+}
+
+#ifndef RT_SIM
+static ncclDataType_t nccl_type(rt_dtype dt)
+{
+    return dt == RT_F64 ? ncclFloat64 : dt == RT_I32 ? ncclInt32 : dt == RT_BF16 ? ncclBfloat16
+                                                                                 : ncclFloat32;
+}
+
+static ncclRedOp_t nccl_op(rt_reduce_op op)
+{
+    return op == RT_RED_MAX ? ncclMax : op == RT_RED_MIN ? ncclMin : ncclSum;
+}
+
+static ncclComm_t nccl_comm(rt_ctx *ctx, rt_group *g)
+{
+    struct rt_cuda_comm *c = ctx->tgt->comm;
+    for (int i = 0; i < c->n; i++)
+        if (c->comms[i].axes.n == g->axes.n &&
+            !memcmp(c->comms[i].axes.idx, g->axes.idx, (size_t)g->axes.n * sizeof(int)))
+            return c->comms[i].comm;
+    if (c->n == c->cap) {
+        int nc = c->cap ? 2 * c->cap : 8;
+        ncomm *m = (ncomm *)realloc(c->comms, (size_t)nc * sizeof *m);
+        RT_CHECK(ctx, m != NULL, "out of memory");
+        c->comms = m;
+        c->cap = nc;
+    }
+    /* every rank splits at the same collective (SPMD): the members of a
+     * group share the world rank of its member 0 as the color, and the
+     * group rank as the key, so NCCL's member order is MPI's */
+    ncomm *m = &c->comms[c->n];
+    m->axes = g->axes;
+    int color = rt_group_member(ctx, g->axes, 0);
+    ncclResult_t r = ncclCommSplit(c->world, color, g->rank, &m->comm, NULL);
+    RT_CHECK(ctx, r == ncclSuccess, "ncclCommSplit: %s", ncclGetErrorString(r));
+    c->n++;
+    return m->comm;
+}
+
+/* waits for the stream while polling NCCL's asynchronous errors: a failure
+ * aborts the communicator and stops every rank instead of hanging */
+static void nccl_wait(rt_ctx *ctx, ncclComm_t comm, const char *what)
+{
+    for (;;) {
+        cudaError_t q = cudaStreamQuery((cudaStream_t)ctx->tgt->stream);
+        if (q == cudaSuccess)
+            return;
+        if (q != cudaErrorNotReady)
+            RT_CU(ctx, q);
+        ncclResult_t st;
+        ncclResult_t r = ncclCommGetAsyncError(comm, &st);
+        if (r != ncclSuccess || (st != ncclSuccess && st != ncclInProgress)) {
+            ncclCommAbort(comm);
+            rt_dev_fail(ctx, what, ncclGetErrorString(r != ncclSuccess ? r : st));
+        }
+    }
+}
+
+#define NCCL(ctx, comm, call)                                                   \
+    do {                                                                        \
+        ncclResult_t r_ = (call);                                               \
+        if (r_ != ncclSuccess && r_ != ncclInProgress)                          \
+            rt_dev_fail((ctx), #call, ncclGetErrorString(r_));                  \
+        nccl_wait((ctx), (comm), #call);                                        \
+    } while (0)
+#endif
+
+/* the same as host_coll, on NCCL */
+static void coll(rt_ctx *ctx, host_op k, rt_group *g, rt_dtype dt, rt_reduce_op op,
+                 const void *in, int64_t n_in, void *out, int64_t n_out)
+{
+#ifndef RT_SIM
+    if (use_nccl(ctx)) {
+        ncclComm_t c = nccl_comm(ctx, g);
+        cudaStream_t s = (cudaStream_t)ctx->tgt->stream;
+        ncclDataType_t t = nccl_type(dt);
+        size_t esz = rt_dtype_size(dt);
+        switch (k) {
+        case H_ALLREDUCE:
+            NCCL(ctx, c, ncclAllReduce(in, out, (size_t)n_in, t, nccl_op(op), c, s));
+            break;
+        case H_ALLGATHER:
+            NCCL(ctx, c, ncclAllGather(in, out, (size_t)n_in, t, c, s));
+            break;
+        case H_REDUCE_SCATTER:
+            NCCL(ctx, c, ncclReduceScatter(in, out, (size_t)n_out, t, ncclSum, c, s));
+            break;
+        case H_ALLTOALL: {
+            size_t blk = (size_t)(n_in / g->size);
+            NCCL(ctx, c, ncclGroupStart());
+            for (int p = 0; p < g->size; p++) {
+                NCCL(ctx, c, ncclSend((const char *)in + p * blk * esz, blk, t, p, c, s));
+                NCCL(ctx, c, ncclRecv((char *)out + p * blk * esz, blk, t, p, c, s));
+            }
+            NCCL(ctx, c, ncclGroupEnd());
+            break;
+        }
+        }
+        return;
+    }
+#endif
+    host_coll(ctx, k, g, dt, op, in, n_in, out, n_out);
+}
+
+static void scale_inplace(rt_ctx *ctx, rt_tensor *y, double s)
+{
+    void *Y = y->data;
+    rt_dtype dt = y->dtype;
+    rt_launch(ctx, y->numel, [=] RT_HD(int64_t i) { rt_st(Y, dt, i, rt_ld(Y, dt, i) * s); });
+}
+
+/* a device tensor [d0, d1, d2, d3] with its first two dims swapped */
+static rt_tensor *swap01(rt_ctx *ctx, const rt_tensor *x, int64_t d0, int64_t d1, int64_t d2,
+                         int64_t d3)
+{
+    int64_t shape[4] = {d1, d0, d2, d3}, str[4] = {d2 * d3, d1 * d2 * d3, d3, 1};
+    rt_tensor v = *x;
+    v.ndim = 4;
+    return rt_cuda_strided_copy(ctx, &v, 4, shape, str, 0);
+}
+
+static void reshape_to(rt_tensor *y, int ndim, const int64_t *shape)
+{
+    y->ndim = ndim;
+    memcpy(y->shape, shape, (size_t)ndim * sizeof *shape);
+}
+
+/* ---- all_reduce */
+
+static void all_reduce_into(rt_ctx *ctx, const rt_tensor *x, rt_tensor *y, rt_group *g,
+                            rt_reduce_op op)
+{
+    rt_kspan ks_ = rt_kernel_begin(ctx);
+    ctx->tgt->op = "all_reduce";
+    coll(ctx, H_ALLREDUCE, g, x->dtype, op, x->data, x->numel, y->data, y->numel);
+    if (op == RT_RED_AVG)
+        scale_inplace(ctx, y, 1.0 / g->size);
+    rt_coll_record(ctx, RT_COLL_ALL_REDUCE, &ks_, (double)bytes_of(x));
+}
+
+rt_tensor *rt_all_reduce(rt_ctx *ctx, const rt_tensor *x, rt_axes axes, rt_reduce_op op)
+{
+    rt_group *g = rt_group_get(ctx, axes);
+    RT_CHECK(ctx, !(op == RT_RED_AVG && x->dtype == RT_I32), "all_reduce: op=avg needs a float tensor");
+    if (g->size == 1)
+        return rt_retain((rt_tensor *)x);
+    rt_tensor *y = rt_empty(ctx, x->dtype, x->ndim, x->shape);
+    all_reduce_into(ctx, x, y, g, op);
+    return y;
+}
+
+rt_tensor *rt_all_reduce_reuse(rt_ctx *ctx, rt_tensor *x, rt_axes axes, rt_reduce_op op)
+{
+    if (x->refs != 1)
+        return rt_all_reduce(ctx, x, axes, op);
+    rt_group *g = rt_group_get(ctx, axes);
+    RT_CHECK(ctx, !(op == RT_RED_AVG && x->dtype == RT_I32), "all_reduce: op=avg needs a float tensor");
+    if (g->size > 1)
+        all_reduce_into(ctx, x, x, g, op);
+    return rt_retain(x);
+}
+
+/* eager: the result is complete when these return */
+rt_tensor *rt_all_reduce_start(rt_ctx *ctx, const rt_tensor *x, rt_axes axes, rt_reduce_op op)
+{
+    return rt_all_reduce(ctx, x, axes, op);
+}
+rt_tensor *rt_all_reduce_start_reuse(rt_ctx *ctx, rt_tensor *x, rt_axes axes, rt_reduce_op op)
+{
+    return rt_all_reduce_reuse(ctx, x, axes, op);
+}
+void rt_wait(rt_ctx *ctx, const rt_tensor *t) { (void)ctx; (void)t; }
+void rt_flush(rt_ctx *ctx) { (void)ctx; }
+void rt_wait_all(rt_ctx *ctx) { (void)ctx; }
+bool rt_pending(const rt_ctx *ctx, const rt_tensor *t) { (void)ctx; (void)t; return false; }
+
+/* ---- all_gather: gathered as [n, x], then moved to dim */
+
+rt_tensor *rt_all_gather(rt_ctx *ctx, const rt_tensor *x, rt_axes axes, int dim)
+{
+    rt_group *g = rt_group_get(ctx, axes);
+    dim = check_dim(ctx, x, dim, "all_gather");
+    if (g->size == 1 && dim != RT_STACK)
+        return rt_retain((rt_tensor *)x);
+    rt_kspan ks_ = rt_kernel_begin(ctx);
+    ctx->tgt->op = "all_gather";
+    RT_CHECK(ctx, x->ndim < RT_MAX_DIMS, "all_gather: result would exceed %d dims", RT_MAX_DIMS);
+    int64_t st[RT_MAX_DIMS];
+    st[0] = g->size;
+    memcpy(st + 1, x->shape, (size_t)x->ndim * sizeof *st);
+    rt_tensor *y = rt_empty(ctx, x->dtype, x->ndim + 1, st);
+    if (g->size == 1)
+        rt_dev_d2d(ctx, y->data, x->data, bytes_of(x));
+    else
+        coll(ctx, H_ALLGATHER, g, x->dtype, RT_RED_SUM, x->data, x->numel, y->data, y->numel);
+    if (dim != RT_STACK) {
+        int64_t outer, d, inner, shape[RT_MAX_DIMS];
+        rt_split_dims(x, dim, &outer, &d, &inner);
+        memcpy(shape, x->shape, sizeof shape);
+        shape[dim] *= g->size;
+        if (outer == 1) {
+            reshape_to(y, x->ndim, shape);
+        } else { /* [n, outer, d, inner] -> [outer, n, d, inner] */
+            rt_tensor *z = swap01(ctx, y, g->size, outer, d, inner);
+            rt_free(ctx, y);
+            y = z;
+            reshape_to(y, x->ndim, shape);
+        }
+    }
+    rt_coll_record(ctx, RT_COLL_ALL_GATHER, &ks_, (double)bytes_of(y));
+    return y;
+}
+
+/* ---- reduce_scatter: x packed as [n, block], block rank kept */
+
+rt_tensor *rt_reduce_scatter(rt_ctx *ctx, const rt_tensor *x, rt_axes axes, int dim)
+{
+    rt_group *g = rt_group_get(ctx, axes);
+    dim = check_dim(ctx, x, dim, "reduce_scatter");
+    if (g->size == 1 && dim != RT_STACK)
+        return rt_retain((rt_tensor *)x);
+    rt_kspan ks_ = rt_kernel_begin(ctx);
+    ctx->tgt->op = "reduce_scatter";
+    int64_t shape[RT_MAX_DIMS];
+    rt_tensor *y, *packed = NULL;
+    const rt_tensor *src = x;
+    if (dim == RT_STACK) {
+        RT_CHECK(ctx, x->ndim >= 1 && x->shape[0] == g->size,
+                 "reduce_scatter: V form needs a leading dim of the group size %d", g->size);
+        y = rt_empty(ctx, x->dtype, x->ndim - 1, x->shape + 1);
+    } else {
+        memcpy(shape, x->shape, sizeof shape);
+        int64_t m = shape[dim] = split_size(ctx, x, dim, g->size, "reduce_scatter");
+        y = rt_empty(ctx, x->dtype, x->ndim, shape);
+        int64_t outer, d, inner;
+        rt_split_dims(x, dim, &outer, &d, &inner);
+        if (outer > 1) /* [outer, n, m, inner] -> [n, outer, m, inner] */
+            src = packed = swap01(ctx, x, outer, g->size, m, inner);
+    }
+    if (g->size == 1)
+        rt_dev_d2d(ctx, y->data, src->data, bytes_of(y));
+    else
+        coll(ctx, H_REDUCE_SCATTER, g, x->dtype, RT_RED_SUM, src->data, x->numel, y->data,
+             y->numel);
+    rt_free(ctx, packed);
+    rt_coll_record(ctx, RT_COLL_REDUCE_SCATTER, &ks_, (double)bytes_of(x));
+    return y;
+}
+
+/* ---- all_to_all */
+
+rt_tensor *rt_all_to_all(rt_ctx *ctx, const rt_tensor *x, rt_axes axes, int src_dim,
+                         int dst_dim)
+{
+    rt_group *g = rt_group_get(ctx, axes);
+    src_dim = check_dim(ctx, x, src_dim, "all_to_all");
+    dst_dim = check_dim(ctx, x, dst_dim, "all_to_all");
+    RT_CHECK(ctx, (src_dim == RT_STACK) == (dst_dim == RT_STACK),
+             "all_to_all: src and dst must both be V or both be S(i)");
+    if (g->size == 1 && src_dim != RT_STACK)
+        return rt_retain((rt_tensor *)x);
+    rt_kspan ks_ = rt_kernel_begin(ctx);
+    ctx->tgt->op = "all_to_all";
+    int n = g->size;
+    rt_tensor *y;
+    if (src_dim == RT_STACK) {
+        RT_CHECK(ctx, x->ndim >= 1 && x->shape[0] == n,
+                 "all_to_all: V form needs a leading dim of the group size %d", n);
+        y = rt_empty(ctx, x->dtype, x->ndim, x->shape);
+        if (n == 1)
+            rt_dev_d2d(ctx, y->data, x->data, bytes_of(x));
+        else
+            coll(ctx, H_ALLTOALL, g, x->dtype, RT_RED_SUM, x->data, x->numel, y->data, y->numel);
+    } else {
+        /* S(i) -> S(j): chunk k of dim j goes to block k; received chunks
+         * concatenate on dim i */
+        int si = src_dim, dj = dst_dim;
+        int64_t m = split_size(ctx, x, dj, n, "all_to_all");
+        int64_t chunk[RT_MAX_DIMS], shape[RT_MAX_DIMS], oj, d, ij;
+        memcpy(chunk, x->shape, sizeof chunk);
+        chunk[dj] = m;
+        memcpy(shape, chunk, sizeof shape);
+        shape[si] *= n;
+        rt_split_dims(x, dj, &oj, &d, &ij);
+        rt_tensor *send = oj > 1 ? swap01(ctx, x, oj, n, m, ij) : NULL;
+        rt_tensor *recv = rt_empty(ctx, x->dtype, 1, &x->numel);
+        coll(ctx, H_ALLTOALL, g, x->dtype, RT_RED_SUM, send ? send->data : x->data, x->numel,
+             recv->data, recv->numel);
+        rt_free(ctx, send);
+        int64_t oi = rt_numel_of(si, chunk), di = chunk[si];
+        int64_t ii = rt_numel_of(x->ndim - si - 1, chunk + si + 1);
+        if (oi == 1) {
+            y = recv;
+        } else { /* [n, oi, di, ii] -> [oi, n, di, ii] */
+            y = swap01(ctx, recv, n, oi, di, ii);
+            rt_free(ctx, recv);
+        }
+        reshape_to(y, x->ndim, shape);
+    }
+    rt_coll_record(ctx, RT_COLL_ALL_TO_ALL, &ks_, (double)bytes_of(x));
+    return y;
+}
+
+} /* extern "C" */

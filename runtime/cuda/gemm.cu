@@ -1,0 +1,219 @@
+/* The CUDA target's GEMM (rt_gemm, under matmul.c's matmul and einsum):
+ * cuBLASLt, row-major through the column-major identity C^T = B^T A^T. f32
+ * computes in f32 without TF32 unless SPMD_TF32=1, f64 in f64, bf16 with
+ * f32 accumulation. One algorithm per shape (the heuristic's first, chosen
+ * once and cached) and a fixed workspace, so a rerun is bit-identical.
+ * The simulation build multiplies on the host in a fixed order (f64 and
+ * f32 accumulate in double, bf16 in float). Also matmul_bias_act. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "dev.h"
+
+#ifndef RT_SIM
+#include <cublasLt.h>
+
+#define RT_GEMM_WORKSPACE ((size_t)32 << 20)
+
+typedef struct plan {
+    int dt, ta, tb, beta;
+    int64_t M, N, K;
+    cublasLtMatmulDesc_t op;
+    cublasLtMatrixLayout_t la, lb, lc;
+    cublasLtMatmulAlgo_t algo;
+} plan;
+
+struct rt_gemm_plans {
+    cublasLtHandle_t lt;
+    void *workspace;
+    bool tf32;
+    plan *plans;
+    int n, cap;
+};
+
+static void lt_check(rt_ctx *ctx, cublasStatus_t st, const char *call)
+{
+    if (st != CUBLAS_STATUS_SUCCESS) {
+        char msg[64];
+        snprintf(msg, sizeof msg, "cuBLAS status %d", (int)st);
+        rt_dev_fail(ctx, call, msg);
+    }
+}
+#define LT(ctx, call) lt_check((ctx), (call), #call)
+#endif
+
+extern "C" {
+
+#ifdef RT_SIM
+struct rt_gemm_plans {
+    int unused;
+};
+
+void rt_gemm(rt_ctx *ctx, rt_dtype dt, bool ta, bool tb, int64_t M, int64_t N, int64_t K,
+             const void *A, const void *B, void *C, double beta)
+{
+    ctx->tgt->op = "gemm";
+    rt_launch(ctx, M * N, [=] RT_HD(int64_t t) {
+        int64_t i = t / N, j = t % N;
+        double acc = 0;
+        float accf = 0;
+        for (int64_t k = 0; k < K; k++) {
+            double a = rt_ld(A, dt, ta ? k * M + i : i * K + k);
+            double b = rt_ld(B, dt, tb ? j * K + k : k * N + j);
+            if (dt == RT_BF16)
+                accf += (float)a * (float)b;
+            else
+                acc += a * b;
+        }
+        double r = dt == RT_BF16 ? (double)accf : acc;
+        if (beta != 0)
+            r += beta * rt_ld(C, dt, t);
+        rt_st(C, dt, t, r);
+    });
+}
+
+void rt_cuda_gemm_free(rt_ctx *ctx) { (void)ctx; }
+
+void rt_gemm_describe(const rt_ctx *ctx, char *buf, size_t n)
+{
+    (void)ctx;
+    snprintf(buf, n, "GEMM: simulated device (host loops, fixed order)");
+}
+#else
+static cudaDataType_t cuda_type(rt_dtype dt)
+{
+    return dt == RT_F64 ? CUDA_R_64F : dt == RT_BF16 ? CUDA_R_16BF : CUDA_R_32F;
+}
+
+static struct rt_gemm_plans *plans_of(rt_ctx *ctx)
+{
+    if (!ctx->tgt->gemm) {
+        struct rt_gemm_plans *g = (struct rt_gemm_plans *)calloc(1, sizeof *g);
+        RT_CHECK(ctx, g != NULL, "out of memory");
+        LT(ctx, cublasLtCreate(&g->lt));
+        RT_CU(ctx, cudaMalloc(&g->workspace, RT_GEMM_WORKSPACE));
+        const char *e = getenv("SPMD_TF32");
+        g->tf32 = e && strcmp(e, "1") == 0;
+        ctx->tgt->gemm = g;
+    }
+    return ctx->tgt->gemm;
+}
+
+static plan *plan_for(rt_ctx *ctx, rt_dtype dt, bool ta, bool tb, int64_t M, int64_t N,
+                      int64_t K, bool beta)
+{
+    struct rt_gemm_plans *g = plans_of(ctx);
+    for (int i = 0; i < g->n; i++) {
+        plan *p = &g->plans[i];
+        if (p->dt == dt && p->ta == ta && p->tb == tb && p->M == M && p->N == N && p->K == K &&
+            p->beta == beta)
+            return p;
+    }
+    if (g->n == g->cap) {
+        int nc = g->cap ? 2 * g->cap : 16;
+        plan *np = (plan *)realloc(g->plans, (size_t)nc * sizeof *np);
+        RT_CHECK(ctx, np != NULL, "out of memory");
+        g->plans = np;
+        g->cap = nc;
+    }
+    plan *p = &g->plans[g->n];
+    memset(p, 0, sizeof *p);
+    p->dt = dt; p->ta = ta; p->tb = tb; p->M = M; p->N = N; p->K = K; p->beta = beta;
+    cublasComputeType_t ct = dt == RT_F64 ? CUBLAS_COMPUTE_64F
+                           : dt == RT_F32 && g->tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32
+                                                     : CUBLAS_COMPUTE_32F;
+    cudaDataType_t st = dt == RT_F64 ? CUDA_R_64F : CUDA_R_32F, t = cuda_type(dt);
+    LT(ctx, cublasLtMatmulDescCreate(&p->op, ct, st));
+    /* column-major: C^T[N,M] = op(B)^T[N,K] op(A)^T[K,M] */
+    cublasOperation_t opa = tb ? CUBLAS_OP_T : CUBLAS_OP_N, opb = ta ? CUBLAS_OP_T : CUBLAS_OP_N;
+    LT(ctx, cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_TRANSA, &opa, sizeof opa));
+    LT(ctx, cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_TRANSB, &opb, sizeof opb));
+    LT(ctx, cublasLtMatrixLayoutCreate(&p->la, t, tb ? K : N, tb ? N : K, tb ? K : N));
+    LT(ctx, cublasLtMatrixLayoutCreate(&p->lb, t, ta ? M : K, ta ? K : M, ta ? M : K));
+    LT(ctx, cublasLtMatrixLayoutCreate(&p->lc, t, N, M, N));
+    cublasLtMatmulPreference_t pref;
+    LT(ctx, cublasLtMatmulPreferenceCreate(&pref));
+    size_t ws = RT_GEMM_WORKSPACE;
+    LT(ctx, cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
+                                                 &ws, sizeof ws));
+    cublasLtMatmulHeuristicResult_t res;
+    int found = 0;
+    LT(ctx, cublasLtMatmulAlgoGetHeuristic(g->lt, p->op, p->la, p->lb, p->lc, p->lc, pref, 1,
+                                           &res, &found));
+    cublasLtMatmulPreferenceDestroy(pref);
+    RT_CHECK(ctx, found > 0, "gemm: cuBLASLt has no algorithm for %s [%lld, %lld] x [%lld, %lld]",
+             rt_dtype_name(dt), (long long)M, (long long)K, (long long)K, (long long)N);
+    p->algo = res.algo;
+    g->n++;
+    return p;
+}
+
+void rt_gemm(rt_ctx *ctx, rt_dtype dt, bool ta, bool tb, int64_t M, int64_t N, int64_t K,
+             const void *A, const void *B, void *C, double beta)
+{
+    ctx->tgt->op = "gemm";
+    if (M == 0 || N == 0)
+        return;
+    if (K == 0) {
+        if (beta == 0)
+            rt_dev_memset0(ctx, C, (size_t)(M * N) * rt_dtype_size(dt));
+        return;
+    }
+    plan *p = plan_for(ctx, dt, ta, tb, M, N, K, beta != 0);
+    struct rt_gemm_plans *g = ctx->tgt->gemm;
+    double one64 = 1.0, beta64 = beta;
+    float one32 = 1.0f, beta32 = (float)beta;
+    const void *alpha = dt == RT_F64 ? (const void *)&one64 : (const void *)&one32;
+    const void *bp = dt == RT_F64 ? (const void *)&beta64 : (const void *)&beta32;
+    LT(ctx, cublasLtMatmul(g->lt, p->op, alpha, B, p->la, A, p->lb, bp, C, p->lc, C, p->lc,
+                           &p->algo, g->workspace, RT_GEMM_WORKSPACE,
+                           (cudaStream_t)ctx->tgt->stream));
+}
+
+void rt_cuda_gemm_free(rt_ctx *ctx)
+{
+    struct rt_gemm_plans *g = ctx->tgt->gemm;
+    if (!g)
+        return;
+    for (int i = 0; i < g->n; i++) {
+        cublasLtMatrixLayoutDestroy(g->plans[i].la);
+        cublasLtMatrixLayoutDestroy(g->plans[i].lb);
+        cublasLtMatrixLayoutDestroy(g->plans[i].lc);
+        cublasLtMatmulDescDestroy(g->plans[i].op);
+    }
+    free(g->plans);
+    cudaFree(g->workspace);
+    cublasLtDestroy(g->lt);
+    free(g);
+    ctx->tgt->gemm = NULL;
+}
+
+void rt_gemm_describe(const rt_ctx *ctx, char *buf, size_t n)
+{
+    bool tf32 = ctx->tgt->gemm ? ctx->tgt->gemm->tf32 : false;
+    snprintf(buf, n, "GEMM: cuBLASLt (f32 %s, one algorithm per shape)",
+             tf32 ? "with TF32 (SPMD_TF32=1)" : "without TF32");
+}
+#endif
+
+/* act(a @ b + bias): the matmul, the bias and the activation in turn (the
+ * CPU target fuses them in oneDNN; the same bf16 roundings at each step) */
+rt_tensor *rt_matmul_bias_act(rt_ctx *ctx, const rt_tensor *a, const rt_tensor *b,
+                              const rt_tensor *bias, int act)
+{
+    rt_tensor *y = rt_matmul(ctx, a, b);
+    if (bias) {
+        rt_tensor *z = rt_binary(ctx, RT_ADD, y, bias);
+        rt_free(ctx, y);
+        y = z;
+    }
+    if (act >= 0) {
+        rt_tensor *z = rt_unary(ctx, (rt_unary_op)act, y);
+        rt_free(ctx, y);
+        y = z;
+    }
+    return y;
+}
+
+} /* extern "C" */

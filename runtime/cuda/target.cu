@@ -1,0 +1,297 @@
+/* The CUDA target's state, device memory and error checks. Compiled by
+ * nvcc for libspmdrt_cuda and, with RT_SIM, by the host C++ compiler for
+ * the simulation build (the device is then host memory in guarded
+ * mappings, see sim.cpp). */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "dev.h"
+
+#ifndef RT_SIM
+#include <cublasLt.h>
+#endif
+
+extern "C" {
+
+void rt_dev_fail(rt_ctx *ctx, const char *what, const char *msg)
+{
+    const char *op = ctx && ctx->tgt && ctx->tgt->op ? ctx->tgt->op : NULL;
+    const char *loc = ctx && ctx->at_loc ? ctx->at_loc : NULL;
+    if (op && loc)
+        rt_fail(ctx, "%s (%s): %s: %s", op, loc, what, msg);
+    if (op)
+        rt_fail(ctx, "%s: %s: %s", op, what, msg);
+    rt_fail(ctx, "%s: %s", what, msg);
+}
+
+void rt_cu_check_(rt_ctx *ctx, int err, const char *call, const char *file, int line)
+{
+    if (err == 0)
+        return;
+    char what[512];
+    snprintf(what, sizeof what, "%s (%s:%d)", call, file, line);
+#ifdef RT_SIM
+    rt_dev_fail(ctx, what, "failed");
+#else
+    rt_dev_fail(ctx, what, cudaGetErrorString((cudaError_t)err));
+#endif
+}
+
+/* ---- the device this rank uses: (rank on its node) mod (GPUs on the node) */
+
+static int local_rank(const rt_ctx *ctx)
+{
+    const char *e = getenv("OMPI_COMM_WORLD_LOCAL_RANK");
+    if (!e)
+        e = getenv("MPI_LOCALRANKID");
+    if (!e)
+        e = getenv("SLURM_LOCALID");
+    return e ? atoi(e) : ctx->rank;
+}
+
+static void dev_ready(rt_ctx *ctx)
+{
+    rt_target *t = ctx->tgt;
+    if (t->stream)
+        return;
+#ifdef RT_SIM
+    t->stream = (void *)t; /* the simulated device has one stream: the host */
+    (void)local_rank;
+#else
+    int n = 0;
+    cudaError_t e = cudaGetDeviceCount(&n);
+    if (e != cudaSuccess || n == 0)
+        rt_fail(ctx, "no CUDA device%s%s%s", e != cudaSuccess ? " (" : "",
+                e != cudaSuccess ? cudaGetErrorString(e) : "", e != cudaSuccess ? ")" : "");
+    t->device = local_rank(ctx) % n;
+    RT_CU(ctx, cudaSetDevice(t->device));
+    cudaStream_t s;
+    RT_CU(ctx, cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+    t->stream = (void *)s;
+#endif
+}
+
+void rt_cuda_set_current(rt_ctx *ctx); /* tensor_data.cu */
+
+void rt_target_new(rt_ctx *ctx)
+{
+    ctx->tgt = (rt_target *)calloc(1, sizeof *ctx->tgt);
+    if (!ctx->tgt) {
+        fprintf(stderr, "spmd: error: out of memory\n");
+        exit(1);
+    }
+    rt_cuda_set_current(ctx);
+}
+
+void rt_cuda_comm_setup(rt_ctx *ctx); /* collectives.cu */
+void rt_cuda_comm_free(rt_ctx *ctx);
+void rt_cuda_gemm_free(rt_ctx *ctx);  /* gemm.cu */
+
+void rt_target_setup(rt_ctx *ctx)
+{
+    dev_ready(ctx); /* a machine without a GPU stops here, on every rank */
+    rt_cuda_comm_setup(ctx);
+}
+
+void rt_target_free(rt_ctx *ctx)
+{
+    rt_target *t = ctx->tgt;
+    if (!t)
+        return;
+    rt_cuda_comm_free(ctx);
+    rt_cuda_gemm_free(ctx);
+    if (t->stream) {
+        rt_dev_sync(ctx);
+#ifndef RT_SIM
+        if (t->pinned)
+            cudaFreeHost(t->pinned);
+        cudaStreamDestroy((cudaStream_t)t->stream);
+#endif
+    }
+#ifdef RT_SIM
+    free(t->pinned);
+#endif
+    free(t);
+    ctx->tgt = NULL;
+}
+
+const char *rt_target_label(const rt_ctx *ctx, char *buf, size_t n)
+{
+    snprintf(buf, n, "CUDA device %d", ctx->tgt->device);
+    return buf;
+}
+
+/* ---- memory */
+
+void *rt_mem_alloc(rt_ctx *ctx, size_t cap) { return rt_dev_alloc(ctx, cap); }
+void rt_mem_free(rt_ctx *ctx, void *p, size_t cap) { rt_dev_free(ctx, p, cap); }
+
+#ifdef RT_SIM
+void *rt_sim_map(size_t bytes);       /* sim.cpp */
+void rt_sim_unmap(void *p, size_t bytes);
+#endif
+
+void *rt_dev_alloc(rt_ctx *ctx, size_t bytes)
+{
+    dev_ready(ctx);
+    void *p = NULL;
+#ifdef RT_SIM
+    p = rt_sim_map(bytes);
+    if (!p)
+#else
+    cudaError_t e = cudaMallocAsync(&p, bytes ? bytes : 1, (cudaStream_t)ctx->tgt->stream);
+    if (e == cudaErrorMemoryAllocation)
+#endif
+    {
+        char msg[160];
+        snprintf(msg, sizeof msg, "out of device memory allocating %zu bytes (%zu bytes in use)",
+                 bytes, ctx->tgt->bytes_in_use);
+        rt_dev_fail(ctx, "allocation", msg);
+    }
+#ifndef RT_SIM
+    RT_CU(ctx, e);
+#endif
+    ctx->tgt->bytes_in_use += bytes;
+    return p;
+}
+
+void rt_dev_free(rt_ctx *ctx, void *p, size_t bytes)
+{
+    if (!p)
+        return;
+    ctx->tgt->bytes_in_use -= bytes;
+#ifdef RT_SIM
+    rt_sim_unmap(p, bytes);
+#else
+    RT_CU(ctx, cudaFreeAsync(p, (cudaStream_t)ctx->tgt->stream));
+#endif
+}
+
+void rt_dev_h2d(rt_ctx *ctx, void *dst, const void *src, size_t bytes)
+{
+    if (!bytes)
+        return;
+#ifdef RT_SIM
+    (void)ctx;
+    rt_sim_open();
+    memcpy(dst, src, bytes);
+    rt_sim_close();
+#else
+    RT_CU(ctx, cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice,
+                               (cudaStream_t)ctx->tgt->stream));
+    RT_CU(ctx, cudaStreamSynchronize((cudaStream_t)ctx->tgt->stream)); /* src may be reused */
+#endif
+}
+
+void rt_dev_d2h(rt_ctx *ctx, void *dst, const void *src, size_t bytes)
+{
+    if (!bytes)
+        return;
+#ifdef RT_SIM
+    (void)ctx;
+    rt_sim_open();
+    memcpy(dst, src, bytes);
+    rt_sim_close();
+#else
+    RT_CU(ctx, cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost,
+                               (cudaStream_t)ctx->tgt->stream));
+    rt_dev_sync(ctx);
+#endif
+}
+
+void rt_dev_d2d(rt_ctx *ctx, void *dst, const void *src, size_t bytes)
+{
+    if (!bytes || dst == src)
+        return;
+#ifdef RT_SIM
+    (void)ctx;
+    rt_sim_open();
+    memmove(dst, src, bytes);
+    rt_sim_close();
+#else
+    RT_CU(ctx, cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice,
+                               (cudaStream_t)ctx->tgt->stream));
+#endif
+}
+
+void rt_dev_memset0(rt_ctx *ctx, void *dst, size_t bytes)
+{
+    if (!bytes)
+        return;
+#ifdef RT_SIM
+    (void)ctx;
+    rt_sim_open();
+    memset(dst, 0, bytes);
+    rt_sim_close();
+#else
+    RT_CU(ctx, cudaMemsetAsync(dst, 0, bytes, (cudaStream_t)ctx->tgt->stream));
+#endif
+}
+
+void rt_dev_sync(rt_ctx *ctx)
+{
+#ifdef RT_SIM
+    (void)ctx;
+#else
+    if (ctx->tgt->stream)
+        RT_CU(ctx, cudaStreamSynchronize((cudaStream_t)ctx->tgt->stream));
+#endif
+}
+
+#ifndef RT_SIM
+void rt_launch_check_(rt_ctx *ctx)
+{
+    RT_CU(ctx, cudaGetLastError());
+    static int sync = -1; /* SPMD_CUDA_SYNC=1: every launch waited for (errors at their op) */
+    if (sync < 0) {
+        const char *e = getenv("SPMD_CUDA_SYNC");
+        sync = e && strcmp(e, "1") == 0;
+    }
+    if (sync)
+        rt_dev_sync(ctx);
+}
+#endif
+
+void *rt_dev_staging(rt_ctx *ctx, size_t bytes)
+{
+    rt_target *t = ctx->tgt;
+    if (bytes <= t->pinned_cap)
+        return t->pinned;
+    size_t cap = bytes < 4096 ? 4096 : bytes;
+#ifdef RT_SIM
+    free(t->pinned);
+    t->pinned = malloc(cap);
+    RT_CHECK(ctx, t->pinned != NULL, "out of memory allocating %zu bytes", cap);
+#else
+    rt_dev_sync(ctx);
+    if (t->pinned)
+        RT_CU(ctx, cudaFreeHost(t->pinned));
+    t->pinned = NULL;
+    RT_CU(ctx, cudaMallocHost(&t->pinned, cap));
+#endif
+    t->pinned_cap = cap;
+    return t->pinned;
+}
+
+/* ---- files: tensor data staged through the pinned buffer */
+
+const void *rt_host_view(rt_ctx *ctx, const rt_tensor *x)
+{
+    size_t bytes = (size_t)x->numel * rt_dtype_size(x->dtype);
+    void *h = rt_dev_staging(ctx, bytes);
+    rt_dev_d2h(ctx, h, x->data, bytes);
+    return h;
+}
+
+void *rt_host_buffer(rt_ctx *ctx, const rt_tensor *t)
+{
+    return rt_dev_staging(ctx, (size_t)t->numel * rt_dtype_size(t->dtype));
+}
+
+void rt_host_commit(rt_ctx *ctx, rt_tensor *t, void *buf)
+{
+    rt_dev_h2d(ctx, t->data, buf, (size_t)t->numel * rt_dtype_size(t->dtype));
+}
+
+} /* extern "C" */

@@ -1,0 +1,442 @@
+/* Every kernel of libspmdrt on fixed inputs, each result written as .npy
+ * into DIR with a manifest (DIR/manifest.txt: "name class" per line) that
+ * says how a target's result must agree with the CPU's (SPEC 14):
+ *   bits  the same bytes (data movement, IEEE-exact arithmetic, Philox)
+ *   f32   normwise relative difference <= 1e-5 (GEMMs, reductions, norms,
+ *         transcendental functions, losses)
+ *   bf16  normwise relative difference <= 1e-2
+ * Built against each runtime (libspmdrt: the reference; libspmdrt_cudasim
+ * in CI; libspmdrt_cuda on a GPU) and compared by compare.py.
+ *   kernels DIR [SECTION,...]  (under mpirun: collectives on a 1-axis mesh;
+ *                              sections: elementwise shapes reductions nn
+ *                              selection random linalg collectives files,
+ *                              all by default)
+ * Inputs come from a fixed LCG on the host, so every build sees the same. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "spmdrt.h"
+
+static rt_ctx *C;
+static const char *dir;
+static FILE *manifest;
+static uint64_t lcg = 12345;
+
+static double next_u(void) /* [0, 1) */
+{
+    lcg = lcg * 6364136223846793005ull + 1442695040888963407ull;
+    return (double)(lcg >> 11) * (1.0 / 9007199254740992.0);
+}
+
+/* a tensor of dtype dt with values in [lo, hi) (i32: integers) */
+static rt_tensor *input(rt_dtype dt, int ndim, const int64_t *shape, double lo, double hi)
+{
+    int64_t n = 1;
+    for (int d = 0; d < ndim; d++)
+        n *= shape[d];
+    double *v = malloc((size_t)(n ? n : 1) * sizeof *v);
+    for (int64_t i = 0; i < n; i++)
+        v[i] = lo + (hi - lo) * next_u();
+    size_t esz = rt_dtype_size(dt);
+    unsigned char *buf = malloc((size_t)(n ? n : 1) * esz);
+    for (int64_t i = 0; i < n; i++) {
+        switch (dt) {
+        case RT_F32: ((float *)buf)[i] = (float)v[i]; break;
+        case RT_F64: ((double *)buf)[i] = v[i]; break;
+        case RT_I32: ((int32_t *)buf)[i] = (int32_t)floor(v[i]); break;
+        case RT_BF16: ((uint16_t *)buf)[i] = rt_f32_to_bf16((float)v[i]); break;
+        }
+    }
+    rt_tensor *t = rt_from_data(C, dt, ndim, shape, buf);
+    free(v);
+    free(buf);
+    return t;
+}
+#define SH(...) (int)(sizeof((int64_t[]){__VA_ARGS__}) / sizeof(int64_t)), (int64_t[]){__VA_ARGS__}
+
+/* writes this rank's t (consumed) as NAME.npy: the ranks' results stacked
+ * on a leading dim (they differ after some collectives) */
+static void out(const char *name, const char *cls, rt_tensor *t)
+{
+    int64_t shape[RT_MAX_DIMS + 1];
+    shape[0] = 1;
+    memcpy(shape + 1, t->shape, (size_t)t->ndim * sizeof *shape);
+    rt_tensor *s = rt_reshape(C, t, t->ndim + 1, shape);
+    rt_layout l = rt_layout_full(t->ndim + 1, shape);
+    l.global[0] = rt_world_size(C);
+    l.offset[0] = rt_rank(C);
+    char path[4096];
+    snprintf(path, sizeof path, "%s/%s.npy", dir, name);
+    rt_save_npy(C, path, s, &l);
+    if (manifest)
+        fprintf(manifest, "%s %s\n", name, cls);
+    rt_free(C, s);
+    rt_free(C, t);
+}
+
+static const char *fcls(rt_dtype dt) { return dt == RT_BF16 ? "bf16" : "f32"; }
+
+static void elementwise(void)
+{
+    static const rt_dtype dts[] = {RT_F32, RT_F64, RT_BF16};
+    for (int k = 0; k < 3; k++) {
+        rt_dtype dt = dts[k];
+        const char *dn = rt_dtype_name(dt);
+        for (int op = 0; op < RT_NUNARY; op++) {
+            /* inputs inside each function's domain */
+            double lo = op == RT_LOG || op == RT_SQRT || op == RT_RSQRT ? 0.1 : -3.0;
+            rt_tensor *x = input(dt, SH(5, 7), lo, 3.0), *dy = input(dt, SH(5, 7), -1, 1);
+            char name[128];
+            snprintf(name, sizeof name, "unary_%s_%s", rt_unary_name(op), dn);
+            bool exact = op == RT_RELU || op == RT_NEG || op == RT_ABS || op == RT_SQUARE;
+            out(name, exact ? "bits" : fcls(dt), rt_unary(C, op, x));
+            snprintf(name, sizeof name, "unary_bwd_%s_%s", rt_unary_name(op), dn);
+            out(name, fcls(dt), rt_unary_bwd(C, op, x, dy));
+            rt_tensor *y, *g;
+            rt_unary_with_grad(C, op, x, &y, &g);
+            snprintf(name, sizeof name, "unary_grad_y_%s_%s", rt_unary_name(op), dn);
+            out(name, exact ? "bits" : fcls(dt), y);
+            snprintf(name, sizeof name, "unary_grad_d_%s_%s", rt_unary_name(op), dn);
+            out(name, fcls(dt), g);
+            rt_free(C, x);
+            rt_free(C, dy);
+        }
+        for (int op = 0; op < RT_NBINARY; op++) {
+            rt_tensor *a = input(dt, SH(4, 6), op == RT_POW ? 0.1 : -2.0, 2.0);
+            rt_tensor *b = input(dt, SH(6), op == RT_POW ? -2.0 : 0.5, 2.0);
+            rt_tensor *b2 = input(dt, SH(4, 6), 0.5, 2.0), *dy = input(dt, SH(4, 6), -1, 1);
+            char name[128];
+            const char *cls = op == RT_POW ? fcls(dt) : "bits";
+            snprintf(name, sizeof name, "binary_%s_%s", rt_binary_name(op), dn);
+            out(name, cls, rt_binary(C, op, a, b2));
+            snprintf(name, sizeof name, "binary_bcast_%s_%s", rt_binary_name(op), dn);
+            out(name, cls, rt_binary(C, op, a, b));
+            snprintf(name, sizeof name, "binary_scalar_%s_%s", rt_binary_name(op), dn);
+            out(name, cls, rt_binary_scalar(C, op, a, 1.5, true));
+            if (op <= RT_MIN) {
+                rt_tensor *da, *db;
+                rt_binary_bwd(C, op, a, b, dy, &da, &db);
+                snprintf(name, sizeof name, "binary_bwd_a_%s_%s", rt_binary_name(op), dn);
+                out(name, fcls(dt), da);
+                snprintf(name, sizeof name, "binary_bwd_b_%s_%s", rt_binary_name(op), dn);
+                out(name, fcls(dt), db);
+            }
+            rt_free(C, a);
+            rt_free(C, b);
+            rt_free(C, b2);
+            rt_free(C, dy);
+        }
+    }
+    rt_tensor *i = input(RT_I32, SH(3, 5), -20, 20), *j = input(RT_I32, SH(5), 1, 9);
+    out("unary_neg_i32", "bits", rt_unary(C, RT_NEG, i));
+    out("unary_abs_i32", "bits", rt_unary(C, RT_ABS, i));
+    out("binary_add_i32", "bits", rt_binary(C, RT_ADD, i, j));
+    out("binary_mul_i32", "bits", rt_binary(C, RT_MUL, i, j));
+    out("binary_max_i32", "bits", rt_binary(C, RT_MAX, i, j));
+    rt_free(C, i);
+    rt_free(C, j);
+    rt_tensor *g = input(RT_F32, SH(3, 4, 5), -1, 1);
+    out("sum_to_shape_45", "f32", rt_sum_to_shape(C, g, SH(4, 5)));
+    out("sum_to_shape_415", "f32", rt_sum_to_shape(C, g, SH(4, 1)));
+    out("sum_to_shape_1", "f32", rt_sum_to_shape(C, g, SH(1)));
+    out("scale", "bits", rt_scale(C, g, 0.25));
+    rt_free(C, g);
+}
+
+static void shapes(void)
+{
+    rt_tensor *x = input(RT_F32, SH(3, 4, 5), -1, 1), *y = input(RT_F32, SH(3, 2, 5), -1, 1);
+    out("reshape", "bits", rt_reshape(C, x, SH(12, -1)));
+    out("permute", "bits", rt_permute(C, x, (int[]){2, 0, 1}));
+    out("transpose", "bits", rt_transpose(C, x, 0, 2));
+    out("concat", "bits", rt_concat(C, 2, (const rt_tensor *const[]){x, y}, 1));
+    out("slice", "bits", rt_slice(C, x, 1, 1, 3));
+    out("slice_bwd", "bits", rt_slice_bwd(C, y, SH(3, 4, 5), 1, 2));
+    rt_tensor *s = input(RT_F32, SH(4, 1), -1, 1);
+    out("expand", "bits", rt_expand(C, s, SH(2, 4, 3)));
+    out("astype_bf16", "bits", rt_astype(C, x, RT_BF16));
+    rt_tensor *h = rt_astype(C, x, RT_BF16);
+    out("astype_bf16_f32", "bits", rt_astype(C, h, RT_F32));
+    out("astype_f64", "bits", rt_astype(C, x, RT_F64));
+    rt_tensor *w = input(RT_F64, SH(7), -50, 50);
+    out("astype_i32", "bits", rt_astype(C, w, RT_I32));
+    out("index", "bits", rt_index(C, x, 2));
+    rt_tensor *r = rt_index(C, x, 1);
+    out("index_bwd", "bits", rt_index_bwd(C, r, SH(3, 4, 5), 1));
+    rt_tensor *acc = rt_copy(C, x);
+    acc = rt_index_add(C, acc, 0, r);
+    rt_add_(C, acc, x);
+    out("index_add_add_", "bits", acc);
+    rt_tensor *hb = rt_astype(C, x, RT_BF16), *hacc = rt_copy(C, hb);
+    rt_add_(C, hacc, hb);
+    out("add_bf16", "bits", hacc);
+    out("full", "bits", rt_full(C, RT_F32, SH(2, 3), -0.5));
+    out("full_bf16", "bits", rt_full(C, RT_BF16, SH(2, 3), 0.1));
+    out("zeros_i32", "bits", rt_zeros(C, RT_I32, SH(4)));
+    out("scalar_f64", "bits", rt_scalar(C, RT_F64, 3.25));
+    rt_free(C, x); rt_free(C, y); rt_free(C, s); rt_free(C, h); rt_free(C, w); rt_free(C, r);
+    rt_free(C, hb);
+}
+
+static void reductions(void)
+{
+    rt_tensor *x = input(RT_F32, SH(4, 6, 5), -2, 2), *xb = rt_astype(C, x, RT_BF16);
+    for (int d = -1; d < 3; d++) {
+        char name[64];
+        snprintf(name, sizeof name, "sum_d%d", d + 1);
+        out(name, "f32", rt_sum(C, x, d, d == 1));
+        snprintf(name, sizeof name, "mean_d%d", d + 1);
+        out(name, "f32", rt_mean(C, x, d, false));
+        snprintf(name, sizeof name, "amax_d%d", d + 1);
+        out(name, "bits", rt_amax(C, x, d, true));
+        snprintf(name, sizeof name, "cumsum_d%d", d + 1);
+        out(name, "f32", rt_cumsum(C, x, d));
+        snprintf(name, sizeof name, "cumsum_bwd_d%d", d + 1);
+        out(name, "f32", rt_cumsum_bwd(C, x, d));
+        rt_tensor *m = rt_amax(C, x, d, false), *dy = input(RT_F32, m->ndim, m->shape, -1, 1);
+        snprintf(name, sizeof name, "amax_bwd_d%d", d + 1);
+        out(name, "f32", rt_amax_bwd(C, x, d, dy));
+        snprintf(name, sizeof name, "sum_bwd_d%d", d + 1);
+        out(name, "bits", rt_sum_bwd(C, x, d, dy));
+        snprintf(name, sizeof name, "mean_bwd_d%d", d + 1);
+        out(name, "f32", rt_mean_bwd(C, x, d, dy));
+        rt_free(C, m);
+        rt_free(C, dy);
+    }
+    out("sum_all", "f32", rt_sum_all(C, x));
+    out("mean_all", "f32", rt_mean_all(C, x));
+    out("amax_all", "bits", rt_amax_all(C, x));
+    out("sum_bf16", "bf16", rt_sum(C, xb, -1, false));
+    rt_tensor *one = rt_scalar(C, RT_F32, 0.5);
+    out("sum_all_bwd", "bits", rt_sum_bwd(C, x, RT_ALL, one));
+    out("amax_all_bwd", "f32", rt_amax_bwd(C, x, RT_ALL, one));
+    rt_free(C, one);
+    rt_free(C, x);
+    rt_free(C, xb);
+}
+
+static void nn(void)
+{
+    static const rt_dtype dts[] = {RT_F32, RT_BF16};
+    for (int k = 0; k < 2; k++) {
+        rt_dtype dt = dts[k];
+        const char *dn = rt_dtype_name(dt), *cl = fcls(dt);
+        char name[64];
+        rt_tensor *x = input(dt, SH(3, 4, 9), -3, 3), *dy = input(dt, SH(3, 4, 9), -1, 1);
+        rt_tensor *w = input(dt, SH(9), 0.5, 1.5), *b = input(dt, SH(9), -0.5, 0.5);
+        for (int d = 0; d < 3; d += 2) {
+            rt_tensor *y = rt_softmax(C, x, d), *ly = rt_log_softmax(C, x, d);
+            snprintf(name, sizeof name, "softmax_d%d_%s", d, dn);
+            out(name, cl, rt_softmax_bwd(C, y, dy, d));
+            snprintf(name, sizeof name, "log_softmax_bwd_d%d_%s", d, dn);
+            out(name, cl, rt_log_softmax_bwd(C, ly, dy, d));
+            snprintf(name, sizeof name, "softmax_fwd_d%d_%s", d, dn);
+            out(name, cl, y);
+            snprintf(name, sizeof name, "log_softmax_d%d_%s", d, dn);
+            out(name, cl, ly);
+        }
+        snprintf(name, sizeof name, "layer_norm_%s", dn);
+        out(name, cl, rt_layer_norm(C, x, w, b, 1e-5));
+        snprintf(name, sizeof name, "layer_norm_plain_%s", dn);
+        out(name, cl, rt_layer_norm(C, x, NULL, NULL, 1e-5));
+        snprintf(name, sizeof name, "rms_norm_%s", dn);
+        out(name, cl, rt_rms_norm(C, x, w, 1e-6));
+        rt_tensor *dx, *dw, *db;
+        rt_layer_norm_bwd(C, x, w, 1e-5, dy, &dx, &dw, &db);
+        snprintf(name, sizeof name, "layer_norm_bwd_dx_%s", dn);
+        out(name, cl, dx);
+        snprintf(name, sizeof name, "layer_norm_bwd_dw_%s", dn);
+        out(name, cl, dw);
+        snprintf(name, sizeof name, "layer_norm_bwd_db_%s", dn);
+        out(name, cl, db);
+        rt_rms_norm_bwd(C, x, w, 1e-6, dy, &dx, &dw);
+        snprintf(name, sizeof name, "rms_norm_bwd_dx_%s", dn);
+        out(name, cl, dx);
+        snprintf(name, sizeof name, "rms_norm_bwd_dw_%s", dn);
+        out(name, cl, dw);
+        int32_t tv[12] = {0, 3, 8, -100, 5, 5, 1, 2, 7, -100, 4, 6};
+        rt_tensor *t = rt_from_data(C, RT_I32, SH(3, 4), tv);
+        rt_tensor *none_dy = input(dt, SH(3, 4), -1, 1), *sdy = rt_scalar(C, dt, 0.75);
+        static const char *reds[] = {"mean", "sum", "none"};
+        for (int r = 0; r < 3; r++) {
+            snprintf(name, sizeof name, "cross_entropy_%s_%s", reds[r], dn);
+            out(name, cl, rt_cross_entropy_reduce(C, x, t, (rt_ce_reduction)r));
+            snprintf(name, sizeof name, "cross_entropy_bwd_%s_%s", reds[r], dn);
+            out(name, cl, rt_cross_entropy_reduce_bwd(C, x, t, r == 2 ? none_dy : sdy,
+                                                      (rt_ce_reduction)r));
+        }
+        rt_free(C, t); rt_free(C, none_dy); rt_free(C, sdy);
+        rt_free(C, x); rt_free(C, dy); rt_free(C, w); rt_free(C, b);
+    }
+    rt_tensor *table = input(RT_F32, SH(7, 5), -1, 1);
+    int32_t iv[8] = {3, 0, 6, 3, 3, 1, 6, 2};
+    rt_tensor *ids = rt_from_data(C, RT_I32, SH(2, 4), iv), *edy = input(RT_F32, SH(2, 4, 5), -1, 1);
+    out("embedding", "bits", rt_embedding(C, table, ids));
+    out("embedding_bwd", "f32", rt_embedding_bwd(C, ids, edy, 7));
+    rt_free(C, table); rt_free(C, ids); rt_free(C, edy);
+}
+
+static void selection(void)
+{
+    rt_layout l = rt_layout_full(2, (int64_t[]){4, 6});
+    l.global[1] = 12;
+    l.offset[1] = 6;
+    out("iota_f32", "bits", rt_iota(C, RT_F32, &l, 1));
+    out("iota_i32", "bits", rt_iota(C, RT_I32, &l, 0));
+    rt_tensor *c = input(RT_F32, SH(4, 1), -1, 1), *a = input(RT_F32, SH(4, 6), -1, 1);
+    rt_tensor *b = input(RT_F32, SH(6), -1, 1), *dy = input(RT_F32, SH(4, 6), -1, 1);
+    rt_tensor *cpos = rt_binary_scalar(C, RT_GT, c, 0.0, false);
+    out("where", "bits", rt_where(C, cpos, a, b));
+    rt_tensor *da, *db;
+    rt_where_bwd(C, cpos, a, b, dy, &da, &db);
+    out("where_bwd_a", "f32", da);
+    out("where_bwd_b", "f32", db);
+    int32_t iv[12] = {0, 2, 2, 1, 0, 0, 1, 2, 2, 2, 0, 1};
+    rt_tensor *x = input(RT_F32, SH(4, 3), -1, 1), *idx = rt_from_data(C, RT_I32, SH(4, 3), iv);
+    out("take_along_dim", "bits", rt_take_along_dim(C, x, idx, 1));
+    rt_tensor *tdy = input(RT_F32, SH(4, 3), -1, 1);
+    out("take_along_dim_bwd", "f32", rt_take_along_dim_bwd(C, idx, tdy, SH(4, 3), 1));
+    rt_free(C, c); rt_free(C, a); rt_free(C, b); rt_free(C, dy); rt_free(C, cpos);
+    rt_free(C, x); rt_free(C, idx); rt_free(C, tdy);
+}
+
+static void random_(void)
+{
+    rt_layout l = rt_layout_full(2, (int64_t[]){6, 8});
+    l.global[0] = 12;
+    l.offset[0] = 6;
+    out("randn_f32", "bits", rt_randn(C, RT_F32, &l, 42, 0.02));
+    out("randn_f64", "f32", rt_randn(C, RT_F64, &l, 42, 1.0));
+    out("uniform_f32", "bits", rt_uniform(C, RT_F32, &l, 7, -1, 1));
+    out("uniform_bf16", "bits", rt_uniform(C, RT_BF16, &l, 7, -1, 1));
+    rt_tensor *x = input(RT_F32, SH(6, 8), -1, 1);
+    out("dropout", "bits", rt_dropout(C, x, 0.3, 99, &l, RT_NO_AXES));
+    rt_free(C, x);
+}
+
+static void linalg(void)
+{
+    static const rt_dtype dts[] = {RT_F32, RT_F64, RT_BF16};
+    for (int k = 0; k < 3; k++) {
+        rt_dtype dt = dts[k];
+        const char *dn = rt_dtype_name(dt), *cl = fcls(dt);
+        char name[64];
+        rt_tensor *a = input(dt, SH(2, 5, 7), -1, 1), *b = input(dt, SH(7, 3), -1, 1);
+        rt_tensor *bb = input(dt, SH(2, 7, 3), -1, 1), *dy = input(dt, SH(2, 5, 3), -1, 1);
+        rt_tensor *v = input(dt, SH(7), -1, 1);
+        snprintf(name, sizeof name, "matmul_%s", dn);
+        out(name, cl, rt_matmul(C, a, b));
+        snprintf(name, sizeof name, "bmm_%s", dn);
+        out(name, cl, rt_matmul(C, a, bb));
+        snprintf(name, sizeof name, "matvec_%s", dn);
+        out(name, cl, rt_matmul(C, a, v));
+        rt_tensor *da, *db;
+        rt_matmul_bwd(C, a, b, dy, &da, &db);
+        snprintf(name, sizeof name, "matmul_bwd_a_%s", dn);
+        out(name, cl, da);
+        snprintf(name, sizeof name, "matmul_bwd_b_%s", dn);
+        out(name, cl, db);
+        rt_tensor *e = rt_einsum(C, "bij,bjk->bik", 2, (const rt_tensor *const[]){a, bb});
+        snprintf(name, sizeof name, "einsum_%s", dn);
+        out(name, cl, e);
+        rt_tensor *dxs[2];
+        rt_einsum_bwd(C, "bij,jk->bik", 2, (const rt_tensor *const[]){a, b}, dy, dxs);
+        snprintf(name, sizeof name, "einsum_bwd_0_%s", dn);
+        out(name, cl, dxs[0]);
+        snprintf(name, sizeof name, "einsum_bwd_1_%s", dn);
+        out(name, cl, dxs[1]);
+        rt_free(C, a); rt_free(C, b); rt_free(C, bb); rt_free(C, dy); rt_free(C, v);
+    }
+}
+
+static void collectives(void)
+{
+    int n = rt_world_size(C);
+    rt_axes x = RT_AXES(0);
+    rt_tensor *t = input(RT_F32, SH(2 * n, 3 * n), -1, 1);
+    /* each rank its own values: add the rank */
+    rt_tensor *v = rt_binary_scalar(C, RT_ADD, t, (double)rt_rank(C), false);
+    out("all_reduce_sum", "f32", rt_all_reduce(C, v, x, RT_RED_SUM));
+    out("all_reduce_avg", "f32", rt_all_reduce(C, v, x, RT_RED_AVG));
+    out("all_reduce_max", "bits", rt_all_reduce(C, v, x, RT_RED_MAX));
+    rt_tensor *vb = rt_astype(C, v, RT_BF16);
+    out("all_reduce_bf16", "bf16", rt_all_reduce(C, vb, x, RT_RED_SUM));
+    out("all_gather_0", "bits", rt_all_gather(C, v, x, 0));
+    out("all_gather_1", "bits", rt_all_gather(C, v, x, 1));
+    out("all_gather_stack", "bits", rt_all_gather(C, v, x, RT_STACK));
+    out("reduce_scatter_0", "f32", rt_reduce_scatter(C, v, x, 0));
+    out("reduce_scatter_1", "f32", rt_reduce_scatter(C, v, x, 1));
+    out("all_to_all_01", "bits", rt_all_to_all(C, v, x, 0, 1));
+    out("all_to_all_10", "bits", rt_all_to_all(C, v, x, 1, 0));
+    out("convert_r_v", "bits", rt_convert(C, v, x, RT_R, RT_V, 1));
+    out("convert_v_p", "bits", rt_convert(C, v, x, RT_V, RT_P, 0));
+    rt_tensor *s = rt_all_reduce_start(C, v, x, RT_RED_SUM);
+    rt_flush(C);
+    rt_wait(C, s);
+    out("all_reduce_start", "f32", s);
+    rt_free(C, t); rt_free(C, v); rt_free(C, vb);
+}
+
+static void files(void)
+{
+    /* a checkpoint written and read back (bf16 stored as f32) */
+    char ck[4096];
+    snprintf(ck, sizeof ck, "%s/ckpt", dir);
+    rt_tensor *a = input(RT_F32, SH(3, 4), -1, 1), *b = input(RT_BF16, SH(5), -1, 1);
+    rt_layout la = rt_layout_full(2, a->shape), lb = rt_layout_full(1, b->shape);
+    rt_ckpt *k = rt_ckpt_begin(C, ck);
+    rt_ckpt_write(C, k, "a", a, &la);
+    rt_ckpt_write(C, k, "b", b, &lb);
+    rt_ckpt_commit(C, k);
+    out("ckpt_a", "bits", rt_ckpt_read(C, ck, "a", RT_F32, &la));
+    out("ckpt_b", "bits", rt_ckpt_read(C, ck, "b", RT_BF16, &lb));
+    char np[4096];
+    snprintf(np, sizeof np, "%s/plain.tmpnpy", dir);
+    rt_save_npy(C, np, a, &la);
+    out("npy_roundtrip", "bits", rt_load_npy(C, np, RT_F32, &la));
+    rt_tensor *sum = rt_sum_all(C, a);
+    double hv[2] = {rt_item(C, sum), rt_get(a, 5)}; /* host values synchronise */
+    out("item", "f32", rt_from_data(C, RT_F64, SH(2), hv));
+    rt_free(C, sum);
+    rt_free(C, a);
+    rt_free(C, b);
+}
+
+int main(int argc, char **argv)
+{
+    C = rt_init(&argc, &argv, 1, (const char *const[]){"x"}, (const int[]){-1});
+    if (argc != 2 && argc != 3) {
+        fprintf(stderr, "usage: kernels DIR [SECTION,...]\n");
+        return 2;
+    }
+    const char *only = argc == 3 ? argv[2] : NULL;
+    dir = argv[1];
+    mkdir(dir, 0777);
+    char mpath[4096];
+    snprintf(mpath, sizeof mpath, "%s/manifest.txt", dir);
+    if (rt_rank(C) == 0) {
+        manifest = fopen(mpath, "w");
+        if (!manifest) {
+            perror(mpath);
+            return 1;
+        }
+    }
+    static const struct {
+        const char *name;
+        void (*run)(void);
+    } sections[] = {{"elementwise", elementwise}, {"shapes", shapes},   {"reductions", reductions},
+                    {"nn", nn},                   {"selection", selection}, {"random", random_},
+                    {"linalg", linalg},           {"collectives", collectives}, {"files", files}};
+    for (size_t i = 0; i < sizeof sections / sizeof sections[0]; i++) {
+        const char *at = only ? strstr(only, sections[i].name) : NULL;
+        size_t len = strlen(sections[i].name);
+        if (!only || (at && (at == only || at[-1] == ',') && (at[len] == 0 || at[len] == ',')))
+            sections[i].run();
+    }
+    if (manifest)
+        fclose(manifest);
+    return rt_finalize(C);
+}
