@@ -10,8 +10,13 @@
   compare.py --losses REF.txt OUT.txt [--rel R]
       the numbers after "loss" in each file (the training log's lines), the
       same count, each within R relative (default 1e-4)
+  compare.py --subset REF_DIR OUT_DIR
+      as above for the results OUT_DIR's manifest lists (a run of some
+      sections), with the classes of REF_DIR's
+  compare.py --identical DIR1 DIR2
+      every result of DIR1's manifest has the same bytes in DIR2 (a rerun)
   compare.py --same A B
-      the two files' bytes are identical (a bit-identical rerun)
+      the two files' bytes are identical
 
 Prints one line per failure and ends with "N passed, M failed"; exit status
 1 when anything failed. Pure Python (no numpy): the GPU machines have none.
@@ -74,10 +79,19 @@ def normwise(ref, out):
     return math.sqrt(num / den), None
 
 
-def compare_dirs(ref_dir, out_dir):
+def manifest(d):
+    with open(d + "/manifest.txt") as f:
+        return [line.split() for line in f if line.strip()]
+
+
+def compare_dirs(ref_dir, out_dir, subset=False, identical=False):
     passed = failed = 0
-    with open(ref_dir + "/manifest.txt") as f:
-        entries = [line.split() for line in f if line.strip()]
+    entries = manifest(ref_dir)
+    if subset:
+        cls_of = dict(entries)
+        entries = [(n, cls_of.get(n, "unknown")) for n, _ in manifest(out_dir)]
+    if identical:
+        entries = [(n, "bits") for n, _ in entries]
     for name, cls in entries:
         try:
             rd, rs, rb, rv = read_npy("%s/%s.npy" % (ref_dir, name))
@@ -140,6 +154,9 @@ def main(argv):
     if len(argv) >= 3 and argv[0] == "--losses":
         rel = float(argv[argv.index("--rel") + 1]) if "--rel" in argv else 1e-4
         p, f = compare_losses(argv[1], argv[2], rel)
+    elif len(argv) == 3 and argv[0] in ("--subset", "--identical"):
+        p, f = compare_dirs(argv[1], argv[2], subset=argv[0] == "--subset",
+                            identical=argv[0] == "--identical")
     elif len(argv) == 3 and argv[0] == "--same":
         with open(argv[1], "rb") as x, open(argv[2], "rb") as y:
             same = x.read() == y.read()

@@ -9,8 +9,10 @@
  * in CI; libspmdrt_cuda on a GPU) and compared by compare.py.
  *   kernels DIR [SECTION,...]  (under mpirun: collectives on a 1-axis mesh;
  *                              sections: elementwise shapes reductions nn
- *                              selection random linalg collectives files,
- *                              all by default)
+ *                              selection random linalg collectives files
+ *                              resume, all by default; resume reads the
+ *                              checkpoint in $KERNELS_RESUME_FROM, else the
+ *                              one files wrote)
  * Inputs come from a fixed LCG on the host, so every build sees the same. */
 #include <math.h>
 #include <stdio.h>
@@ -405,6 +407,20 @@ static void files(void)
     rt_free(C, b);
 }
 
+/* a checkpoint written by another run (another target: KERNELS_RESUME_FROM,
+ * the reference's DIR/ckpt), read back as this target's tensors */
+static void resume(void)
+{
+    const char *from = getenv("KERNELS_RESUME_FROM");
+    char ck[4096];
+    snprintf(ck, sizeof ck, "%s", from ? from : "");
+    if (!from)
+        snprintf(ck, sizeof ck, "%s/ckpt", dir);
+    rt_layout la = rt_layout_full(2, (int64_t[]){3, 4}), lb = rt_layout_full(1, (int64_t[]){5});
+    out("resume_a", "bits", rt_ckpt_read(C, ck, "a", RT_F32, &la));
+    out("resume_b", "bits", rt_ckpt_read(C, ck, "b", RT_BF16, &lb));
+}
+
 int main(int argc, char **argv)
 {
     C = rt_init(&argc, &argv, 1, (const char *const[]){"x"}, (const int[]){-1});
@@ -429,7 +445,8 @@ int main(int argc, char **argv)
         void (*run)(void);
     } sections[] = {{"elementwise", elementwise}, {"shapes", shapes},   {"reductions", reductions},
                     {"nn", nn},                   {"selection", selection}, {"random", random_},
-                    {"linalg", linalg},           {"collectives", collectives}, {"files", files}};
+                    {"linalg", linalg},           {"collectives", collectives}, {"files", files},
+                    {"resume", resume}};
     for (size_t i = 0; i < sizeof sections / sizeof sections[0]; i++) {
         const char *at = only ? strstr(only, sections[i].name) : NULL;
         size_t len = strlen(sections[i].name);

@@ -68,6 +68,15 @@ with tempfile.TemporaryDirectory() as t:
     check("FAIL shape " in text and "FAIL missing" in text, "shape and missing file:\n" + text)
     check(text.strip().endswith("4 passed, 7 failed") and rc == 1, "summary:\n" + text)
 
+    rc, text = run("--identical", ref, ref)
+    check(rc == 0 and "11 passed, 0 failed" in text, "--identical of a directory with itself:\n" + text)
+    rc, text = run("--identical", ref, out)
+    check(rc == 1 and "FAIL close (bits)" in text, "--identical: a close f32 result is not identical:\n" + text)
+    with open(out + "/manifest.txt", "w") as f:
+        f.write("same_bits x\nclose x\n")
+    rc, text = run("--subset", ref, out)
+    check(rc == 0 and "2 passed, 0 failed" in text, "--subset takes the reference's classes:\n" + text)
+
     a, b, c = (os.path.join(t, n) for n in ("a.txt", "b.txt", "c.txt"))
     open(a, "w").write("step 0 loss 5.5450\nstep 1 loss 5.1234 val_loss 5.2\n")
     open(b, "w").write("step 0 loss 5.5452\nstep 1 loss 5.1234 val_loss 5.2\n")
