@@ -469,4 +469,40 @@ rt_tensor *rt_all_to_all(rt_ctx *ctx, const rt_tensor *x, rt_axes axes, int src_
     return y;
 }
 
+/* ---- ppermute: block to the rank `shift` steps further along the group */
+
+rt_tensor *rt_ppermute(rt_ctx *ctx, const rt_tensor *x, rt_axes axes, int64_t shift)
+{
+    rt_group *g = rt_group_get(ctx, axes);
+    int64_t n = g->size, s = ((shift % n) + n) % n;
+    if (s == 0)
+        return rt_retain((rt_tensor *)x);
+    rt_kspan ks_ = rt_kernel_begin(ctx);
+    ctx->tgt->op = "ppermute";
+    rt_tensor *y = rt_empty(ctx, x->dtype, x->ndim, x->shape);
+    int to = (int)((g->rank + s) % n), from = (int)((g->rank - s + n) % n);
+#ifndef RT_SIM
+    if (use_nccl(ctx)) {
+        ncclComm_t c = nccl_comm(ctx, g);
+        cudaStream_t st = (cudaStream_t)ctx->tgt->stream;
+        ncclDataType_t t = nccl_type(x->dtype);
+        NCCL(ctx, c, ncclGroupStart());
+        NCCL(ctx, c, ncclSend(x->data, (size_t)x->numel, t, to, c, st));
+        NCCL(ctx, c, ncclRecv(y->data, (size_t)x->numel, t, from, c, st));
+        NCCL(ctx, c, ncclGroupEnd());
+        rt_coll_record(ctx, RT_COLL_PPERMUTE, &ks_, (double)bytes_of(x));
+        return y;
+    }
+#endif
+    size_t bytes = bytes_of(x);
+    char *buf = (char *)rt_dev_staging(ctx, 2 * bytes);
+    rt_dev_d2h(ctx, buf, x->data, bytes);
+    RT_CALL_MPI(ctx, MPI_Sendrecv(buf, count_of(ctx, x->numel), rt_mpi_type(x->dtype), to, 0x5050,
+                                  buf + bytes, count_of(ctx, x->numel), rt_mpi_type(x->dtype),
+                                  from, 0x5050, g->comm, MPI_STATUS_IGNORE));
+    rt_dev_h2d(ctx, y->data, buf + bytes, bytes);
+    rt_coll_record(ctx, RT_COLL_PPERMUTE, &ks_, (double)bytes_of(x));
+    return y;
+}
+
 } /* extern "C" */

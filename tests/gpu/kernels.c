@@ -375,6 +375,8 @@ static void collectives(void)
     out("all_to_all_10", "bits", rt_all_to_all(C, v, x, 1, 0));
     out("convert_r_v", "bits", rt_convert(C, v, x, RT_R, RT_V, 1));
     out("convert_v_p", "bits", rt_convert(C, v, x, RT_V, RT_P, 0));
+    out("ppermute_1", "bits", rt_ppermute(C, v, x, 1));
+    out("ppermute_m3", "bits", rt_ppermute(C, v, x, -3));
     rt_tensor *s = rt_all_reduce_start(C, v, x, RT_RED_SUM);
     rt_flush(C);
     rt_wait(C, s);
