@@ -149,7 +149,7 @@ static void host_coll(rt_ctx *ctx, host_op k, rt_group *g, rt_dtype dt, rt_reduc
     switch (k) {
     case H_ALLREDUCE:
         RT_CALL_MPI(ctx, rt_coll_allreduce(ctx, hin, hout, count_of(ctx, n_in), t,
-                                           rt_mpi_op(ctx, op, dt), g->comm));
+                                           rt_mpi_op(ctx, op, dt), g));
         break;
     case H_ALLGATHER:
         RT_CALL_MPI(ctx, MPI_Allgather(hin, count_of(ctx, n_in), t, hout, count_of(ctx, n_in), t,
