@@ -63,8 +63,13 @@ void rt_dev_sync(rt_ctx *ctx); /* waits for everything launched; reports its err
 /* the pinned staging buffer (at least bytes), valid until the next call */
 void *rt_dev_staging(rt_ctx *ctx, size_t bytes);
 
+/* spmdrt_kernels.h's ABI (target.cu): after a generated kernel's launch;
+ * in the simulation build only its name is kept */
+void rt_kernel_launched(rt_ctx *ctx, const char *what);
 #ifdef RT_SIM
-/* sim.cpp: device mappings readable and writable (a launch, a copy) or not */
+/* sim.cpp: device mappings readable and writable (a launch, a copy) or not;
+ * also spmdrt_kernels.h's ABI (exported with C linkage: a simulated
+ * generated kernel opens them around its loop) */
 void rt_sim_open(void);
 void rt_sim_close(void);
 #else

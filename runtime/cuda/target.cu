@@ -10,6 +10,8 @@
 
 #ifndef RT_SIM
 #include <cublasLt.h>
+
+#include "spmdrt_kernels.h" /* the ABI of spmdc's generated kernels (checked here) */
 #endif
 
 extern "C" {
@@ -252,6 +254,26 @@ void rt_launch_check_(rt_ctx *ctx)
         rt_dev_sync(ctx);
 }
 #endif
+
+/* ---- the kernels spmdc --target=cuda generates (spmdrt_kernels.h): they
+ * run on this rank's stream, and each launch is checked like the runtime's
+ * own and named (with the .spmd line of rt_at) in a later device error. The
+ * simulation build runs them as host loops between rt_sim_open and
+ * rt_sim_close (sim.cpp); rt_kernel_launched there only records the name. */
+#ifndef RT_SIM
+cudaStream_t rt_kernel_stream(rt_ctx *ctx)
+{
+    return (cudaStream_t)ctx->tgt->stream;
+}
+#endif
+
+void rt_kernel_launched(rt_ctx *ctx, const char *what)
+{
+    ctx->tgt->op = what; /* a string literal of the generated code */
+#ifndef RT_SIM
+    rt_launch_check_(ctx);
+#endif
+}
 
 void *rt_dev_staging(rt_ctx *ctx, size_t bytes)
 {

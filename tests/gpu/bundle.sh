@@ -3,7 +3,7 @@
 # on a lent GPU machine (which has CUDA, NCCL, OpenMPI and python3, but no
 # compiler toolchain of ours):
 #   bash tests/gpu/bundle.sh BUILD_DIR OUT_DIR [--sim]
-# OUT_DIR gets run.sh and compare.py, bin/gpu_kernels (linked with
+# OUT_DIR gets run.sh and compare.py, bin/gpu_kernels and bin/gpu_kernel_abi (linked with
 # libspmdrt_cuda, or with --sim the simulation build, to try run.sh here),
 # lib/ (the runtime library), ref/ (the CPU target's results, written here:
 # np1 every kernel, np2 and np4 the collectives and files), and progs/: the
@@ -18,11 +18,13 @@ rm -rf "$out"; mkdir -p "$out/bin" "$out/lib" "$out/ref" "$out/progs"
 cp "$here/run.sh" "$here/compare.py" "$out/"
 if [ "$sim" = --sim ]; then
   cp "$build/tests/gpu/gpu_kernels_sim" "$out/bin/gpu_kernels"
+  cp "$build/tests/gpu/gpu_kernel_abi_sim" "$out/bin/gpu_kernel_abi"
   cp -P "$build"/runtime/cuda/libspmdrt_cudasim.so* "$out/lib/"
   echo sim > "$out/KIND"
 else
   [ -x "$build/tests/gpu/gpu_kernels_cuda" ] || { echo "bundle.sh: $build has no libspmdrt_cuda (SPMD_CUDA, nvcc)" >&2; exit 1; }
   cp "$build/tests/gpu/gpu_kernels_cuda" "$out/bin/gpu_kernels"
+  cp "$build/tests/gpu/gpu_kernel_abi_cuda" "$out/bin/gpu_kernel_abi"
   cp -P "$build"/runtime/cuda/libspmdrt_cuda.so* "$out/lib/"
   echo cuda > "$out/KIND"
 fi

@@ -5,8 +5,10 @@
 # PARTS (in order): kernels (every kernel against the CPU's results), rerun
 # (a second run, bit-identical), resume (a checkpoint the CPU wrote), host2,
 # host4 (collectives on 2 and 4 ranks sharing the GPU through host memory and
-# MPI), nccl (1 rank, SPMD_COLL=nccl), programs (gradient checks, e2e on 1, 2
-# and 4 ranks, the flagship's 20 steps: need spmdc --target=cuda).
+# MPI), nccl (1 rank, SPMD_COLL=nccl), abi (a generated-style kernel launcher
+# through spmdrt_kernels.h: rt_kernel_stream, rt_kernel_launched,
+# rt_device_data), programs (gradient checks, e2e on 1, 2 and 4 ranks, the
+# flagship's 20 steps: need spmdc --target=cuda).
 # Each part prints its failures and "PART: ok" or "PART: FAILED"; the last
 # line is "N passed, M failed" (checks, not parts). Exit status 1 on failure.
 set -uo pipefail
@@ -18,11 +20,11 @@ while [ $# -gt 0 ]; do
     --only) only=$2; shift 2 ;;
     --dry-run) dry=1; shift ;;
     --timeout) limit=$2; shift 2 ;;
-    -h|--help) sed -n '2,12p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,14p' "$0"; exit 0 ;;
     *) echo "run.sh: unknown argument '$1' (see --help)" >&2; exit 2 ;;
   esac
 done
-parts="kernels rerun resume host2 host4 nccl programs"
+parts="kernels rerun resume host2 host4 nccl abi programs"
 for p in ${only//,/ }; do
   case " $parts " in *" $p "*) ;; *) echo "run.sh: unknown part '$p' (parts: $parts)" >&2; exit 2 ;; esac
 done
@@ -61,6 +63,7 @@ part resume "KERNELS_RESUME_FROM=$bundle/ref/np1/ckpt mpirun -np 1 $kern $work/r
 part host2 "SPMD_COLL=host mpirun -np 2 $kern $work/np2 collectives,files && $cmp $bundle/ref/np2 $work/np2"
 part host4 "SPMD_COLL=host mpirun -np 4 $kern $work/np4 collectives,files && $cmp $bundle/ref/np4 $work/np4"
 part nccl "SPMD_COLL=nccl mpirun -np 1 $kern $work/nccl collectives && $cmp --subset $bundle/ref/np1 $work/nccl"
+part abi "$bundle/bin/gpu_kernel_abi && echo '1 passed, 0 failed'"
 part programs "cat $bundle/progs/MISSING 2>/dev/null | sed 's/^/FAIL programs: /'; ls $bundle/progs/*.run >/dev/null 2>&1 && for r in $bundle/progs/*.run; do bash \$r; done"
 [ $dry = 1 ] && exit 0
 echo "$passed passed, $failed failed"
