@@ -40,6 +40,18 @@ spmdc --target=cuda: the kernels compiled by the host C++ compiler and
 launched as loops over the same per-element bodies, on the CPU runtime), run
 on the first and the last mesh only; besides the checks above, each run must
 print exactly what the CPU target's program prints on that mesh.
+
+For a machine with a GPU but without our compiler (tests/gpu/bundle.sh
+prepares, tests/gpu/run.sh runs):
+  --compile-only OUT    compile the program (with --spmdc-flag FLAG, repeatable,
+                        before the file's ARGS) to OUT and stop
+  --save-outputs DIR    after the checks, keep each mesh's rank-0 output as
+                        DIR/MESH.out and its `outputs=` files as DIR/MESH/NAME
+  --prebuilt PROG       run PROG instead of compiling (SPMDC is not used)
+  --reference DIR       besides the checks above, each mesh's output must
+                        match DIR/MESH.out (and the `outputs=` files) within
+                        rtol/atol; meshes without a reference are skipped
+  --ends                run the first and the last mesh only
 """
 import math
 import os
@@ -324,7 +336,9 @@ def indent(text, limit=40):
 
 def main(argv):
     mpirun = os.environ.get('MPIRUN', 'mpirun')
-    keep = verbose = cuda_sim = False
+    keep = verbose = cuda_sim = ends = False
+    compile_only = save_outputs = prebuilt = reference = None
+    spmdc_flags = []
     pos = []
     i = 0
     while i < len(argv):
@@ -338,6 +352,22 @@ def main(argv):
             keep = True
         elif a == '--cuda-sim':
             cuda_sim = True
+        elif a == '--ends':
+            ends = True
+        elif a in ('--compile-only', '--save-outputs', '--prebuilt', '--reference',
+                   '--spmdc-flag') and i + 1 < len(argv):
+            v = argv[i + 1]
+            i += 1
+            if a == '--compile-only':
+                compile_only = os.path.abspath(v)
+            elif a == '--save-outputs':
+                save_outputs = os.path.abspath(v)
+            elif a == '--prebuilt':
+                prebuilt = os.path.abspath(v)
+            elif a == '--reference':
+                reference = os.path.abspath(v)
+            else:
+                spmdc_flags.append(v)
         elif a == '-v':
             verbose = True
         elif a in ('-h', '--help'):
@@ -367,7 +397,7 @@ def main(argv):
         expect_fail = re.compile(opts['expect-fail'], re.MULTILINE) if 'expect-fail' in opts else None
         files, outputs = list_opt(opts, 'files'), list_opt(opts, 'outputs')
         prog_args = shlex.split(opts.get('args', ''))
-        if cuda_sim:
+        if cuda_sim or ends:
             meshes = meshes[:1] + meshes[-1:] if len(meshes) > 1 else meshes
     except (TestError, re.error, OSError) as e:
         print('ERROR %s: %s' % (name, e))
@@ -375,9 +405,12 @@ def main(argv):
 
     tmp = tempfile.mkdtemp(prefix='e2e_%s_' % os.path.splitext(name)[0])
     try:
-        return run_test(spmdc, path, name, srcdir, tmp, spmdc_args, meshes, rtol, atol, timeout,
-                        close, expect_output, expect_fail, files, outputs, prog_args, mpirun,
-                        verbose, cuda_sim)
+        if compile_only:
+            return compile_program(spmdc, spmdc_flags + spmdc_args, path, name, srcdir, tmp,
+                                   compile_only)
+        return run_test(spmdc, path, name, srcdir, tmp, spmdc_flags + spmdc_args, meshes, rtol,
+                        atol, timeout, close, expect_output, expect_fail, files, outputs,
+                        prog_args, mpirun, verbose, cuda_sim, prebuilt, save_outputs, reference)
     finally:
         if keep:
             print('kept %s' % tmp)
@@ -385,19 +418,47 @@ def main(argv):
             shutil.rmtree(tmp, ignore_errors=True)
 
 
-def run_test(spmdc, path, name, srcdir, tmp, spmdc_args, meshes, rtol, atol, timeout, close,
-             expect_output, expect_fail, files, outputs, prog_args, mpirun, verbose, cuda_sim=False):
-    def subst(a, rundir=''):
-        return a.replace('%S', srcdir).replace('%t', rundir or tmp)
-
+def test_env():
     env = dict(os.environ)
     env.update({'OPENBLAS_NUM_THREADS': '1', 'OMPI_MCA_rmaps_base_oversubscribe': '1'})
     env.setdefault('ASAN_OPTIONS', 'detect_leaks=0')
+    return env
+
+
+def compile_program(spmdc, spmdc_args, path, name, srcdir, tmp, out_path):
+    """--compile-only: the program for another machine (0, or 1 on failure)"""
+    cmd = [spmdc] + [a.replace('%S', srcdir).replace('%t', tmp) for a in spmdc_args]
+    cmd += [path, '-o', out_path]
+    rc, out, err, secs = run_command(cmd, srcdir, test_env(), 600)
+    if rc != 0 or not os.path.isfile(out_path):
+        print('FAIL %s: compiling failed: %s\n%s' % (name, ' '.join(shlex.quote(c) for c in cmd),
+                                                     ''.join(indent(t) for t in (out, err))))
+        return 1
+    print('compiled %s in %.1f s: %s' % (name, secs, out_path))
+    return 0
+
+
+def mesh_file(label):
+    return re.sub(r'[^\w=]', '_', label)
+
+
+def run_test(spmdc, path, name, srcdir, tmp, spmdc_args, meshes, rtol, atol, timeout, close,
+             expect_output, expect_fail, files, outputs, prog_args, mpirun, verbose, cuda_sim=False,
+             prebuilt=None, save_outputs=None, reference=None):
+    def subst(a, rundir=''):
+        return a.replace('%S', srcdir).replace('%t', rundir or tmp)
+
+    env = test_env()
+    if reference:  # only the meshes the reference machine ran
+        meshes = [m for m in meshes if os.path.isfile(os.path.join(reference, mesh_file(m[0]) + '.out'))]
+        if not meshes:
+            print('FAIL %s: no reference output in %s' % (name, reference))
+            return 1
 
     # --- compile once
-    prog = os.path.join(tmp, 'prog')
+    prog = prebuilt or os.path.join(tmp, 'prog')
     cmd = [spmdc] + [subst(a) for a in spmdc_args] + [path, '-o', prog]
-    rc, out, err, secs = run_command(cmd, srcdir, env, 300)
+    rc, out, err, secs = (0, '', '', 0.0) if prebuilt else run_command(cmd, srcdir, env, 300)
     if rc != 0 or not os.path.isfile(prog):
         if rc is not None and 'not implemented' in err and os.environ.get('SPMD_E2E_NO_SKIP') != '1':
             print('SKIP %s: spmdc cannot compile to an executable yet:\n%s' % (name, indent(err)))
@@ -407,7 +468,8 @@ def run_test(spmdc, path, name, srcdir, tmp, spmdc_args, meshes, rtol, atol, tim
               % (name, what, ' '.join(shlex.quote(c) for c in cmd),
                  ''.join(indent(t) for t in (out, err) if t.strip()) or indent('')))
         return 1
-    print('compiled %s in %.1f s' % (name, secs))
+    if not prebuilt:
+        print('compiled %s in %.1f s' % (name, secs))
     ref_prog = None
     if cuda_sim:  # prog becomes the simulation; the CPU's is the reference
         ref_prog, prog = prog, os.path.join(tmp, 'prog_sim')
@@ -422,7 +484,7 @@ def run_test(spmdc, path, name, srcdir, tmp, spmdc_args, meshes, rtol, atol, tim
     # --- run on every mesh
     failures, results = [], []
     for label, nranks, flag in meshes:
-        rundir = os.path.join(tmp, 'mesh_' + re.sub(r'[^\w=]', '_', label))
+        rundir = os.path.join(tmp, 'mesh_' + mesh_file(label))
         os.makedirs(rundir)
         for f in files:
             shutil.copy(os.path.join(srcdir, f), rundir)
@@ -459,6 +521,17 @@ def run_test(spmdc, path, name, srcdir, tmp, spmdc_args, meshes, rtol, atol, tim
             if rrc != rc or rout != out:
                 problems.append('the simulation (exit %s) does not print what the CPU target prints (exit %s):\n%s'
                                 % (rc, rrc, indent(rout)))
+        if reference and rc is not None and expect_fail is None:  # another machine's run
+            with open(os.path.join(reference, mesh_file(label) + '.out'), encoding='utf-8',
+                      errors='replace') as f:
+                ref_out = f.read()
+            diff = compare_outputs('reference ' + label, ref_out, label, out, rtol, atol)
+            diff += compare_files(os.path.join(reference, mesh_file(label)), 'reference ' + label,
+                                  rundir, label, outputs, rtol, atol)
+            if diff:
+                problems.append('differs from the reference output %s (rtol %g):\n      %s'
+                                % (os.path.join(reference, mesh_file(label) + '.out'), rtol,
+                                   '\n      '.join(diff)))
         status = 'FAILED' if problems else ('failed as expected' if expect_fail else 'ok')
         print('  %-32s %-18s %6.2f s  %d lines' % (head, status, secs, len(out.splitlines())))
         if problems or verbose:
@@ -487,6 +560,15 @@ def run_test(spmdc, path, name, srcdir, tmp, spmdc_args, meshes, rtol, atol, tim
     if failures:
         print('FAIL %s: %s' % (name, '; '.join(failures)))
         return 1
+    if save_outputs:
+        os.makedirs(save_outputs, exist_ok=True)
+        for label, out, rundir in results:
+            with open(os.path.join(save_outputs, mesh_file(label) + '.out'), 'w', encoding='utf-8') as f:
+                f.write(out)
+            if outputs:
+                os.makedirs(os.path.join(save_outputs, mesh_file(label)), exist_ok=True)
+                for o in outputs:
+                    shutil.copy(os.path.join(rundir, o), os.path.join(save_outputs, mesh_file(label)))
     print('PASS %s' % name)
     return 0
 

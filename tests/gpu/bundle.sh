@@ -32,12 +32,59 @@ mpirun -np 1 "$build/tests/gpu/gpu_kernels_cpu" "$out/ref/np1" >/dev/null
 for np in 2 4; do
   mpirun -np $np "$build/tests/gpu/gpu_kernels_cpu" "$out/ref/np$np" collectives,files >/dev/null
 done
-# the programs need the compiler half (spmdc --target=cuda)
-printf 'mesh (x);\nfn main() { print(1); }\n' > "$out/progs/probe.spmd"
-if "$build/compiler/spmdc" --target=cuda --check "$out/progs/probe.spmd" >/dev/null 2>&1; then
-  echo "bundle.sh: spmdc knows --target=cuda, but building programs for it is not written yet" > "$out/progs/MISSING"
-else
-  echo "spmdc has no --target=cuda yet: no e2e, gradcheck or flagship programs for the GPU" > "$out/progs/MISSING"
+# the programs: every e2e test (and examples/moe.spmd, which carries its own
+# E2E lines) checked here on its first and last mesh by the CPU target, whose
+# rank-0 outputs become the references, and compiled with spmdc --target=cuda;
+# run.sh runs each on the same meshes and compares (run_e2e.py --reference)
+repo=$(cd "$here/../.." && pwd)
+mkdir -p "$out/progs/e2e"
+cp "$repo"/tests/e2e/* "$out/progs/e2e/"
+cp "$repo/examples/moe.spmd" "$out/progs/e2e/"
+missing=""
+for case in "$repo"/tests/e2e/*.spmd "$repo/examples/moe.spmd"; do
+  name=$(basename "$case" .spmd)
+  if ! python3 "$repo/tests/e2e/run_e2e.py" --ends --save-outputs "$out/progs/$name.ref" \
+        "$build/compiler/spmdc" "$case" > "$out/progs/$name.cpu.log" 2>&1; then
+    missing="$missing$name: the CPU target fails it here ($out/progs/$name.cpu.log)\n"; continue
+  fi
+  if [ "$sim" = --sim ]; then
+    SPMDC_CUDA_SIM=1 python3 "$repo/tests/e2e/run_e2e.py" --compile-only "$out/progs/$name" \
+      --spmdc-flag --target=cuda "$build/compiler/spmdc" "$case" >> "$out/progs/$name.cpu.log" 2>&1
+  else
+    python3 "$repo/tests/e2e/run_e2e.py" --compile-only "$out/progs/$name" \
+      --spmdc-flag --target=cuda "$build/compiler/spmdc" "$case" >> "$out/progs/$name.cpu.log" 2>&1
+  fi || { missing="$missing$name: spmdc --target=cuda fails ($out/progs/$name.cpu.log)\n"; continue; }
+done
+cp "$repo/tests/e2e/run_e2e.py" "$out/progs/"
+[ -n "$missing" ] && printf "$missing" > "$out/progs/MISSING"
+
+# the flagship (examples/gpt.spmd) on the fortunes: STEPS steps on 1 rank and
+# dp=2,tp=2, every step's loss and gradient norm against the CPU target's
+# (tests/gpu/gpt_compare.py); and a longer run for its step time (--profile)
+data="$repo/build/gpt_run/data"
+if [ ! -f "$data/sizes.sh" ]; then
+  data="$out/gpt_data_tmp"; /usr/bin/python3 "$repo/scripts/gpt_data.py" "$data" >/dev/null
 fi
-rm -f "$out/progs/probe.spmd"
+mkdir -p "$out/data"; cp "$data"/train.npy "$data"/val.npy "$data"/meta.json "$data"/sizes.sh "$out/data/"
+rm -rf "$out/gpt_data_tmp"
+. "$out/data/sizes.sh"
+gflags="-D NTRAIN=$NTRAIN -D NVAL=$NVAL -D PRINT_EVERY=1 -D EVAL_EVERY=10 -D CKPT_EVERY=100000 -D STOP_AFTER=${GPU_GPT_STEPS:-20}"
+# shellcheck disable=SC2086
+"$build/compiler/spmdc" $gflags "$repo/examples/gpt.spmd" -o "$out/progs/gpt_cpu"
+for mesh in dp=1,tp=1 dp=2,tp=2; do
+  np=$(( ${mesh:3:1} * ${mesh:8:1} ))
+  rm -rf "$out/ref_gpt_$mesh"; mkdir -p "$out/ref_gpt_$mesh"; ln -s ../data "$out/ref_gpt_$mesh/data"
+  (cd "$out/ref_gpt_$mesh" && mpirun -np $np "$out/progs/gpt_cpu" --mesh $mesh > "$out/progs/gpt_$mesh.ref" 2>&1)
+  rm -rf "$out/ref_gpt_$mesh"
+done
+rm -f "$out/progs/gpt_cpu"
+cuda_env=""; [ "$sim" = --sim ] && cuda_env="SPMDC_CUDA_SIM=1"
+# shellcheck disable=SC2086
+env $cuda_env "$build/compiler/spmdc" --target=cuda $gflags "$repo/examples/gpt.spmd" -o "$out/progs/gpt_check" \
+  || printf 'gpt: spmdc --target=cuda fails\n' >> "$out/progs/MISSING"
+# shellcheck disable=SC2086
+env $cuda_env "$build/compiler/spmdc" --target=cuda -D NTRAIN=$NTRAIN -D NVAL=$NVAL -D PRINT_EVERY=50 \
+  -D EVAL_EVERY=100000 -D CKPT_EVERY=100000 -D STOP_AFTER=${GPU_GPT_SPEED_STEPS:-300} \
+  "$repo/examples/gpt.spmd" -o "$out/progs/gpt_speed" || printf 'gpt_speed: spmdc --target=cuda fails\n' >> "$out/progs/MISSING"
+cp "$here/gpt_compare.py" "$out/"
 echo "bundle.sh: $out ($(cat "$out/KIND")): $(du -sh "$out" | cut -f1)"

@@ -7,24 +7,27 @@
 # host4 (collectives on 2 and 4 ranks sharing the GPU through host memory and
 # MPI), nccl (1 rank, SPMD_COLL=nccl), abi (a generated-style kernel launcher
 # through spmdrt_kernels.h: rt_kernel_stream, rt_kernel_launched,
-# rt_device_data), programs (gradient checks, e2e on 1, 2 and 4 ranks, the
-# flagship's 20 steps: need spmdc --target=cuda).
+# rt_device_data), programs (every e2e program built by spmdc --target=cuda
+# on the first and last of its meshes, against the CPU target's output), gpt
+# (the flagship's first 20 steps on 1 rank and dp=2,tp=2 against the CPU's
+# losses and gradient norms), speed (the flagship's step time, --profile).
 # Each part prints its failures and "PART: ok" or "PART: FAILED"; the last
 # line is "N passed, M failed" (checks, not parts). Exit status 1 on failure.
 set -uo pipefail
 bundle=$(cd "$(dirname "$0")" && pwd)
-only="" dry=0 limit=120
+only="" dry=0 limit=120 worker=""
 while [ $# -gt 0 ]; do
   case $1 in
     --bundle) bundle=$(cd "$2" && pwd); shift 2 ;;
     --only) only=$2; shift 2 ;;
     --dry-run) dry=1; shift ;;
     --timeout) limit=$2; shift 2 ;;
-    -h|--help) sed -n '2,14p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,19p' "$0"; exit 0 ;;
+    --programs-worker|--gpt-worker|--speed-worker) worker=${1#--}; shift ;;
     *) echo "run.sh: unknown argument '$1' (see --help)" >&2; exit 2 ;;
   esac
 done
-parts="kernels rerun resume host2 host4 nccl abi programs"
+parts="kernels rerun resume host2 host4 nccl abi programs gpt speed"
 for p in ${only//,/ }; do
   case " $parts " in *" $p "*) ;; *) echo "run.sh: unknown part '$p' (parts: $parts)" >&2; exit 2 ;; esac
 done
@@ -34,7 +37,48 @@ export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_
 export LD_LIBRARY_PATH="$bundle/lib:/usr/local/cuda/lib64${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 work=$(mktemp -d "${TMPDIR:-/tmp}/spmd_gpu.XXXXXX")
 trap 'rm -rf "$work"' EXIT
-kern="$bundle/bin/gpu_kernels" cmp="python3 $bundle/compare.py"
+# numpy is in the torch environment on the lent machines
+PY=python3; [ -x /opt/torch/.venv/bin/python3 ] && PY=/opt/torch/.venv/bin/python3
+kern="$bundle/bin/gpu_kernels" cmp="$PY $bundle/compare.py"
+
+# programs: every e2e program built by spmdc --target=cuda, on the first and
+# last of its meshes, against the CPU target's outputs (4 at a time)
+if [ "$worker" = programs-worker ]; then
+  fails=0
+  if [ -f "$bundle/progs/MISSING" ]; then sed 's/^/FAIL programs: /' "$bundle/progs/MISSING"; fails=$(wc -l < "$bundle/progs/MISSING"); fi
+  ls "$bundle"/progs/*.ref -d | sed 's/\.ref$//' | xargs -P 4 -I{} sh -c \
+    '$0 $1/progs/run_e2e.py --ends --prebuilt {} --reference {}.ref none $1/progs/e2e/$(basename {}).spmd > {}.gpu.log 2>&1; tail -1 {}.gpu.log' "$PY" "$bundle" \
+    > "$work/programs.sum"
+  cat "$work/programs.sum"
+  [ -n "${OUT:-}" ] && mkdir -p "$OUT/programs" && cp "$bundle"/progs/*.gpu.log "$OUT/programs/"
+  for f in "$bundle"/progs/*.gpu.log; do grep -q '^PASS' "$f" || { echo "== ${f##*/}"; head -60 "$f"; }; done
+  p=$(grep -c '^PASS' "$work/programs.sum"); f=$(grep -vc '^PASS' "$work/programs.sum")
+  echo "$p passed, $((f + fails)) failed"
+  exit 0
+fi
+# gpt: the flagship's first steps on 1 rank (NCCL) and dp=2,tp=2 (host
+# staging: 4 ranks share the GPU) against the CPU target's
+if [ "$worker" = gpt-worker ]; then
+  for mesh in dp=1,tp=1 dp=2,tp=2; do
+    np=$(( ${mesh:3:1} * ${mesh:8:1} )); d="$work/gpt_$mesh"; mkdir -p "$d"; ln -s "$bundle/data" "$d/data"
+    (cd "$d" && timeout 120 mpirun -np $np "$bundle/progs/gpt_check" --mesh $mesh > "$d/out" 2>&1)
+    echo "== gpt $mesh (exit $?)"; grep -E '^step (1|20) |rror' "$d/out" | head -8
+    $PY "$bundle/gpt_compare.py" "$bundle/progs/gpt_$mesh.ref" "$d/out" | tee "$d/cmp" | grep -v '^[0-9]* passed'
+    cp "$d/out" "${OUT:-$work}/gpt_$mesh.gpu.out" 2>/dev/null
+  done
+  cat "$work"/gpt_*/cmp | awk '/passed, .* failed$/ {p += $1; f += $3} END {print p " passed, " f " failed"}'
+  exit 0
+fi
+# speed: the flagship's step time on 1 GPU (--profile's training loop median)
+if [ "$worker" = speed-worker ]; then
+  d="$work/speed"; mkdir -p "$d"; ln -s "$bundle/data" "$d/data"
+  nvidia-smi --query-gpu=name --format=csv,noheader
+  (cd "$d" && timeout 200 mpirun -np 1 "$bundle/progs/gpt_speed" --mesh dp=1,tp=1 --profile > "$d/out" 2>&1)
+  rc=$?; cp "$d/out" "${OUT:-$work}/gpt_speed.out" 2>/dev/null
+  grep -E '^step |for step|rror' "$d/out" | tail -25
+  [ $rc = 0 ] && echo "1 passed, 0 failed" || echo "0 passed, 1 failed"
+  exit 0
+fi
 passed=0 failed=0
 
 # runs a part's command; its output's "N passed, M failed" line (or 1 failed
@@ -44,15 +88,17 @@ part() {
   wanted "$name" || return 0
   if [ $dry = 1 ]; then echo "would run $name: $*"; return 0; fi
   local log="$work/$name.log"
-  timeout "$limit" bash -c "$*" >"$log" 2>&1
+  local lim=$limit; [ "$name" = programs ] && lim=$((limit * 3))
+  timeout "$lim" bash -c "$*" >"$log" 2>&1
   local rc=$? line
+  [ -n "${OUT:-}" ] && cp "$log" "$OUT/$name.log"
   line=$(grep -E '^[0-9]+ passed, [0-9]+ failed$' "$log" | tail -1)
   grep -E '^FAIL|error' "$log" | head -20
   if [ -n "$line" ]; then
     passed=$((passed + ${line%% passed*})); local f=${line#*, }; failed=$((failed + ${f%% failed*}))
   else
     failed=$((failed + 1))
-    [ $rc = 124 ] && echo "$name: timed out after ${limit}s" || tail -5 "$log"
+    [ $rc = 124 ] && echo "$name: timed out after ${lim}s" || tail -5 "$log"
   fi
   if [ $rc = 0 ] && [ -n "$line" ]; then echo "$name: ok ($line)"; else echo "$name: FAILED"; fi
 }
@@ -64,7 +110,9 @@ part host2 "SPMD_COLL=host mpirun -np 2 $kern $work/np2 collectives,files && $cm
 part host4 "SPMD_COLL=host mpirun -np 4 $kern $work/np4 collectives,files && $cmp $bundle/ref/np4 $work/np4"
 part nccl "SPMD_COLL=nccl mpirun -np 1 $kern $work/nccl collectives && $cmp --subset $bundle/ref/np1 $work/nccl"
 part abi "$bundle/bin/gpu_kernel_abi && echo '1 passed, 0 failed'"
-part programs "cat $bundle/progs/MISSING 2>/dev/null | sed 's/^/FAIL programs: /'; ls $bundle/progs/*.run >/dev/null 2>&1 && for r in $bundle/progs/*.run; do bash \$r; done"
+part programs "bash $bundle/run.sh --bundle $bundle --programs-worker"
+part gpt "bash $bundle/run.sh --bundle $bundle --gpt-worker"
+part speed "bash $bundle/run.sh --bundle $bundle --speed-worker"
 [ $dry = 1 ] && exit 0
 echo "$passed passed, $failed failed"
 [ $failed = 0 ]
