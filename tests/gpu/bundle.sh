@@ -43,7 +43,7 @@ cp "$repo/examples/moe.spmd" "$out/progs/e2e/"
 missing=""
 for case in "$repo"/tests/e2e/*.spmd "$repo/examples/moe.spmd"; do
   name=$(basename "$case" .spmd)
-  if ! python3 "$repo/tests/e2e/run_e2e.py" --ends --save-outputs "$out/progs/$name.ref" \
+  if ! /usr/bin/python3 "$repo/tests/e2e/run_e2e.py" --ends --save-outputs "$out/progs/$name.ref" \
         "$build/compiler/spmdc" "$case" > "$out/progs/$name.cpu.log" 2>&1; then
     missing="$missing$name: the CPU target fails it here ($out/progs/$name.cpu.log)\n"; continue
   fi
@@ -74,7 +74,7 @@ gflags="-D NTRAIN=$NTRAIN -D NVAL=$NVAL -D PRINT_EVERY=1 -D EVAL_EVERY=10 -D CKP
 for mesh in dp=1,tp=1 dp=2,tp=2; do
   np=$(( ${mesh:3:1} * ${mesh:8:1} ))
   rm -rf "$out/ref_gpt_$mesh"; mkdir -p "$out/ref_gpt_$mesh"; ln -s ../data "$out/ref_gpt_$mesh/data"
-  (cd "$out/ref_gpt_$mesh" && mpirun -np $np "$out/progs/gpt_cpu" --mesh $mesh > "$out/progs/gpt_$mesh.ref" 2>&1)
+  (cd "$out/ref_gpt_$mesh" && mpirun -np $np "$out/progs/gpt_cpu" --mesh $mesh > "$out/progs/gpt_$mesh.cpu.out" 2>&1)
   rm -rf "$out/ref_gpt_$mesh"
 done
 rm -f "$out/progs/gpt_cpu"

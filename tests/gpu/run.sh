@@ -63,7 +63,7 @@ if [ "$worker" = gpt-worker ]; then
     np=$(( ${mesh:3:1} * ${mesh:8:1} )); d="$work/gpt_$mesh"; mkdir -p "$d"; ln -s "$bundle/data" "$d/data"
     (cd "$d" && timeout 120 mpirun -np $np "$bundle/progs/gpt_check" --mesh $mesh > "$d/out" 2>&1)
     echo "== gpt $mesh (exit $?)"; grep -E '^step (1|20) |rror' "$d/out" | head -8
-    $PY "$bundle/gpt_compare.py" "$bundle/progs/gpt_$mesh.ref" "$d/out" | tee "$d/cmp" | grep -v '^[0-9]* passed'
+    $PY "$bundle/gpt_compare.py" "$bundle/progs/gpt_$mesh.cpu.out" "$d/out" | tee "$d/cmp" | grep -v '^[0-9]* passed'
     cp "$d/out" "${OUT:-$work}/gpt_$mesh.gpu.out" 2>/dev/null
   done
   cat "$work"/gpt_*/cmp | awk '/passed, .* failed$/ {p += $1; f += $3} END {print p " passed, " f " failed"}'
