@@ -71,6 +71,13 @@ static void dev_ready(rt_ctx *ctx)
     cudaStream_t s;
     RT_CU(ctx, cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
     t->stream = (void *)s;
+    /* cudaMallocAsync's pool keeps what is freed across synchronisations
+     * (by default it gives memory back to the driver at each one, and the
+     * next allocations map it again) */
+    cudaMemPool_t pool;
+    RT_CU(ctx, cudaDeviceGetDefaultMemPool(&pool, t->device));
+    uint64_t keep = UINT64_MAX;
+    RT_CU(ctx, cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &keep));
 #endif
 }
 

@@ -29,6 +29,8 @@ else
   echo cuda > "$out/KIND"
 fi
 mpirun -np 1 "$build/tests/gpu/gpu_kernels_cpu" "$out/ref/np1" >/dev/null
+# the collectives alone (their inputs come after fewer draws than in np1)
+mpirun -np 1 "$build/tests/gpu/gpu_kernels_cpu" "$out/ref/np1c" collectives >/dev/null
 for np in 2 4; do
   mpirun -np $np "$build/tests/gpu/gpu_kernels_cpu" "$out/ref/np$np" collectives,files >/dev/null
 done
@@ -83,8 +85,8 @@ cuda_env=""; [ "$sim" = --sim ] && cuda_env="SPMDC_CUDA_SIM=1"
 env $cuda_env "$build/compiler/spmdc" --target=cuda $gflags "$repo/examples/gpt.spmd" -o "$out/progs/gpt_check" \
   || printf 'gpt: spmdc --target=cuda fails\n' >> "$out/progs/MISSING"
 # shellcheck disable=SC2086
-env $cuda_env "$build/compiler/spmdc" --target=cuda -D NTRAIN=$NTRAIN -D NVAL=$NVAL -D PRINT_EVERY=50 \
-  -D EVAL_EVERY=100000 -D CKPT_EVERY=100000 -D STOP_AFTER=${GPU_GPT_SPEED_STEPS:-300} \
+env $cuda_env "$build/compiler/spmdc" --target=cuda -D NTRAIN=$NTRAIN -D NVAL=$NVAL -D PRINT_EVERY=10 \
+  -D EVAL_EVERY=100000 -D CKPT_EVERY=100000 -D STOP_AFTER=${GPU_GPT_SPEED_STEPS:-40} \
   "$repo/examples/gpt.spmd" -o "$out/progs/gpt_speed" || printf 'gpt_speed: spmdc --target=cuda fails\n' >> "$out/progs/MISSING"
 cp "$here/gpt_compare.py" "$out/"
 echo "bundle.sh: $out ($(cat "$out/KIND")): $(du -sh "$out" | cut -f1)"

@@ -50,7 +50,7 @@ if [ "$worker" = programs-worker ]; then
     '$0 $1/progs/run_e2e.py --ends --prebuilt {} --reference {}.ref none $1/progs/e2e/$(basename {}).spmd > {}.gpu.log 2>&1; tail -1 {}.gpu.log' "$PY" "$bundle" \
     > "$work/programs.sum"
   cat "$work/programs.sum"
-  [ -n "${OUT:-}" ] && mkdir -p "$OUT/programs" && cp "$bundle"/progs/*.gpu.log "$OUT/programs/"
+  [ -n "${OUT:-}" ] && mkdir -p "$OUT/logs" && cat "$bundle"/progs/*.gpu.log > "$OUT/logs/programs_all.log"
   for f in "$bundle"/progs/*.gpu.log; do grep -q '^PASS' "$f" || { echo "== ${f##*/}"; head -60 "$f"; }; done
   p=$(grep -c '^PASS' "$work/programs.sum"); f=$(grep -vc '^PASS' "$work/programs.sum")
   echo "$p passed, $((f + fails)) failed"
@@ -64,7 +64,7 @@ if [ "$worker" = gpt-worker ]; then
     (cd "$d" && timeout 120 mpirun -np $np "$bundle/progs/gpt_check" --mesh $mesh > "$d/out" 2>&1)
     echo "== gpt $mesh (exit $?)"; grep -E '^step (1|20) |rror' "$d/out" | head -8
     $PY "$bundle/gpt_compare.py" "$bundle/progs/gpt_$mesh.cpu.out" "$d/out" | tee "$d/cmp" | grep -v '^[0-9]* passed'
-    cp "$d/out" "${OUT:-$work}/gpt_$mesh.gpu.out" 2>/dev/null
+    [ -n "${OUT:-}" ] && mkdir -p "$OUT/logs" && cp "$d/out" "$OUT/logs/gpt_${mesh//[=,]/_}.txt"
   done
   cat "$work"/gpt_*/cmp | awk '/passed, .* failed$/ {p += $1; f += $3} END {print p " passed, " f " failed"}'
   exit 0
@@ -73,9 +73,16 @@ fi
 if [ "$worker" = speed-worker ]; then
   d="$work/speed"; mkdir -p "$d"; ln -s "$bundle/data" "$d/data"
   nvidia-smi --query-gpu=name --format=csv,noheader
-  (cd "$d" && timeout 200 mpirun -np 1 "$bundle/progs/gpt_speed" --mesh dp=1,tp=1 --profile > "$d/out" 2>&1)
-  rc=$?; cp "$d/out" "${OUT:-$work}/gpt_speed.out" 2>/dev/null
-  grep -E '^step |for step|rror' "$d/out" | tail -25
+  # the step time; then --profile with every launch waited for (each op's
+  # device time) and without (ops that block the host stand out)
+  (cd "$d" && timeout 100 mpirun -np 1 "$bundle/progs/gpt_speed" --mesh dp=1,tp=1 > "$d/plain" 2>&1)
+  rc=$?; grep -E '^step |rror' "$d/plain" | tail -6
+  rm -rf "$d/ckpt"
+  (cd "$d" && SPMD_CUDA_SYNC=1 timeout 100 mpirun -np 1 "$bundle/progs/gpt_speed" --mesh dp=1,tp=1 --profile > "$d/sync" 2>&1)
+  rm -rf "$d/ckpt"
+  (cd "$d" && timeout 100 mpirun -np 1 "$bundle/progs/gpt_speed" --mesh dp=1,tp=1 --profile > "$d/async" 2>&1)
+  [ -n "${OUT:-}" ] && mkdir -p "$OUT/logs" && for f in plain sync async; do cp "$d/$f" "$OUT/logs/speed_$f.txt"; done
+  head -40 "$d/sync"
   [ $rc = 0 ] && echo "1 passed, 0 failed" || echo "0 passed, 1 failed"
   exit 0
 fi
@@ -88,10 +95,10 @@ part() {
   wanted "$name" || return 0
   if [ $dry = 1 ]; then echo "would run $name: $*"; return 0; fi
   local log="$work/$name.log"
-  local lim=$limit; [ "$name" = programs ] && lim=$((limit * 3))
+  local lim=$limit; case $name in programs|speed) lim=$((limit * 3)) ;; esac
   timeout "$lim" bash -c "$*" >"$log" 2>&1
   local rc=$? line
-  [ -n "${OUT:-}" ] && cp "$log" "$OUT/$name.log"
+  [ -n "${OUT:-}" ] && mkdir -p "$OUT/logs" && cp "$log" "$OUT/logs/$name.log"
   line=$(grep -E '^[0-9]+ passed, [0-9]+ failed$' "$log" | tail -1)
   grep -E '^FAIL|error' "$log" | head -20
   if [ -n "$line" ]; then
@@ -108,11 +115,13 @@ part rerun "mpirun -np 1 $kern $work/again && $cmp --identical $work/np1 $work/a
 part resume "KERNELS_RESUME_FROM=$bundle/ref/np1/ckpt mpirun -np 1 $kern $work/resume resume && $cmp --subset $bundle/ref/np1 $work/resume"
 part host2 "SPMD_COLL=host mpirun -np 2 $kern $work/np2 collectives,files && $cmp $bundle/ref/np2 $work/np2"
 part host4 "SPMD_COLL=host mpirun -np 4 $kern $work/np4 collectives,files && $cmp $bundle/ref/np4 $work/np4"
-part nccl "SPMD_COLL=nccl mpirun -np 1 $kern $work/nccl collectives && $cmp --subset $bundle/ref/np1 $work/nccl"
+part nccl "SPMD_COLL=nccl mpirun -np 1 $kern $work/nccl collectives && $cmp $bundle/ref/np1c $work/nccl"
 part abi "$bundle/bin/gpu_kernel_abi && echo '1 passed, 0 failed'"
 part programs "bash $bundle/run.sh --bundle $bundle --programs-worker"
 part gpt "bash $bundle/run.sh --bundle $bundle --gpt-worker"
 part speed "bash $bundle/run.sh --bundle $bundle --speed-worker"
 [ $dry = 1 ] && exit 0
+# what comes back from a lent machine: one archive of the logs
+[ -n "${OUT:-}" ] && [ -d "$OUT/logs" ] && tar -C "$OUT" -czf "$OUT/logs.tar.gz" logs && rm -rf "$OUT/logs"
 echo "$passed passed, $failed failed"
 [ $failed = 0 ]
