@@ -184,6 +184,16 @@ void rt_gemm_describe(const rt_ctx *ctx, char *buf, size_t n)
         snprintf(buf + k, n - (size_t)k, "); f64: OpenBLAS; bf16: oneDNN");
 }
 
+void rt_gemm_strided(rt_ctx *ctx, rt_dtype dt, bool ta, bool tb, int64_t M, int64_t N, int64_t K,
+                     const void *A, int64_t sa, const void *B, int64_t sb, void *C, int64_t sc,
+                     int64_t batch)
+{
+    size_t esz = rt_dtype_size(dt);
+    for (int64_t i = 0; i < batch; i++)
+        rt_gemm(ctx, dt, ta, tb, M, N, K, (const char *)A + (size_t)(i * sa) * esz,
+                (const char *)B + (size_t)(i * sb) * esz, (char *)C + (size_t)(i * sc) * esz, 0.0);
+}
+
 void rt_gemm(rt_ctx *ctx, rt_dtype dt, bool ta, bool tb, int64_t M, int64_t N, int64_t K,
              const void *A, const void *B, void *C, double beta)
 {

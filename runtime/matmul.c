@@ -57,6 +57,22 @@ static rt_tensor *bmm(rt_ctx *ctx, const rt_tensor *a, bool ta, const rt_tensor 
         rt_gemm(ctx, a->dtype, false, tb, batch * m, n, k, a->data, b->data, c->data, 0.0);
         return c;
     }
+    /* each operand either walks its batch dims in order or is the same for
+     * every entry: one strided batch (one library call on a GPU) */
+    bool a_all = true, a_none = true, b_all = true, b_none = true;
+    int64_t run = 1;
+    for (int d = nb - 1; d >= 0; d--) {
+        a_all &= shape[d] == 1 || astr[d] == run;
+        a_none &= shape[d] == 1 || astr[d] == 0;
+        b_all &= shape[d] == 1 || bstr[d] == run;
+        b_none &= shape[d] == 1 || bstr[d] == 0;
+        run *= shape[d];
+    }
+    if ((a_all || a_none) && (b_all || b_none)) {
+        rt_gemm_strided(ctx, a->dtype, ta, tb, m, n, k, a->data, a_all ? m * k : 0, b->data,
+                        b_all ? k * n : 0, c->data, m * n, batch);
+        return c;
+    }
     int64_t idx[RT_MAX_DIMS] = {0}, oa = 0, ob = 0;
     for (int64_t i = 0; i < batch; i++) {
         rt_gemm(ctx, a->dtype, ta, tb, m, n, k, (const char *)a->data + oa * m * k * esz,

@@ -270,6 +270,12 @@ void rt_mem_free(rt_ctx *ctx, void *p, size_t cap);
  * ta / tb (A stored [K,M], B stored [N,K]); bf16 accumulates in f32. */
 void rt_gemm(rt_ctx *ctx, rt_dtype dt, bool ta, bool tb, int64_t M, int64_t N, int64_t K,
              const void *A, const void *B, void *C, double beta);
+/* batch such GEMMs, entry i at A + i*sa, B + i*sb, C + i*sc (strides in
+ * elements; 0: the same operand for every entry): the same as rt_gemm on
+ * each entry, in one library call where the target has a batched GEMM */
+void rt_gemm_strided(rt_ctx *ctx, rt_dtype dt, bool ta, bool tb, int64_t M, int64_t N, int64_t K,
+                     const void *A, int64_t sa, const void *B, int64_t sb, void *C, int64_t sc,
+                     int64_t batch);
 /* the --profile line naming the GEMM library and how it was chosen */
 void rt_gemm_describe(const rt_ctx *ctx, char *buf, size_t n);
 /* files (checkpoint.c) move tensor data through host memory: x's data

@@ -11,7 +11,9 @@
  *
  * No kernel uses floating-point atomics: an output element is written by
  * one thread, which reduces its inputs in a fixed order (the CPU kernels'
- * order, so a row gives the same value however many rows a rank holds). */
+ * order, so a row gives the same value however many rows a rank holds).
+ * Long reductions (rt_lanes_f64, below) add fixed chunks in order, then the
+ * chunks' sums in order: a tree that depends only on the length. */
 #ifndef RT_CUDA_DEV_H
 #define RT_CUDA_DEV_H
 
@@ -112,6 +114,41 @@ template <class F> static void rt_launch(rt_ctx *ctx, int64_t n, F f)
     rt_launch_check_(ctx);
 }
 #endif
+
+/* ---- long reductions. x viewed as [outer, d, inner]: each lane (o, i) is
+ * reduced over d in double, ld(o, j, i) reading its term j. The lane is cut
+ * into chunks of RT_CHUNK terms, each reduced in order by one thread, then
+ * the chunks' results in order (rt_lanes_combine, again in chunks): the same
+ * tree for every grid, rank and run, so the same bits. A lane of at most
+ * RT_CHUNK terms is reduced in order, as the CPU kernels do; a longer one
+ * differs from the CPU's only in how its double sum rounds (the result,
+ * rounded to f32, almost always has the same bits). Returns the F64 tensor
+ * [outer * inner] of the lanes' sums (max: maxima, NaN propagating). */
+#define RT_CHUNK 64
+extern "C" rt_tensor *rt_lanes_combine(rt_ctx *ctx, rt_tensor *p, int64_t outer, int64_t nc,
+                                       int64_t inner, bool max); /* reduce.cu; consumes p */
+RT_DEV_INLINE double rt_red_step(double a, double v, bool max)
+{
+    return max ? (v > a || isnan(v) ? v : a) : a + v;
+}
+template <class F>
+static rt_tensor *rt_lanes_f64(rt_ctx *ctx, int64_t outer, int64_t d, int64_t inner, bool max, F ld)
+{
+    int64_t nc = d > RT_CHUNK ? (d + RT_CHUNK - 1) / RT_CHUNK : 1;
+    int64_t n = outer * nc * inner;
+    rt_tensor *p = rt_empty(ctx, RT_F64, 1, &n);
+    double *P = (double *)p->data;
+    rt_launch(ctx, n, [=] RT_HD(int64_t t) {
+        int64_t i = t % inner, c = t / inner % nc, o = t / inner / nc;
+        int64_t j0 = nc == 1 ? 0 : c * RT_CHUNK;
+        int64_t j1 = nc == 1 ? d : (j0 + RT_CHUNK < d ? j0 + RT_CHUNK : d);
+        double a = max ? -INFINITY : 0.0;
+        for (int64_t j = j0; j < j1; j++)
+            a = rt_red_step(a, ld(o, j, i), max);
+        P[t] = a;
+    });
+    return nc == 1 ? p : rt_lanes_combine(ctx, p, outer, nc, inner, max);
+}
 
 /* ---- typed element access in device code: every dtype read as double and
  * written rounded (bf16 to nearest even, as the CPU's rt_store_f64) */

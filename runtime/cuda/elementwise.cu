@@ -383,6 +383,35 @@ rt_tensor *rt_sum_to_shape(rt_ctx *ctx, const rt_tensor *g, int ndim, const int6
     const void *G = g->data;
     void *Y = y->data;
     rt_dtype dt = g->dtype;
+    /* the reduced dims one run (dims of size 1 either way), as a bias's
+     * gradient is: g is [outer, d, inner], each output a lane, g's flat
+     * index increasing along it as below; long lanes in chunks (dev.h) */
+    int first = -1, last = -1;
+    bool one_run = true;
+    for (int d = 0; d < g->ndim; d++) {
+        if (g->shape[d] == 1 || kept[d])
+            continue;
+        if (last >= 0 && last != d - 1) {
+            for (int e = last + 1; e < d; e++)
+                one_run &= g->shape[e] == 1;
+        }
+        if (first < 0)
+            first = d;
+        last = d;
+    }
+    if (one_run && first >= 0 && y->numel > 0) {
+        int64_t outer = 1, len = 1, inner = 1;
+        for (int d = 0; d < g->ndim; d++)
+            *(d < first ? &outer : d <= last ? &len : &inner) *= g->shape[d];
+        rt_tensor *sums = rt_lanes_f64(ctx, outer, len, inner, false,
+                                       [=] RT_HD(int64_t o, int64_t j, int64_t i) {
+                                           return rt_ld(G, dt, (o * len + j) * inner + i);
+                                       });
+        const double *S = (const double *)sums->data;
+        rt_launch(ctx, y->numel, [=] RT_HD(int64_t o) { rt_st(Y, dt, o, S[o]); });
+        rt_free(ctx, sums);
+        return y;
+    }
     rt_launch(ctx, y->numel, [=] RT_HD(int64_t o) {
         /* the output element's coordinates in g (0 on reduced dims), then
          * the reduced dims row-major: g's flat index increases */

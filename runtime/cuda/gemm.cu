@@ -19,6 +19,7 @@
 typedef struct plan {
     int dt, ta, tb, beta;
     int64_t M, N, K;
+    int64_t batch, sa, sb, sc; /* rt_gemm_strided's (batch 1: rt_gemm) */
     cublasLtMatmulDesc_t op;
     cublasLtMatrixLayout_t la, lb, lc;
     cublasLtMatmulAlgo_t algo;
@@ -73,6 +74,16 @@ void rt_gemm(rt_ctx *ctx, rt_dtype dt, bool ta, bool tb, int64_t M, int64_t N, i
     });
 }
 
+void rt_gemm_strided(rt_ctx *ctx, rt_dtype dt, bool ta, bool tb, int64_t M, int64_t N, int64_t K,
+                     const void *A, int64_t sa, const void *B, int64_t sb, void *C, int64_t sc,
+                     int64_t batch)
+{
+    size_t esz = rt_dtype_size(dt);
+    for (int64_t i = 0; i < batch; i++)
+        rt_gemm(ctx, dt, ta, tb, M, N, K, (const char *)A + (size_t)(i * sa) * esz,
+                (const char *)B + (size_t)(i * sb) * esz, (char *)C + (size_t)(i * sc) * esz, 0.0);
+}
+
 void rt_cuda_gemm_free(rt_ctx *ctx) { (void)ctx; }
 
 void rt_gemm_describe(const rt_ctx *ctx, char *buf, size_t n)
@@ -101,13 +112,13 @@ static struct rt_gemm_plans *plans_of(rt_ctx *ctx)
 }
 
 static plan *plan_for(rt_ctx *ctx, rt_dtype dt, bool ta, bool tb, int64_t M, int64_t N,
-                      int64_t K, bool beta)
+                      int64_t K, bool beta, int64_t batch, int64_t sa, int64_t sb, int64_t sc)
 {
     struct rt_gemm_plans *g = plans_of(ctx);
     for (int i = 0; i < g->n; i++) {
         plan *p = &g->plans[i];
         if (p->dt == dt && p->ta == ta && p->tb == tb && p->M == M && p->N == N && p->K == K &&
-            p->beta == beta)
+            p->beta == beta && p->batch == batch && p->sa == sa && p->sb == sb && p->sc == sc)
             return p;
     }
     if (g->n == g->cap) {
@@ -120,6 +131,7 @@ static plan *plan_for(rt_ctx *ctx, rt_dtype dt, bool ta, bool tb, int64_t M, int
     plan *p = &g->plans[g->n];
     memset(p, 0, sizeof *p);
     p->dt = dt; p->ta = ta; p->tb = tb; p->M = M; p->N = N; p->K = K; p->beta = beta;
+    p->batch = batch; p->sa = sa; p->sb = sb; p->sc = sc;
     cublasComputeType_t ct = dt == RT_F64 ? CUBLAS_COMPUTE_64F
                            : dt == RT_F32 && g->tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32
                                                      : CUBLAS_COMPUTE_32F;
@@ -132,6 +144,17 @@ static plan *plan_for(rt_ctx *ctx, rt_dtype dt, bool ta, bool tb, int64_t M, int
     LT(ctx, cublasLtMatrixLayoutCreate(&p->la, t, tb ? K : N, tb ? N : K, tb ? K : N));
     LT(ctx, cublasLtMatrixLayoutCreate(&p->lb, t, ta ? M : K, ta ? K : M, ta ? M : K));
     LT(ctx, cublasLtMatrixLayoutCreate(&p->lc, t, N, M, N));
+    if (batch > 1) { /* la is B's layout, lb A's (column-major, above) */
+        RT_CHECK(ctx, batch <= INT32_MAX, "gemm: %lld batch entries", (long long)batch);
+        int32_t count = (int32_t)batch;
+        struct { cublasLtMatrixLayout_t l; int64_t stride; } ls[3] = {{p->la, sb}, {p->lb, sa}, {p->lc, sc}};
+        for (int i = 0; i < 3; i++) {
+            LT(ctx, cublasLtMatrixLayoutSetAttribute(ls[i].l, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT,
+                                                     &count, sizeof count));
+            LT(ctx, cublasLtMatrixLayoutSetAttribute(ls[i].l, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET,
+                                                     &ls[i].stride, sizeof ls[i].stride));
+        }
+    }
     cublasLtMatmulPreference_t pref;
     LT(ctx, cublasLtMatmulPreferenceCreate(&pref));
     size_t ws = RT_GEMM_WORKSPACE;
@@ -160,12 +183,37 @@ void rt_gemm(rt_ctx *ctx, rt_dtype dt, bool ta, bool tb, int64_t M, int64_t N, i
             rt_dev_memset0(ctx, C, (size_t)(M * N) * rt_dtype_size(dt));
         return;
     }
-    plan *p = plan_for(ctx, dt, ta, tb, M, N, K, beta != 0);
+    plan *p = plan_for(ctx, dt, ta, tb, M, N, K, beta != 0, 1, 0, 0, 0);
     struct rt_gemm_plans *g = ctx->tgt->gemm;
     double one64 = 1.0, beta64 = beta;
     float one32 = 1.0f, beta32 = (float)beta;
     const void *alpha = dt == RT_F64 ? (const void *)&one64 : (const void *)&one32;
     const void *bp = dt == RT_F64 ? (const void *)&beta64 : (const void *)&beta32;
+    LT(ctx, cublasLtMatmul(g->lt, p->op, alpha, B, p->la, A, p->lb, bp, C, p->lc, C, p->lc,
+                           &p->algo, g->workspace, RT_GEMM_WORKSPACE,
+                           (cudaStream_t)ctx->tgt->stream));
+}
+
+void rt_gemm_strided(rt_ctx *ctx, rt_dtype dt, bool ta, bool tb, int64_t M, int64_t N, int64_t K,
+                     const void *A, int64_t sa, const void *B, int64_t sb, void *C, int64_t sc,
+                     int64_t batch)
+{
+    ctx->tgt->op = "gemm";
+    if (batch <= 0 || M == 0 || N == 0)
+        return;
+    if (batch == 1 || K == 0) {
+        size_t esz = rt_dtype_size(dt);
+        for (int64_t i = 0; i < batch; i++)
+            rt_gemm(ctx, dt, ta, tb, M, N, K, (const char *)A + (size_t)(i * sa) * esz,
+                    (const char *)B + (size_t)(i * sb) * esz, (char *)C + (size_t)(i * sc) * esz, 0.0);
+        return;
+    }
+    plan *p = plan_for(ctx, dt, ta, tb, M, N, K, false, batch, sa, sb, sc);
+    struct rt_gemm_plans *g = ctx->tgt->gemm;
+    double one64 = 1.0, zero64 = 0.0;
+    float one32 = 1.0f, zero32 = 0.0f;
+    const void *alpha = dt == RT_F64 ? (const void *)&one64 : (const void *)&one32;
+    const void *bp = dt == RT_F64 ? (const void *)&zero64 : (const void *)&zero32;
     LT(ctx, cublasLtMatmul(g->lt, p->op, alpha, B, p->la, A, p->lb, bp, C, p->lc, C, p->lc,
                            &p->algo, g->workspace, RT_GEMM_WORKSPACE,
                            (cudaStream_t)ctx->tgt->stream));

@@ -203,18 +203,32 @@ static void norm_bwd(rt_ctx *ctx, const rt_tensor *x, const rt_tensor *w, double
     rt_tensor *gw = want_w ? rt_empty(ctx, x->dtype, 1, &d) : NULL;
     rt_tensor *gb = want_b ? rt_empty(ctx, x->dtype, 1, &d) : NULL;
     void *GW = gw ? gw->data : NULL, *GB = gb ? gb->data : NULL;
-    rt_launch(ctx, d, [=] RT_HD(int64_t j) {
-        double sw = 0, sb = 0;
-        for (int64_t r = 0; r < rows; r++) {
-            double mean, rstd;
-            row_stats(X, dt, r * d, d, rms, eps, &mean, &rstd);
-            double g = rt_ld(DY, dt, r * d + j);
-            sw += g * ((rt_ld(X, dt, r * d + j) - mean) * rstd);
-            sb += g;
-        }
-        if (GW) rt_st(GW, dt, j, sw);
-        if (GB) rt_st(GB, dt, j, sb);
+    /* each row's mean and rstd once, then the columns' sums over the rows
+     * (in row order, long columns in chunks: rt_lanes_f64) */
+    int64_t n2 = 2 * rows;
+    rt_tensor *st = rt_empty(ctx, RT_F64, 1, &n2);
+    double *ST = (double *)st->data;
+    rt_launch(ctx, rows, [=] RT_HD(int64_t r) {
+        row_stats(X, dt, r * d, d, rms, eps, &ST[2 * r], &ST[2 * r + 1]);
     });
+    const double *CST = ST;
+    if (GW) {
+        rt_tensor *sw = rt_lanes_f64(ctx, 1, rows, d, false, [=] RT_HD(int64_t, int64_t r, int64_t j) {
+            return rt_ld(DY, dt, r * d + j) * ((rt_ld(X, dt, r * d + j) - CST[2 * r]) * CST[2 * r + 1]);
+        });
+        const double *SW = (const double *)sw->data;
+        rt_launch(ctx, d, [=] RT_HD(int64_t j) { rt_st(GW, dt, j, SW[j]); });
+        rt_free(ctx, sw);
+    }
+    if (GB) {
+        rt_tensor *sb = rt_lanes_f64(ctx, 1, rows, d, false, [=] RT_HD(int64_t, int64_t r, int64_t j) {
+            return rt_ld(DY, dt, r * d + j);
+        });
+        const double *SB = (const double *)sb->data;
+        rt_launch(ctx, d, [=] RT_HD(int64_t j) { rt_st(GB, dt, j, SB[j]); });
+        rt_free(ctx, sb);
+    }
+    rt_free(ctx, st);
     if (dw)
         *dw = gw;
     if (db)

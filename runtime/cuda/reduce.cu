@@ -1,7 +1,8 @@
 /* The CUDA target's reductions: sum, mean, amax over a dim or everything,
- * their backwards, cumsum. One thread per output element reduces its lane
- * in order, in double, as the CPU kernels do: the same bits, whatever the
- * number of rows (no atomics, no tree whose shape depends on the size). */
+ * their backwards, cumsum. A lane of at most RT_CHUNK terms is reduced in
+ * order by one thread, in double, as the CPU kernels do: the same bits,
+ * whatever the number of rows; a longer one in fixed chunks (rt_lanes_f64,
+ * dev.h): no atomics, no tree whose shape depends on the grid. */
 #include <string.h>
 
 #include "dev.h"
@@ -36,6 +37,18 @@ static rt_tensor *reduce_dim(rt_ctx *ctx, const rt_tensor *x, int dim, bool keep
     const void *X = x->data;
     void *Y = y->data;
     rt_dtype dt = x->dtype;
+    if (d > RT_CHUNK) { /* long lanes: in chunks */
+        rt_tensor *s = rt_lanes_f64(ctx, outer, d, inner, k == RED_MAX,
+                                    [=] RT_HD(int64_t o, int64_t j, int64_t i) {
+                                        return rt_ld(X, dt, (o * d + j) * inner + i);
+                                    });
+        const double *S = (const double *)s->data;
+        rt_launch(ctx, outer * inner, [=] RT_HD(int64_t t) {
+            rt_st(Y, dt, t, k == RED_MEAN ? S[t] / (double)d : S[t]);
+        });
+        rt_free(ctx, s);
+        return y;
+    }
     rt_launch(ctx, outer * inner, [=] RT_HD(int64_t t) {
         int64_t o = t / inner, i = t % inner;
         double a = k == RED_MAX ? -INFINITY : 0.0;
@@ -51,6 +64,29 @@ static rt_tensor *reduce_dim(rt_ctx *ctx, const rt_tensor *x, int dim, bool keep
         rt_st(Y, dt, t, a);
     });
     return y;
+}
+
+rt_tensor *rt_lanes_combine(rt_ctx *ctx, rt_tensor *p, int64_t outer, int64_t nc, int64_t inner,
+                            bool max)
+{
+    while (nc > 1) {
+        const double *P = (const double *)p->data;
+        int64_t m = (nc + RT_CHUNK - 1) / RT_CHUNK, n = outer * m * inner, len = nc;
+        rt_tensor *q = rt_empty(ctx, RT_F64, 1, &n);
+        double *Q = (double *)q->data;
+        rt_launch(ctx, n, [=] RT_HD(int64_t t) {
+            int64_t i = t % inner, c = t / inner % m, o = t / inner / m;
+            int64_t j1 = c * RT_CHUNK + RT_CHUNK < len ? c * RT_CHUNK + RT_CHUNK : len;
+            double a = max ? -INFINITY : 0.0;
+            for (int64_t j = c * RT_CHUNK; j < j1; j++)
+                a = rt_red_step(a, P[(o * len + j) * inner + i], max);
+            Q[t] = a;
+        });
+        rt_free(ctx, p);
+        p = q;
+        nc = m;
+    }
+    return p;
 }
 
 rt_tensor *rt_sum(rt_ctx *ctx, const rt_tensor *x, int dim, bool keepdim)

@@ -10,7 +10,7 @@
  *   kernels DIR [SECTION,...]  (under mpirun: collectives on a 1-axis mesh;
  *                              sections: elementwise shapes reductions nn
  *                              selection random linalg collectives files
- *                              resume, all by default; resume reads the
+ *                              long batched resume, all by default; resume reads the
  *                              checkpoint in $KERNELS_RESUME_FROM, else the
  *                              one files wrote)
  * Inputs come from a fixed LCG on the host, so every build sees the same. */
@@ -218,6 +218,66 @@ static void reductions(void)
     rt_free(C, one);
     rt_free(C, x);
     rt_free(C, xb);
+}
+
+/* reductions over lanes longer than a chunk of the CUDA target (64 terms:
+ * runtime/cuda/dev.h's rt_lanes_f64), one and two levels of chunks */
+static void long_lanes(void)
+{
+    rt_tensor *a = input(RT_F32, SH(300, 7), -2, 2), *b = input(RT_F32, SH(3, 5000), -2, 2);
+    out("long_sum_rows", "f32", rt_sum(C, a, 0, false));
+    out("long_mean_rows", "f32", rt_mean(C, a, 0, true));
+    out("long_amax_rows", "bits", rt_amax(C, a, 0, false));
+    out("long_sum_cols", "f32", rt_sum(C, b, 1, false));
+    out("long_amax_cols", "bits", rt_amax(C, b, -1, false));
+    out("long_sum_all", "f32", rt_sum_all(C, b));
+    out("long_mean_all", "f32", rt_mean_all(C, b));
+    out("long_amax_all", "bits", rt_amax_all(C, b));
+    rt_tensor *g = input(RT_F32, SH(130, 3, 5), -1, 1), *h = input(RT_F32, SH(4, 200, 3), -1, 1);
+    out("long_sum_to_shape_lead", "f32", rt_sum_to_shape(C, g, SH(3, 5)));
+    out("long_sum_to_shape_mid", "f32", rt_sum_to_shape(C, h, SH(4, 1, 3)));
+    out("long_sum_to_shape_two_runs", "f32", rt_sum_to_shape(C, g, SH(3, 1)));
+    rt_tensor *x = input(RT_F32, SH(150, 9), -3, 3), *dy = input(RT_F32, SH(150, 9), -1, 1);
+    rt_tensor *w = input(RT_F32, SH(9), 0.5, 1.5), *dx, *dw, *db;
+    rt_layer_norm_bwd(C, x, w, 1e-5, dy, &dx, &dw, &db);
+    out("long_layer_norm_bwd_dx", "f32", dx);
+    out("long_layer_norm_bwd_dw", "f32", dw);
+    out("long_layer_norm_bwd_db", "f32", db);
+    rt_rms_norm_bwd(C, x, w, 1e-6, dy, &dx, &dw);
+    out("long_rms_norm_bwd_dx", "f32", dx);
+    out("long_rms_norm_bwd_dw", "f32", dw);
+    rt_free(C, a); rt_free(C, b); rt_free(C, g); rt_free(C, h);
+    rt_free(C, x); rt_free(C, dy); rt_free(C, w);
+}
+
+/* batched GEMMs: every entry its own operands, one operand shared, a
+ * partial broadcast (entry by entry), attention's einsums and backwards */
+static void batched(void)
+{
+    static const rt_dtype dts[] = {RT_F32, RT_BF16};
+    for (int k = 0; k < 2; k++) {
+        rt_dtype dt = dts[k];
+        const char *dn = rt_dtype_name(dt), *cl = fcls(dt);
+        char name[64];
+        rt_tensor *q = input(dt, SH(2, 3, 6, 4), -1, 1), *kk = input(dt, SH(2, 3, 5, 4), -1, 1);
+        rt_tensor *w = input(dt, SH(6, 5), -1, 1), *p = input(dt, SH(2, 1, 4, 5), -1, 1);
+        rt_tensor *r = input(dt, SH(1, 3, 5, 2), -1, 1), *dy = input(dt, SH(2, 3, 6, 5), -1, 1);
+        snprintf(name, sizeof name, "bmm4_%s", dn);
+        out(name, cl, rt_einsum(C, "bhqd,bhkd->bhqk", 2, (const rt_tensor *const[]){q, kk}));
+        snprintf(name, sizeof name, "bmm_shared_a_%s", dn);
+        rt_tensor *x = input(dt, SH(2, 3, 5, 2), -1, 1);
+        out(name, cl, rt_matmul(C, w, x));
+        rt_free(C, x);
+        snprintf(name, sizeof name, "bmm_partial_%s", dn);
+        out(name, cl, rt_matmul(C, p, r));
+        rt_tensor *dxs[2];
+        rt_einsum_bwd(C, "bhqd,bhkd->bhqk", 2, (const rt_tensor *const[]){q, kk}, dy, dxs);
+        snprintf(name, sizeof name, "bmm4_bwd_q_%s", dn);
+        out(name, cl, dxs[0]);
+        snprintf(name, sizeof name, "bmm4_bwd_k_%s", dn);
+        out(name, cl, dxs[1]);
+        rt_free(C, q); rt_free(C, kk); rt_free(C, w); rt_free(C, p); rt_free(C, r); rt_free(C, dy);
+    }
 }
 
 static void nn(void)
@@ -447,7 +507,7 @@ int main(int argc, char **argv)
         void (*run)(void);
     } sections[] = {{"elementwise", elementwise}, {"shapes", shapes},   {"reductions", reductions},
                     {"nn", nn},                   {"selection", selection}, {"random", random_},
-                    {"linalg", linalg},           {"collectives", collectives}, {"files", files},
+                    {"linalg", linalg},           {"collectives", collectives}, {"files", files}, {"long", long_lanes}, {"batched", batched},
                     {"resume", resume}};
     for (size_t i = 0; i < sizeof sections / sizeof sections[0]; i++) {
         const char *at = only ? strstr(only, sections[i].name) : NULL;
