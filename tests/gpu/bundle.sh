@@ -2,15 +2,26 @@
 # Prepares, on a machine of ours (no GPU needed), what tests/gpu/run.sh runs
 # on a lent GPU machine (which has CUDA, NCCL, OpenMPI and python3, but no
 # compiler toolchain of ours):
-#   bash tests/gpu/bundle.sh BUILD_DIR OUT_DIR [--sim]
+#   bash tests/gpu/bundle.sh BUILD_DIR OUT_DIR [--sim] [--programs NAME,...|none] [--no-gpt]
 # OUT_DIR gets run.sh and compare.py, bin/gpu_kernels and bin/gpu_kernel_abi (linked with
 # libspmdrt_cuda, or with --sim the simulation build, to try run.sh here),
 # lib/ (the runtime library), ref/ (the CPU target's results, written here:
 # np1 every kernel, np2 and np4 the collectives and files), and progs/: the
 # e2e, gradcheck and flagship programs built with spmdc --target=cuda and the
 # CPU build's outputs, or progs/MISSING saying why there are none.
+# --programs: only these e2e programs (default: all); --no-gpt: not the
+# flagship (the tests here bundle one program to try run.sh's parts).
 set -euo pipefail
-build=$(cd "$1" && pwd); out=$2; sim=${3:-}
+build=$(cd "$1" && pwd); out=$2; shift 2
+sim="" programs="" gpt=1
+while [ $# -gt 0 ]; do
+  case $1 in
+    --sim) sim=--sim; shift ;;
+    --programs) programs=$2; shift 2 ;;
+    --no-gpt) gpt=0; shift ;;
+    *) echo "bundle.sh: unknown argument '$1'" >&2; exit 2 ;;
+  esac
+done
 here=$(cd "$(dirname "$0")" && pwd)
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
 export SPMD_GEMM=openblas OPENBLAS_NUM_THREADS=1
@@ -45,6 +56,7 @@ cp "$repo/examples/moe.spmd" "$out/progs/e2e/"
 missing=""
 for case in "$repo"/tests/e2e/*.spmd "$repo/examples/moe.spmd"; do
   name=$(basename "$case" .spmd)
+  if [ -n "$programs" ]; then case ",$programs," in *",$name,"*) ;; *) continue ;; esac; fi
   if ! /usr/bin/python3 "$repo/tests/e2e/run_e2e.py" --ends --save-outputs "$out/progs/$name.ref" \
         "$build/compiler/spmdc" "$case" > "$out/progs/$name.cpu.log" 2>&1; then
     missing="$missing$name: the CPU target fails it here ($out/progs/$name.cpu.log)\n"; continue
@@ -60,6 +72,7 @@ done
 cp "$repo/tests/e2e/run_e2e.py" "$out/progs/"
 [ -n "$missing" ] && printf "$missing" > "$out/progs/MISSING"
 
+if [ $gpt = 1 ]; then
 # the flagship (examples/gpt.spmd) on the fortunes: STEPS steps on 1 rank and
 # dp=2,tp=2, every step's loss and gradient norm against the CPU target's
 # (tests/gpu/gpt_compare.py); and a longer run for its step time (--profile)
@@ -89,4 +102,5 @@ env $cuda_env "$build/compiler/spmdc" --target=cuda -D NTRAIN=$NTRAIN -D NVAL=$N
   -D EVAL_EVERY=100000 -D CKPT_EVERY=100000 -D STOP_AFTER=${GPU_GPT_SPEED_STEPS:-40} \
   "$repo/examples/gpt.spmd" -o "$out/progs/gpt_speed" || printf 'gpt_speed: spmdc --target=cuda fails\n' >> "$out/progs/MISSING"
 cp "$here/gpt_compare.py" "$out/"
+fi
 echo "bundle.sh: $out ($(cat "$out/KIND")): $(du -sh "$out" | cut -f1)"
