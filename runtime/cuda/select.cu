@@ -236,6 +236,32 @@ rt_tensor *rt_take_along_dim_bwd(rt_ctx *ctx, const rt_tensor *idx, const rt_ten
              "take_along_dim_bwd: the gradient's shape differs from the result's");
     RT_KERNEL(ctx, RT_K_COPY, "take_along_dim_bwd");
     ctx->tgt->op = "take_along_dim_bwd";
+    /* few indices along dim and no broadcast (a loss picking its target):
+     * each x element adds, in result order, the gradients of the results
+     * that picked it, on the device (the forward checked the indices; one
+     * out of range picks nothing here) */
+    bool plain = idx->shape[dim] <= RT_CHUNK;
+    for (int d = 0; d < ndim; d++)
+        plain &= d == dim || (x_shape[d] == bs.shape[d] && idx->shape[d] == bs.shape[d]);
+    if (plain) {
+        int64_t outer = 1, inner = 1, len = x_shape[dim], k = idx->shape[dim];
+        for (int d = 0; d < ndim; d++)
+            *(d < dim ? &outer : &inner) *= d == dim ? 1 : x_shape[d];
+        rt_tensor *g = rt_empty(ctx, dy->dtype, ndim, x_shape);
+        const int32_t *I = (const int32_t *)idx->data;
+        const void *DY = dy->data;
+        void *G = g->data;
+        rt_dtype dt = dy->dtype;
+        rt_launch(ctx, g->numel, [=] RT_HD(int64_t v) {
+            int64_t i = v % inner, j = v / inner % len, o = v / inner / len;
+            double s = 0;
+            for (int64_t q = 0; q < k; q++)
+                if (I[(o * k + q) * inner + i] == j)
+                    s += rt_ld(DY, dt, (o * k + q) * inner + i);
+            rt_st(G, dt, v, s);
+        });
+        return g;
+    }
     int64_t n, nx = rt_numel_of(ndim, x_shape);
     int64_t *off = gather_offsets(ctx, ndim, x_shape, idx, dim, &bs, &n);
     /* group result elements by their x element, in result order */

@@ -97,10 +97,16 @@ cuda_env=""; [ "$sim" = --sim ] && cuda_env="SPMDC_CUDA_SIM=1"
 # shellcheck disable=SC2086
 env $cuda_env "$build/compiler/spmdc" --target=cuda $gflags "$repo/examples/gpt.spmd" -o "$out/progs/gpt_check" \
   || printf 'gpt: spmdc --target=cuda fails\n' >> "$out/progs/MISSING"
+# the speed run (bench/gpu/flagship.sh: ours against PyTorch eager and
+# torch.compile, which start from our initial parameters, ckpt/init)
 # shellcheck disable=SC2086
-env $cuda_env "$build/compiler/spmdc" --target=cuda -D NTRAIN=$NTRAIN -D NVAL=$NVAL -D PRINT_EVERY=10 \
-  -D EVAL_EVERY=100000 -D CKPT_EVERY=100000 -D STOP_AFTER=${GPU_GPT_SPEED_STEPS:-40} \
+env $cuda_env "$build/compiler/spmdc" --target=cuda -D NTRAIN=$NTRAIN -D NVAL=$NVAL -D PRINT_EVERY=50 \
+  -D EVAL_EVERY=100000 -D CKPT_EVERY=100000 -D STOP_AFTER=${GPU_GPT_SPEED_STEPS:-150} -D SAVE_INIT=1 \
   "$repo/examples/gpt.spmd" -o "$out/progs/gpt_speed" || printf 'gpt_speed: spmdc --target=cuda fails\n' >> "$out/progs/MISSING"
 cp "$here/gpt_compare.py" "$out/"
+mkdir -p "$out/bench/gpu" "$out/examples"
+cp "$repo/bench/gpt_torch.py" "$out/bench/"
+cp "$repo"/bench/gpu/flagship.sh "$repo"/bench/gpu/flagship_table.py "$repo"/bench/gpu/gpt_torch_gpu.py "$out/bench/gpu/"
+cp "$repo/examples/gpt.spmd" "$out/examples/"
 fi
 echo "bundle.sh: $out ($(cat "$out/KIND")): $(du -sh "$out" | cut -f1)"

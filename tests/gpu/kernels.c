@@ -248,6 +248,19 @@ static void long_lanes(void)
     out("long_rms_norm_bwd_dw", "f32", dw);
     rt_free(C, a); rt_free(C, b); rt_free(C, g); rt_free(C, h);
     rt_free(C, x); rt_free(C, dy); rt_free(C, w);
+    /* take_along_dim's backward: a loss's pick (one index per row), along
+     * dim 0, and more indices than a chunk (staged through the host) */
+    int32_t pick[6] = {4, 0, 2, 2, 4, 1}, d0[6] = {3, 0, 3, 1, 1, 2};
+    rt_tensor *ip = rt_from_data(C, RT_I32, SH(2, 3, 1), pick), *i0 = rt_from_data(C, RT_I32, SH(2, 3), d0);
+    rt_tensor *gp = input(RT_F32, SH(2, 3, 1), -1, 1), *g0 = input(RT_F32, SH(2, 3), -1, 1);
+    out("long_take_bwd_pick", "f32", rt_take_along_dim_bwd(C, ip, gp, SH(2, 3, 5), 2));
+    out("long_take_bwd_dim0", "f32", rt_take_along_dim_bwd(C, i0, g0, SH(4, 3), 0));
+    int32_t many[200];
+    for (int q = 0; q < 200; q++)
+        many[q] = (q * 7) % 5;
+    rt_tensor *im = rt_from_data(C, RT_I32, SH(2, 100), many), *gm = input(RT_F32, SH(2, 100), -1, 1);
+    out("long_take_bwd_many", "f32", rt_take_along_dim_bwd(C, im, gm, SH(2, 5), 1));
+    rt_free(C, ip); rt_free(C, i0); rt_free(C, gp); rt_free(C, g0); rt_free(C, im); rt_free(C, gm);
 }
 
 /* batched GEMMs: every entry its own operands, one operand shared, a

@@ -69,21 +69,17 @@ if [ "$worker" = gpt-worker ]; then
   cat "$work"/gpt_*/cmp | awk '/passed, .* failed$/ {p += $1; f += $3} END {print p " passed, " f " failed"}'
   exit 0
 fi
-# speed: the flagship's step time on 1 GPU (--profile's training loop median)
+# speed: the flagship on 1 GPU against PyTorch eager and torch.compile
+# (bench/gpu/flagship.sh), then --profile with every launch waited for
+# (SPMD_CUDA_SYNC=1: each op's device time, for the note)
 if [ "$worker" = speed-worker ]; then
   d="$work/speed"; mkdir -p "$d"; ln -s "$bundle/data" "$d/data"
-  nvidia-smi --query-gpu=name --format=csv,noheader
-  # the step time; then --profile with every launch waited for (each op's
-  # device time) and without (ops that block the host stand out)
-  (cd "$d" && timeout 100 mpirun -np 1 "$bundle/progs/gpt_speed" --mesh dp=1,tp=1 > "$d/plain" 2>&1)
-  rc=$?; grep -E '^step |rror' "$d/plain" | tail -6
-  rm -rf "$d/ckpt"
+  timeout 200 bash "$bundle/bench/gpu/flagship.sh" "$bundle" > "$d/bench" 2>&1
+  rc=$?; cat "$d/bench"
   (cd "$d" && SPMD_CUDA_SYNC=1 timeout 100 mpirun -np 1 "$bundle/progs/gpt_speed" --mesh dp=1,tp=1 --profile > "$d/sync" 2>&1)
-  rm -rf "$d/ckpt"
-  (cd "$d" && timeout 100 mpirun -np 1 "$bundle/progs/gpt_speed" --mesh dp=1,tp=1 --profile > "$d/async" 2>&1)
-  [ -n "${OUT:-}" ] && mkdir -p "$OUT/logs" && for f in plain sync async; do cp "$d/$f" "$OUT/logs/speed_$f.txt"; done
-  head -40 "$d/sync"
-  [ $rc = 0 ] && echo "1 passed, 0 failed" || echo "0 passed, 1 failed"
+  [ -n "${OUT:-}" ] && mkdir -p "$OUT/logs" && for f in bench sync; do cp "$d/$f" "$OUT/logs/speed_$f.txt"; done
+  sed -n '/^where /,/^other /p' "$d/sync"
+  [ $rc = 0 ] && grep -q '^FLAGSHIP ' "$d/bench" && echo "1 passed, 0 failed" || echo "0 passed, 1 failed"
   exit 0
 fi
 passed=0 failed=0
@@ -95,7 +91,7 @@ part() {
   wanted "$name" || return 0
   if [ $dry = 1 ]; then echo "would run $name: $*"; return 0; fi
   local log="$work/$name.log"
-  local lim=$limit; case $name in programs|speed) lim=$((limit * 3)) ;; esac
+  local lim=$limit; case $name in programs) lim=$((limit * 3)) ;; speed) lim=$((limit + 330)) ;; esac
   timeout "$lim" bash -c "$*" >"$log" 2>&1
   local rc=$? line
   [ -n "${OUT:-}" ] && mkdir -p "$OUT/logs" && cp "$log" "$OUT/logs/$name.log"
