@@ -3,7 +3,8 @@
 # trains the flagship, examples/gpt.spmd (a byte-level GPT: nn.spmd's
 # Megatron layers with data, tensor and sequence parallelism, optim.spmd's
 # AdamW), on the fortunes of Debian's `fortunes` package, under mpirun on 4
-# ranks (dp=2, tp=2), within 10 minutes of the job's start.
+# ranks (dp=2, tp=2), within 10 minutes of the job's start; on the GPU
+# (spmdc --target=cuda, one rank per GPU) where the machine has one.
 #
 #   build/gpt_run/data/     the tokens (scripts/gpt_data.py): train.npy, val.npy, meta.json
 #   build/gpt_run/train.log what the program printed (losses, step time, tokens/s)
@@ -13,7 +14,8 @@
 # Environment: GPT_BUDGET (seconds from the job's start to the end of
 # training, default 570: the program stops after the step that passes it,
 # with a checkpoint), GPT_FRESH=1 (start over: remove the checkpoint and
-# the log), GPT_FLAGS (more spmdc flags, e.g. "-D STEPS=300").
+# the log), GPT_FLAGS (more spmdc flags, e.g. "-D STEPS=300"), GPT_TARGET
+# (auto, cpu or cuda).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 t0=$(date +%s)
@@ -21,6 +23,23 @@ bash scripts/deps.sh
 cmake -S . -B build -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
 cmake --build build -j "$(nproc)" --target spmdc spmdrt
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OPENBLAS_NUM_THREADS=1
+# the target: the GPU when the machine has one and this build has the CUDA
+# runtime (one rank per GPU, up to 4: dp=1, 2 or dp=2,tp=2), else 4 ranks
+# on the CPUs; GPT_TARGET=cpu|cuda forces it (cuda fails without a GPU)
+target=cpu np=4 mesh=dp=2,tp=2 why="no GPU found (nvidia-smi)"
+ngpu=$( (nvidia-smi -L 2>/dev/null || true) | grep -c '^GPU' || true)
+if [ "${GPT_TARGET:-auto}" = cuda ] || { [ "${GPT_TARGET:-auto}" = auto ] && [ "$ngpu" -gt 0 ]; }; then
+  if cmake --build build -j "$(nproc)" --target spmdrt_cuda >/dev/null 2>&1; then
+    target=cuda
+    case $ngpu in 0|1) np=1 mesh=dp=1,tp=1 ;; 2|3) np=2 mesh=dp=2,tp=1 ;; *) np=4 mesh=dp=2,tp=2 ;; esac
+    why="$ngpu GPU(s): one rank per GPU"
+  else
+    why="$ngpu GPU(s), but this build has no CUDA runtime (SPMD_CUDA, nvcc with NCCL)"
+    [ "${GPT_TARGET:-auto}" = cuda ] && { echo "main.sh: GPT_TARGET=cuda: $why" >&2; exit 1; }
+  fi
+fi
+[ "${GPT_TARGET:-auto}" = cpu ] && why="GPT_TARGET=cpu"
+echo "== target $target, mesh $mesh on $np rank(s): $why"
 run=build/gpt_run
 if [ "${GPT_FRESH:-0}" = 1 ]; then
   rm -rf "$run/ckpt" "$run/train.log"
@@ -33,15 +52,15 @@ fi
 . "$run/data/sizes.sh"
 limit=$(( ${GPT_BUDGET:-570} - ($(date +%s) - t0) ))
 [ "$limit" -lt 60 ] && limit=60
-flags="-D NTRAIN=$NTRAIN -D NVAL=$NVAL -D TIME_LIMIT=$limit ${GPT_FLAGS:-}"
+flags="--target=$target -D NTRAIN=$NTRAIN -D NVAL=$NVAL -D TIME_LIMIT=$limit ${GPT_FLAGS:-}"
 echo "== spmdc $flags examples/gpt.spmd -o $run/gpt"
 # shellcheck disable=SC2086
 build/compiler/spmdc $flags examples/gpt.spmd -o "$run/gpt"
 if [ -d "$run/ckpt/last" ]; then
   echo "== resuming from $run/ckpt/last (GPT_FRESH=1 starts over)"
 fi
-echo "== mpirun -np 4 $run/gpt --mesh dp=2,tp=2   (training stops by ${limit}s of its run)"
-(cd "$run" && mpirun --oversubscribe -np 4 ./gpt --mesh dp=2,tp=2) | tee -a "$run/train.log"
+echo "== mpirun -np $np $run/gpt --mesh $mesh   (training stops by ${limit}s of its run)"
+(cd "$run" && mpirun --oversubscribe -np $np ./gpt --mesh $mesh) | tee -a "$run/train.log"
 /usr/bin/python3 scripts/gpt_plot.py "$run/train.log" --meta "$run/data/meta.json" -o "$run/loss.png"
 /usr/bin/python3 - "$run" "$(( $(date +%s) - t0 ))" <<'EOF'
 import json, re, sys
