@@ -38,7 +38,10 @@ export LD_LIBRARY_PATH="$bundle/lib:/usr/local/cuda/lib64${LD_LIBRARY_PATH:+:$LD
 work=$(mktemp -d "${TMPDIR:-/tmp}/spmd_gpu.XXXXXX")
 trap 'rm -rf "$work"' EXIT
 # numpy is in the torch environment on the lent machines
-PY=python3; [ -x /opt/torch/.venv/bin/python3 ] && PY=/opt/torch/.venv/bin/python3
+PY=python3
+for p in /opt/torch/.venv/bin/python3 /usr/bin/python3; do
+  if [ -x $p ] && $p -c 'import numpy' 2>/dev/null; then PY=$p; break; fi
+done
 kern="$bundle/bin/gpu_kernels" cmp="$PY $bundle/compare.py"
 
 # programs: every e2e program built by spmdc --target=cuda, on the first and
