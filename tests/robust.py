@@ -1,7 +1,7 @@
 #!/usr/bin/python3
-"""robust.py SPMDC DIR...: spmdc must never crash, whatever the input.
+"""robust.py SPMDC [--cuts N] DIR...: spmdc must never crash, whatever the input.
 
-Feeds spmdc --check with truncations of every .spmd file under the DIRs,
+Feeds spmdc --check with N truncations (default 6) of every .spmd file under the DIRs,
 binary files, deeply nested and very long input, and a generated 100k-line
 program (which must be accepted).  Passes when every run exits 0 or 1 with no
 sanitizer report.  Inputs with bytes outside printable ASCII are also run with
@@ -56,6 +56,9 @@ def generated_program(lines):
 
 def main():
     spmdc, dirs = sys.argv[1], sys.argv[2:]
+    ncuts = 6
+    if dirs[:1] == ['--cuts']:
+        ncuts, dirs = int(dirs[1]), dirs[2:]
     rng = random.Random(1234)
     ok = True
     with tempfile.TemporaryDirectory() as tmp:
@@ -67,7 +70,7 @@ def main():
                         cases.append(open(os.path.join(root, f), 'rb').read())
         inputs = []
         for data in cases:
-            cuts = sorted(set(rng.randrange(len(data) + 1) for _ in range(6)))
+            cuts = sorted(set(rng.randrange(len(data) + 1) for _ in range(ncuts)))
             inputs += [data[:c] for c in cuts]
             if data:
                 flip = bytearray(data)
