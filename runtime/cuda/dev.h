@@ -1,9 +1,11 @@
 /* The CUDA target's thin launch layer, shared by every file of runtime/cuda.
  *
- * Device code is written as per-element and per-row bodies (lambdas marked
- * RT_HD) launched through rt_launch: compiled by nvcc, a grid-stride kernel
- * on the ctx's stream; compiled by the host C++ compiler with RT_SIM (the
- * simulation build, libspmdrt_cudasim), a plain loop on the host. Device
+ * Device code is written as per-element bodies (lambdas marked RT_HD)
+ * launched through rt_launch, and per-row bodies run by a warp of 32 lanes
+ * through rt_launch_rows: compiled by nvcc, grid-stride kernels on the
+ * ctx's stream; compiled by the host C++ compiler with RT_SIM (the
+ * simulation build, libspmdrt_cudasim), plain loops on the host (a row's
+ * lanes emulated step by step, the same arithmetic in the same order). Device
  * memory is reached only through the functions below, so in the simulation
  * every device allocation is its own mapping, kept PROT_NONE except during a
  * simulated launch or a runtime copy: a host read of device memory crashes
@@ -13,7 +15,15 @@
  * one thread, which reduces its inputs in a fixed order (the CPU kernels'
  * order, so a row gives the same value however many rows a rank holds).
  * Long reductions (rt_lanes_f64, below) add fixed chunks in order, then the
- * chunks' sums in order: a tree that depends only on the length. */
+ * chunks' sums in order; a warp's row reductions (rt_launch_rows) add each
+ * lane's strided terms in order, then the lanes' partials by a fixed tree:
+ * both trees depend only on the length.
+ *
+ * Arguments only the device can check (token ids, targets) are checked by
+ * kernels that write the first failure into a device error record
+ * (rt_dev_errors); the host reads it at the next synchronisation
+ * (rt_dev_sync, rt_dev_d2h) and stops with the CPU target's message, the
+ * op and the .spmd line recorded at that check's launch. */
 #ifndef RT_CUDA_DEV_H
 #define RT_CUDA_DEV_H
 
@@ -45,6 +55,9 @@ struct rt_target {
     struct rt_cuda_comm *comm;
     struct rt_gemm_plans *gemm;
     size_t bytes_in_use;   /* device bytes allocated (pool included) */
+    int64_t *err;          /* the device error record (rt_dev_errors), or NULL */
+    int64_t *err_host;     /* its pinned host copy, read at a synchronisation */
+    bool err_pending;      /* a check was launched since the last read */
 };
 
 extern "C" {
@@ -64,6 +77,19 @@ void rt_dev_memset0(rt_ctx *ctx, void *dst, size_t bytes);
 void rt_dev_sync(rt_ctx *ctx); /* waits for everything launched; reports its errors */
 /* the pinned staging buffer (at least bytes), valid until the next call */
 void *rt_dev_staging(rt_ctx *ctx, size_t bytes);
+
+/* Argument errors found on the device. The record is RT_DEVERR_WORDS
+ * int64s: [0] the kind (0: no error), [1] the row or position, [2] the bad
+ * value, [3] the limit (classes, rows), [4] the .spmd line (rt_at's static
+ * string, as an integer; 0 if none). A check kernel writes it only while
+ * [0] is 0, so the first failing launch of the stream is the one reported.
+ * rt_dev_errors returns the record (allocated zeroed on first use) and
+ * marks it to be read at the next rt_dev_sync, which stops every rank with
+ * "cross_entropy (FILE.spmd:LINE): target 7 at row 2 is out of range for 5
+ * classes" (the CPU target's message, the line added when rt_at gave one). */
+enum { RT_DEVERR_NONE, RT_DEVERR_TARGET, RT_DEVERR_ID };
+#define RT_DEVERR_WORDS 5
+int64_t *rt_dev_errors(rt_ctx *ctx);
 
 /* spmdrt_kernels.h's ABI (target.cu): after a generated kernel's launch;
  * in the simulation build only its name is kept */
@@ -111,6 +137,142 @@ template <class F> static void rt_launch(rt_ctx *ctx, int64_t n, F f)
     if (blocks > 65535 * 16)
         blocks = 65535 * 16;
     rt_grid_stride_<<<(unsigned)blocks, 256, 0, (cudaStream_t)ctx->tgt->stream>>>(n, f);
+    rt_launch_check_(ctx);
+}
+#endif
+
+/* ---- a warp per row: rt_launch_rows(ctx, nrows, body) runs body(w, r) for
+ * each row r on one warp w of 32 lanes. The body is a sequence of
+ * collective steps, each over the row's n elements (lane l takes elements
+ * l, l+32, l+64, ... in increasing order):
+ *   w.sum(n, g)               sum of g(j) for j < n, in double
+ *   w.max(n, g)               maximum of g(j), -INFINITY for n == 0 (the CPU
+ *                             kernels' max: a NaN term is skipped)
+ *   w.reduce(n, id, g, op)    the general form: each lane folds its terms
+ *                             in order from id, then the 32 partials are
+ *                             combined by a butterfly tree
+ *   w.each(n, g)              g(j) for every j < n (stores)
+ *   w.leader()                true on exactly one lane: a row's single write
+ * The tree: offsets 16, 8, 4, 2, 1; at each step the lanes l and l^k both
+ * compute op(value of the lower lane, value of the upper lane), so every
+ * lane ends with the same bits, equal to the serial halving
+ *   for (h = 16; h >= 1; h /= 2) for (l = 0; l < h; l++) v[l] = op(v[l], v[l + h]);
+ * A step's result is therefore uniform across the warp, and the order of
+ * every addition depends only on n (not on the grid, the rank or the run).
+ * A body keeps no per-lane state from one step to the next: only what the
+ * steps return (and the row index).
+ * nvcc: blocks of 256 threads, 8 rows per block in a grid-stride loop over
+ * rows; the tree on __shfl_xor_sync. RT_SIM: the rows one after another;
+ * each step computes the 32 lanes' partials lane by lane, then runs the same
+ * tree on an array (rt_warp_tree), so the simulation does the same
+ * arithmetic in the same order as the GPU (-fmad=false there, no
+ * contraction here): the same bits, except where the two math libraries'
+ * exp and log round differently. */
+#define RT_WARP 32
+struct rt_op_add {
+    template <class T> RT_HD T operator()(T a, T b) const { return a + b; }
+};
+struct rt_op_max { /* the CPU kernels' max (lane_max): NaN terms skipped */
+    RT_HD double operator()(double a, double b) const { return b > a ? b : a; }
+};
+struct rt_op_min {
+    template <class T> RT_HD T operator()(T a, T b) const { return b < a ? b : a; }
+};
+
+/* the tree on the 32 lanes' partials v[] (overwritten), as the GPU's
+ * butterfly computes it lane by lane; returns lane 0's (every lane's) value */
+template <class T, class Op> static inline T rt_warp_tree(T *v, Op op)
+{
+    for (int k = RT_WARP / 2; k >= 1; k /= 2) {
+        T nv[RT_WARP];
+        for (int l = 0; l < RT_WARP; l++)
+            nv[l] = op(v[l & ~k], v[l | k]);
+        for (int l = 0; l < RT_WARP; l++)
+            v[l] = nv[l];
+    }
+    return v[0];
+}
+
+#ifdef RT_SIM
+struct rt_warp {
+    template <class T, class G, class Op> T reduce(int64_t n, T id, G g, Op op) const
+    {
+        T v[RT_WARP];
+        for (int l = 0; l < RT_WARP; l++) {
+            T a = id;
+            for (int64_t j = l; j < n; j += RT_WARP)
+                a = op(a, g(j));
+            v[l] = a;
+        }
+        return rt_warp_tree(v, op);
+    }
+    template <class G> void each(int64_t n, G g) const
+    {
+        for (int64_t j = 0; j < n; j++)
+            g(j);
+    }
+    bool leader() const { return true; }
+    template <class G> double sum(int64_t n, G g) const { return reduce(n, 0.0, g, rt_op_add()); }
+    template <class G> double max(int64_t n, G g) const { return reduce(n, (double)-INFINITY, g, rt_op_max()); }
+};
+template <class F> static void rt_launch_rows(rt_ctx *ctx, int64_t nrows, F f)
+{
+    (void)ctx;
+    if (nrows <= 0)
+        return;
+    rt_sim_open();
+    rt_warp w;
+    for (int64_t r = 0; r < nrows; r++)
+        f(w, r);
+    rt_sim_close();
+}
+#else
+struct rt_warp {
+    int lane;
+    template <class T, class G, class Op> RT_HD T reduce(int64_t n, T id, G g, Op op) const
+    {
+        T a = id;
+        for (int64_t j = lane; j < n; j += RT_WARP)
+            a = op(a, g(j));
+#ifdef __CUDA_ARCH__
+        for (int k = RT_WARP / 2; k >= 1; k /= 2) {
+            T o = __shfl_xor_sync(0xffffffffu, a, k);
+            a = (lane & k) ? op(o, a) : op(a, o);
+        }
+#endif
+        return a;
+    }
+    template <class G> RT_HD void each(int64_t n, G g) const
+    {
+        for (int64_t j = lane; j < n; j += RT_WARP)
+            g(j);
+    }
+    RT_HD bool leader() const { return lane == 0; }
+    template <class G> RT_HD double sum(int64_t n, G g) const { return reduce(n, 0.0, g, rt_op_add()); }
+    template <class G> RT_HD double max(int64_t n, G g) const
+    {
+        return reduce(n, (double)-INFINITY, g, rt_op_max());
+    }
+};
+#define RT_ROWS_PER_BLOCK 8
+template <class F> __global__ void rt_rows_(int64_t nrows, F f)
+{
+    rt_warp w;
+    w.lane = (int)(threadIdx.x % RT_WARP);
+    int64_t step = (int64_t)gridDim.x * RT_ROWS_PER_BLOCK;
+    for (int64_t r = (int64_t)blockIdx.x * RT_ROWS_PER_BLOCK + threadIdx.x / RT_WARP; r < nrows;
+         r += step)
+        f(w, r);
+}
+template <class F> static void rt_launch_rows(rt_ctx *ctx, int64_t nrows, F f)
+{
+    if (nrows <= 0)
+        return;
+    int64_t blocks = (nrows + RT_ROWS_PER_BLOCK - 1) / RT_ROWS_PER_BLOCK;
+    if (blocks > 65535 * 16)
+        blocks = 65535 * 16;
+    rt_rows_<<<(unsigned)blocks, RT_ROWS_PER_BLOCK * RT_WARP, 0, (cudaStream_t)ctx->tgt->stream>>>(
+        nrows, f);
     rt_launch_check_(ctx);
 }
 #endif

@@ -1,10 +1,13 @@
 /* The CUDA target's neural-network kernels: softmax, log_softmax,
  * layer_norm, rms_norm (and their backwards), cross_entropy, embedding.
- * One thread per lane (the values along the normalised dim) computes the
- * CPU's formulas in double, each sum in order; parameter gradients (dw, db,
- * embedding rows) are one thread per output element adding its rows in row
- * order. Token ids and targets are checked on the host (the CPU target's
- * messages), which synchronises. */
+ * Along the last dim a row is one warp's (rt_launch_rows, dev.h): the CPU's
+ * formulas in double, each sum and max over the row a lane-strided sum in
+ * order then a fixed tree; softmax over another dim keeps one thread per
+ * lane (its sums in order). Parameter gradients (dw, db, embedding rows)
+ * are one thread per output element adding its rows in row order. Token
+ * ids and targets are checked on the device (check_ids: the first bad one
+ * is reported at the next synchronisation with the CPU target's message),
+ * so neither op waits for the device. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -33,6 +36,33 @@ static rt_tensor *map_lanes(rt_ctx *ctx, const rt_tensor *a, const rt_tensor *b,
     const void *A = a->data, *B = b ? b->data : NULL;
     void *Y = y->data;
     rt_dtype dt = a->dtype;
+    if (inner == 1) { /* a warp per row */
+        rt_launch_rows(ctx, outer, [=] RT_HD(const rt_warp &w, int64_t r) {
+            int64_t off = r * d;
+            if (op == SOFTMAX || op == LOG_SOFTMAX) {
+                double m = w.max(d, [&](int64_t j) { return rt_ld(A, dt, off + j); });
+                double s = w.sum(d, [&](int64_t j) { return exp(rt_ld(A, dt, off + j) - m); });
+                double lse = m + log(s);
+                w.each(d, [&](int64_t j) {
+                    double v = rt_ld(A, dt, off + j);
+                    rt_st(Y, dt, off + j, op == SOFTMAX ? exp(v - m) / s : v - lse);
+                });
+            } else if (op == SOFTMAX_BWD) {
+                double s = w.sum(d, [&](int64_t j) {
+                    return rt_ld(B, dt, off + j) * rt_ld(A, dt, off + j);
+                });
+                w.each(d, [&](int64_t j) {
+                    rt_st(Y, dt, off + j, rt_ld(A, dt, off + j) * (rt_ld(B, dt, off + j) - s));
+                });
+            } else {
+                double s = w.sum(d, [&](int64_t j) { return rt_ld(B, dt, off + j); });
+                w.each(d, [&](int64_t j) {
+                    rt_st(Y, dt, off + j, rt_ld(B, dt, off + j) - exp(rt_ld(A, dt, off + j)) * s);
+                });
+            }
+        });
+        return y;
+    }
     rt_launch(ctx, outer * inner, [=] RT_HD(int64_t t) {
         int64_t o = t / inner, i = t % inner, base = o * d * inner + i;
 #define AT(j) (base + (j) * inner)
@@ -106,20 +136,15 @@ static void norm_setup(rt_ctx *ctx, const rt_tensor *x, const rt_tensor *w, cons
     *rows = *d ? x->numel / *d : 0;
 }
 
-/* a row's mean (0 for rms) and 1/sqrt(var + eps), each sum in order */
-RT_DEV_INLINE void row_stats(const void *X, rt_dtype dt, int64_t off, int64_t d, bool rms,
-                             double eps, double *mean, double *rstd)
+/* a row's mean (0 for rms) and 1/sqrt(var + eps), on the row's warp */
+RT_DEV_INLINE void row_stats(const rt_warp &w, const void *X, rt_dtype dt, int64_t off, int64_t d,
+                             bool rms, double eps, double *mean, double *rstd)
 {
-    double m = 0, v = 0;
-    if (!rms) {
-        for (int64_t j = 0; j < d; j++)
-            m += rt_ld(X, dt, off + j);
-        m /= (double)d;
-    }
-    for (int64_t j = 0; j < d; j++) {
+    double m = rms ? 0.0 : w.sum(d, [&](int64_t j) { return rt_ld(X, dt, off + j); }) / (double)d;
+    double v = w.sum(d, [&](int64_t j) {
         double c = rt_ld(X, dt, off + j) - m;
-        v += c * c;
-    }
+        return c * c;
+    });
     *mean = m;
     *rstd = 1.0 / sqrt(v / (double)d + eps);
 }
@@ -135,13 +160,13 @@ static rt_tensor *norm_fwd(rt_ctx *ctx, const rt_tensor *x, const rt_tensor *w,
     const void *X = x->data, *W = w ? w->data : NULL, *B = b ? b->data : NULL;
     void *Y = y->data;
     rt_dtype dt = x->dtype;
-    rt_launch(ctx, rows, [=] RT_HD(int64_t r) {
+    rt_launch_rows(ctx, rows, [=] RT_HD(const rt_warp &w, int64_t r) {
         double mean, rstd;
-        row_stats(X, dt, r * d, d, rms, eps, &mean, &rstd);
-        for (int64_t j = 0; j < d; j++) {
+        row_stats(w, X, dt, r * d, d, rms, eps, &mean, &rstd);
+        w.each(d, [&](int64_t j) {
             double wj = W ? rt_ld(W, dt, j) : 1.0, bj = B ? rt_ld(B, dt, j) : 0.0;
             rt_st(Y, dt, r * d + j, (rt_ld(X, dt, r * d + j) - mean) * rstd * wj + bj);
-        }
+        });
     });
     return y;
 }
@@ -176,23 +201,15 @@ static void norm_bwd(rt_ctx *ctx, const rt_tensor *x, const rt_tensor *w, double
     if (dx) {
         *dx = rt_empty(ctx, x->dtype, x->ndim, x->shape);
         void *DX = (*dx)->data;
-        rt_launch(ctx, rows, [=] RT_HD(int64_t r) {
-            double mean, rstd, mg = 0, mgx = 0;
+        rt_launch_rows(ctx, rows, [=] RT_HD(const rt_warp &w, int64_t r) {
+            double mean, rstd;
             int64_t off = r * d;
-            row_stats(X, dt, off, d, rms, eps, &mean, &rstd);
-            for (int64_t j = 0; j < d; j++) {
-                double xh = (rt_ld(X, dt, off + j) - mean) * rstd;
-                double gj = rt_ld(DY, dt, off + j) * (W ? rt_ld(W, dt, j) : 1.0);
-                mg += gj;
-                mgx += gj * xh;
-            }
-            mg = rms ? 0.0 : mg / (double)d;
-            mgx /= (double)d;
-            for (int64_t j = 0; j < d; j++) {
-                double xh = (rt_ld(X, dt, off + j) - mean) * rstd;
-                double gj = rt_ld(DY, dt, off + j) * (W ? rt_ld(W, dt, j) : 1.0);
-                rt_st(DX, dt, off + j, rstd * (gj - mg - xh * mgx));
-            }
+            row_stats(w, X, dt, off, d, rms, eps, &mean, &rstd);
+            auto g = [&](int64_t j) { return rt_ld(DY, dt, off + j) * (W ? rt_ld(W, dt, j) : 1.0); };
+            auto xhat = [&](int64_t j) { return (rt_ld(X, dt, off + j) - mean) * rstd; };
+            double mg = rms ? 0.0 : w.sum(d, g) / (double)d;
+            double mgx = w.sum(d, [&](int64_t j) { return g(j) * xhat(j); }) / (double)d;
+            w.each(d, [&](int64_t j) { rt_st(DX, dt, off + j, rstd * (g(j) - mg - xhat(j) * mgx)); });
         });
     }
     bool want_w = dw && w, want_b = db != NULL;
@@ -208,8 +225,13 @@ static void norm_bwd(rt_ctx *ctx, const rt_tensor *x, const rt_tensor *w, double
     int64_t n2 = 2 * rows;
     rt_tensor *st = rt_empty(ctx, RT_F64, 1, &n2);
     double *ST = (double *)st->data;
-    rt_launch(ctx, rows, [=] RT_HD(int64_t r) {
-        row_stats(X, dt, r * d, d, rms, eps, &ST[2 * r], &ST[2 * r + 1]);
+    rt_launch_rows(ctx, rows, [=] RT_HD(const rt_warp &w, int64_t r) {
+        double mean, rstd;
+        row_stats(w, X, dt, r * d, d, rms, eps, &mean, &rstd);
+        if (w.leader()) {
+            ST[2 * r] = mean;
+            ST[2 * r + 1] = rstd;
+        }
     });
     const double *CST = ST;
     if (GW) {
@@ -247,12 +269,44 @@ void rt_rms_norm_bwd(rt_ctx *ctx, const rt_tensor *x, const rt_tensor *w, double
     norm_bwd(ctx, x, w, eps, dy, dx, dw, NULL, true, "rms_norm_bwd");
 }
 
+/* ---- ids and targets, checked on the device */
+
+/* Each of ids' n values must be in [0, limit) (targets: or IGNORE_INDEX).
+ * One warp scans them: the first bad position (each lane's first, then the
+ * minimum) goes into the device error record (dev.h, rt_dev_errors) with
+ * the op's kind and the .spmd line, reported at the next synchronisation;
+ * kept (if not NULL, a device double) gets the number of values other than
+ * IGNORE_INDEX. Kernels reading ids after this one guard every access. */
+static void check_ids(rt_ctx *ctx, const rt_tensor *ids, int64_t limit, int kind, double *kept)
+{
+    int64_t *REC = rt_dev_errors(ctx);
+    const int32_t *ID = (const int32_t *)ids->data;
+    int64_t n = ids->numel, loc = (int64_t)(uintptr_t)ctx->at_loc;
+    bool targets = kind == RT_DEVERR_TARGET;
+    rt_launch_rows(ctx, 1, [=] RT_HD(const rt_warp &w, int64_t) {
+        int64_t bad = w.reduce(n, (int64_t)INT64_MAX, [&](int64_t j) {
+            int32_t v = ID[j];
+            bool ok = (v >= 0 && v < limit) || (targets && v == IGNORE_INDEX);
+            return ok ? (int64_t)INT64_MAX : j;
+        }, rt_op_min());
+        double k = kept ? w.sum(n, [&](int64_t j) { return ID[j] != IGNORE_INDEX ? 1.0 : 0.0; }) : 0.0;
+        if (w.leader()) {
+            if (kept)
+                *kept = k;
+            if (bad != INT64_MAX && REC[0] == RT_DEVERR_NONE) {
+                REC[1] = bad;
+                REC[2] = ID[bad];
+                REC[3] = limit;
+                REC[4] = loc;
+                REC[0] = kind;
+            }
+        }
+    });
+}
+
 /* ---- cross entropy */
 
-/* the targets on the host (synchronises), checked with the CPU's messages;
- * the caller frees them */
-static int32_t *host_targets(rt_ctx *ctx, const rt_tensor *logits, const rt_tensor *targets,
-                             int64_t *kept)
+static void check_ce(rt_ctx *ctx, const rt_tensor *logits, const rt_tensor *targets)
 {
     rt_check_float(ctx, logits, "cross_entropy");
     rt_check_dtype(ctx, targets, RT_I32, "cross_entropy targets");
@@ -265,67 +319,55 @@ static int32_t *host_targets(rt_ctx *ctx, const rt_tensor *logits, const rt_tens
         rt_shape_str(ts, sizeof ts, targets->ndim, targets->shape);
         rt_fail(ctx, "cross_entropy: expects logits [..., C] and targets [...], got %s and %s", ls, ts);
     }
-    int32_t *t = (int32_t *)malloc((size_t)(targets->numel ? targets->numel : 1) * sizeof *t);
-    RT_CHECK(ctx, t != NULL, "out of memory");
-    rt_dev_d2h(ctx, t, targets->data, (size_t)targets->numel * sizeof *t);
-    int64_t c = logits->shape[logits->ndim - 1];
-    *kept = 0;
-    for (int64_t r = 0; r < targets->numel; r++) {
-        if (!(t[r] == IGNORE_INDEX || (t[r] >= 0 && t[r] < c))) {
-            int bad = t[r];
-            free(t);
-            rt_fail(ctx, "cross_entropy: target %d at row %lld is out of range for %lld classes",
-                    bad, (long long)r, (long long)c);
-        }
-        *kept += t[r] != IGNORE_INDEX;
-    }
-    return t;
 }
 
-/* a row's -log_softmax(logits[r])[t] in double */
-RT_DEV_INLINE double row_loss(const void *L, rt_dtype dt, int64_t off, int64_t c, int32_t t)
+/* the row's target: in range, ignored, or bad (reported by check_ids) */
+RT_DEV_INLINE bool target_ok(int32_t t, int64_t c)
 {
-    double m = -INFINITY, s = 0;
-    for (int64_t j = 0; j < c; j++) {
-        double v = rt_ld(L, dt, off + j);
-        m = v > m ? v : m;
-    }
-    for (int64_t j = 0; j < c; j++)
-        s += exp(rt_ld(L, dt, off + j) - m);
-    return -(rt_ld(L, dt, off + t) - (m + log(s)));
+    return t == IGNORE_INDEX || (t >= 0 && t < c);
 }
 
 rt_tensor *rt_cross_entropy_reduce(rt_ctx *ctx, const rt_tensor *logits,
                                    const rt_tensor *targets, rt_ce_reduction red)
 {
-    int64_t kept;
-    free(host_targets(ctx, logits, targets, &kept));
+    check_ce(ctx, logits, targets);
     RT_KERNEL(ctx, RT_K_NN, "cross_entropy");
     ctx->tgt->op = "cross_entropy";
     int64_t n = targets->numel, c = logits->shape[logits->ndim - 1];
+    rt_tensor *kept = red == RT_CE_MEAN ? rt_empty(ctx, RT_F64, 0, NULL) : NULL;
+    double *K = kept ? (double *)kept->data : NULL;
+    check_ids(ctx, targets, c, RT_DEVERR_TARGET, K);
     rt_tensor *loss = rt_empty(ctx, RT_F64, targets->ndim, targets->shape);
     const void *L = logits->data;
     const int32_t *T = (const int32_t *)targets->data;
     double *LS = (double *)loss->data;
     rt_dtype dt = logits->dtype;
-    rt_launch(ctx, n, [=] RT_HD(int64_t r) {
-        LS[r] = T[r] == IGNORE_INDEX ? 0.0 : row_loss(L, dt, r * c, c, T[r]);
+    /* each row's -log_softmax(logits[r])[t] (0 where ignored, NaN where bad) */
+    rt_launch_rows(ctx, n, [=] RT_HD(const rt_warp &w, int64_t r) {
+        int32_t t = T[r];
+        int64_t off = r * c;
+        double m = w.max(c, [&](int64_t j) { return rt_ld(L, dt, off + j); });
+        double s = w.sum(c, [&](int64_t j) { return exp(rt_ld(L, dt, off + j) - m); });
+        if (w.leader())
+            LS[r] = t == IGNORE_INDEX ? 0.0
+                  : target_ok(t, c) ? -(rt_ld(L, dt, off + t) - (m + log(s)))
+                                    : NAN;
     });
     rt_tensor *y;
     if (red == RT_CE_NONE) {
         y = rt_astype(ctx, loss, logits->dtype);
-    } else { /* the rows' losses added in row order */
+    } else { /* the kept rows' losses added on one warp */
         y = rt_empty(ctx, logits->dtype, 0, NULL);
         void *Y = y->data;
-        rt_launch(ctx, 1, [=] RT_HD(int64_t) {
-            double total = 0;
-            for (int64_t r = 0; r < n; r++)
-                if (T[r] != IGNORE_INDEX)
-                    total += LS[r];
-            rt_st(Y, dt, 0, red == RT_CE_SUM ? total : kept ? total / (double)kept : NAN);
+        const double *CK = K;
+        rt_launch_rows(ctx, 1, [=] RT_HD(const rt_warp &w, int64_t) {
+            double total = w.sum(n, [&](int64_t r) { return T[r] != IGNORE_INDEX ? LS[r] : 0.0; });
+            if (w.leader())
+                rt_st(Y, dt, 0, red == RT_CE_SUM ? total : CK[0] != 0 ? total / CK[0] : NAN);
         });
     }
     rt_free(ctx, loss);
+    rt_free(ctx, kept);
     return y;
 }
 
@@ -333,38 +375,38 @@ rt_tensor *rt_cross_entropy_reduce_bwd(rt_ctx *ctx, const rt_tensor *logits,
                                        const rt_tensor *targets, const rt_tensor *dy,
                                        rt_ce_reduction red)
 {
-    int64_t kept;
-    free(host_targets(ctx, logits, targets, &kept));
+    check_ce(ctx, logits, targets);
     RT_KERNEL(ctx, RT_K_NN, "cross_entropy_bwd");
     int64_t n = targets->numel, c = logits->shape[logits->ndim - 1];
     RT_CHECK(ctx, red == RT_CE_NONE ? dy->numel == n : dy->numel == 1,
              "cross_entropy_bwd: the gradient's shape differs from the loss's");
-    double scale = red == RT_CE_NONE ? 1.0
-                 : red == RT_CE_SUM  ? rt_item(ctx, dy)
-                 : kept              ? rt_item(ctx, dy) / (double)kept
-                                     : 0.0;
     ctx->tgt->op = "cross_entropy_bwd";
+    rt_tensor *kept = red == RT_CE_MEAN ? rt_empty(ctx, RT_F64, 0, NULL) : NULL;
+    double *K = kept ? (double *)kept->data : NULL;
+    check_ids(ctx, targets, c, RT_DEVERR_TARGET, K);
     rt_tensor *dx = rt_empty(ctx, logits->dtype, logits->ndim, logits->shape);
     const void *L = logits->data, *DY = dy->data;
     const int32_t *T = (const int32_t *)targets->data;
+    const double *CK = K;
     void *DX = dx->data;
     rt_dtype dt = logits->dtype, ddt = dy->dtype;
-    bool none = red == RT_CE_NONE;
-    rt_launch(ctx, n, [=] RT_HD(int64_t r) {
+    /* d logits[r] = dy_r * (softmax(logits[r]) - onehot(t[r])), dy_r being
+     * dy[r] (none), dy (sum) or dy / kept (mean, 0 when nothing is kept) */
+    rt_launch_rows(ctx, n, [=] RT_HD(const rt_warp &w, int64_t r) {
         int32_t t = T[r];
-        double sr = none ? rt_ld(DY, ddt, r) : scale, m = -INFINITY, s = 0;
+        double sr = red == RT_CE_NONE ? rt_ld(DY, ddt, r)
+                  : red == RT_CE_SUM  ? rt_ld(DY, ddt, 0)
+                  : CK[0] != 0        ? rt_ld(DY, ddt, 0) / CK[0]
+                                      : 0.0;
         int64_t off = r * c;
-        for (int64_t j = 0; j < c; j++) {
-            double v = rt_ld(L, dt, off + j);
-            m = v > m ? v : m;
-        }
-        for (int64_t j = 0; j < c; j++)
-            s += exp(rt_ld(L, dt, off + j) - m);
-        for (int64_t j = 0; j < c; j++) {
+        double m = w.max(c, [&](int64_t j) { return rt_ld(L, dt, off + j); });
+        double s = w.sum(c, [&](int64_t j) { return exp(rt_ld(L, dt, off + j) - m); });
+        w.each(c, [&](int64_t j) {
             double p = exp(rt_ld(L, dt, off + j) - m) / s;
             rt_st(DX, dt, off + j, t == IGNORE_INDEX ? 0.0 : sr * (p - (double)(j == t)));
-        }
+        });
     });
+    rt_free(ctx, kept);
     return dx;
 }
 
@@ -381,31 +423,15 @@ rt_tensor *rt_cross_entropy_bwd(rt_ctx *ctx, const rt_tensor *logits, const rt_t
 
 /* ---- embedding */
 
-/* the ids on the host (synchronises), checked with the CPU's messages */
-static int32_t *host_ids(rt_ctx *ctx, const rt_tensor *ids, int64_t vocab)
-{
-    rt_check_dtype(ctx, ids, RT_I32, "embedding ids");
-    int32_t *id = (int32_t *)malloc((size_t)(ids->numel ? ids->numel : 1) * sizeof *id);
-    RT_CHECK(ctx, id != NULL, "out of memory");
-    rt_dev_d2h(ctx, id, ids->data, (size_t)ids->numel * sizeof *id);
-    for (int64_t i = 0; i < ids->numel; i++)
-        if (!(id[i] >= 0 && id[i] < vocab)) {
-            int bad = id[i];
-            free(id);
-            rt_fail(ctx, "embedding: id %d at position %lld is out of range for %lld rows", bad,
-                    (long long)i, (long long)vocab);
-        }
-    return id;
-}
-
 rt_tensor *rt_embedding(rt_ctx *ctx, const rt_tensor *table, const rt_tensor *ids)
 {
     RT_CHECK(ctx, table->ndim == 2, "embedding: table must be [V, D]");
     RT_CHECK(ctx, ids->ndim < RT_MAX_DIMS, "embedding: ids have too many dims");
-    free(host_ids(ctx, ids, table->shape[0]));
+    rt_check_dtype(ctx, ids, RT_I32, "embedding ids");
     RT_KERNEL(ctx, RT_K_NN, "embedding");
     ctx->tgt->op = "embedding";
-    int64_t shape[RT_MAX_DIMS], d = table->shape[1];
+    int64_t shape[RT_MAX_DIMS], d = table->shape[1], vocab = table->shape[0];
+    check_ids(ctx, ids, vocab, RT_DEVERR_ID, NULL);
     memcpy(shape, ids->shape, (size_t)ids->ndim * sizeof *shape);
     shape[ids->ndim] = d;
     rt_tensor *y = rt_empty(ctx, table->dtype, ids->ndim + 1, shape);
@@ -415,57 +441,62 @@ rt_tensor *rt_embedding(rt_ctx *ctx, const rt_tensor *table, const rt_tensor *id
     char *Y = (char *)y->data;
     rt_launch(ctx, ids->numel * d, [=] RT_HD(int64_t k) {
         int64_t i = k / d, j = k % d;
-        const char *src = TB + ((size_t)ID[i] * (size_t)d + (size_t)j) * esz;
+        int32_t v = ID[i];
         char *dst = Y + (size_t)k * esz;
+        if (v < 0 || v >= vocab) { /* reported by check_ids */
+            for (size_t b = 0; b < esz; b++)
+                dst[b] = 0;
+            return;
+        }
+        const char *src = TB + ((size_t)v * (size_t)d + (size_t)j) * esz;
         for (size_t b = 0; b < esz; b++)
             dst[b] = src[b];
     });
     return y;
 }
 
-/* Rows grouped by id with a stable counting sort on the host (positions in
- * increasing order within an id), then one thread per (row of the table,
- * column) adds its positions in that order: the CPU's order, no atomics. */
+/* The positions grouped by id on the device, a stable counting sort with
+ * no atomics: one thread per table row v counts the (valid) ids below v
+ * (where its group starts) and then writes its positions in increasing
+ * order; then one thread per (row of the table, column) adds its
+ * positions in that order: the CPU's order. The grouping reads all n ids
+ * twice per table row (vocab * n: small next to the step for a byte- or
+ * word-level vocabulary). */
 rt_tensor *rt_embedding_bwd(rt_ctx *ctx, const rt_tensor *ids, const rt_tensor *dy,
                             int64_t vocab)
 {
-    int32_t *id = host_ids(ctx, ids, vocab);
+    rt_check_dtype(ctx, ids, RT_I32, "embedding ids");
     rt_check_float(ctx, dy, "embedding_bwd");
     RT_KERNEL(ctx, RT_K_NN, "embedding_bwd");
     ctx->tgt->op = "embedding_bwd";
     int64_t d = dy->shape[dy->ndim - 1], n = ids->numel;
     RT_CHECK(ctx, dy->numel == n * d, "embedding_bwd: gradient shape mismatch");
-    int64_t *start = (int64_t *)calloc((size_t)vocab + 1, sizeof *start);
-    int64_t *pos = (int64_t *)malloc((size_t)(n ? n : 1) * sizeof *pos);
-    RT_CHECK(ctx, start && pos, "out of memory");
-    for (int64_t i = 0; i < n; i++)
-        start[id[i] + 1]++;
-    for (int64_t v = 0; v < vocab; v++)
-        start[v + 1] += start[v];
-    int64_t *fill = (int64_t *)malloc((size_t)(vocab ? vocab : 1) * sizeof *fill);
-    RT_CHECK(ctx, fill != NULL, "out of memory");
-    memcpy(fill, start, (size_t)vocab * sizeof *fill);
-    for (int64_t i = 0; i < n; i++)
-        pos[fill[id[i]]++] = i;
-    size_t sb = (size_t)(vocab + 1) * sizeof *start, pb = (size_t)n * sizeof *pos;
+    check_ids(ctx, ids, vocab, RT_DEVERR_ID, NULL);
     size_t cap;
-    int64_t *dev = (int64_t *)rt_pool_alloc(ctx, sb + pb, &cap);
-    rt_dev_h2d(ctx, dev, start, sb);
-    rt_dev_h2d(ctx, dev + vocab + 1, pos, pb);
-    free(id);
-    free(start);
-    free(pos);
-    free(fill);
+    int64_t *dev = (int64_t *)rt_pool_alloc(ctx, (size_t)(2 * vocab + n) * sizeof(int64_t), &cap);
+    int64_t *S = dev, *CNT = dev + vocab, *P = dev + 2 * vocab;
+    const int32_t *ID = (const int32_t *)ids->data;
+    rt_launch(ctx, vocab, [=] RT_HD(int64_t v) {
+        int64_t start = 0, cnt = 0;
+        for (int64_t i = 0; i < n; i++) {
+            int32_t x = ID[i];
+            start += x >= 0 && x < v;
+        }
+        for (int64_t i = 0; i < n; i++)
+            if (ID[i] == v)
+                P[start + cnt++] = i;
+        S[v] = start;
+        CNT[v] = cnt;
+    });
     int64_t shape[2] = {vocab, d};
     rt_tensor *g = rt_empty(ctx, dy->dtype, 2, shape);
-    const int64_t *S = dev, *P = dev + vocab + 1;
     const void *DY = dy->data;
     void *G = g->data;
     rt_dtype dt = dy->dtype;
     rt_launch(ctx, vocab * d, [=] RT_HD(int64_t k) {
         int64_t v = k / d, j = k % d;
         double s = 0;
-        for (int64_t q = S[v]; q < S[v + 1]; q++)
+        for (int64_t q = S[v]; q < S[v] + CNT[v]; q++)
             s += rt_ld(DY, dt, P[q] * d + j);
         rt_st(G, dt, k, s);
     });

@@ -112,14 +112,19 @@ void rt_target_free(rt_ctx *ctx)
     rt_cuda_gemm_free(ctx);
     if (t->stream) {
         rt_dev_sync(ctx);
+        if (t->err)
+            rt_dev_free(ctx, t->err, RT_DEVERR_WORDS * sizeof(int64_t));
 #ifndef RT_SIM
         if (t->pinned)
             cudaFreeHost(t->pinned);
+        if (t->err_host)
+            cudaFreeHost(t->err_host);
         cudaStreamDestroy((cudaStream_t)t->stream);
 #endif
     }
 #ifdef RT_SIM
     free(t->pinned);
+    free(t->err_host);
 #endif
     free(t);
     ctx->tgt = NULL;
@@ -198,10 +203,10 @@ void rt_dev_d2h(rt_ctx *ctx, void *dst, const void *src, size_t bytes)
     if (!bytes)
         return;
 #ifdef RT_SIM
-    (void)ctx;
     rt_sim_open();
     memcpy(dst, src, bytes);
     rt_sim_close();
+    rt_dev_sync(ctx); /* as the GPU's d2h waits: a device error surfaces here */
 #else
     RT_CU(ctx, cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost,
                                (cudaStream_t)ctx->tgt->stream));
@@ -238,13 +243,66 @@ void rt_dev_memset0(rt_ctx *ctx, void *dst, size_t bytes)
 #endif
 }
 
+/* ---- argument errors found on the device (dev.h, rt_dev_errors) */
+
+int64_t *rt_dev_errors(rt_ctx *ctx)
+{
+    rt_target *t = ctx->tgt;
+    if (!t->err) {
+        size_t bytes = RT_DEVERR_WORDS * sizeof(int64_t);
+        t->err = (int64_t *)rt_dev_alloc(ctx, bytes);
+        rt_dev_memset0(ctx, t->err, bytes);
+#ifdef RT_SIM
+        t->err_host = (int64_t *)malloc(bytes);
+        RT_CHECK(ctx, t->err_host != NULL, "out of memory");
+#else
+        RT_CU(ctx, cudaMallocHost((void **)&t->err_host, bytes));
+#endif
+    }
+    t->err_pending = true;
+    return t->err;
+}
+
+/* after the stream has drained into err_host: the first failure, if any */
+static void report_dev_errors(rt_ctx *ctx)
+{
+    rt_target *t = ctx->tgt;
+    t->err_pending = false;
+    int64_t e[RT_DEVERR_WORDS];
+    memcpy(e, t->err_host, sizeof e);
+    if (e[0] == RT_DEVERR_NONE)
+        return;
+    rt_dev_memset0(ctx, t->err, sizeof e); /* a test's error hook may go on */
+    const char *loc = (const char *)(uintptr_t)e[4];
+    char at[256] = "";
+    if (loc)
+        snprintf(at, sizeof at, " (%s)", loc);
+    if (e[0] == RT_DEVERR_TARGET)
+        rt_fail(ctx, "cross_entropy%s: target %lld at row %lld is out of range for %lld classes", at,
+                (long long)e[2], (long long)e[1], (long long)e[3]);
+    rt_fail(ctx, "embedding%s: id %lld at position %lld is out of range for %lld rows", at,
+            (long long)e[2], (long long)e[1], (long long)e[3]);
+}
+
 void rt_dev_sync(rt_ctx *ctx)
 {
+    rt_target *t = ctx->tgt;
 #ifdef RT_SIM
-    (void)ctx;
+    if (t->err_pending) {
+        rt_sim_open();
+        memcpy(t->err_host, t->err, RT_DEVERR_WORDS * sizeof(int64_t));
+        rt_sim_close();
+        report_dev_errors(ctx);
+    }
 #else
-    if (ctx->tgt->stream)
-        RT_CU(ctx, cudaStreamSynchronize((cudaStream_t)ctx->tgt->stream));
+    if (!t->stream)
+        return;
+    if (t->err_pending) /* the record comes back with the stream: no extra wait */
+        RT_CU(ctx, cudaMemcpyAsync(t->err_host, t->err, RT_DEVERR_WORDS * sizeof(int64_t),
+                                   cudaMemcpyDeviceToHost, (cudaStream_t)t->stream));
+    RT_CU(ctx, cudaStreamSynchronize((cudaStream_t)t->stream));
+    if (t->err_pending)
+        report_dev_errors(ctx);
 #endif
 }
 

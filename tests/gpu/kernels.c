@@ -10,7 +10,7 @@
  *   kernels DIR [SECTION,...]  (under mpirun: collectives on a 1-axis mesh;
  *                              sections: elementwise shapes reductions nn
  *                              selection random linalg collectives files
- *                              long batched resume, all by default; resume reads the
+ *                              long batched rows resume, all by default; resume reads the
  *                              checkpoint in $KERNELS_RESUME_FROM, else the
  *                              one files wrote)
  * Inputs come from a fixed LCG on the host, so every build sees the same. */
@@ -293,6 +293,77 @@ static void batched(void)
     }
 }
 
+/* the row kernels (a warp per row on the CUDA target: runtime/cuda/dev.h's
+ * rt_launch_rows) on rows shorter than, equal to and longer than a warp,
+ * and softmax over a dim that is not the last (one thread per lane) */
+static void rows(void)
+{
+    static const rt_dtype dts[] = {RT_F32, RT_BF16};
+    static const int64_t lens[] = {1, 31, 32, 33, 128, 1000};
+    for (int k = 0; k < 2; k++) {
+        rt_dtype dt = dts[k];
+        const char *dn = rt_dtype_name(dt), *cl = fcls(dt);
+        for (size_t q = 0; q < sizeof lens / sizeof lens[0]; q++) {
+            int64_t d = lens[q];
+            char name[96];
+#define NAME(what) (snprintf(name, sizeof name, "rows_%s_%lld_%s", what, (long long)d, dn), name)
+            rt_tensor *x = input(dt, SH(5, d), -3, 3), *dy = input(dt, SH(5, d), -1, 1);
+            rt_tensor *w = input(dt, SH(d), 0.5, 1.5), *b = input(dt, SH(d), -0.5, 0.5);
+            rt_tensor *y = rt_softmax(C, x, -1), *ly = rt_log_softmax(C, x, 1);
+            out(NAME("softmax_bwd"), cl, rt_softmax_bwd(C, y, dy, 1));
+            out(NAME("log_softmax_bwd"), cl, rt_log_softmax_bwd(C, ly, dy, -1));
+            out(NAME("softmax"), cl, y);
+            out(NAME("log_softmax"), cl, ly);
+            out(NAME("layer_norm"), cl, rt_layer_norm(C, x, w, b, 1e-5));
+            out(NAME("layer_norm_plain"), cl, rt_layer_norm(C, x, NULL, NULL, 1e-5));
+            out(NAME("rms_norm"), cl, rt_rms_norm(C, x, w, 1e-6));
+            rt_tensor *dx, *dw, *db;
+            rt_layer_norm_bwd(C, x, w, 1e-5, dy, &dx, &dw, &db);
+            out(NAME("layer_norm_bwd_dx"), cl, dx);
+            out(NAME("layer_norm_bwd_dw"), cl, dw);
+            out(NAME("layer_norm_bwd_db"), cl, db);
+            rt_rms_norm_bwd(C, x, w, 1e-6, dy, &dx, &dw);
+            out(NAME("rms_norm_bwd_dx"), cl, dx);
+            out(NAME("rms_norm_bwd_dw"), cl, dw);
+            /* targets in range, one ignored; row 3's is the last class */
+            int32_t tv[5] = {0, (int32_t)(d / 2), -100, (int32_t)(d - 1), (int32_t)(d / 3)};
+            rt_tensor *t = rt_from_data(C, RT_I32, SH(5), tv);
+            rt_tensor *none_dy = input(dt, SH(5), -1, 1), *sdy = rt_scalar(C, dt, 0.75);
+            static const char *reds[] = {"mean", "sum", "none"};
+            for (int r = 0; r < 3; r++) {
+                char what[32];
+                snprintf(what, sizeof what, "cross_entropy_%s", reds[r]);
+                out(NAME(what), cl, rt_cross_entropy_reduce(C, x, t, (rt_ce_reduction)r));
+                snprintf(what, sizeof what, "cross_entropy_bwd_%s", reds[r]);
+                out(NAME(what), cl,
+                    rt_cross_entropy_reduce_bwd(C, x, t, r == 2 ? none_dy : sdy, (rt_ce_reduction)r));
+            }
+            /* softmax over the middle dim: inner != 1 */
+            rt_tensor *x3 = input(dt, SH(2, d, 3), -3, 3), *dy3 = input(dt, SH(2, d, 3), -1, 1);
+            rt_tensor *y3 = rt_softmax(C, x3, 1), *ly3 = rt_log_softmax(C, x3, 1);
+            out(NAME("softmax_inner_bwd"), cl, rt_softmax_bwd(C, y3, dy3, 1));
+            out(NAME("log_softmax_inner_bwd"), cl, rt_log_softmax_bwd(C, ly3, dy3, 1));
+            out(NAME("softmax_inner"), cl, y3);
+            out(NAME("log_softmax_inner"), cl, ly3);
+#undef NAME
+            rt_free(C, x3); rt_free(C, dy3);
+            rt_free(C, t); rt_free(C, none_dy); rt_free(C, sdy);
+            rt_free(C, x); rt_free(C, dy); rt_free(C, w); rt_free(C, b);
+        }
+    }
+    /* embedding: a table of 300 rows, ids repeated (a group longer than a
+     * warp), the first and last rows */
+    rt_tensor *table = input(RT_F32, SH(300, 6), -1, 1);
+    int32_t iv[96];
+    for (int i = 0; i < 96; i++)
+        iv[i] = i % 3 == 0 ? 7 : i % 5 == 0 ? 299 : (i * 37) % 300;
+    iv[1] = 0;
+    rt_tensor *ids = rt_from_data(C, RT_I32, SH(4, 24), iv), *edy = input(RT_F32, SH(4, 24, 6), -1, 1);
+    out("rows_embedding", "bits", rt_embedding(C, table, ids));
+    out("rows_embedding_bwd", "f32", rt_embedding_bwd(C, ids, edy, 300));
+    rt_free(C, table); rt_free(C, ids); rt_free(C, edy);
+}
+
 static void nn(void)
 {
     static const rt_dtype dts[] = {RT_F32, RT_BF16};
@@ -521,7 +592,7 @@ int main(int argc, char **argv)
     } sections[] = {{"elementwise", elementwise}, {"shapes", shapes},   {"reductions", reductions},
                     {"nn", nn},                   {"selection", selection}, {"random", random_},
                     {"linalg", linalg},           {"collectives", collectives}, {"files", files}, {"long", long_lanes}, {"batched", batched},
-                    {"resume", resume}};
+                    {"rows", rows},               {"resume", resume}};
     for (size_t i = 0; i < sizeof sections / sizeof sections[0]; i++) {
         const char *at = only ? strstr(only, sections[i].name) : NULL;
         size_t len = strlen(sections[i].name);
