@@ -43,6 +43,9 @@ spmdc --target=cuda: the kernels compiled by the host C++ compiler and
 launched as loops over the same per-element bodies, on the CPU runtime), run
 on the first and the last mesh only; besides the checks above, each run must
 print exactly what the CPU target's program prints on that mesh.
+--sim-runtime LIB (with --cuda-sim): link the simulation with LIB, the CUDA
+runtime's simulation build (libspmdrt_cudasim.so: its kernels as host loops
+on guarded device memory), instead of the CPU runtime.
 
 For a machine with a GPU but without our compiler (tests/gpu/bundle.sh
 prepares, tests/gpu/run.sh runs):
@@ -340,7 +343,7 @@ def indent(text, limit=40):
 def main(argv):
     mpirun = os.environ.get('MPIRUN', 'mpirun')
     keep = verbose = cuda_sim = ends = False
-    compile_only = save_outputs = prebuilt = reference = None
+    compile_only = save_outputs = prebuilt = reference = sim_runtime = None
     spmdc_flags = []
     pos = []
     i = 0
@@ -355,6 +358,9 @@ def main(argv):
             keep = True
         elif a == '--cuda-sim':
             cuda_sim = True
+        elif a == '--sim-runtime' and i + 1 < len(argv):
+            sim_runtime = os.path.abspath(argv[i + 1])
+            i += 1
         elif a == '--ends':
             ends = True
         elif a in ('--compile-only', '--save-outputs', '--prebuilt', '--reference',
@@ -415,7 +421,7 @@ def main(argv):
         return run_test(spmdc, path, name, srcdir, tmp, spmdc_flags + spmdc_args, meshes, rtol,
                         atol, timeout, close, expect_output, expect_fail, files, outputs,
                         prog_args, mpirun, verbose, cuda_sim, prebuilt, save_outputs, reference,
-                        target_rtol)
+                        target_rtol, sim_runtime)
     finally:
         if keep:
             print('kept %s' % tmp)
@@ -449,7 +455,8 @@ def mesh_file(label):
 
 def run_test(spmdc, path, name, srcdir, tmp, spmdc_args, meshes, rtol, atol, timeout, close,
              expect_output, expect_fail, files, outputs, prog_args, mpirun, verbose, cuda_sim=False,
-             prebuilt=None, save_outputs=None, reference=None, target_rtol=None):
+             prebuilt=None, save_outputs=None, reference=None, target_rtol=None,
+             sim_runtime=None):
     def subst(a, rundir=''):
         return a.replace('%S', srcdir).replace('%t', rundir or tmp)
 
@@ -479,7 +486,11 @@ def run_test(spmdc, path, name, srcdir, tmp, spmdc_args, meshes, rtol, atol, tim
     if cuda_sim:  # prog becomes the simulation; the CPU's is the reference
         ref_prog, prog = prog, os.path.join(tmp, 'prog_sim')
         cmd = [spmdc, '--target=cuda'] + [subst(a) for a in spmdc_args] + [path, '-o', prog]
-        rc, out, err, secs = run_command(cmd, srcdir, dict(env, SPMDC_CUDA_SIM='1'), 300)
+        sim_env = dict(env, SPMDC_CUDA_SIM='1')
+        if sim_runtime:  # the CUDA runtime's simulation build instead of the CPU's
+            sim_env.update(SPMDC_RT_LIB=sim_runtime,
+                           SPMDC_CFLAGS='-Wl,-rpath,' + os.path.dirname(sim_runtime))
+        rc, out, err, secs = run_command(cmd, srcdir, sim_env, 300)
         if rc != 0 or not os.path.isfile(prog):
             print('FAIL %s: the simulation build failed: %s\n%s'
                   % (name, ' '.join(shlex.quote(c) for c in cmd), ''.join(indent(t) for t in (out, err))))
