@@ -3,10 +3,11 @@
 # on a lent GPU machine (which has CUDA, NCCL, OpenMPI and python3, but no
 # compiler toolchain of ours):
 #   bash tests/gpu/bundle.sh BUILD_DIR OUT_DIR [--sim] [--programs NAME,...|none] [--no-gpt]
-# OUT_DIR gets run.sh and compare.py, bin/gpu_kernels and bin/gpu_kernel_abi (linked with
-# libspmdrt_cuda, or with --sim the simulation build, to try run.sh here),
-# lib/ (the runtime library), ref/ (the CPU target's results, written here:
-# np1 every kernel, np2 and np4 the collectives and files), and progs/: the
+# OUT_DIR gets run.sh and compare.py, bin/gpu_kernels, bin/gpu_kernel_abi and
+# bin/gpu_device_errors (linked with libspmdrt_cuda, or with --sim the
+# simulation build, to try run.sh here), lib/ (the runtime library), ref/
+# (the CPU target's results, written here: np1 every kernel, np2 and np4 the
+# collectives and files; sim: the simulation build's f64 row kernels), and progs/: the
 # e2e, gradcheck and flagship programs built with spmdc --target=cuda and the
 # CPU build's outputs, or progs/MISSING saying why there are none.
 # --programs: only these e2e programs (default: all); --no-gpt: not the
@@ -30,16 +31,21 @@ cp "$here/run.sh" "$here/compare.py" "$out/"
 if [ "$sim" = --sim ]; then
   cp "$build/tests/gpu/gpu_kernels_sim" "$out/bin/gpu_kernels"
   cp "$build/tests/gpu/gpu_kernel_abi_sim" "$out/bin/gpu_kernel_abi"
+  cp "$build/tests/gpu/gpu_device_errors_sim" "$out/bin/gpu_device_errors"
   cp -P "$build"/runtime/cuda/libspmdrt_cudasim.so* "$out/lib/"
   echo sim > "$out/KIND"
 else
   [ -x "$build/tests/gpu/gpu_kernels_cuda" ] || { echo "bundle.sh: $build has no libspmdrt_cuda (SPMD_CUDA, nvcc)" >&2; exit 1; }
   cp "$build/tests/gpu/gpu_kernels_cuda" "$out/bin/gpu_kernels"
   cp "$build/tests/gpu/gpu_kernel_abi_cuda" "$out/bin/gpu_kernel_abi"
+  cp "$build/tests/gpu/gpu_device_errors_cuda" "$out/bin/gpu_device_errors"
   cp -P "$build"/runtime/cuda/libspmdrt_cuda.so* "$out/lib/"
   echo cuda > "$out/KIND"
 fi
 mpirun -np 1 "$build/tests/gpu/gpu_kernels_cpu" "$out/ref/np1" >/dev/null
+# the row kernels in f64 by the simulation build (libspmdrt_cudasim, which
+# every build has): the GPU's must have the same bits (run.sh's simbits)
+mpirun -np 1 "$build/tests/gpu/gpu_kernels_sim" "$out/ref/sim" rowbits >/dev/null
 # the collectives alone (their inputs come after fewer draws than in np1)
 mpirun -np 1 "$build/tests/gpu/gpu_kernels_cpu" "$out/ref/np1c" collectives >/dev/null
 for np in 2 4; do

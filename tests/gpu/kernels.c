@@ -10,7 +10,7 @@
  *   kernels DIR [SECTION,...]  (under mpirun: collectives on a 1-axis mesh;
  *                              sections: elementwise shapes reductions nn
  *                              selection random linalg collectives files
- *                              long batched rows resume, all by default; resume reads the
+ *                              long batched rows rowbits resume, all by default; resume reads the
  *                              checkpoint in $KERNELS_RESUME_FROM, else the
  *                              one files wrote)
  * Inputs come from a fixed LCG on the host, so every build sees the same. */
@@ -364,6 +364,42 @@ static void rows(void)
     rt_free(C, table); rt_free(C, ids); rt_free(C, edy);
 }
 
+/* the row kernels without exp or log, in f64, where the order of a sum
+ * shows in the result: the CUDA target's must equal its simulation's bit
+ * for bit (tests/gpu/run.sh's simbits part, against the bundle's ref/sim
+ * written by the simulation build); against the CPU's serial sums, f32 */
+static void rowbits(void)
+{
+    static const int64_t lens[] = {1, 31, 32, 33, 128, 1000};
+    for (size_t q = 0; q < sizeof lens / sizeof lens[0]; q++) {
+        int64_t d = lens[q];
+        char name[96];
+#define NAME(what) (snprintf(name, sizeof name, "rowbits_%s_%lld", what, (long long)d), name)
+        rt_tensor *x = input(RT_F64, SH(5, d), -3, 3), *dy = input(RT_F64, SH(5, d), -1, 1);
+        rt_tensor *w = input(RT_F64, SH(d), 0.5, 1.5), *b = input(RT_F64, SH(d), -0.5, 0.5);
+        rt_tensor *y = input(RT_F64, SH(5, d), 0, 1);
+        out(NAME("layer_norm"), "f32", rt_layer_norm(C, x, w, b, 1e-5));
+        out(NAME("rms_norm"), "f32", rt_rms_norm(C, x, w, 1e-6));
+        rt_tensor *dx, *dw, *db;
+        rt_layer_norm_bwd(C, x, w, 1e-5, dy, &dx, &dw, &db);
+        out(NAME("layer_norm_bwd_dx"), "f32", dx);
+        out(NAME("layer_norm_bwd_dw"), "f32", dw);
+        out(NAME("layer_norm_bwd_db"), "f32", db);
+        rt_rms_norm_bwd(C, x, w, 1e-6, dy, &dx, &dw);
+        out(NAME("rms_norm_bwd_dx"), "f32", dx);
+        out(NAME("rms_norm_bwd_dw"), "f32", dw);
+        out(NAME("softmax_bwd"), "f32", rt_softmax_bwd(C, y, dy, 1));
+#undef NAME
+        rt_free(C, x); rt_free(C, dy); rt_free(C, w); rt_free(C, b); rt_free(C, y);
+    }
+    int32_t iv[40];
+    for (int i = 0; i < 40; i++)
+        iv[i] = i % 4 == 0 ? 2 : (i * 7) % 9;
+    rt_tensor *ids = rt_from_data(C, RT_I32, SH(40), iv), *edy = input(RT_F64, SH(40, 3), -1, 1);
+    out("rowbits_embedding_bwd", "f32", rt_embedding_bwd(C, ids, edy, 9));
+    rt_free(C, ids); rt_free(C, edy);
+}
+
 static void nn(void)
 {
     static const rt_dtype dts[] = {RT_F32, RT_BF16};
@@ -592,7 +628,8 @@ int main(int argc, char **argv)
     } sections[] = {{"elementwise", elementwise}, {"shapes", shapes},   {"reductions", reductions},
                     {"nn", nn},                   {"selection", selection}, {"random", random_},
                     {"linalg", linalg},           {"collectives", collectives}, {"files", files}, {"long", long_lanes}, {"batched", batched},
-                    {"rows", rows},               {"resume", resume}};
+                    {"rows", rows},               {"rowbits", rowbits},
+                    {"resume", resume}};
     for (size_t i = 0; i < sizeof sections / sizeof sections[0]; i++) {
         const char *at = only ? strstr(only, sections[i].name) : NULL;
         size_t len = strlen(sections[i].name);

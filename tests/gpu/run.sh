@@ -3,7 +3,11 @@
 # tests/gpu/bundle.sh (SPEC 14; issue 17):
 #   bash run.sh [--bundle DIR] [--only PART,...] [--dry-run] [--timeout S]
 # PARTS (in order): kernels (every kernel against the CPU's results), rerun
-# (a second run, bit-identical), resume (a checkpoint the CPU wrote), host2,
+# (a second run, bit-identical), simbits (the row kernels in f64 against the
+# simulation build's, bit for bit: a warp's sums in the emulated order),
+# errors (ids and targets out of range, found on the device, stop both
+# ranks with the CPU's message and the line, at the next synchronisation),
+# resume (a checkpoint the CPU wrote), host2,
 # host4 (collectives on 2 and 4 ranks sharing the GPU through host memory and
 # MPI), nccl (1 rank, SPMD_COLL=nccl), abi (a generated-style kernel launcher
 # through spmdrt_kernels.h: rt_kernel_stream, rt_kernel_launched,
@@ -23,11 +27,11 @@ while [ $# -gt 0 ]; do
     --dry-run) dry=1; shift ;;
     --timeout) limit=$2; shift 2 ;;
     -h|--help) sed -n '2,19p' "$0"; exit 0 ;;
-    --programs-worker|--gpt-worker|--speed-worker) worker=${1#--}; shift ;;
+    --programs-worker|--gpt-worker|--speed-worker|--errors-worker) worker=${1#--}; shift ;;
     *) echo "run.sh: unknown argument '$1' (see --help)" >&2; exit 2 ;;
   esac
 done
-parts="kernels rerun resume host2 host4 nccl abi programs gpt speed"
+parts="kernels rerun simbits errors resume host2 host4 nccl abi programs gpt speed"
 for p in ${only//,/ }; do
   case " $parts " in *" $p "*) ;; *) echo "run.sh: unknown part '$p' (parts: $parts)" >&2; exit 2 ;; esac
 done
@@ -44,6 +48,27 @@ for p in /opt/torch/.venv/bin/python3 /usr/bin/python3; do
 done
 kern="$bundle/bin/gpu_kernels" cmp="$PY $bundle/compare.py"
 
+# errors: each case of tests/gpu/device_errors.c on 2 ranks sharing the GPU:
+# the op returns ("after the op"), the next synchronisation stops both ranks
+# with the CPU target's message, the op and the rt_at line
+if [ "$worker" = errors-worker ]; then
+  p=0 f=0
+  for spec in "ce|cross_entropy (bad.spmd:7): target 7 at row 2 is out of range for 5 classes" \
+              "ce_bwd|cross_entropy (bad.spmd:8): target 7 at row 2 is out of range for 5 classes" \
+              "embedding|embedding (bad.spmd:3): id 9 at position 2 is out of range for 3 rows" \
+              "embedding_bwd|embedding (bad.spmd:4): id 9 at position 2 is out of range for 3 rows" \
+              "first|embedding (bad.spmd:3): id 9 at position 2 is out of range for 3 rows"; do
+    c=${spec%%|*} msg=${spec#*|}
+    out=$(timeout 60 mpirun -np 2 "$bundle/bin/gpu_device_errors" "$c" 2>&1)
+    if grep -q '^after the op' <<<"$out" && grep -qF "] $msg" <<<"$out" && ! grep -q '^no error' <<<"$out"; then
+      p=$((p + 1))
+    else
+      f=$((f + 1)); echo "FAIL errors $c: expected \"$msg\" after \"after the op\""; tail -8 <<<"$out"
+    fi
+  done
+  echo "$p passed, $f failed"
+  exit 0
+fi
 # programs: every e2e program built by spmdc --target=cuda, on the first and
 # last of its meshes, against the CPU target's outputs (4 at a time)
 if [ "$worker" = programs-worker ]; then
@@ -111,6 +136,8 @@ part() {
 
 part kernels "mpirun -np 1 $kern $work/np1 && $cmp $bundle/ref/np1 $work/np1"
 part rerun "mpirun -np 1 $kern $work/again && $cmp --identical $work/np1 $work/again"
+part simbits "mpirun -np 1 $kern $work/simbits rowbits && $cmp --identical $bundle/ref/sim $work/simbits"
+part errors "bash $bundle/run.sh --bundle $bundle --errors-worker"
 part resume "KERNELS_RESUME_FROM=$bundle/ref/np1/ckpt mpirun -np 1 $kern $work/resume resume && $cmp --subset $bundle/ref/np1 $work/resume"
 part host2 "SPMD_COLL=host mpirun -np 2 $kern $work/np2 collectives,files && $cmp $bundle/ref/np2 $work/np2"
 part host4 "SPMD_COLL=host mpirun -np 4 $kern $work/np4 collectives,files && $cmp $bundle/ref/np4 $work/np4"
