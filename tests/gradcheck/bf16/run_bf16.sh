@@ -8,7 +8,9 @@
 # are the twin's f64 ones rounded to f32) and compare.py requires the
 # bf16 ones to match the f64 ones to the tolerances of FILE's `// BF16:`
 # line (relative L2 error of each gradient, relative error of the value),
-# on every mesh of its `// MESHES:` line.
+# on every mesh of its `// MESHES:` line.  A program may import standard
+# library modules named on its `// F64_IMPORTS:` line (the twin imports
+# their f64 twins).
 set -euo pipefail
 spmdc=$1 rtinc=$2 rtlib=$3 blas=$4 file=$5
 here=$(cd "$(dirname "$0")" && pwd)
@@ -17,8 +19,18 @@ trap 'rm -rf "$work"' EXIT
 name=$(basename "$file" .spmd)
 sed 's/\b\(bf16\|f32\)\b/f64/g' "$file" > "$work/${name}_f64.spmd"
 cp "$file" "$work/${name}_bf16.spmd"
+# `// F64_IMPORTS: nn`: the twin imports the f64 twins of these stdlib/
+# modules (every bf16 and f32 made f64); the bf16 program the modules
+# themselves
+declare -A imports=([bf16]="" [f64]="")
+for m in $(sed -n 's|^// F64_IMPORTS: ||p' "$file"); do
+  mkdir -p "$work/lib"
+  sed 's/\b\(bf16\|f32\)\b/f64/g' "$here/../../../stdlib/$m.spmd" > "$work/lib/$m.spmd"
+  imports[f64]="-I $work/lib"
+done
 for v in f64 bf16; do
-  "$spmdc" -S "$work/${name}_$v.spmd" -o "$work/${name}_$v.c"
+  # shellcheck disable=SC2086
+  "$spmdc" ${imports[$v]} -S "$work/${name}_$v.spmd" -o "$work/${name}_$v.c"
   mpicc -std=c17 -O1 -Wall -Wextra -Werror ${SPMD_RT_CFLAGS:-} -I"$rtinc" -include "$work/${name}_$v.h" \
     "$work/${name}_$v.c" "$here/../gradcheck.c" -o "$work/check_$v" "$rtlib" "$blas" ${SPMD_RT_LIBS:-} -lm
 done
