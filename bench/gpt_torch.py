@@ -5,6 +5,7 @@ checked against and the baseline its speed is compared with.
 
     /usr/bin/python3 bench/gpt_torch.py --data DIR --init CKPT [--mesh dp=2,tp=2]
         [--steps N] [--every K] [-D NAME=VALUE ...] [--time FILE] [--grad DIR]
+        [--model gpt|gpt2] [--compute f32|bf16]
 
 * Model, optimizer, schedule and data are those of examples/gpt.spmd, with
   the same constant names (-D overrides them as spmdc's -D does): byte
@@ -12,7 +13,9 @@ checked against and the baseline its speed is compared with.
   positions, L pre-LN blocks of causal multi-head attention (heads split on
   tp) and a GELU MLP (column- then row-parallel), a final layer norm, the
   vocabulary-parallel cross-entropy, global-norm clipping, torch.optim.AdamW
-  and a warm-up + cosine learning rate.
+  and a warm-up + cosine learning rate.  --model gpt2: examples/gpt2_small.spmd
+  instead (its sizes and rates; bf16 compute with f32 master weights, the
+  program's casts: make_loss's compute="bf16").
 * The initial parameters are read from CKPT, a checkpoint directory that
   examples/gpt.spmd writes (one global .npy per field path); each rank keeps
   its own shard.
@@ -73,6 +76,13 @@ def program_defaults(config, program):
 
 
 program_defaults(CONFIG, "gpt.spmd")
+
+# examples/gpt2_small.spmd (GPT-2 small, bf16 compute with f32 master
+# weights): the same constant names, its own sizes and rates; make_loss
+# with compute="bf16" is its model.
+CONFIG_GPT2 = dict(CONFIG, B=16, T=1024, D=768, NH=12, L=12, NV=50304, STEPS=5000, WARMUP=200,
+                   LR=6e-4, MIN_LR=6e-5, WD=0.1)
+program_defaults(CONFIG_GPT2, "gpt2_small.spmd")
 
 
 # ---- the runtime's counter-based random numbers (runtime/random.c)
@@ -187,7 +197,7 @@ def random_params(c, seed=0):
     return out
 
 
-def make_loss(P, c, tp=None, attn="einsum", device=None):
+def make_loss(P, c, tp=None, attn="einsum", device=None, compute="f32"):
     """The model's loss: loss(ids [b, T], targets [b, T]) -> the sum of the
     next-token cross-entropies over this rank's rows, / (B * T).  P: {field
     path: tensor} (this rank's shards).  tp=None: one device, the whole model
@@ -196,7 +206,13 @@ def make_loss(P, c, tp=None, attn="einsum", device=None):
     (all-gather of the sequence, reduce-scatter backward), tp.scatter (the
     converse) and tp.ce (vocabulary-parallel cross-entropy per row).
     attn: "einsum" (scores, the causal mask, softmax: the program's
-    formulation) or "sdpa" (F.scaled_dot_product_attention, is_causal)."""
+    formulation) or "sdpa" (F.scaled_dot_product_attention, is_causal).
+    compute: "f32" (examples/gpt.spmd) or "bf16" (examples/gpt2_small.spmd:
+    the f32 parameters cast to bf16 where they are used, the program's casts
+    op for op: layer norms in f32 on the f32 residual stream, their results
+    cast to bf16; the projections, attention and the MLP in bf16, each
+    sublayer's bf16 result, bias included, added to the residual in f32;
+    bf16 logits cast to f32 for the loss)."""
     import torch
     import torch.nn.functional as F
 
@@ -209,6 +225,12 @@ def make_loss(P, c, tp=None, attn="einsum", device=None):
         gather = scatter = (lambda x: x)
     else:
         gather, scatter = tp.gather, tp.scatter
+    if compute == "bf16":
+        low = lambda t: t.to(torch.bfloat16)     # noqa: E731  (astype(t, bf16))
+        add = lambda x, y, bias: x + (scatter(y) + low(bias)).float()   # noqa: E731
+    else:
+        low = lambda t: t                        # noqa: E731
+        add = lambda x, y, bias: x + scatter(y) + bias                  # noqa: E731
 
     def attention(q, k, v):                                                  # [b, h, T, e]
         if attn == "sdpa":
@@ -230,21 +252,21 @@ def make_loss(P, c, tp=None, attn="einsum", device=None):
             e = F.embedding(local, b["wte"]) * mine.unsqueeze(-1).to(torch.float32)
             x = scatter(e) + b["wpe"][itp * Tl:(itp + 1) * Tl]               # [Bl, T/tp, D]
         for l in range(L):
-            n = F.layer_norm(x, (D,), b["blocks.ln1_g"][l], b["blocks.ln1_b"][l])
+            n = low(F.layer_norm(x, (D,), b["blocks.ln1_g"][l], b["blocks.ln1_b"][l]))
             nf = gather(n)                                                   # [Bl, T, D]
-            q = torch.einsum("btd,dhe->bhte", nf, b["blocks.wq"][l]) + b["blocks.bq"][l].unsqueeze(1)
-            k = torch.einsum("btd,dhe->bhte", nf, b["blocks.wk"][l]) + b["blocks.bk"][l].unsqueeze(1)
-            v = torch.einsum("btd,dhe->bhte", nf, b["blocks.wv"][l]) + b["blocks.bv"][l].unsqueeze(1)
+            q = torch.einsum("btd,dhe->bhte", nf, low(b["blocks.wq"][l])) + low(b["blocks.bq"][l]).unsqueeze(1)
+            k = torch.einsum("btd,dhe->bhte", nf, low(b["blocks.wk"][l])) + low(b["blocks.bk"][l]).unsqueeze(1)
+            v = torch.einsum("btd,dhe->bhte", nf, low(b["blocks.wv"][l])) + low(b["blocks.bv"][l]).unsqueeze(1)
             o = attention(q, k, v)
-            y = torch.einsum("bhte,hed->btd", o, b["blocks.wo"][l])          # partial on tp
-            x = x + scatter(y) + b["blocks.bo"][l]
-            n = F.layer_norm(x, (D,), b["blocks.ln2_g"][l], b["blocks.ln2_b"][l])
+            y = torch.einsum("bhte,hed->btd", o, low(b["blocks.wo"][l]))     # partial on tp
+            x = add(x, y, b["blocks.bo"][l])
+            n = low(F.layer_norm(x, (D,), b["blocks.ln2_g"][l], b["blocks.ln2_b"][l]))
             nf = gather(n)
-            h = F.gelu(nf @ b["blocks.w1"][l] + b["blocks.b1"][l])
-            y = h @ b["blocks.w2"][l]                                        # partial on tp
-            x = x + scatter(y) + b["blocks.b2"][l]
-        xf = gather(F.layer_norm(x, (D,), b["lnf_g"], b["lnf_b"]))
-        logits = torch.einsum("btd,vd->btv", xf, b["wte"])                   # [Bl, T, NV/tp]
+            h = F.gelu(nf @ low(b["blocks.w1"][l]) + low(b["blocks.b1"][l]))
+            y = h @ low(b["blocks.w2"][l])                                   # partial on tp
+            x = add(x, y, b["blocks.b2"][l])
+        xf = gather(low(F.layer_norm(x, (D,), b["lnf_g"], b["lnf_b"])))
+        logits = torch.einsum("btd,vd->btv", xf, low(b["wte"])).float()      # [Bl, T, NV/tp]
         if tp is None:
             total = F.cross_entropy(logits.reshape(-1, NV), tgt.reshape(-1), reduction="sum")
         else:
@@ -274,11 +296,15 @@ def worker(rank, world, args, c, port):
     Bl, NVl = B // ndp, NV // ntp
 
     # -- Megatron's communication regions as autograd functions
+    # gloo moves no bf16: bf16 tensors travel as their bits, viewed as float16
+    # (all-gather and all-to-all only copy)
+    wire = lambda t: t.view(torch.float16) if t.dtype == torch.bfloat16 else t   # noqa: E731
+
     def all_gather_seq(x):              # [b, T/tp, ...] -> [b, T, ...]
         if ntp == 1:
             return x
         parts = [torch.empty_like(x) for _ in range(ntp)]
-        dist.all_gather(parts, x.contiguous(), group=tpg)
+        dist.all_gather([wire(p) for p in parts], wire(x.contiguous()), group=tpg)
         return torch.cat(parts, dim=1)
 
     def reduce_scatter_seq(x):          # [b, T, ...] partial -> [b, T/tp, ...] summed
@@ -286,8 +312,8 @@ def worker(rank, world, args, c, port):
             return x
         blocks = torch.stack(x.chunk(ntp, dim=1)).contiguous()    # [tp, b, T/tp, ...]
         out = torch.empty_like(blocks)
-        dist.all_to_all_single(out, blocks, group=tpg)            # out[j] = rank j's block for us
-        return out.sum(0)
+        dist.all_to_all_single(wire(out), wire(blocks), group=tpg)   # out[j] = rank j's block for us
+        return out.sum(0)                                         # (bf16: in f32, rounded once)
 
     class GatherSeq(torch.autograd.Function):        # all-gather; backward reduce-scatter
         @staticmethod
@@ -346,7 +372,7 @@ def worker(rank, world, args, c, port):
     params = [P[k] for k in names]
     regions = argparse.Namespace(ntp=ntp, itp=itp, gather=GatherSeq.apply, scatter=ScatterSeq.apply,
                                  ce=VocabParallelCE.apply)
-    forward = make_loss(P, c, regions)
+    forward = make_loss(P, c, regions, compute=args.compute or ("bf16" if args.model == "gpt2" else "f32"))
 
     def save_grads(out):
         """The synchronised gradients as global .npy files (rank 0 writes;
@@ -425,9 +451,14 @@ def main():
     ap.add_argument("--every", type=int, default=1)
     ap.add_argument("--time", help="write each step's seconds to this file")
     ap.add_argument("--grad", metavar="DIR", help="write step 0's gradients (before clipping) to DIR, one .npy per field")
+    ap.add_argument("--model", choices=["gpt", "gpt2"], default="gpt",
+                    help="examples/gpt.spmd (f32) or examples/gpt2_small.spmd (bf16 compute, f32 master weights)")
+    ap.add_argument("--compute", choices=["f32", "bf16"], default=None,
+                    help="the model's precision instead of its own (--model gpt2 --compute f32: the "
+                         "reference tests/gpt2 tells bf16 from)")
     ap.add_argument("-D", action="append", default=[], metavar="NAME=VALUE")
     args = ap.parse_args()
-    c = config(args.D)
+    c = config(args.D, base=CONFIG_GPT2 if args.model == "gpt2" else None)
     mesh = dict(kv.split("=") for kv in args.mesh.split(","))
     args.dp, args.tp = int(mesh.get("dp", 1)), int(mesh.get("tp", 1))
     if args.steps is None:

@@ -11,7 +11,7 @@
 # or times out gets a row saying so; the table is always printed.
 # Environment (defaults for the GPU machine; the overrides let it run on a
 # CPU with a CPU-built program standing in, as tests/gpt/run_gpt.py does):
-#   FLAGSHIP_PROG     our program             BUNDLE_DIR/progs/gpt_speed
+#   FLAGSHIP_PROG     our program             BUNDLE_DIR/progs/gpt_speed (gpt2: gpt2_speed)
 #   FLAGSHIP_DATA     train.npy's directory   BUNDLE_DIR/data
 #   FLAGSHIP_PYTHON   PyTorch's python        /opt/torch/.venv/bin/python3
 #   FLAGSHIP_DEVICE   cuda | cpu              cuda
@@ -20,12 +20,21 @@
 #   FLAGSHIP_MODES    PyTorch modes, in order "eager compile-rog compile"
 #   FLAGSHIP_BUDGET   seconds for everything  150
 #   FLAGSHIP_TORCH_ARGS  more arguments for gpt_torch_gpu.py (-D sizes of a stand-in)
+#   FLAGSHIP_MODEL    gpt | gpt2 (GPT-2 small, bf16: bench/gpu/gpt2.sh sets it)  gpt
+#   FLAGSHIP_CAPS     seconds each run may take: ours, eager, each compiled mode  "45 40 90"
 #   MPIRUN            mpirun
 set -uo pipefail
-if [ $# != 1 ] || [ ! -d "$1" ]; then sed -n "2,24p" "$0" >&2; exit 2; fi
+if [ $# != 1 ] || [ ! -d "$1" ]; then sed -n "2,26p" "$0" >&2; exit 2; fi
 bundle=$(cd "$1" && pwd)
 here=$(cd "$(dirname "$0")" && pwd)
-prog=${FLAGSHIP_PROG:-$bundle/progs/gpt_speed}
+model=${FLAGSHIP_MODEL:-gpt}
+case $model in
+  gpt) default_prog=gpt_speed ;;
+  gpt2) default_prog=gpt2_speed ;;
+  *) echo "flagship.sh: FLAGSHIP_MODEL must be gpt or gpt2, not '$model'" >&2; exit 2 ;;
+esac
+read -r cap_ours cap_eager cap_compiled <<< "${FLAGSHIP_CAPS:-45 40 90}"
+prog=${FLAGSHIP_PROG:-$bundle/progs/$default_prog}
 data=${FLAGSHIP_DATA:-$bundle/data}
 py=${FLAGSHIP_PYTHON:-/opt/torch/.venv/bin/python3}
 device=${FLAGSHIP_DEVICE:-cuda}
@@ -49,7 +58,7 @@ echo "${gpu:-no GPU name (nvidia-smi failed)}" > "$work/gpu"
 # ours: in a fresh directory (the program writes ckpt/last where it runs and
 # would resume from it), data/ linked in
 mkdir -p "$work/ours"; ln -s "$data" "$work/ours/data"
-t=$(allow 45)
+t=$(allow "$cap_ours")
 if [ ! -x "$prog" ]; then
   echo "no program $prog" > "$work/ours.err"; echo 127 > "$work/ours.rc"
 elif [ "$t" -lt 5 ]; then
@@ -74,15 +83,15 @@ every=$(grep -oE '^step [0-9]+ train' "$work/ours.out" 2>/dev/null | head -1 | c
 
 # PyTorch: each mode in its own process; eager also measures the GEMM peaks
 for mode in $modes; do
-  extra=""; cap=90
-  [ "$mode" = eager ] && { extra="--peak"; cap=40; }
+  extra=""; cap=$cap_compiled
+  [ "$mode" = eager ] && { extra="--peak"; cap=$cap_eager; }
   t=$(allow $cap)
   if [ "$t" -lt 10 ]; then
     echo "RESULT mode=$mode failed=skipped:the_time_budget_is_spent" > "$work/torch_$mode.out"
     continue
   fi
   # shellcheck disable=SC2086
-  timeout -k 5 "$t" "$py" "$here/gpt_torch_gpu.py" --mode "$mode" --data "$data" --device "$device" \
+  timeout -k 5 "$t" "$py" "$here/gpt_torch_gpu.py" --model "$model" --mode "$mode" --data "$data" --device "$device" \
     --steps "$steps" --warmup "$warmup" $extra $init --loss-every "${every:-1}" ${FLAGSHIP_TORCH_ARGS:-} \
     > "$work/torch_$mode.out" 2> "$work/torch_$mode.err"
   rc=$?
@@ -92,4 +101,4 @@ for mode in $modes; do
 done
 
 # the table by the system's python3 (PyTorch's where there is none)
-"$(command -v python3 || echo "$py")" "$here/flagship_table.py" "$work" "$modes" "$(( $(date +%s) - start ))"
+"$(command -v python3 || echo "$py")" "$here/flagship_table.py" "$work" "$modes" "$(( $(date +%s) - start ))" "$model"

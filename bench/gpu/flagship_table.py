@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
-"""The table of bench/gpu/flagship.sh, from the logs it leaves in WORK:
+"""The table of bench/gpu/flagship.sh (and gpt2.sh), from the logs it leaves in WORK:
 
-    python3 bench/gpu/flagship_table.py WORK "eager compile-rog compile" SECONDS
+    python3 bench/gpu/flagship_table.py WORK "eager compile-rog compile" SECONDS [gpt|gpt2]
 
 WORK/gpu (the GPU's name), WORK/ours.{out,err,rc} (our program's stdout, its
 --profile on stderr, its exit status), WORK/torch_MODE.{out,err}
@@ -15,6 +15,11 @@ max). The program's own `ms/step` of each PRINT_EVERY-step window (its wall
 clock between two prints, which read the loss and so wait for the device)
 is listed below the table. PyTorch's is the median over its timed steps,
 each between torch.cuda.synchronize() calls.
+
+The model (default gpt, the flagship, f32) picks the title, the peaks MFU is
+given over (gpt2: GPT-2 small in bf16, over the measured cuBLAS bf16 GEMM
+peak and the datasheet's dense bf16 figure) and the last line's first word
+(FLAGSHIP or GPT2).
 """
 import os
 import re
@@ -23,6 +28,15 @@ import sys
 # FP32 (non-tensor-core) datasheet peaks, TFLOP/s: the ceiling of an f32
 # step without TF32 (ours without SPMD_TF32, PyTorch with allow_tf32 off)
 DATASHEET_F32 = [("H100 PCIe", 51.2), ("H100 NVL", 60.0), ("H200 NVL", 60.0), ("H100", 66.9), ("H200", 66.9)]
+# dense BF16 tensor-core datasheet peaks (no sparsity), TFLOP/s: H100 SXM
+# and H200 989.4, H100 PCIe 756.5, H100 NVL and H200 NVL 835.5
+DATASHEET_BF16 = [("H100 PCIe", 756.5), ("H100 NVL", 835.5), ("H200 NVL", 835.5), ("H100", 989.4), ("H200", 989.4)]
+MODELS = {
+    "gpt": dict(title="flagship GPT (examples/gpt.spmd)", precision="f32, no TF32", peak="f32",
+                sheet=DATASHEET_F32, tag="FLAGSHIP"),
+    "gpt2": dict(title="GPT-2 small (examples/gpt2_small.spmd)", precision="bf16 compute, f32 master weights",
+                 peak="bf16", sheet=DATASHEET_BF16, tag="GPT2"),
+}
 
 STEP_ROW = re.compile(r"^for step \((.*?)\)\s+(\d+)\s+([\d.]+)\s+([\d.]+)\s+([\d.]+) \[([\d.]+)-([\d.]+)\]", re.M)
 PROG_LINE = re.compile(r"^step (\d+) train (\S+) .*ms/step (\S+) tok/s (\S+)", re.M)
@@ -87,6 +101,8 @@ def torch_run(work, mode):
 
 def main():
     work, modes, seconds = sys.argv[1], sys.argv[2].split(), sys.argv[3]
+    model = MODELS[sys.argv[4] if len(sys.argv) > 4 else "gpt"]
+    prec = model["peak"]
     gpu = read(os.path.join(work, "gpu")).strip()
     rows = [("spmdc --target=cuda", ours(work))]
     names = {"eager": "torch eager", "compile": "torch.compile", "compile-rog": "torch.compile r-o (graphs)"}
@@ -94,11 +110,11 @@ def main():
     rows += [(names.get(m, m), runs[m]) for m in modes]
     flops = next((r["flops"] for _, r in rows if "flops" in r), None)
     peak = next((r["peak"] for r in runs.values() if r["peak"]), {})
-    sheet = next((v for k, v in DATASHEET_F32 if k in gpu), None)
+    sheet = next((v for k, v in model["sheet"] if k in gpu), None)
     tokens = next((r["tokens"] for _, r in rows if "tokens" in r), None)
 
-    print(f"flagship GPT (examples/gpt.spmd), one training step (batch, loss and gradient, clipping, "
-          f"schedule, AdamW; f32, no TF32) on 1 GPU: {gpu}")
+    print(f"{model['title']}, one training step (batch, loss and gradient, clipping, "
+          f"schedule, AdamW; {model['precision']}) on 1 GPU: {gpu}")
     line = []
     if tokens:
         line.append(f"{tokens:.0f} tokens/step")
@@ -107,7 +123,7 @@ def main():
     if peak:
         line.append(f"cuBLAS GEMM peak measured: f32 {peak.get('f32_gemm_tflops')} TFLOP/s, "
                     f"bf16 {peak.get('bf16_gemm_tflops')}")
-    line.append(f"f32 datasheet peak {sheet} TFLOP/s" if sheet else "f32 datasheet peak: unknown GPU")
+    line.append(f"{prec} datasheet peak {sheet} TFLOP/s" if sheet else f"{prec} datasheet peak: unknown GPU")
     print("; ".join(line))
     ref = {m: runs[m]["ms"] for m in modes if "ms" in runs[m]}
     head = f"{'run':28} {'ms/step median [min-max]':>30} {'tokens/s':>10}"
@@ -122,7 +138,7 @@ def main():
         spread = "%.3f [%.3f-%.3f]" % (ms, r["min"], r["max"])
         tok = r.get("tokens") or tokens
         achieved = flops / (ms / 1000) / 1e12 if flops else None
-        meas = float(peak["f32_gemm_tflops"]) if peak.get("f32_gemm_tflops") else None
+        meas = float(peak[f"{prec}_gemm_tflops"]) if peak.get(f"{prec}_gemm_tflops") else None
         cells = [spread.rjust(30), ("%.0f" % (tok / ms * 1000) if tok else "?").rjust(10)]
         cells += [("%.2fx" % (ref[m] / ms) if m in ref else "-").rjust(14) for m in modes]
         cells += [("%.1f%%" % (100 * achieved / meas) if achieved and meas else "-").rjust(9),
@@ -131,7 +147,7 @@ def main():
                   ("%.4f" % r["loss"] if "loss" in r else "-").rjust(10)]
         print(f"{name:28} " + " ".join(cells))
     print("(x MODE: that PyTorch mode's median ms/step over this row's, > 1 is faster than it; "
-          "MFU: model FLOPs / median step / peak, measured f32 GEMM or datasheet f32; "
+          f"MFU: model FLOPs / median step / peak, measured {prec} GEMM or datasheet {prec}; "
           "train loss: the mean over the last PRINT_EVERY steps)")
     o = rows[0][1]
     if o.get("windows"):
@@ -152,10 +168,10 @@ def main():
     attn = {r.get("attn") for _, r in rows[1:] if "attn" in r}
     if attn:
         print(f"PyTorch attention: {', '.join(sorted(attn))}; timed steps {rows[1][1].get('steps', '?')} "
-              f"after the warm-up; flagship.sh took {seconds} s")
+              f"after the warm-up; the script took {seconds} s")
     summary = " ".join(f"{k}={rows[i][1]['ms']:.4f}" for i, k in enumerate(["ours_ms"] + [m.replace('-', '_') + "_ms" for m in modes])
                        if "ms" in rows[i][1])
-    print(f"FLAGSHIP gpu={gpu.replace(' ', '_') or '?'} {summary}")
+    print(f"{model['tag']} gpu={gpu.replace(' ', '_') or '?'} {summary}")
 
 
 if __name__ == "__main__":

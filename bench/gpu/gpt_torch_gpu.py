@@ -1,17 +1,24 @@
 #!/usr/bin/env python3
-"""The training step of examples/gpt.spmd in PyTorch on one device, timed:
-the PyTorch side of the flagship's GPU benchmark (bench/gpu/README.md).
+"""The training step of examples/gpt.spmd (or examples/gpt2_small.spmd) in
+PyTorch on one device, timed: the PyTorch side of the GPU benchmarks
+(bench/gpu/README.md).
 
-    python3 bench/gpu/gpt_torch_gpu.py --data DIR [--mode eager|compile|compile-rog]
-        [--steps N] [--warmup N] [--device cuda|cpu] [--init CKPT] [--attn sdpa|einsum]
-        [-D NAME=VALUE ...]
+    python3 bench/gpu/gpt_torch_gpu.py --data DIR [--model gpt|gpt2]
+        [--mode eager|compile|compile-rog] [--steps N] [--warmup N] [--device cuda|cpu]
+        [--init CKPT] [--attn sdpa|einsum] [--amp explicit|autocast] [-D NAME=VALUE ...]
     python3 bench/gpu/gpt_torch_gpu.py --peak [...]  # first cuBLAS's f32 and bf16 GEMM TFLOP/s
 
 The model is bench/gpt_torch.py's (make_loss with tp=None: the whole model
-on one device, plain embedding and F.cross_entropy), with examples/gpt.spmd's
-constants (-D overrides them as spmdc's -D does). One step does what the
-program's step does, f32 throughout (TF32 off, as our CUDA target without
-SPMD_TF32):
+on one device, plain embedding and F.cross_entropy), with the program's
+constants (-D overrides them as spmdc's -D does). --model gpt (default): the
+flagship, f32 throughout (TF32 off, as our CUDA target without SPMD_TF32).
+--model gpt2: GPT-2 small, bf16 compute with f32 master weights (parameters,
+gradients and AdamW's state f32): --amp explicit (default) casts as the
+program does, op for op (make_loss's compute="bf16"); --amp autocast runs
+the f32 model under torch.autocast(dtype=torch.bfloat16) instead, as a
+PyTorch user would write it (the same casts for the matmuls, attention and
+the loss; biases and residual adds in f32). One step does what the
+program's step does:
 * the batch: B windows of T + 1 tokens of DIR/train.npy (on the device) at
   the program's offsets (Philox uniform() with seed DATA_SEED + step, the
   same windows; the offsets of every step are drawn on the host before the
@@ -42,7 +49,8 @@ The last line:
 of --loss-every K steps (default 1: the last step's loss), the windows
 counted from step 0 as the program's PRINT_EVERY (each step adds its loss to
 a device accumulator, as the program's does); then
-model_tflops_per_step, tflops (achieved, at the median), attn, device,
+model_tflops_per_step, tflops (achieved, at the median), attn, model, precision
+(f32, bf16-explicit or bf16-autocast), device,
 steps, warmup). A mode that fails prints `RESULT mode=M failed=WHY` and
 exits 1.
 """
@@ -127,10 +135,16 @@ def run(args, c):
     init = gpt_torch.load_params(args.init, c) if args.init else gpt_torch.random_params(c, args.seed)
     P = {k: torch.nn.Parameter(torch.from_numpy(v).to(device)) for k, (v, _) in init.items()}
     params = [P[k] for k in sorted(P)]
-    forward = gpt_torch.make_loss(P, c, None, attn=args.attn, device=device)
+    bf16 = args.model == "gpt2"
+    compute = "bf16" if bf16 and args.amp == "explicit" else "f32"
+    forward = gpt_torch.make_loss(P, c, None, attn=args.attn, device=device, compute=compute)
+    autocast = bf16 and args.amp == "autocast"
 
     def loss_at(off):                       # off: [B] window starts
         win = train[off.unsqueeze(1) + window]                                 # [B, T+1]
+        if autocast:
+            with torch.autocast(device_type=device.type, dtype=torch.bfloat16):
+                return forward(win[:, :T], win[:, 1:]).float()
         return forward(win[:, :T], win[:, 1:])
 
     hyper = dict(betas=(c["BETA1"], c["BETA2"]), eps=c["EPS"], weight_decay=c["WD"])
@@ -223,16 +237,22 @@ def run(args, c):
         if s < 10 and args.init:
             print(f"step {s} loss {float(losses[s]):.7g}")
     flops = model_flops(c)
+    precision = f"bf16-{args.amp}" if bf16 else "f32"
     print(f"RESULT mode={args.mode} ms_per_step_median={med * 1e3:.4f} min={min(timed) * 1e3:.4f} "
           f"max={max(timed) * 1e3:.4f} tokens_per_s={B * T / med:.1f} compile_s={compile_s:.2f} "
           f"final_loss={float(means[-1]):.6g} model_tflops_per_step={flops / 1e12:.6g} "
-          f"tflops={flops / med / 1e12:.4g} attn={args.attn} device={args.device} steps={args.steps} "
+          f"tflops={flops / med / 1e12:.4g} attn={args.attn} model={args.model} precision={precision} "
+          f"device={args.device} steps={args.steps} "
           f"warmup={args.warmup} first_step_s={times[0]:.3f}", flush=True)
 
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--mode", choices=["eager", "compile", "compile-rog"], default="eager")
+    ap.add_argument("--model", choices=["gpt", "gpt2"], default="gpt",
+                    help="examples/gpt.spmd (f32) or examples/gpt2_small.spmd (bf16 compute, f32 master weights)")
+    ap.add_argument("--amp", choices=["explicit", "autocast"], default="explicit",
+                    help="--model gpt2's bf16: the program's casts, or torch.autocast over the f32 model")
     ap.add_argument("--data", help="directory of train.npy (scripts/gpt_data.py)")
     ap.add_argument("--steps", type=int, default=200, help="timed steps")
     ap.add_argument("--warmup", type=int, default=20, help="untimed steps first")
@@ -266,7 +286,7 @@ def main():
         ap.error("--steps and --loss-every must be at least 1, --warmup at least 0")
     if args.attn is None:
         args.attn = "sdpa" if hasattr(torch.nn.functional, "scaled_dot_product_attention") else "einsum"
-    c = gpt_torch.config(args.D, "gpt_torch_gpu")
+    c = gpt_torch.config(args.D, "gpt_torch_gpu", gpt_torch.CONFIG_GPT2 if args.model == "gpt2" else None)
     try:
         run(args, c)
     except Exception as e:  # noqa: BLE001 (the benchmark reports any failure as its result)

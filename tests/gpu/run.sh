@@ -14,7 +14,10 @@
 # rt_device_data), programs (every e2e program built by spmdc --target=cuda
 # on the first and last of its meshes, against the CPU target's output), gpt
 # (the flagship's first 20 steps on 1 rank and dp=2,tp=2 against the CPU's
-# losses and gradient norms), speed (the flagship's step time, --profile).
+# losses and gradient norms), speed (the flagship's step time, --profile),
+# gpt2 (GPT-2 small in bf16: a reduced size's first 20 steps on 1 rank and
+# dp=2,tp=2 against the CPU's, then bench/gpu/gpt2.sh at full size against
+# PyTorch eager and torch.compile; about 8 minutes: run it alone, --only gpt2).
 # Each part prints its failures and "PART: ok" or "PART: FAILED"; the last
 # line is "N passed, M failed" (checks, not parts). Exit status 1 on failure.
 set -uo pipefail
@@ -26,12 +29,12 @@ while [ $# -gt 0 ]; do
     --only) only=$2; shift 2 ;;
     --dry-run) dry=1; shift ;;
     --timeout) limit=$2; shift 2 ;;
-    -h|--help) sed -n '2,19p' "$0"; exit 0 ;;
-    --programs-worker|--gpt-worker|--speed-worker|--errors-worker) worker=${1#--}; shift ;;
+    -h|--help) sed -n '2,22p' "$0"; exit 0 ;;
+    --programs-worker|--gpt-worker|--speed-worker|--errors-worker|--gpt2-worker) worker=${1#--}; shift ;;
     *) echo "run.sh: unknown argument '$1' (see --help)" >&2; exit 2 ;;
   esac
 done
-parts="kernels rerun simbits errors resume host2 host4 nccl abi programs gpt speed"
+parts="kernels rerun simbits errors resume host2 host4 nccl abi programs gpt speed gpt2"
 for p in ${only//,/ }; do
   case " $parts " in *" $p "*) ;; *) echo "run.sh: unknown part '$p' (parts: $parts)" >&2; exit 2 ;; esac
 done
@@ -110,6 +113,27 @@ if [ "$worker" = speed-worker ]; then
   [ $rc = 0 ] && grep -q '^FLAGSHIP ' "$d/bench" && echo "1 passed, 0 failed" || echo "0 passed, 1 failed"
   exit 0
 fi
+# gpt2: GPT-2 small (bf16) at a reduced size on 1 rank and dp=2,tp=2
+# against the CPU target's losses and gradient norms (to 1e-2: bf16 GEMMs of
+# cuBLAS and oneDNN round differently), then its full size against PyTorch
+# eager and torch.compile (bench/gpu/gpt2.sh)
+if [ "$worker" = gpt2-worker ]; then
+  for mesh in dp=1,tp=1 dp=2,tp=2; do
+    np=$(( ${mesh:3:1} * ${mesh:8:1} )); d="$work/gpt2_$mesh"; mkdir -p "$d"; ln -s "$bundle/data" "$d/data"
+    (cd "$d" && timeout 120 mpirun -np $np "$bundle/progs/gpt2_check" --mesh $mesh > "$d/out" 2>&1)
+    echo "== gpt2 $mesh (exit $?)"; grep -E '^step (1|20) |rror' "$d/out" | head -8
+    $PY "$bundle/gpt_compare.py" --rtol 1e-2 "$bundle/progs/gpt2_$mesh.cpu.out" "$d/out" | tee "$d/cmp" | grep -v '^[0-9]* passed'
+    [ -n "${OUT:-}" ] && mkdir -p "$OUT/logs" && cp "$d/out" "$OUT/logs/gpt2_${mesh//[=,]/_}.txt"
+  done
+  d="$work/gpt2_speed"; mkdir -p "$d"
+  timeout 400 bash "$bundle/bench/gpu/gpt2.sh" "$bundle" > "$d/bench" 2>&1
+  rc=$?; cat "$d/bench"
+  [ -n "${OUT:-}" ] && mkdir -p "$OUT/logs" && cp "$d/bench" "$OUT/logs/gpt2_bench.txt"
+  if [ $rc = 0 ] && grep -q '^GPT2 .*ours_ms=' "$d/bench"; then echo "1 passed, 0 failed" > "$d/cmp"
+  else echo "0 passed, 1 failed" > "$d/cmp"; fi
+  cat "$work"/gpt2_*/cmp | awk '/passed, .* failed$/ {p += $1; f += $3} END {print p " passed, " f " failed"}'
+  exit 0
+fi
 passed=0 failed=0
 
 # runs a part's command; its output's "N passed, M failed" line (or 1 failed
@@ -119,7 +143,7 @@ part() {
   wanted "$name" || return 0
   if [ $dry = 1 ]; then echo "would run $name: $*"; return 0; fi
   local log="$work/$name.log"
-  local lim=$limit; case $name in programs) lim=$((limit * 3)) ;; speed) lim=$((limit + 330)) ;; esac
+  local lim=$limit; case $name in programs) lim=$((limit * 3)) ;; speed) lim=$((limit + 330)) ;; gpt2) lim=$((limit + 450)) ;; esac
   timeout "$lim" bash -c "$*" >"$log" 2>&1
   local rc=$? line
   [ -n "${OUT:-}" ] && mkdir -p "$OUT/logs" && cp "$log" "$OUT/logs/$name.log"
@@ -131,7 +155,8 @@ part() {
     failed=$((failed + 1))
     [ $rc = 124 ] && echo "$name: timed out after ${lim}s" || tail -5 "$log"
   fi
-  if [ $rc = 0 ] && [ -n "$line" ]; then echo "$name: ok ($line)"; else echo "$name: FAILED"; fi
+  # ok: the part ran and none of its checks failed
+  if [ $rc = 0 ] && [ "${line#*, }" = "0 failed" ]; then echo "$name: ok ($line)"; else echo "$name: FAILED${line:+ ($line)}"; fi
 }
 
 part kernels "mpirun -np 1 $kern $work/np1 && $cmp $bundle/ref/np1 $work/np1"
@@ -146,6 +171,7 @@ part abi "$bundle/bin/gpu_kernel_abi && echo '1 passed, 0 failed'"
 part programs "bash $bundle/run.sh --bundle $bundle --programs-worker"
 part gpt "bash $bundle/run.sh --bundle $bundle --gpt-worker"
 part speed "bash $bundle/run.sh --bundle $bundle --speed-worker"
+part gpt2 "bash $bundle/run.sh --bundle $bundle --gpt2-worker"
 [ $dry = 1 ] && exit 0
 # what comes back from a lent machine: one archive of the logs
 [ -n "${OUT:-}" ] && [ -d "$OUT/logs" ] && tar -C "$OUT" -czf "$OUT/logs.tar.gz" logs && rm -rf "$OUT/logs"
