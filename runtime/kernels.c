@@ -199,37 +199,15 @@ typedef struct bcast {
     int64_t sa[RT_MAX_DIMS], sb[RT_MAX_DIMS]; /* element strides, 0 = broadcast */
 } bcast;
 
-static void strides_into(const rt_tensor *x, int ndim, const int64_t *shape, int64_t *str)
-{
-    int lead = ndim - x->ndim;
-    int64_t s = 1;
-    for (int d = ndim - 1; d >= 0; d--) {
-        int xd = d - lead;
-        if (xd < 0) {
-            str[d] = 0;
-            continue;
-        }
-        str[d] = x->shape[xd] == 1 && shape[d] != 1 ? 0 : s;
-        s *= x->shape[xd];
-    }
-}
-
 static bcast broadcast(rt_ctx *ctx, const rt_tensor *a, const rt_tensor *b, const char *what)
 {
-    bcast bc = {.ndim = a->ndim > b->ndim ? a->ndim : b->ndim};
-    for (int d = 0; d < bc.ndim; d++) {
-        int da = d - (bc.ndim - a->ndim), db = d - (bc.ndim - b->ndim);
-        int64_t sa = da >= 0 ? a->shape[da] : 1, sb = db >= 0 ? b->shape[db] : 1;
-        if (sa != sb && sa != 1 && sb != 1) {
-            char x[256], y[256];
-            rt_shape_str(x, sizeof x, a->ndim, a->shape);
-            rt_shape_str(y, sizeof y, b->ndim, b->shape);
-            rt_fail(ctx, "%s: shapes %s and %s do not broadcast", what, x, y);
-        }
-        bc.shape[d] = sa == 1 ? sb : sa;
-    }
-    strides_into(a, bc.ndim, bc.shape, bc.sa);
-    strides_into(b, bc.ndim, bc.shape, bc.sb);
+    rt_bshape s = {0};
+    rt_broadcast_add(ctx, &s, a, what);
+    rt_broadcast_add(ctx, &s, b, what);
+    bcast bc = {.ndim = s.ndim};
+    memcpy(bc.shape, s.shape, sizeof bc.shape);
+    rt_broadcast_strides(a, bc.ndim, bc.shape, bc.sa);
+    rt_broadcast_strides(b, bc.ndim, bc.shape, bc.sb);
     return bc;
 }
 
@@ -458,18 +436,13 @@ void rt_binary_bwd(rt_ctx *ctx, rt_binary_op op, const rt_tensor *a, const rt_te
 
 rt_tensor *rt_sum_to_shape(rt_ctx *ctx, const rt_tensor *g, int ndim, const int64_t *shape)
 {
-    RT_CHECK(ctx, ndim <= g->ndim, "sum_to_shape: target has more dims than the gradient");
-    if (ndim == g->ndim && memcmp(shape, g->shape, (size_t)ndim * sizeof *shape) == 0)
+    if (!rt_sum_to_shape_check(ctx, g, ndim, shape))
         return rt_retain((rt_tensor *)g);
     RT_KERNEL(ctx, RT_K_REDUCE, "sum_to_shape");
     rt_tensor tgt = {.dtype = g->dtype, .ndim = ndim};
     memcpy(tgt.shape, shape, (size_t)ndim * sizeof *shape);
     int64_t str[RT_MAX_DIMS], idx[RT_MAX_DIMS] = {0}, off = 0;
-    for (int d = 0; d < ndim; d++)
-        RT_CHECK(ctx, shape[d] == 1 || shape[d] == g->shape[g->ndim - ndim + d],
-                 "sum_to_shape: dim %d of size %lld cannot come from %lld", d,
-                 (long long)shape[d], (long long)g->shape[g->ndim - ndim + d]);
-    strides_into(&tgt, g->ndim, g->shape, str);
+    rt_broadcast_strides(&tgt, g->ndim, g->shape, str);
     int64_t n = rt_numel_of(ndim, shape);
     size_t cap, rcap;
     double *acc = rt_scratch(ctx, n, &cap);
@@ -507,31 +480,17 @@ rt_tensor *rt_sum_to_shape(rt_ctx *ctx, const rt_tensor *g, int ndim, const int6
     return y;
 }
 
-/* ---- reductions over one dim: x viewed as [outer, d, inner] */
+/* ---- reductions over one dim: x viewed as [outer, d, inner] (composite.c:
+ * rt_sum, rt_mean, rt_amax and their backwards) */
 
-typedef enum { RED_SUM, RED_MEAN, RED_MAX } red_kind;
-
-static void reduced_shape(const rt_tensor *x, int dim, bool keepdim, int *ndim, int64_t *shape)
+rt_tensor *rt_reduce_dim(rt_ctx *ctx, const rt_tensor *x, int dim, bool keepdim,
+                         rt_reduce_kind k, const char *what)
 {
-    *ndim = 0;
-    for (int d = 0; d < x->ndim; d++) {
-        if (d != dim)
-            shape[(*ndim)++] = x->shape[d];
-        else if (keepdim)
-            shape[(*ndim)++] = 1;
-    }
-}
-
-static rt_tensor *reduce_dim(rt_ctx *ctx, const rt_tensor *x, int dim, bool keepdim,
-                             red_kind k, const char *what)
-{
-    dim = rt_norm_dim(ctx, dim, x->ndim, what);
-    RT_KERNEL(ctx, RT_K_REDUCE, what);
     int64_t outer, d, inner, shape[RT_MAX_DIMS];
     int ndim;
-    RT_CHECK(ctx, !(k == RED_MAX && x->shape[dim] == 0), "%s: reduction over an empty dim", what);
+    rt_reduce_check(ctx, x, &dim, keepdim, k, what, &ndim, shape);
+    RT_KERNEL(ctx, RT_K_REDUCE, what);
     rt_split_dims(x, dim, &outer, &d, &inner);
-    reduced_shape(x, dim, keepdim, &ndim, shape);
     size_t cap, rcap;
     if (inner == 1 && outer > 1 && d <= 65536) {
         /* contiguous lanes (a reduction over the last dim): RT_LANES rows
@@ -542,8 +501,8 @@ static rt_tensor *reduce_dim(rt_ctx *ctx, const rt_tensor *x, int dim, bool keep
             int64_t n = outer - o0 < RT_LANES ? outer - o0 : RT_LANES;
             rt_load_rows_t(x, o0, n, d, buf);
             for (int r = 0; r < RT_LANES; r++)
-                acc[r] = k == RED_MAX ? -INFINITY : 0.0;
-            if (k == RED_MAX)
+                acc[r] = k == RT_REDUCE_MAX ? -INFINITY : 0.0;
+            if (k == RT_REDUCE_MAX)
                 for (int64_t j = 0; j < d; j++)
                     for (int r = 0; r < RT_LANES; r++) {
                         double v = buf[j * RT_LANES + r];
@@ -553,7 +512,7 @@ static rt_tensor *reduce_dim(rt_ctx *ctx, const rt_tensor *x, int dim, bool keep
                 for (int64_t j = 0; j < d; j++)
                     for (int r = 0; r < RT_LANES; r++)
                         acc[r] += buf[j * RT_LANES + r];
-            if (k == RED_MEAN)
+            if (k == RT_REDUCE_MEAN)
                 for (int r = 0; r < RT_LANES; r++)
                     acc[r] /= (double)d;
             rt_store_f64(y, o0, n, acc);
@@ -568,18 +527,18 @@ static rt_tensor *reduce_dim(rt_ctx *ctx, const rt_tensor *x, int dim, bool keep
         double *lane = rt_scratch(ctx, chunk, &rcap);
         rt_tensor *y = rt_empty(ctx, x->dtype, ndim, shape);
         for (int64_t o = 0; o < outer; o++) {
-            double a = k == RED_MAX ? -INFINITY : 0.0;
+            double a = k == RT_REDUCE_MAX ? -INFINITY : 0.0;
             for (int64_t j0 = 0; j0 < d; j0 += chunk) {
                 int64_t m = d - j0 < chunk ? d - j0 : chunk;
                 rt_load_f64(x, o * d + j0, m, lane);
-                if (k == RED_MAX)
+                if (k == RT_REDUCE_MAX)
                     for (int64_t j = 0; j < m; j++)
                         a = lane[j] > a || isnan(lane[j]) ? lane[j] : a;
                 else
                     for (int64_t j = 0; j < m; j++)
                         a += lane[j];
             }
-            if (k == RED_MEAN)
+            if (k == RT_REDUCE_MEAN)
                 a /= (double)d;
             rt_store_f64(y, o, 1, &a);
         }
@@ -590,14 +549,14 @@ static rt_tensor *reduce_dim(rt_ctx *ctx, const rt_tensor *x, int dim, bool keep
     for (int64_t o = 0; o < outer; o++) {
         double *a = acc + o * inner;
         for (int64_t i = 0; i < inner; i++)
-            a[i] = k == RED_MAX ? -INFINITY : 0.0;
+            a[i] = k == RT_REDUCE_MAX ? -INFINITY : 0.0;
         for (int64_t j = 0; j < d; j++) {
             rt_load_f64(x, (o * d + j) * inner, inner, row);
             for (int64_t i = 0; i < inner; i++)
-                a[i] = k == RED_MAX ? (row[i] > a[i] || isnan(row[i]) ? row[i] : a[i])
+                a[i] = k == RT_REDUCE_MAX ? (row[i] > a[i] || isnan(row[i]) ? row[i] : a[i])
                                     : a[i] + row[i];
         }
-        if (k == RED_MEAN)
+        if (k == RT_REDUCE_MEAN)
             for (int64_t i = 0; i < inner; i++)
                 a[i] /= (double)d;
     }
@@ -606,101 +565,6 @@ static rt_tensor *reduce_dim(rt_ctx *ctx, const rt_tensor *x, int dim, bool keep
     rt_pool_release(ctx, acc, cap);
     rt_pool_release(ctx, row, rcap);
     return y;
-}
-
-rt_tensor *rt_sum(rt_ctx *ctx, const rt_tensor *x, int dim, bool keepdim)
-{
-    return reduce_dim(ctx, x, dim, keepdim, RED_SUM, "sum");
-}
-
-rt_tensor *rt_mean(rt_ctx *ctx, const rt_tensor *x, int dim, bool keepdim)
-{
-    rt_check_float(ctx, x, "mean");
-    return reduce_dim(ctx, x, dim, keepdim, RED_MEAN, "mean");
-}
-
-rt_tensor *rt_amax(rt_ctx *ctx, const rt_tensor *x, int dim, bool keepdim)
-{
-    return reduce_dim(ctx, x, dim, keepdim, RED_MAX, "amax");
-}
-
-static rt_tensor *reduce_all(rt_ctx *ctx, const rt_tensor *x, red_kind k, const char *what)
-{
-    rt_tensor flat = *x;
-    flat.ndim = 1;
-    flat.shape[0] = x->numel;
-    rt_tensor *r = reduce_dim(ctx, &flat, 0, false, k, what);
-    return r;
-}
-
-rt_tensor *rt_sum_all(rt_ctx *ctx, const rt_tensor *x) { return reduce_all(ctx, x, RED_SUM, "sum"); }
-rt_tensor *rt_mean_all(rt_ctx *ctx, const rt_tensor *x)
-{
-    rt_check_float(ctx, x, "mean");
-    return reduce_all(ctx, x, RED_MEAN, "mean");
-}
-rt_tensor *rt_amax_all(rt_ctx *ctx, const rt_tensor *x) { return reduce_all(ctx, x, RED_MAX, "amax"); }
-
-/* dy of a reduction, broadcast back to x's shape (dim < 0: reduced everything) */
-static rt_tensor *expand_back(rt_ctx *ctx, const rt_tensor *x, int dim, const rt_tensor *dy)
-{
-    if (dim != RT_ALL)
-        dim = rt_norm_dim(ctx, dim, x->ndim, "reduction backward");
-    int64_t shape[RT_MAX_DIMS];
-    for (int d = 0; d < x->ndim; d++)
-        shape[d] = dim == RT_ALL || d == dim ? 1 : x->shape[d];
-    RT_CHECK(ctx, dy->numel == rt_numel_of(x->ndim, shape),
-             "reduction backward: gradient has %lld elements, expected %lld",
-             (long long)dy->numel, (long long)rt_numel_of(x->ndim, shape));
-    rt_tensor kept = *dy;
-    kept.ndim = x->ndim;
-    memcpy(kept.shape, shape, sizeof shape);
-    return rt_expand(ctx, &kept, x->ndim, x->shape);
-}
-
-rt_tensor *rt_sum_bwd(rt_ctx *ctx, const rt_tensor *x, int dim, const rt_tensor *dy)
-{
-    RT_KERNEL(ctx, RT_K_REDUCE, "sum_bwd");
-    return expand_back(ctx, x, dim, dy);
-}
-
-rt_tensor *rt_mean_bwd(rt_ctx *ctx, const rt_tensor *x, int dim, const rt_tensor *dy)
-{
-    RT_KERNEL(ctx, RT_K_REDUCE, "mean_bwd");
-    int64_t n = dim == RT_ALL ? x->numel : x->shape[rt_norm_dim(ctx, dim, x->ndim, "mean")];
-    rt_tensor *e = expand_back(ctx, x, dim, dy);
-    rt_tensor *y = rt_scale(ctx, e, 1.0 / (double)n);
-    rt_free(ctx, e);
-    return y;
-}
-
-/* gradient shared evenly among the maxima, as torch.amax does */
-rt_tensor *rt_amax_bwd(rt_ctx *ctx, const rt_tensor *x, int dim, const rt_tensor *dy)
-{
-    RT_KERNEL(ctx, RT_K_REDUCE, "amax_bwd");
-    rt_tensor *flat = NULL, *m, *mask, *cnt, *cntb, *share, *g, *dx;
-    if (dim == RT_ALL) {
-        int64_t n = x->numel;
-        flat = rt_reshape(ctx, x, 1, &n);
-        m = rt_amax(ctx, flat, 0, true);
-    } else {
-        m = rt_amax(ctx, x, dim, true);
-    }
-    const rt_tensor *src = flat ? flat : x;
-    mask = rt_binary(ctx, RT_EQ, src, m);
-    cnt = rt_sum(ctx, mask, dim == RT_ALL ? 0 : dim, true);
-    cntb = rt_expand(ctx, cnt, src->ndim, src->shape);
-    share = rt_binary(ctx, RT_DIV, mask, cntb);
-    g = expand_back(ctx, src, dim == RT_ALL ? 0 : dim, dy);
-    dx = rt_binary(ctx, RT_MUL, share, g);
-    if (flat) {
-        rt_tensor *r = rt_reshape(ctx, dx, x->ndim, x->shape);
-        rt_free(ctx, dx);
-        dx = r;
-    }
-    rt_free(ctx, flat); rt_free(ctx, m); rt_free(ctx, mask); rt_free(ctx, cnt);
-    rt_free(ctx, cntb); rt_free(ctx, share); rt_free(ctx, g);
-    return dx;
 }
 
 static rt_tensor *scan(rt_ctx *ctx, const rt_tensor *x, int dim, bool reverse)

@@ -2,7 +2,8 @@
  * layer_norm (biased variance), rms_norm, cross_entropy (logits [..., C];
  * mean, sum or none; ignore_index -100, like PyTorch) and embedding. Each
  * works lane by lane (one lane = the values along the normalised dim) in
- * double precision. */
+ * double precision. Their argument checks are checks.c's, the CUDA
+ * target's too. */
 #include <math.h>
 #include <string.h>
 
@@ -15,11 +16,10 @@ typedef struct lanes {
     int64_t outer, d, inner;
 } lanes;
 
-static lanes lanes_of(rt_ctx *ctx, const rt_tensor *x, int *dim, const char *what)
+static lanes lanes_of(const rt_tensor *x, int dim)
 {
     lanes l;
-    *dim = rt_norm_dim(ctx, *dim, x->ndim, what);
-    rt_split_dims(x, *dim, &l.outer, &l.d, &l.inner);
+    rt_split_dims(x, dim, &l.outer, &l.d, &l.inner);
     return l;
 }
 
@@ -78,11 +78,9 @@ typedef void (*group_fn)(const rt_vm_table *vm, double *y, const double *a, cons
 static rt_tensor *map_lanes(rt_ctx *ctx, const rt_tensor *a, const rt_tensor *b, int dim,
                             lane_fn f, group_fn g, const char *what)
 {
-    rt_check_float(ctx, a, what);
-    RT_CHECK(ctx, !b || (rt_same_shape(a, b) && a->dtype == b->dtype),
-             "%s: operand shapes or dtypes differ", what);
+    rt_softmax_check(ctx, a, b, &dim, what);
     RT_KERNEL(ctx, RT_K_NN, what);
-    lanes l = lanes_of(ctx, a, &dim, what);
+    lanes l = lanes_of(a, dim);
     size_t c1, c2, c3;
     if (l.inner == 1 && l.d > 0) {
         double *ga = rt_scratch(ctx, RT_LANES * l.d, &c1), *gb = rt_scratch(ctx, RT_LANES * l.d, &c2),
@@ -284,23 +282,9 @@ typedef struct norm_args {
     int64_t rows, d;
 } norm_args;
 
-static void check_param(rt_ctx *ctx, const rt_tensor *p, const rt_tensor *x, const char *what)
-{
-    RT_CHECK(ctx, p->ndim == 1 && p->shape[0] == x->shape[x->ndim - 1] && p->dtype == x->dtype,
-             "%s: weight/bias must be %s[%lld]", what, rt_dtype_name(x->dtype),
-             (long long)x->shape[x->ndim - 1]);
-}
-
 static void norm_setup(rt_ctx *ctx, norm_args *a, const char *what)
 {
-    rt_check_float(ctx, a->x, what);
-    RT_CHECK(ctx, a->x->ndim >= 1, "%s: input must have at least 1 dim", what);
-    if (a->w)
-        check_param(ctx, a->w, a->x, what);
-    if (a->b)
-        check_param(ctx, a->b, a->x, what);
-    a->d = a->x->shape[a->x->ndim - 1];
-    a->rows = a->d ? a->x->numel / a->d : 0;
+    rt_norm_check(ctx, a->x, a->w, a->b, a->dy, what, &a->rows, &a->d);
 }
 
 /* Per row of a group of RT_LANES rows (transposed, rt_load_rows_t): the
@@ -396,8 +380,6 @@ RT_WIDEST static void norm_bwd(rt_ctx *ctx, norm_args *a, rt_tensor **dx, rt_ten
                                 rt_tensor **db, const char *what)
 {
     norm_setup(ctx, a, what);
-    RT_CHECK(ctx, rt_same_shape(a->x, a->dy) && a->x->dtype == a->dy->dtype,
-             "%s backward: gradient shape or dtype differs from the input", what);
     RT_KERNEL(ctx, RT_K_NN, what);
     int64_t d = a->d;
     size_t cw, cdw = 0, cdb = 0, c1, c2;
@@ -469,43 +451,15 @@ void rt_rms_norm_bwd(rt_ctx *ctx, const rt_tensor *x, const rt_tensor *w, double
 
 /* ---- cross entropy */
 
-#define IGNORE_INDEX (-100)
-
-static void check_ce(rt_ctx *ctx, const rt_tensor *logits, const rt_tensor *targets)
-{
-    rt_check_float(ctx, logits, "cross_entropy");
-    rt_check_dtype(ctx, targets, RT_I32, "cross_entropy targets");
-    bool ok = logits->ndim >= 1 && targets->ndim == logits->ndim - 1;
-    for (int d = 0; ok && d < targets->ndim; d++)
-        ok = targets->shape[d] == logits->shape[d];
-    if (!ok) {
-        char ls[256], ts[256];
-        rt_shape_str(ls, sizeof ls, logits->ndim, logits->shape);
-        rt_shape_str(ts, sizeof ts, targets->ndim, targets->shape);
-        rt_fail(ctx, "cross_entropy: expects logits [..., C] and targets [...], got %s and %s", ls, ts);
-    }
-    const int32_t *t = targets->data;
-    int64_t c = logits->shape[logits->ndim - 1];
-    for (int64_t r = 0; r < targets->numel; r++)
-        RT_CHECK(ctx, t[r] == IGNORE_INDEX || (t[r] >= 0 && t[r] < c),
-                 "cross_entropy: target %d at row %lld is out of range for %lld classes",
-                 (int)t[r], (long long)r, (long long)c);
-}
-
-static int64_t kept_rows(const rt_tensor *targets)
-{
-    int64_t n = 0;
-    for (int64_t r = 0; r < targets->numel; r++)
-        n += ((const int32_t *)targets->data)[r] != IGNORE_INDEX;
-    return n;
-}
+#define IGNORE_INDEX RT_IGNORE_INDEX
 
 /* Each row's loss -log_softmax(logits[r])[t[r]] in double (0 where ignored),
  * then reduced. */
 rt_tensor *rt_cross_entropy_reduce(rt_ctx *ctx, const rt_tensor *logits,
                                    const rt_tensor *targets, rt_ce_reduction red)
 {
-    check_ce(ctx, logits, targets);
+    rt_cross_entropy_check(ctx, logits, targets);
+    int64_t kept = rt_cross_entropy_check_targets(ctx, logits, targets);
     RT_KERNEL(ctx, RT_K_NN, "cross_entropy");
     int64_t n = targets->numel, c = logits->shape[logits->ndim - 1];
     size_t cap, lcap, pcap;
@@ -526,7 +480,6 @@ rt_tensor *rt_cross_entropy_reduce(rt_ctx *ctx, const rt_tensor *logits,
         y = rt_empty(ctx, logits->dtype, targets->ndim, targets->shape);
         rt_store_f64(y, 0, n, loss);
     } else {
-        int64_t kept = kept_rows(targets);
         y = rt_scalar(ctx, logits->dtype,
                       red == RT_CE_SUM ? total : kept ? total / (double)kept : NAN);
     }
@@ -542,11 +495,11 @@ rt_tensor *rt_cross_entropy_reduce_bwd(rt_ctx *ctx, const rt_tensor *logits,
                                        const rt_tensor *targets, const rt_tensor *dy,
                                        rt_ce_reduction red)
 {
-    check_ce(ctx, logits, targets);
+    rt_cross_entropy_check(ctx, logits, targets);
+    int64_t kept = rt_cross_entropy_check_targets(ctx, logits, targets);
     RT_KERNEL(ctx, RT_K_NN, "cross_entropy_bwd");
-    int64_t n = targets->numel, c = logits->shape[logits->ndim - 1], kept = kept_rows(targets);
-    RT_CHECK(ctx, red == RT_CE_NONE ? dy->numel == n : dy->numel == 1,
-             "cross_entropy_bwd: the gradient's shape differs from the loss's");
+    rt_cross_entropy_bwd_check(ctx, targets, dy, red);
+    int64_t n = targets->numel, c = logits->shape[logits->ndim - 1];
     double scale = red == RT_CE_NONE ? 1.0
                  : red == RT_CE_SUM  ? rt_item(ctx, dy)
                  : kept              ? rt_item(ctx, dy) / (double)kept
@@ -580,21 +533,10 @@ rt_tensor *rt_cross_entropy_bwd(rt_ctx *ctx, const rt_tensor *logits, const rt_t
 
 /* ---- embedding */
 
-static void check_ids(rt_ctx *ctx, const rt_tensor *ids, int64_t vocab)
-{
-    rt_check_dtype(ctx, ids, RT_I32, "embedding ids");
-    const int32_t *id = ids->data;
-    for (int64_t i = 0; i < ids->numel; i++)
-        RT_CHECK(ctx, id[i] >= 0 && id[i] < vocab,
-                 "embedding: id %d at position %lld is out of range for %lld rows", (int)id[i],
-                 (long long)i, (long long)vocab);
-}
-
 rt_tensor *rt_embedding(rt_ctx *ctx, const rt_tensor *table, const rt_tensor *ids)
 {
-    RT_CHECK(ctx, table->ndim == 2, "embedding: table must be [V, D]");
-    RT_CHECK(ctx, ids->ndim < RT_MAX_DIMS, "embedding: ids have too many dims");
-    check_ids(ctx, ids, table->shape[0]);
+    rt_embedding_check(ctx, table, ids);
+    rt_embedding_check_ids(ctx, ids, table->shape[0]);
     RT_KERNEL(ctx, RT_K_NN, "embedding");
     int64_t shape[RT_MAX_DIMS], d = table->shape[1];
     memcpy(shape, ids->shape, (size_t)ids->ndim * sizeof *shape);
@@ -610,11 +552,10 @@ rt_tensor *rt_embedding(rt_ctx *ctx, const rt_tensor *table, const rt_tensor *id
 rt_tensor *rt_embedding_bwd(rt_ctx *ctx, const rt_tensor *ids, const rt_tensor *dy,
                             int64_t vocab)
 {
-    check_ids(ctx, ids, vocab);
-    rt_check_float(ctx, dy, "embedding_bwd");
+    rt_embedding_bwd_check(ctx, ids, dy);
+    rt_embedding_check_ids(ctx, ids, vocab);
     RT_KERNEL(ctx, RT_K_NN, "embedding_bwd");
     int64_t d = dy->shape[dy->ndim - 1];
-    RT_CHECK(ctx, dy->numel == ids->numel * d, "embedding_bwd: gradient shape mismatch");
     size_t cap, rcap;
     double *acc = rt_scratch(ctx, vocab * d, &cap), *row = rt_scratch(ctx, d, &rcap);
     memset(acc, 0, (size_t)(vocab * d) * sizeof *acc);

@@ -254,6 +254,84 @@ void rt_split_dims(const rt_tensor *x, int dim, int64_t *outer, int64_t *d, int6
 void rt_check_dtype(rt_ctx *ctx, const rt_tensor *x, rt_dtype dt, const char *what);
 void rt_check_float(rt_ctx *ctx, const rt_tensor *x, const char *what);
 
+/* checks.c: each op's argument checks, for every target (one message each,
+ * whichever target runs the op), and the shapes they work out */
+typedef struct rt_bshape {
+    int ndim;
+    int64_t shape[RT_MAX_DIMS];
+} rt_bshape;
+/* b becomes the NumPy broadcast of b and x (from {0}: x's shape), or
+ * "WHAT: shapes B and X do not broadcast" */
+void rt_broadcast_add(rt_ctx *ctx, rt_bshape *b, const rt_tensor *x, const char *what);
+/* element strides of x read at the broadcast shape [ndim] (0 along the
+ * dims x broadcasts) */
+void rt_broadcast_strides(const rt_tensor *x, int ndim, const int64_t *shape, int64_t *str);
+/* where: the values' dtypes agree; the shape of the three broadcast */
+rt_bshape rt_where_check(rt_ctx *ctx, const rt_tensor *c, const rt_tensor *a, const rt_tensor *b);
+/* take_along_dim of x [xndim: xshape] (what: the op's name for *dim, which
+ * is normalised): i32 indices of x's rank; the result's shape (x and idx
+ * broadcast outside dim, idx's size along it) */
+rt_bshape rt_take_along_dim_check(rt_ctx *ctx, int xndim, const int64_t *xshape,
+                                  const rt_tensor *idx, int *dim, const char *what);
+/* the same for the backward, and dy has the result's size */
+rt_bshape rt_take_along_dim_bwd_check(rt_ctx *ctx, const rt_tensor *idx, const rt_tensor *dy,
+                                      int ndim, const int64_t *x_shape, int *dim);
+/* Walks take_along_dim's result bs in order: visit(user, i, xoff) with xoff
+ * the flat offset in x of result element i (its index read from idx, on the
+ * host, and checked against dim's size: "index J is out of range ...") */
+typedef void (*rt_gather_visit)(void *user, int64_t i, int64_t xoff);
+/* the message of index j out of range for dim of size (the walk's) */
+__attribute__((noreturn)) void rt_take_along_dim_index_fail(rt_ctx *ctx, int32_t j, int dim,
+                                                            int64_t size);
+void rt_take_along_dim_walk(rt_ctx *ctx, int xndim, const int64_t *xshape, const rt_tensor *idx,
+                            int dim, const rt_bshape *bs, rt_gather_visit visit, void *user);
+/* a reduction over one dim (the target's rt_reduce_dim) */
+typedef enum { RT_REDUCE_SUM, RT_REDUCE_MEAN, RT_REDUCE_MAX } rt_reduce_kind;
+/* *dim normalised, amax over an empty dim refused; the result's shape */
+void rt_reduce_check(rt_ctx *ctx, const rt_tensor *x, int *dim, bool keepdim, rt_reduce_kind k,
+                     const char *what, int *ndim, int64_t *shape);
+/* shape [ndim] can receive g's sum; false: it is g's own shape (nothing to do) */
+bool rt_sum_to_shape_check(rt_ctx *ctx, const rt_tensor *g, int ndim, const int64_t *shape);
+/* softmax, log_softmax (b NULL) and their backwards (a = y, b = dy): a
+ * float, b like a; *dim normalised */
+void rt_softmax_check(rt_ctx *ctx, const rt_tensor *a, const rt_tensor *b, int *dim,
+                      const char *what);
+/* layer_norm, rms_norm over the last dim (dy: the backward's gradient, or
+ * NULL): weight and bias [d] of x's dtype; x as rows [rows, d] */
+void rt_norm_check(rt_ctx *ctx, const rt_tensor *x, const rt_tensor *w, const rt_tensor *b,
+                   const rt_tensor *dy, const char *what, int64_t *rows, int64_t *d);
+/* cross_entropy's ignored target (PyTorch's ignore_index) */
+#define RT_IGNORE_INDEX (-100)
+/* logits [..., C] and i32 targets [...] */
+void rt_cross_entropy_check(rt_ctx *ctx, const rt_tensor *logits, const rt_tensor *targets);
+/* each target in range or ignored, read on the host (rt_host_view); returns
+ * how many rows are not ignored */
+int64_t rt_cross_entropy_check_targets(rt_ctx *ctx, const rt_tensor *logits,
+                                       const rt_tensor *targets);
+/* after rt_cross_entropy_check: dy has the loss's size */
+void rt_cross_entropy_bwd_check(rt_ctx *ctx, const rt_tensor *targets, const rt_tensor *dy,
+                                rt_ce_reduction red);
+/* embedding: a table [V, D] and i32 ids; the backward: i32 ids, dy float
+ * [..., D] with a row per id */
+void rt_embedding_check(rt_ctx *ctx, const rt_tensor *table, const rt_tensor *ids);
+void rt_embedding_bwd_check(rt_ctx *ctx, const rt_tensor *ids, const rt_tensor *dy);
+/* the ids each in [0, vocab), read on the host: returns them there
+ * (rt_host_view's) */
+const int32_t *rt_embedding_check_ids(rt_ctx *ctx, const rt_tensor *ids, int64_t vocab);
+/* The messages of a bad target and a bad id, found on the host (at "") or
+ * by a device's check (at: " (file.spmd:LINE)", the op's line) */
+__attribute__((noreturn)) void rt_cross_entropy_target_fail(rt_ctx *ctx, const char *at,
+                                                            int64_t t, int64_t row,
+                                                            int64_t classes);
+__attribute__((noreturn)) void rt_embedding_id_fail(rt_ctx *ctx, const char *at, int64_t id,
+                                                    int64_t pos, int64_t vocab);
+
+/* The target's reduction of x over dim (rt_reduce_check'ed there), each
+ * result reduced in order in double: what composite.c's sum, mean and amax
+ * (over a dim or everything) run on */
+rt_tensor *rt_reduce_dim(rt_ctx *ctx, const rt_tensor *x, int dim, bool keepdim, rt_reduce_kind k,
+                         const char *what);
+
 /* The target: each library (the CPU's, the CUDA one) defines these. */
 /* ctx_new: allocates ctx->tgt, the target's state */
 void rt_target_new(rt_ctx *ctx);

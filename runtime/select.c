@@ -2,7 +2,9 @@
  * elementwise select with NumPy broadcasting of three operands) and
  * take_along_dim (PyTorch's gather along one dim), with their backwards.
  * Selection only moves elements, so where and take_along_dim copy bytes and
- * work for every dtype; only the conditions and indices are read as values. */
+ * work for every dtype; only the conditions and indices are read as values.
+ * The checks (and where's broadcast shape) are checks.c's, the CUDA
+ * target's too; where's backward is composite.c's. */
 #include <string.h>
 
 #include "rt_cpu.h"
@@ -21,48 +23,6 @@ rt_tensor *rt_iota(rt_ctx *ctx, rt_dtype dt, const rt_layout *l, int dim)
             for (int64_t i = 0; i < inner; i++)
                 rt_set(t, (o * n + j) * inner + i, (double)(l->offset[dim] + j));
     return t;
-}
-
-/* ---- broadcasting of several operands */
-
-typedef struct bshape {
-    int ndim;
-    int64_t shape[RT_MAX_DIMS];
-} bshape;
-
-static void bshape_add(rt_ctx *ctx, bshape *b, const rt_tensor *x, const char *what)
-{
-    int nd = b->ndim > x->ndim ? b->ndim : x->ndim;
-    int64_t s[RT_MAX_DIMS];
-    for (int d = 0; d < nd; d++) {
-        int db = d - (nd - b->ndim), dx = d - (nd - x->ndim);
-        int64_t sb = db >= 0 ? b->shape[db] : 1, sx = dx >= 0 ? x->shape[dx] : 1;
-        if (sb != sx && sb != 1 && sx != 1) {
-            char bs[256], xs[256];
-            rt_shape_str(bs, sizeof bs, b->ndim, b->shape);
-            rt_shape_str(xs, sizeof xs, x->ndim, x->shape);
-            rt_fail(ctx, "%s: shapes %s and %s do not broadcast", what, bs, xs);
-        }
-        s[d] = sb == 1 ? sx : sb;
-    }
-    b->ndim = nd;
-    memcpy(b->shape, s, sizeof s);
-}
-
-/* element strides of x read at the broadcast shape (0 along broadcast dims) */
-static void bstrides(const rt_tensor *x, const bshape *b, int64_t *str)
-{
-    int lead = b->ndim - x->ndim;
-    int64_t s = 1;
-    for (int d = b->ndim - 1; d >= 0; d--) {
-        int xd = d - lead;
-        if (xd < 0) {
-            str[d] = 0;
-            continue;
-        }
-        str[d] = x->shape[xd] == 1 && b->shape[d] != 1 ? 0 : s;
-        s *= x->shape[xd];
-    }
 }
 
 /* ---- where */
@@ -131,20 +91,15 @@ WHERE_RUN(uint64_t)
 
 rt_tensor *rt_where(rt_ctx *ctx, const rt_tensor *c, const rt_tensor *a, const rt_tensor *b)
 {
-    RT_CHECK(ctx, a->dtype == b->dtype, "where: the values' dtypes differ (%s and %s); use astype",
-             rt_dtype_name(a->dtype), rt_dtype_name(b->dtype));
-    bshape bs = {0};
-    bshape_add(ctx, &bs, c, "where");
-    bshape_add(ctx, &bs, a, "where");
-    bshape_add(ctx, &bs, b, "where");
+    rt_bshape bs = rt_where_check(ctx, c, a, b);
     RT_KERNEL(ctx, RT_K_ELEMENTWISE, "where");
     rt_tensor *y = rt_empty(ctx, a->dtype, bs.ndim, bs.shape);
     if (y->numel == 0)
         return y;
     int64_t sc[RT_MAX_DIMS], sa[RT_MAX_DIMS], sb[RT_MAX_DIMS], idx[RT_MAX_DIMS] = {0};
-    bstrides(c, &bs, sc);
-    bstrides(a, &bs, sa);
-    bstrides(b, &bs, sb);
+    rt_broadcast_strides(c, bs.ndim, bs.shape, sc);
+    rt_broadcast_strides(a, bs.ndim, bs.shape, sa);
+    rt_broadcast_strides(b, bs.ndim, bs.shape, sb);
     /* runs along the last dim (the whole tensor for 0-d), chunked for the mask */
     int last = bs.ndim - 1;
     int64_t run = bs.ndim ? bs.shape[last] : 1;
@@ -181,92 +136,8 @@ rt_tensor *rt_where(rt_ctx *ctx, const rt_tensor *c, const rt_tensor *a, const r
     return y;
 }
 
-/* where(c, dy, 0) (or where(c, 0, dy)) summed to like's shape, in like's dtype */
-static rt_tensor *selected_grad(rt_ctx *ctx, const rt_tensor *c, const rt_tensor *dy,
-                                const rt_tensor *like, bool first)
-{
-    rt_tensor *zero = rt_scalar(ctx, dy->dtype, 0.0);
-    rt_tensor *g = first ? rt_where(ctx, c, dy, zero) : rt_where(ctx, c, zero, dy);
-    rt_free(ctx, zero);
-    rt_tensor *s = rt_sum_to_shape(ctx, g, like->ndim, like->shape);
-    rt_free(ctx, g);
-    if (s->dtype == like->dtype)
-        return s;
-    rt_tensor *r = rt_astype(ctx, s, like->dtype);
-    rt_free(ctx, s);
-    return r;
-}
-
-void rt_where_bwd(rt_ctx *ctx, const rt_tensor *c, const rt_tensor *a, const rt_tensor *b,
-                  const rt_tensor *dy, rt_tensor **da, rt_tensor **db)
-{
-    if (da)
-        *da = selected_grad(ctx, c, dy, a, true);
-    if (db)
-        *db = selected_grad(ctx, c, dy, b, false);
-}
-
-/* ---- take_along_dim */
-
-/* The result's shape: x and idx broadcast, except along dim (idx's size). */
-static bshape gather_shape(rt_ctx *ctx, const rt_tensor *x, const rt_tensor *idx, int dim)
-{
-    rt_check_dtype(ctx, idx, RT_I32, "take_along_dim indices");
-    RT_CHECK(ctx, x->ndim == idx->ndim,
-             "take_along_dim: the indices have %d dims but the input has %d", idx->ndim, x->ndim);
-    bshape bs = {.ndim = x->ndim};
-    for (int d = 0; d < x->ndim; d++) {
-        int64_t sx = x->shape[d], si = idx->shape[d];
-        if (d == dim) {
-            bs.shape[d] = si;
-            continue;
-        }
-        if (sx != si && sx != 1 && si != 1) {
-            char xs[256], is[256];
-            rt_shape_str(xs, sizeof xs, x->ndim, x->shape);
-            rt_shape_str(is, sizeof is, idx->ndim, idx->shape);
-            rt_fail(ctx, "take_along_dim: shapes %s and %s do not broadcast outside dim %d", xs,
-                    is, dim);
-        }
-        bs.shape[d] = sx == 1 ? si : sx;
-    }
-    return bs;
-}
-
-/* Walks the result: for each element i, its flat offset in x (with the
- * index read from idx along dim) is passed to visit(user, i, xoff). */
-typedef void (*gather_visit)(void *user, int64_t i, int64_t xoff);
-
-static void gather_walk(rt_ctx *ctx, int xndim, const int64_t *xshape, const rt_tensor *idx,
-                        int dim, const bshape *bs, gather_visit visit, void *user)
-{
-    int64_t xs[RT_MAX_DIMS], si[RT_MAX_DIMS], pos[RT_MAX_DIMS] = {0}, s = 1;
-    for (int d = xndim - 1; d >= 0; d--) {
-        xs[d] = xshape[d] == 1 && bs->shape[d] != 1 && d != dim ? 0 : s;
-        s *= xshape[d];
-    }
-    bstrides(idx, bs, si);
-    int64_t n = rt_numel_of(bs->ndim, bs->shape), oi = 0, ox = 0;
-    const int32_t *iv = idx->data;
-    for (int64_t i = 0; i < n; i++) {
-        int32_t j = iv[oi];
-        if (j < 0 || j >= xshape[dim])
-            rt_fail(ctx, "take_along_dim: index %d is out of range for dim %d of size %lld", (int)j,
-                    dim, (long long)xshape[dim]);
-        visit(user, i, ox + (int64_t)j * xs[dim]);
-        for (int d = bs->ndim - 1; d >= 0; d--) {
-            oi += si[d];
-            if (d != dim)
-                ox += xs[d];
-            if (++pos[d] < bs->shape[d])
-                break;
-            oi -= si[d] * bs->shape[d];
-            if (d != dim)
-                ox -= xs[d] * bs->shape[d];
-            pos[d] = 0;
-        }
-    }
-}
+/* ---- take_along_dim: its checks and the walk over its result, which reads
+ * and checks the indices, are checks.c's (both targets' own) */
 
 typedef struct gather_copy {
     const char *x;
@@ -282,12 +153,11 @@ static void copy_one(void *user, int64_t i, int64_t xoff)
 
 rt_tensor *rt_take_along_dim(rt_ctx *ctx, const rt_tensor *x, const rt_tensor *idx, int dim)
 {
-    dim = rt_norm_dim(ctx, dim, x->ndim, "take_along_dim");
-    bshape bs = gather_shape(ctx, x, idx, dim);
+    rt_bshape bs = rt_take_along_dim_check(ctx, x->ndim, x->shape, idx, &dim, "take_along_dim");
     RT_KERNEL(ctx, RT_K_COPY, "take_along_dim");
     rt_tensor *y = rt_empty(ctx, x->dtype, bs.ndim, bs.shape);
     gather_copy g = {x->data, y->data, rt_dtype_size(x->dtype)};
-    gather_walk(ctx, x->ndim, x->shape, idx, dim, &bs, copy_one, &g);
+    rt_take_along_dim_walk(ctx, x->ndim, x->shape, idx, dim, &bs, copy_one, &g);
     return y;
 }
 
@@ -305,12 +175,7 @@ static void add_one(void *user, int64_t i, int64_t xoff)
 rt_tensor *rt_take_along_dim_bwd(rt_ctx *ctx, const rt_tensor *idx, const rt_tensor *dy,
                                  int ndim, const int64_t *x_shape, int dim)
 {
-    dim = rt_norm_dim(ctx, dim, ndim, "take_along_dim_bwd");
-    rt_tensor like = {.ndim = ndim};
-    memcpy(like.shape, x_shape, sizeof like.shape[0] * (size_t)ndim);
-    bshape bs = gather_shape(ctx, &like, idx, dim);
-    RT_CHECK(ctx, dy->numel == rt_numel_of(bs.ndim, bs.shape),
-             "take_along_dim_bwd: the gradient's shape differs from the result's");
+    rt_bshape bs = rt_take_along_dim_bwd_check(ctx, idx, dy, ndim, x_shape, &dim);
     RT_KERNEL(ctx, RT_K_COPY, "take_along_dim_bwd");
     int64_t nx = rt_numel_of(ndim, x_shape);
     size_t cx, cy;
@@ -318,7 +183,7 @@ rt_tensor *rt_take_along_dim_bwd(rt_ctx *ctx, const rt_tensor *idx, const rt_ten
     memset(dx, 0, (size_t)nx * sizeof *dx);
     rt_load_f64(dy, 0, dy->numel, dyv);
     scatter_add s = {dyv, dx};
-    gather_walk(ctx, ndim, x_shape, idx, dim, &bs, add_one, &s);
+    rt_take_along_dim_walk(ctx, ndim, x_shape, idx, dim, &bs, add_one, &s);
     rt_tensor *g = rt_empty(ctx, dy->dtype, ndim, x_shape);
     rt_store_f64(g, 0, nx, dx);
     rt_pool_release(ctx, dx, cx);

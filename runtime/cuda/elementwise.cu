@@ -193,39 +193,18 @@ typedef struct bcast {
     int64_t sa[RT_MAX_DIMS], sb[RT_MAX_DIMS]; /* element strides, 0 = broadcast */
 } bcast;
 
-static void strides_into(const rt_tensor *x, int ndim, const int64_t *shape, int64_t *str)
-{
-    int lead = ndim - x->ndim;
-    int64_t s = 1;
-    for (int d = ndim - 1; d >= 0; d--) {
-        int xd = d - lead;
-        if (xd < 0) {
-            str[d] = 0;
-            continue;
-        }
-        str[d] = x->shape[xd] == 1 && shape[d] != 1 ? 0 : s;
-        s *= x->shape[xd];
-    }
-}
-
 static bcast broadcast(rt_ctx *ctx, const rt_tensor *a, const rt_tensor *b, const char *what)
 {
+    rt_bshape s;
+    memset(&s, 0, sizeof s);
+    rt_broadcast_add(ctx, &s, a, what);
+    rt_broadcast_add(ctx, &s, b, what);
     bcast bc;
     memset(&bc, 0, sizeof bc);
-    bc.ndim = a->ndim > b->ndim ? a->ndim : b->ndim;
-    for (int d = 0; d < bc.ndim; d++) {
-        int da = d - (bc.ndim - a->ndim), db = d - (bc.ndim - b->ndim);
-        int64_t sa = da >= 0 ? a->shape[da] : 1, sb = db >= 0 ? b->shape[db] : 1;
-        if (sa != sb && sa != 1 && sb != 1) {
-            char x[256], y[256];
-            rt_shape_str(x, sizeof x, a->ndim, a->shape);
-            rt_shape_str(y, sizeof y, b->ndim, b->shape);
-            rt_fail(ctx, "%s: shapes %s and %s do not broadcast", what, x, y);
-        }
-        bc.shape[d] = sa == 1 ? sb : sa;
-    }
-    strides_into(a, bc.ndim, bc.shape, bc.sa);
-    strides_into(b, bc.ndim, bc.shape, bc.sb);
+    bc.ndim = s.ndim;
+    memcpy(bc.shape, s.shape, sizeof bc.shape);
+    rt_broadcast_strides(a, bc.ndim, bc.shape, bc.sa);
+    rt_broadcast_strides(b, bc.ndim, bc.shape, bc.sb);
     return bc;
 }
 
@@ -364,15 +343,10 @@ void rt_binary_bwd(rt_ctx *ctx, rt_binary_op op, const rt_tensor *a, const rt_te
 
 rt_tensor *rt_sum_to_shape(rt_ctx *ctx, const rt_tensor *g, int ndim, const int64_t *shape)
 {
-    RT_CHECK(ctx, ndim <= g->ndim, "sum_to_shape: target has more dims than the gradient");
-    if (ndim == g->ndim && memcmp(shape, g->shape, (size_t)ndim * sizeof *shape) == 0)
+    if (!rt_sum_to_shape_check(ctx, g, ndim, shape))
         return rt_retain((rt_tensor *)g);
     RT_KERNEL(ctx, RT_K_REDUCE, "sum_to_shape");
     ctx->tgt->op = "sum_to_shape";
-    for (int d = 0; d < ndim; d++)
-        RT_CHECK(ctx, shape[d] == 1 || shape[d] == g->shape[g->ndim - ndim + d],
-                 "sum_to_shape: dim %d of size %lld cannot come from %lld", d,
-                 (long long)shape[d], (long long)g->shape[g->ndim - ndim + d]);
     /* g's dims: kept (the output's size) or reduced */
     int64_t kept[RT_MAX_DIMS];
     int lead = g->ndim - ndim;

@@ -7,13 +7,14 @@
  * are one thread per output element adding its rows in row order. Token
  * ids and targets are checked on the device (check_ids: the first bad one
  * is reported at the next synchronisation with the CPU target's message),
- * so neither op waits for the device. */
+ * so neither op waits for the device; the other checks are checks.c's,
+ * the CPU target's. */
 #include <stdlib.h>
 #include <string.h>
 
 #include "dev.h"
 
-#define IGNORE_INDEX (-100)
+#define IGNORE_INDEX RT_IGNORE_INDEX
 
 typedef enum { SOFTMAX, LOG_SOFTMAX, SOFTMAX_BWD, LOG_SOFTMAX_BWD } lane_op;
 
@@ -23,11 +24,7 @@ extern "C" {
 static rt_tensor *map_lanes(rt_ctx *ctx, const rt_tensor *a, const rt_tensor *b, int dim,
                             lane_op op, const char *what)
 {
-    rt_check_float(ctx, a, what);
-    dim = rt_norm_dim(ctx, dim, a->ndim, what);
-    if (b)
-        RT_CHECK(ctx, rt_same_shape(a, b) && a->dtype == b->dtype,
-                 "%s: gradient shape or dtype differs from the output", what);
+    rt_softmax_check(ctx, a, b, &dim, what);
     RT_KERNEL(ctx, RT_K_NN, what);
     ctx->tgt->op = what;
     int64_t outer, d, inner;
@@ -116,26 +113,6 @@ rt_tensor *rt_log_softmax_bwd(rt_ctx *ctx, const rt_tensor *y, const rt_tensor *
 
 /* ---- layer_norm and rms_norm over the last dim */
 
-static void check_param(rt_ctx *ctx, const rt_tensor *p, const rt_tensor *x, const char *what)
-{
-    RT_CHECK(ctx, p->ndim == 1 && p->shape[0] == x->shape[x->ndim - 1] && p->dtype == x->dtype,
-             "%s: weight/bias must be %s[%lld]", what, rt_dtype_name(x->dtype),
-             (long long)x->shape[x->ndim - 1]);
-}
-
-static void norm_setup(rt_ctx *ctx, const rt_tensor *x, const rt_tensor *w, const rt_tensor *b,
-                       const char *what, int64_t *rows, int64_t *d)
-{
-    rt_check_float(ctx, x, what);
-    RT_CHECK(ctx, x->ndim >= 1, "%s: input must have at least 1 dim", what);
-    if (w)
-        check_param(ctx, w, x, what);
-    if (b)
-        check_param(ctx, b, x, what);
-    *d = x->shape[x->ndim - 1];
-    *rows = *d ? x->numel / *d : 0;
-}
-
 /* a row's mean (0 for rms) and 1/sqrt(var + eps), on the row's warp */
 RT_DEV_INLINE void row_stats(const rt_warp &w, const void *X, rt_dtype dt, int64_t off, int64_t d,
                              bool rms, double eps, double *mean, double *rstd)
@@ -153,7 +130,7 @@ static rt_tensor *norm_fwd(rt_ctx *ctx, const rt_tensor *x, const rt_tensor *w,
                            const rt_tensor *b, double eps, bool rms, const char *what)
 {
     int64_t rows, d;
-    norm_setup(ctx, x, w, b, what, &rows, &d);
+    rt_norm_check(ctx, x, w, b, NULL, what, &rows, &d);
     RT_KERNEL(ctx, RT_K_NN, what);
     ctx->tgt->op = what;
     rt_tensor *y = rt_empty(ctx, x->dtype, x->ndim, x->shape);
@@ -191,9 +168,7 @@ static void norm_bwd(rt_ctx *ctx, const rt_tensor *x, const rt_tensor *w, double
                      bool rms, const char *what)
 {
     int64_t rows, d;
-    norm_setup(ctx, x, w, NULL, what, &rows, &d);
-    RT_CHECK(ctx, rt_same_shape(x, dy) && x->dtype == dy->dtype,
-             "%s backward: gradient shape or dtype differs from the input", what);
+    rt_norm_check(ctx, x, w, NULL, dy, what, &rows, &d);
     RT_KERNEL(ctx, RT_K_NN, what);
     ctx->tgt->op = what;
     const void *X = x->data, *W = w ? w->data : NULL, *DY = dy->data;
@@ -306,21 +281,6 @@ static void check_ids(rt_ctx *ctx, const rt_tensor *ids, int64_t limit, int kind
 
 /* ---- cross entropy */
 
-static void check_ce(rt_ctx *ctx, const rt_tensor *logits, const rt_tensor *targets)
-{
-    rt_check_float(ctx, logits, "cross_entropy");
-    rt_check_dtype(ctx, targets, RT_I32, "cross_entropy targets");
-    bool ok = logits->ndim >= 1 && targets->ndim == logits->ndim - 1;
-    for (int d = 0; ok && d < targets->ndim; d++)
-        ok = targets->shape[d] == logits->shape[d];
-    if (!ok) {
-        char ls[256], ts[256];
-        rt_shape_str(ls, sizeof ls, logits->ndim, logits->shape);
-        rt_shape_str(ts, sizeof ts, targets->ndim, targets->shape);
-        rt_fail(ctx, "cross_entropy: expects logits [..., C] and targets [...], got %s and %s", ls, ts);
-    }
-}
-
 /* the row's target: in range, ignored, or bad (reported by check_ids) */
 RT_DEV_INLINE bool target_ok(int32_t t, int64_t c)
 {
@@ -330,7 +290,7 @@ RT_DEV_INLINE bool target_ok(int32_t t, int64_t c)
 rt_tensor *rt_cross_entropy_reduce(rt_ctx *ctx, const rt_tensor *logits,
                                    const rt_tensor *targets, rt_ce_reduction red)
 {
-    check_ce(ctx, logits, targets);
+    rt_cross_entropy_check(ctx, logits, targets);
     RT_KERNEL(ctx, RT_K_NN, "cross_entropy");
     ctx->tgt->op = "cross_entropy";
     int64_t n = targets->numel, c = logits->shape[logits->ndim - 1];
@@ -375,11 +335,10 @@ rt_tensor *rt_cross_entropy_reduce_bwd(rt_ctx *ctx, const rt_tensor *logits,
                                        const rt_tensor *targets, const rt_tensor *dy,
                                        rt_ce_reduction red)
 {
-    check_ce(ctx, logits, targets);
+    rt_cross_entropy_check(ctx, logits, targets);
     RT_KERNEL(ctx, RT_K_NN, "cross_entropy_bwd");
+    rt_cross_entropy_bwd_check(ctx, targets, dy, red);
     int64_t n = targets->numel, c = logits->shape[logits->ndim - 1];
-    RT_CHECK(ctx, red == RT_CE_NONE ? dy->numel == n : dy->numel == 1,
-             "cross_entropy_bwd: the gradient's shape differs from the loss's");
     ctx->tgt->op = "cross_entropy_bwd";
     rt_tensor *kept = red == RT_CE_MEAN ? rt_empty(ctx, RT_F64, 0, NULL) : NULL;
     double *K = kept ? (double *)kept->data : NULL;
@@ -425,9 +384,7 @@ rt_tensor *rt_cross_entropy_bwd(rt_ctx *ctx, const rt_tensor *logits, const rt_t
 
 rt_tensor *rt_embedding(rt_ctx *ctx, const rt_tensor *table, const rt_tensor *ids)
 {
-    RT_CHECK(ctx, table->ndim == 2, "embedding: table must be [V, D]");
-    RT_CHECK(ctx, ids->ndim < RT_MAX_DIMS, "embedding: ids have too many dims");
-    rt_check_dtype(ctx, ids, RT_I32, "embedding ids");
+    rt_embedding_check(ctx, table, ids);
     RT_KERNEL(ctx, RT_K_NN, "embedding");
     ctx->tgt->op = "embedding";
     int64_t shape[RT_MAX_DIMS], d = table->shape[1], vocab = table->shape[0];
@@ -465,12 +422,10 @@ rt_tensor *rt_embedding(rt_ctx *ctx, const rt_tensor *table, const rt_tensor *id
 rt_tensor *rt_embedding_bwd(rt_ctx *ctx, const rt_tensor *ids, const rt_tensor *dy,
                             int64_t vocab)
 {
-    rt_check_dtype(ctx, ids, RT_I32, "embedding ids");
-    rt_check_float(ctx, dy, "embedding_bwd");
+    rt_embedding_bwd_check(ctx, ids, dy);
     RT_KERNEL(ctx, RT_K_NN, "embedding_bwd");
     ctx->tgt->op = "embedding_bwd";
     int64_t d = dy->shape[dy->ndim - 1], n = ids->numel;
-    RT_CHECK(ctx, dy->numel == n * d, "embedding_bwd: gradient shape mismatch");
     check_ids(ctx, ids, vocab, RT_DEVERR_ID, NULL);
     size_t cap;
     int64_t *dev = (int64_t *)rt_pool_alloc(ctx, (size_t)(2 * vocab + n) * sizeof(int64_t), &cap);

@@ -1,9 +1,10 @@
 /* The CUDA target's masks and selection: iota, where (three operands
- * broadcast), take_along_dim and their backwards. Selection moves bytes;
- * the indices of take_along_dim are checked on the host (the CPU target's
- * message) while the gather offsets are computed, and its backward adds
- * each input element's terms in result order (a stable grouping on the
- * host, no atomics), as the CPU does. */
+ * broadcast), take_along_dim and their backwards (where's is composite.c's).
+ * Selection moves bytes; the checks are checks.c's, the CPU target's: the
+ * indices of take_along_dim are checked on the host by its walk, which
+ * computes the gather offsets; its backward adds each input element's
+ * terms in result order (a stable grouping on the host, no atomics), as
+ * the CPU does. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -26,63 +27,16 @@ rt_tensor *rt_iota(rt_ctx *ctx, rt_dtype dt, const rt_layout *l, int dim)
     return t;
 }
 
-/* ---- broadcasting of several operands */
-
-typedef struct bshape {
-    int ndim;
-    int64_t shape[RT_MAX_DIMS];
-} bshape;
-
-static void bshape_add(rt_ctx *ctx, bshape *b, const rt_tensor *x, const char *what)
-{
-    int nd = b->ndim > x->ndim ? b->ndim : x->ndim;
-    int64_t s[RT_MAX_DIMS];
-    for (int d = 0; d < nd; d++) {
-        int db = d - (nd - b->ndim), dx = d - (nd - x->ndim);
-        int64_t sb = db >= 0 ? b->shape[db] : 1, sx = dx >= 0 ? x->shape[dx] : 1;
-        if (sb != sx && sb != 1 && sx != 1) {
-            char bs[256], xs[256];
-            rt_shape_str(bs, sizeof bs, b->ndim, b->shape);
-            rt_shape_str(xs, sizeof xs, x->ndim, x->shape);
-            rt_fail(ctx, "%s: shapes %s and %s do not broadcast", what, bs, xs);
-        }
-        s[d] = sb == 1 ? sx : sb;
-    }
-    b->ndim = nd;
-    memcpy(b->shape, s, sizeof s);
-}
-
-static void bstrides(const rt_tensor *x, const bshape *b, int64_t *str)
-{
-    int lead = b->ndim - x->ndim;
-    int64_t s = 1;
-    for (int d = b->ndim - 1; d >= 0; d--) {
-        int xd = d - lead;
-        if (xd < 0) {
-            str[d] = 0;
-            continue;
-        }
-        str[d] = x->shape[xd] == 1 && b->shape[d] != 1 ? 0 : s;
-        s *= x->shape[xd];
-    }
-}
-
 rt_tensor *rt_where(rt_ctx *ctx, const rt_tensor *c, const rt_tensor *a, const rt_tensor *b)
 {
-    RT_CHECK(ctx, a->dtype == b->dtype, "where: the values' dtypes differ (%s and %s); use astype",
-             rt_dtype_name(a->dtype), rt_dtype_name(b->dtype));
-    bshape bs;
-    memset(&bs, 0, sizeof bs);
-    bshape_add(ctx, &bs, c, "where");
-    bshape_add(ctx, &bs, a, "where");
-    bshape_add(ctx, &bs, b, "where");
+    rt_bshape bs = rt_where_check(ctx, c, a, b);
     RT_KERNEL(ctx, RT_K_ELEMENTWISE, "where");
     ctx->tgt->op = "where";
     rt_tensor *y = rt_empty(ctx, a->dtype, bs.ndim, bs.shape);
     int64_t sc[RT_MAX_DIMS], sa[RT_MAX_DIMS], sb[RT_MAX_DIMS];
-    bstrides(c, &bs, sc);
-    bstrides(a, &bs, sa);
-    bstrides(b, &bs, sb);
+    rt_broadcast_strides(c, bs.ndim, bs.shape, sc);
+    rt_broadcast_strides(a, bs.ndim, bs.shape, sa);
+    rt_broadcast_strides(b, bs.ndim, bs.shape, sb);
     rt_dshape sh = rt_dshape_of(bs.ndim, bs.shape), dc = rt_dshape_of(bs.ndim, sc),
               da = rt_dshape_of(bs.ndim, sa), db = rt_dshape_of(bs.ndim, sb);
     const void *C = c->data;
@@ -107,105 +61,26 @@ rt_tensor *rt_where(rt_ctx *ctx, const rt_tensor *c, const rt_tensor *a, const r
     return y;
 }
 
-static rt_tensor *selected_grad(rt_ctx *ctx, const rt_tensor *c, const rt_tensor *dy,
-                                const rt_tensor *like, bool first)
-{
-    rt_tensor *zero = rt_scalar(ctx, dy->dtype, 0.0);
-    rt_tensor *g = first ? rt_where(ctx, c, dy, zero) : rt_where(ctx, c, zero, dy);
-    rt_free(ctx, zero);
-    rt_tensor *s = rt_sum_to_shape(ctx, g, like->ndim, like->shape);
-    rt_free(ctx, g);
-    if (s->dtype == like->dtype)
-        return s;
-    rt_tensor *r = rt_astype(ctx, s, like->dtype);
-    rt_free(ctx, s);
-    return r;
-}
-
-void rt_where_bwd(rt_ctx *ctx, const rt_tensor *c, const rt_tensor *a, const rt_tensor *b,
-                  const rt_tensor *dy, rt_tensor **da, rt_tensor **db)
-{
-    if (da)
-        *da = selected_grad(ctx, c, dy, a, true);
-    if (db)
-        *db = selected_grad(ctx, c, dy, b, false);
-}
-
 /* ---- take_along_dim */
 
-static bshape gather_shape(rt_ctx *ctx, int xndim, const int64_t *xshape, const rt_tensor *idx,
-                           int dim)
-{
-    rt_check_dtype(ctx, idx, RT_I32, "take_along_dim indices");
-    RT_CHECK(ctx, xndim == idx->ndim,
-             "take_along_dim: the indices have %d dims but the input has %d", idx->ndim, xndim);
-    bshape bs;
-    memset(&bs, 0, sizeof bs);
-    bs.ndim = xndim;
-    for (int d = 0; d < xndim; d++) {
-        int64_t sx = xshape[d], si = idx->shape[d];
-        if (d == dim) {
-            bs.shape[d] = si;
-            continue;
-        }
-        if (sx != si && sx != 1 && si != 1) {
-            char xs[256], is[256];
-            rt_shape_str(xs, sizeof xs, xndim, xshape);
-            rt_shape_str(is, sizeof is, idx->ndim, idx->shape);
-            rt_fail(ctx, "take_along_dim: shapes %s and %s do not broadcast outside dim %d", xs,
-                    is, dim);
-        }
-        bs.shape[d] = sx == 1 ? si : sx;
-    }
-    return bs;
-}
+/* each result element's flat offset in x (the indices staged to the host
+ * and checked by checks.c's walk); the caller frees it */
+static void keep_offset(void *user, int64_t i, int64_t xoff) { ((int64_t *)user)[i] = xoff; }
 
-/* each result element's flat offset in x, computed on the host from the
- * staged indices (checked there); the caller frees it */
 static int64_t *gather_offsets(rt_ctx *ctx, int xndim, const int64_t *xshape,
-                               const rt_tensor *idx, int dim, const bshape *bs, int64_t *count)
+                               const rt_tensor *idx, int dim, const rt_bshape *bs, int64_t *count)
 {
-    int64_t xs[RT_MAX_DIMS], si[RT_MAX_DIMS], pos[RT_MAX_DIMS] = {0}, s = 1;
-    for (int d = xndim - 1; d >= 0; d--) {
-        xs[d] = xshape[d] == 1 && bs->shape[d] != 1 && d != dim ? 0 : s;
-        s *= xshape[d];
-    }
-    bstrides(idx, bs, si);
-    int64_t n = rt_numel_of(bs->ndim, bs->shape), oi = 0, ox = 0;
-    int32_t *iv = (int32_t *)malloc((size_t)(idx->numel ? idx->numel : 1) * sizeof *iv);
+    int64_t n = rt_numel_of(bs->ndim, bs->shape);
     int64_t *off = (int64_t *)malloc((size_t)(n ? n : 1) * sizeof *off);
-    RT_CHECK(ctx, iv && off, "out of memory");
-    rt_dev_d2h(ctx, iv, idx->data, (size_t)idx->numel * sizeof *iv);
-    for (int64_t i = 0; i < n; i++) {
-        int32_t j = iv[oi];
-        if (j < 0 || j >= xshape[dim]) {
-            free(iv);
-            free(off);
-            rt_fail(ctx, "take_along_dim: index %d is out of range for dim %d of size %lld", (int)j,
-                    dim, (long long)xshape[dim]);
-        }
-        off[i] = ox + (int64_t)j * xs[dim];
-        for (int d = bs->ndim - 1; d >= 0; d--) {
-            oi += si[d];
-            if (d != dim)
-                ox += xs[d];
-            if (++pos[d] < bs->shape[d])
-                break;
-            oi -= si[d] * bs->shape[d];
-            if (d != dim)
-                ox -= xs[d] * bs->shape[d];
-            pos[d] = 0;
-        }
-    }
-    free(iv);
+    RT_CHECK(ctx, off != NULL, "out of memory");
+    rt_take_along_dim_walk(ctx, xndim, xshape, idx, dim, bs, keep_offset, off);
     *count = n;
     return off;
 }
 
 rt_tensor *rt_take_along_dim(rt_ctx *ctx, const rt_tensor *x, const rt_tensor *idx, int dim)
 {
-    dim = rt_norm_dim(ctx, dim, x->ndim, "take_along_dim");
-    bshape bs = gather_shape(ctx, x->ndim, x->shape, idx, dim);
+    rt_bshape bs = rt_take_along_dim_check(ctx, x->ndim, x->shape, idx, &dim, "take_along_dim");
     RT_KERNEL(ctx, RT_K_COPY, "take_along_dim");
     ctx->tgt->op = "take_along_dim";
     int64_t n;
@@ -230,10 +105,7 @@ rt_tensor *rt_take_along_dim(rt_ctx *ctx, const rt_tensor *x, const rt_tensor *i
 rt_tensor *rt_take_along_dim_bwd(rt_ctx *ctx, const rt_tensor *idx, const rt_tensor *dy,
                                  int ndim, const int64_t *x_shape, int dim)
 {
-    dim = rt_norm_dim(ctx, dim, ndim, "take_along_dim_bwd");
-    bshape bs = gather_shape(ctx, ndim, x_shape, idx, dim);
-    RT_CHECK(ctx, dy->numel == rt_numel_of(bs.ndim, bs.shape),
-             "take_along_dim_bwd: the gradient's shape differs from the result's");
+    rt_bshape bs = rt_take_along_dim_bwd_check(ctx, idx, dy, ndim, x_shape, &dim);
     RT_KERNEL(ctx, RT_K_COPY, "take_along_dim_bwd");
     ctx->tgt->op = "take_along_dim_bwd";
     /* few indices along dim and no broadcast (a loss picking its target):

@@ -278,10 +278,8 @@ static void report_dev_errors(rt_ctx *ctx)
     if (loc)
         snprintf(at, sizeof at, " (%s)", loc);
     if (e[0] == RT_DEVERR_TARGET)
-        rt_fail(ctx, "cross_entropy%s: target %lld at row %lld is out of range for %lld classes", at,
-                (long long)e[2], (long long)e[1], (long long)e[3]);
-    rt_fail(ctx, "embedding%s: id %lld at position %lld is out of range for %lld rows", at,
-            (long long)e[2], (long long)e[1], (long long)e[3]);
+        rt_cross_entropy_target_fail(ctx, at, e[2], e[1], e[3]);
+    rt_embedding_id_fail(ctx, at, e[2], e[1], e[3]);
 }
 
 void rt_dev_sync(rt_ctx *ctx)

@@ -1,0 +1,266 @@
+/* The checks of the ops' arguments (shapes, dtypes, dims, indices), written
+ * once for every target: the CPU kernels and the CUDA runtime call them
+ * before they compute, so a program stopped by one gives the same message
+ * on either (tests grep these messages: tests/runtime, tests/faults, the
+ * e2e error cases). Each is named for its op, rt_OP_check, and returns the
+ * shape it works out on the way (a broadcast, a reduced shape) where the
+ * op needs it. Indices and token ids are read through rt_host_view: the
+ * tensor's own memory on the CPU, a staged copy on a device. */
+#include <string.h>
+
+#include "rt_internal.h"
+
+/* ---- broadcasting */
+
+void rt_broadcast_add(rt_ctx *ctx, rt_bshape *b, const rt_tensor *x, const char *what)
+{
+    int nd = b->ndim > x->ndim ? b->ndim : x->ndim;
+    int64_t s[RT_MAX_DIMS];
+    for (int d = 0; d < nd; d++) {
+        int db = d - (nd - b->ndim), dx = d - (nd - x->ndim);
+        int64_t sb = db >= 0 ? b->shape[db] : 1, sx = dx >= 0 ? x->shape[dx] : 1;
+        if (sb != sx && sb != 1 && sx != 1) {
+            char bs[256], xs[256];
+            rt_shape_str(bs, sizeof bs, b->ndim, b->shape);
+            rt_shape_str(xs, sizeof xs, x->ndim, x->shape);
+            rt_fail(ctx, "%s: shapes %s and %s do not broadcast", what, bs, xs);
+        }
+        s[d] = sb == 1 ? sx : sb;
+    }
+    b->ndim = nd;
+    memcpy(b->shape, s, sizeof s);
+}
+
+void rt_broadcast_strides(const rt_tensor *x, int ndim, const int64_t *shape, int64_t *str)
+{
+    int lead = ndim - x->ndim;
+    int64_t s = 1;
+    for (int d = ndim - 1; d >= 0; d--) {
+        int xd = d - lead;
+        if (xd < 0) {
+            str[d] = 0;
+            continue;
+        }
+        str[d] = x->shape[xd] == 1 && shape[d] != 1 ? 0 : s;
+        s *= x->shape[xd];
+    }
+}
+
+/* ---- where, take_along_dim */
+
+rt_bshape rt_where_check(rt_ctx *ctx, const rt_tensor *c, const rt_tensor *a, const rt_tensor *b)
+{
+    RT_CHECK(ctx, a->dtype == b->dtype, "where: the values' dtypes differ (%s and %s); use astype",
+             rt_dtype_name(a->dtype), rt_dtype_name(b->dtype));
+    rt_bshape bs = {0};
+    rt_broadcast_add(ctx, &bs, c, "where");
+    rt_broadcast_add(ctx, &bs, a, "where");
+    rt_broadcast_add(ctx, &bs, b, "where");
+    return bs;
+}
+
+rt_bshape rt_take_along_dim_check(rt_ctx *ctx, int xndim, const int64_t *xshape,
+                                  const rt_tensor *idx, int *dim, const char *what)
+{
+    *dim = rt_norm_dim(ctx, *dim, xndim, what);
+    rt_check_dtype(ctx, idx, RT_I32, "take_along_dim indices");
+    RT_CHECK(ctx, xndim == idx->ndim,
+             "take_along_dim: the indices have %d dims but the input has %d", idx->ndim, xndim);
+    rt_bshape bs = {.ndim = xndim};
+    for (int d = 0; d < xndim; d++) {
+        int64_t sx = xshape[d], si = idx->shape[d];
+        if (d == *dim) {
+            bs.shape[d] = si;
+            continue;
+        }
+        if (sx != si && sx != 1 && si != 1) {
+            char xs[256], is[256];
+            rt_shape_str(xs, sizeof xs, xndim, xshape);
+            rt_shape_str(is, sizeof is, idx->ndim, idx->shape);
+            rt_fail(ctx, "take_along_dim: shapes %s and %s do not broadcast outside dim %d", xs,
+                    is, *dim);
+        }
+        bs.shape[d] = sx == 1 ? si : sx;
+    }
+    return bs;
+}
+
+rt_bshape rt_take_along_dim_bwd_check(rt_ctx *ctx, const rt_tensor *idx, const rt_tensor *dy,
+                                      int ndim, const int64_t *x_shape, int *dim)
+{
+    rt_bshape bs = rt_take_along_dim_check(ctx, ndim, x_shape, idx, dim, "take_along_dim_bwd");
+    RT_CHECK(ctx, dy->numel == rt_numel_of(bs.ndim, bs.shape),
+             "take_along_dim_bwd: the gradient's shape differs from the result's");
+    return bs;
+}
+
+void rt_take_along_dim_index_fail(rt_ctx *ctx, int32_t j, int dim, int64_t size)
+{
+    rt_fail(ctx, "take_along_dim: index %d is out of range for dim %d of size %lld", (int)j, dim,
+            (long long)size);
+}
+
+void rt_take_along_dim_walk(rt_ctx *ctx, int xndim, const int64_t *xshape, const rt_tensor *idx,
+                            int dim, const rt_bshape *bs, rt_gather_visit visit, void *user)
+{
+    int64_t xs[RT_MAX_DIMS], si[RT_MAX_DIMS], pos[RT_MAX_DIMS] = {0}, s = 1;
+    for (int d = xndim - 1; d >= 0; d--) {
+        xs[d] = xshape[d] == 1 && bs->shape[d] != 1 && d != dim ? 0 : s;
+        s *= xshape[d];
+    }
+    rt_broadcast_strides(idx, bs->ndim, bs->shape, si);
+    int64_t n = rt_numel_of(bs->ndim, bs->shape), oi = 0, ox = 0;
+    const int32_t *iv = n ? rt_host_view(ctx, idx) : NULL;
+    for (int64_t i = 0; i < n; i++) {
+        int32_t j = iv[oi];
+        if (j < 0 || j >= xshape[dim])
+            rt_take_along_dim_index_fail(ctx, j, dim, xshape[dim]);
+        visit(user, i, ox + (int64_t)j * xs[dim]);
+        for (int d = bs->ndim - 1; d >= 0; d--) {
+            oi += si[d];
+            if (d != dim)
+                ox += xs[d];
+            if (++pos[d] < bs->shape[d])
+                break;
+            oi -= si[d] * bs->shape[d];
+            if (d != dim)
+                ox -= xs[d] * bs->shape[d];
+            pos[d] = 0;
+        }
+    }
+}
+
+/* ---- reductions */
+
+void rt_reduce_check(rt_ctx *ctx, const rt_tensor *x, int *dim, bool keepdim, rt_reduce_kind k,
+                     const char *what, int *ndim, int64_t *shape)
+{
+    *dim = rt_norm_dim(ctx, *dim, x->ndim, what);
+    RT_CHECK(ctx, !(k == RT_REDUCE_MAX && x->shape[*dim] == 0),
+             "%s: reduction over an empty dim", what);
+    *ndim = 0;
+    for (int d = 0; d < x->ndim; d++) {
+        if (d != *dim)
+            shape[(*ndim)++] = x->shape[d];
+        else if (keepdim)
+            shape[(*ndim)++] = 1;
+    }
+}
+
+bool rt_sum_to_shape_check(rt_ctx *ctx, const rt_tensor *g, int ndim, const int64_t *shape)
+{
+    RT_CHECK(ctx, ndim <= g->ndim, "sum_to_shape: target has more dims than the gradient");
+    if (ndim == g->ndim && memcmp(shape, g->shape, (size_t)ndim * sizeof *shape) == 0)
+        return false;
+    for (int d = 0; d < ndim; d++)
+        RT_CHECK(ctx, shape[d] == 1 || shape[d] == g->shape[g->ndim - ndim + d],
+                 "sum_to_shape: dim %d of size %lld cannot come from %lld", d,
+                 (long long)shape[d], (long long)g->shape[g->ndim - ndim + d]);
+    return true;
+}
+
+/* ---- neural-network ops */
+
+void rt_softmax_check(rt_ctx *ctx, const rt_tensor *a, const rt_tensor *b, int *dim,
+                      const char *what)
+{
+    rt_check_float(ctx, a, what);
+    RT_CHECK(ctx, !b || (rt_same_shape(a, b) && a->dtype == b->dtype),
+             "%s: operand shapes or dtypes differ", what);
+    *dim = rt_norm_dim(ctx, *dim, a->ndim, what);
+}
+
+static void check_norm_param(rt_ctx *ctx, const rt_tensor *p, const rt_tensor *x, const char *what)
+{
+    RT_CHECK(ctx, p->ndim == 1 && p->shape[0] == x->shape[x->ndim - 1] && p->dtype == x->dtype,
+             "%s: weight/bias must be %s[%lld]", what, rt_dtype_name(x->dtype),
+             (long long)x->shape[x->ndim - 1]);
+}
+
+void rt_norm_check(rt_ctx *ctx, const rt_tensor *x, const rt_tensor *w, const rt_tensor *b,
+                   const rt_tensor *dy, const char *what, int64_t *rows, int64_t *d)
+{
+    rt_check_float(ctx, x, what);
+    RT_CHECK(ctx, x->ndim >= 1, "%s: input must have at least 1 dim", what);
+    if (w)
+        check_norm_param(ctx, w, x, what);
+    if (b)
+        check_norm_param(ctx, b, x, what);
+    *d = x->shape[x->ndim - 1];
+    *rows = *d ? x->numel / *d : 0;
+    if (dy)
+        RT_CHECK(ctx, rt_same_shape(x, dy) && x->dtype == dy->dtype,
+                 "%s backward: gradient shape or dtype differs from the input", what);
+}
+
+void rt_cross_entropy_check(rt_ctx *ctx, const rt_tensor *logits, const rt_tensor *targets)
+{
+    rt_check_float(ctx, logits, "cross_entropy");
+    rt_check_dtype(ctx, targets, RT_I32, "cross_entropy targets");
+    bool ok = logits->ndim >= 1 && targets->ndim == logits->ndim - 1;
+    for (int d = 0; ok && d < targets->ndim; d++)
+        ok = targets->shape[d] == logits->shape[d];
+    if (!ok) {
+        char ls[256], ts[256];
+        rt_shape_str(ls, sizeof ls, logits->ndim, logits->shape);
+        rt_shape_str(ts, sizeof ts, targets->ndim, targets->shape);
+        rt_fail(ctx, "cross_entropy: expects logits [..., C] and targets [...], got %s and %s", ls, ts);
+    }
+}
+
+int64_t rt_cross_entropy_check_targets(rt_ctx *ctx, const rt_tensor *logits,
+                                       const rt_tensor *targets)
+{
+    const int32_t *t = targets->numel ? rt_host_view(ctx, targets) : NULL;
+    int64_t c = logits->shape[logits->ndim - 1], kept = 0;
+    for (int64_t r = 0; r < targets->numel; r++) {
+        if (!(t[r] == RT_IGNORE_INDEX || (t[r] >= 0 && t[r] < c)))
+            rt_cross_entropy_target_fail(ctx, "", t[r], r, c);
+        kept += t[r] != RT_IGNORE_INDEX;
+    }
+    return kept;
+}
+
+void rt_cross_entropy_target_fail(rt_ctx *ctx, const char *at, int64_t t, int64_t row,
+                                  int64_t classes)
+{
+    rt_fail(ctx, "cross_entropy%s: target %lld at row %lld is out of range for %lld classes", at,
+            (long long)t, (long long)row, (long long)classes);
+}
+
+void rt_cross_entropy_bwd_check(rt_ctx *ctx, const rt_tensor *targets, const rt_tensor *dy,
+                                rt_ce_reduction red)
+{
+    RT_CHECK(ctx, red == RT_CE_NONE ? dy->numel == targets->numel : dy->numel == 1,
+             "cross_entropy_bwd: the gradient's shape differs from the loss's");
+}
+
+void rt_embedding_check(rt_ctx *ctx, const rt_tensor *table, const rt_tensor *ids)
+{
+    RT_CHECK(ctx, table->ndim == 2, "embedding: table must be [V, D]");
+    RT_CHECK(ctx, ids->ndim < RT_MAX_DIMS, "embedding: ids have too many dims");
+    rt_check_dtype(ctx, ids, RT_I32, "embedding ids");
+}
+
+void rt_embedding_bwd_check(rt_ctx *ctx, const rt_tensor *ids, const rt_tensor *dy)
+{
+    rt_check_dtype(ctx, ids, RT_I32, "embedding ids");
+    rt_check_float(ctx, dy, "embedding_bwd");
+    RT_CHECK(ctx, dy->numel == ids->numel * dy->shape[dy->ndim - 1],
+             "embedding_bwd: gradient shape mismatch");
+}
+
+const int32_t *rt_embedding_check_ids(rt_ctx *ctx, const rt_tensor *ids, int64_t vocab)
+{
+    const int32_t *id = ids->numel ? rt_host_view(ctx, ids) : NULL;
+    for (int64_t i = 0; i < ids->numel; i++)
+        if (!(id[i] >= 0 && id[i] < vocab))
+            rt_embedding_id_fail(ctx, "", id[i], i, vocab);
+    return id;
+}
+
+void rt_embedding_id_fail(rt_ctx *ctx, const char *at, int64_t id, int64_t pos, int64_t vocab)
+{
+    rt_fail(ctx, "embedding%s: id %lld at position %lld is out of range for %lld rows", at,
+            (long long)id, (long long)pos, (long long)vocab);
+}

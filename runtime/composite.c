@@ -1,0 +1,126 @@
+/* The ops every target shares because they are made of other ops, with no
+ * kernels of their own: sum, mean and amax over a dim or over everything
+ * (on the target's rt_reduce_dim) and their backwards (rt_expand,
+ * rt_binary, rt_scale), and where's backward (rt_where, rt_sum_to_shape). */
+#include <string.h>
+
+#include "rt_internal.h"
+
+rt_tensor *rt_sum(rt_ctx *ctx, const rt_tensor *x, int dim, bool keepdim)
+{
+    return rt_reduce_dim(ctx, x, dim, keepdim, RT_REDUCE_SUM, "sum");
+}
+
+rt_tensor *rt_mean(rt_ctx *ctx, const rt_tensor *x, int dim, bool keepdim)
+{
+    rt_check_float(ctx, x, "mean");
+    return rt_reduce_dim(ctx, x, dim, keepdim, RT_REDUCE_MEAN, "mean");
+}
+
+rt_tensor *rt_amax(rt_ctx *ctx, const rt_tensor *x, int dim, bool keepdim)
+{
+    return rt_reduce_dim(ctx, x, dim, keepdim, RT_REDUCE_MAX, "amax");
+}
+
+static rt_tensor *reduce_all(rt_ctx *ctx, const rt_tensor *x, rt_reduce_kind k, const char *what)
+{
+    rt_tensor flat = *x;
+    flat.ndim = 1;
+    flat.shape[0] = x->numel;
+    return rt_reduce_dim(ctx, &flat, 0, false, k, what);
+}
+
+rt_tensor *rt_sum_all(rt_ctx *ctx, const rt_tensor *x) { return reduce_all(ctx, x, RT_REDUCE_SUM, "sum"); }
+rt_tensor *rt_mean_all(rt_ctx *ctx, const rt_tensor *x)
+{
+    rt_check_float(ctx, x, "mean");
+    return reduce_all(ctx, x, RT_REDUCE_MEAN, "mean");
+}
+rt_tensor *rt_amax_all(rt_ctx *ctx, const rt_tensor *x) { return reduce_all(ctx, x, RT_REDUCE_MAX, "amax"); }
+
+/* dy of a reduction, broadcast back to x's shape (RT_ALL: reduced everything) */
+static rt_tensor *expand_back(rt_ctx *ctx, const rt_tensor *x, int dim, const rt_tensor *dy)
+{
+    if (dim != RT_ALL)
+        dim = rt_norm_dim(ctx, dim, x->ndim, "reduction backward");
+    int64_t shape[RT_MAX_DIMS];
+    for (int d = 0; d < x->ndim; d++)
+        shape[d] = dim == RT_ALL || d == dim ? 1 : x->shape[d];
+    RT_CHECK(ctx, dy->numel == rt_numel_of(x->ndim, shape),
+             "reduction backward: gradient has %lld elements, expected %lld",
+             (long long)dy->numel, (long long)rt_numel_of(x->ndim, shape));
+    rt_tensor kept = *dy;
+    kept.ndim = x->ndim;
+    memcpy(kept.shape, shape, sizeof shape);
+    return rt_expand(ctx, &kept, x->ndim, x->shape);
+}
+
+rt_tensor *rt_sum_bwd(rt_ctx *ctx, const rt_tensor *x, int dim, const rt_tensor *dy)
+{
+    RT_KERNEL(ctx, RT_K_REDUCE, "sum_bwd");
+    return expand_back(ctx, x, dim, dy);
+}
+
+rt_tensor *rt_mean_bwd(rt_ctx *ctx, const rt_tensor *x, int dim, const rt_tensor *dy)
+{
+    RT_KERNEL(ctx, RT_K_REDUCE, "mean_bwd");
+    int64_t n = dim == RT_ALL ? x->numel : x->shape[rt_norm_dim(ctx, dim, x->ndim, "mean")];
+    rt_tensor *e = expand_back(ctx, x, dim, dy);
+    rt_tensor *y = rt_scale(ctx, e, 1.0 / (double)n);
+    rt_free(ctx, e);
+    return y;
+}
+
+/* gradient shared evenly among the maxima, as torch.amax does */
+rt_tensor *rt_amax_bwd(rt_ctx *ctx, const rt_tensor *x, int dim, const rt_tensor *dy)
+{
+    RT_KERNEL(ctx, RT_K_REDUCE, "amax_bwd");
+    rt_tensor *flat = NULL, *m, *mask, *cnt, *cntb, *share, *g, *dx;
+    if (dim == RT_ALL) {
+        int64_t n = x->numel;
+        flat = rt_reshape(ctx, x, 1, &n);
+        m = rt_amax(ctx, flat, 0, true);
+    } else {
+        m = rt_amax(ctx, x, dim, true);
+    }
+    const rt_tensor *src = flat ? flat : x;
+    mask = rt_binary(ctx, RT_EQ, src, m);
+    cnt = rt_sum(ctx, mask, dim == RT_ALL ? 0 : dim, true);
+    cntb = rt_expand(ctx, cnt, src->ndim, src->shape);
+    share = rt_binary(ctx, RT_DIV, mask, cntb);
+    g = expand_back(ctx, src, dim == RT_ALL ? 0 : dim, dy);
+    dx = rt_binary(ctx, RT_MUL, share, g);
+    if (flat) {
+        rt_tensor *r = rt_reshape(ctx, dx, x->ndim, x->shape);
+        rt_free(ctx, dx);
+        dx = r;
+    }
+    rt_free(ctx, flat); rt_free(ctx, m); rt_free(ctx, mask); rt_free(ctx, cnt);
+    rt_free(ctx, cntb); rt_free(ctx, share); rt_free(ctx, g);
+    return dx;
+}
+
+/* where(c, dy, 0) (or where(c, 0, dy)) summed to like's shape, in like's dtype */
+static rt_tensor *selected_grad(rt_ctx *ctx, const rt_tensor *c, const rt_tensor *dy,
+                                const rt_tensor *like, bool first)
+{
+    rt_tensor *zero = rt_scalar(ctx, dy->dtype, 0.0);
+    rt_tensor *g = first ? rt_where(ctx, c, dy, zero) : rt_where(ctx, c, zero, dy);
+    rt_free(ctx, zero);
+    rt_tensor *s = rt_sum_to_shape(ctx, g, like->ndim, like->shape);
+    rt_free(ctx, g);
+    if (s->dtype == like->dtype)
+        return s;
+    rt_tensor *r = rt_astype(ctx, s, like->dtype);
+    rt_free(ctx, s);
+    return r;
+}
+
+void rt_where_bwd(rt_ctx *ctx, const rt_tensor *c, const rt_tensor *a, const rt_tensor *b,
+                  const rt_tensor *dy, rt_tensor **da, rt_tensor **db)
+{
+    if (da)
+        *da = selected_grad(ctx, c, dy, a, true);
+    if (db)
+        *db = selected_grad(ctx, c, dy, b, false);
+}
