@@ -264,3 +264,42 @@ void rt_embedding_id_fail(rt_ctx *ctx, const char *at, int64_t id, int64_t pos, 
     rt_fail(ctx, "embedding%s: id %lld at position %lld is out of range for %lld rows", at,
             (long long)id, (long long)pos, (long long)vocab);
 }
+
+/* ---- collectives and convert over a group of n ranks (dim: RT_STACK for
+ * the V form, i for S(i)) */
+
+int rt_coll_check_dim(rt_ctx *ctx, const rt_tensor *x, int dim, const char *what)
+{
+    if (dim == RT_STACK)
+        return dim;
+    RT_CHECK(ctx, dim >= 0 && dim < x->ndim, "%s: dim %d out of range for a %d-d tensor", what,
+             dim, x->ndim);
+    return dim;
+}
+
+int64_t rt_coll_split(rt_ctx *ctx, const rt_tensor *x, int dim, int n, const char *what)
+{
+    RT_CHECK(ctx, x->shape[dim] % n == 0,
+             "%s: dim %d (size %lld) is not divisible by the group size %d", what, dim,
+             (long long)x->shape[dim], n);
+    return x->shape[dim] / n;
+}
+
+void rt_coll_check_stack(rt_ctx *ctx, const rt_tensor *x, int n, const char *what)
+{
+    RT_CHECK(ctx, x->ndim >= 1 && x->shape[0] == n,
+             "%s: V form needs a leading dim of the group size %d", what, n);
+}
+
+void rt_all_reduce_check(rt_ctx *ctx, const rt_tensor *x, rt_reduce_op op)
+{
+    RT_CHECK(ctx, !(op == RT_RED_AVG && x->dtype == RT_I32), "all_reduce: op=avg needs a float tensor");
+}
+
+void rt_all_to_all_check(rt_ctx *ctx, const rt_tensor *x, int *src_dim, int *dst_dim)
+{
+    *src_dim = rt_coll_check_dim(ctx, x, *src_dim, "all_to_all");
+    *dst_dim = rt_coll_check_dim(ctx, x, *dst_dim, "all_to_all");
+    RT_CHECK(ctx, (*src_dim == RT_STACK) == (*dst_dim == RT_STACK),
+             "all_to_all: src and dst must both be V or both be S(i)");
+}

@@ -5,7 +5,6 @@
  * MPI_Allreduce plus a local slice from 4 MiB up, where OpenMPI's
  * reduce_scatter is slower than its allreduce of the same buffer
  * (SPMD_REDUCE_SCATTER=mpi|allreduce forces one; bench/ measures both). */
-#include <limits.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -15,13 +14,6 @@
 
 static MPI_Datatype mpi_type(rt_dtype dt) { return rt_mpi_type(dt); }
 static MPI_Op mpi_op(rt_ctx *ctx, rt_reduce_op op, rt_dtype dt) { return rt_mpi_op(ctx, op, dt); }
-
-static int count_of(rt_ctx *ctx, int64_t n)
-{
-    RT_CHECK(ctx, n <= INT_MAX, "collective of %lld elements exceeds MPI's int count",
-             (long long)n);
-    return (int)n;
-}
 
 static size_t bytes_of(const rt_tensor *x)
 {
@@ -37,23 +29,6 @@ static void *esz_at(const rt_tensor *x, int64_t i)
 static rt_tensor *scratch_like(rt_ctx *ctx, const rt_tensor *x, int64_t n)
 {
     return rt_scratch_tensor(ctx, x->dtype, n);
-}
-
-static int check_dim(rt_ctx *ctx, const rt_tensor *x, int dim, const char *what)
-{
-    if (dim == RT_STACK)
-        return dim;
-    RT_CHECK(ctx, dim >= 0 && dim < x->ndim, "%s: dim %d out of range for a %d-d tensor", what,
-             dim, x->ndim);
-    return dim;
-}
-
-static int64_t split_size(rt_ctx *ctx, const rt_tensor *x, int dim, int n, const char *what)
-{
-    RT_CHECK(ctx, x->shape[dim] % n == 0,
-             "%s: dim %d (size %lld) is not divisible by the group size %d", what, dim,
-             (long long)x->shape[dim], n);
-    return x->shape[dim] / n;
 }
 
 static int coll_allgather(rt_ctx *ctx, const void *in, int n, MPI_Datatype t, void *out, MPI_Comm c)
@@ -104,7 +79,7 @@ static void all_reduce_into(rt_ctx *ctx, const rt_tensor *x, rt_tensor *y, rt_gr
 {
     rt_kspan ks_ = rt_kernel_begin(ctx);
     RT_CALL_MPI(ctx, rt_coll_allreduce(ctx, y == x ? MPI_IN_PLACE : x->data, y->data,
-                                   count_of(ctx, x->numel), mpi_type(x->dtype),
+                                   rt_mpi_count(ctx, x->numel), mpi_type(x->dtype),
                                    mpi_op(ctx, op, x->dtype), g));
     if (op == RT_RED_AVG)
         scale_inplace(y, 1.0 / g->size);
@@ -114,7 +89,7 @@ static void all_reduce_into(rt_ctx *ctx, const rt_tensor *x, rt_tensor *y, rt_gr
 rt_tensor *rt_all_reduce(rt_ctx *ctx, const rt_tensor *x, rt_axes axes, rt_reduce_op op)
 {
     rt_group *g = rt_group_get(ctx, axes);
-    RT_CHECK(ctx, !(op == RT_RED_AVG && x->dtype == RT_I32), "all_reduce: op=avg needs a float tensor");
+    rt_all_reduce_check(ctx, x, op);
     if (g->size == 1) /* nothing to combine: share the data */
         return rt_retain((rt_tensor *)x);
     rt_tensor *y = rt_empty(ctx, x->dtype, x->ndim, x->shape);
@@ -127,7 +102,7 @@ rt_tensor *rt_all_reduce_reuse(rt_ctx *ctx, rt_tensor *x, rt_axes axes, rt_reduc
     if (x->refs != 1 || rt_pending(ctx, x))
         return rt_all_reduce(ctx, x, axes, op);
     rt_group *g = rt_group_get(ctx, axes);
-    RT_CHECK(ctx, !(op == RT_RED_AVG && x->dtype == RT_I32), "all_reduce: op=avg needs a float tensor");
+    rt_all_reduce_check(ctx, x, op);
     if (g->size > 1)
         all_reduce_into(ctx, x, x, g, op);
     return rt_retain(x);
@@ -143,14 +118,14 @@ static void gather_raw(rt_ctx *ctx, rt_group *g, const rt_tensor *x, void *out)
         memcpy(out, x->data, bytes_of(x));
         return;
     }
-    int c = count_of(ctx, x->numel);
+    int c = rt_mpi_count(ctx, x->numel);
     RT_CALL_MPI(ctx, coll_allgather(ctx, x->data, c, mpi_type(x->dtype), out, g->comm));
 }
 
 rt_tensor *rt_all_gather(rt_ctx *ctx, const rt_tensor *x, rt_axes axes, int dim)
 {
     rt_group *g = rt_group_get(ctx, axes);
-    dim = check_dim(ctx, x, dim, "all_gather");
+    dim = rt_coll_check_dim(ctx, x, dim, "all_gather");
     if (g->size == 1 && dim != RT_STACK)
         return rt_retain((rt_tensor *)x);
     rt_kspan ks_ = rt_kernel_begin(ctx);
@@ -207,12 +182,12 @@ static void rs_block(rt_ctx *ctx, rt_group *g, const void *in, int64_t total, rt
         return;
     }
     if (!rs_via_allreduce(ctx, (size_t)total * esz)) {
-        RT_CALL_MPI(ctx, coll_reduce_scatter_block(ctx, in, out, count_of(ctx, blk), mpi_type(dt),
+        RT_CALL_MPI(ctx, coll_reduce_scatter_block(ctx, in, out, rt_mpi_count(ctx, blk), mpi_type(dt),
                                                    mpi_op(ctx, RT_RED_SUM, dt), g->comm));
         return;
     }
     rt_tensor *tmp = rt_scratch_tensor(ctx, dt, total);
-    RT_CALL_MPI(ctx, rt_coll_allreduce(ctx, in, tmp->data, count_of(ctx, total), mpi_type(dt),
+    RT_CALL_MPI(ctx, rt_coll_allreduce(ctx, in, tmp->data, rt_mpi_count(ctx, total), mpi_type(dt),
                                     mpi_op(ctx, RT_RED_SUM, dt), g));
     memcpy(out, esz_at(tmp, g->rank * blk), (size_t)blk * esz);
     rt_free(ctx, tmp);
@@ -230,7 +205,7 @@ static void rs_dim(rt_ctx *ctx, rt_group *g, const rt_tensor *x, int dim, rt_ten
     rt_tensor *tmp = scratch_like(ctx, x, x->numel);
     bool ring = ctx->rs_algo == RT_RS_AUTO && rt_ring_applies(ctx, g, (size_t)x->numel * esz);
     if (!ring && rs_via_allreduce(ctx, (size_t)x->numel * esz) && g->size > 1) { /* reduce, slice */
-        RT_CALL_MPI(ctx, rt_coll_allreduce(ctx, x->data, tmp->data, count_of(ctx, x->numel),
+        RT_CALL_MPI(ctx, rt_coll_allreduce(ctx, x->data, tmp->data, rt_mpi_count(ctx, x->numel),
                                        mpi_type(x->dtype), mpi_op(ctx, RT_RED_SUM, x->dtype), g));
         rt_copy_block(y->data, esz_at(tmp, g->rank * m * inner), esz, outer, m * inner,
                       d * inner, m * inner);
@@ -246,20 +221,19 @@ static void rs_dim(rt_ctx *ctx, rt_group *g, const rt_tensor *x, int dim, rt_ten
 rt_tensor *rt_reduce_scatter(rt_ctx *ctx, const rt_tensor *x, rt_axes axes, int dim)
 {
     rt_group *g = rt_group_get(ctx, axes);
-    dim = check_dim(ctx, x, dim, "reduce_scatter");
+    dim = rt_coll_check_dim(ctx, x, dim, "reduce_scatter");
     if (g->size == 1 && dim != RT_STACK)
         return rt_retain((rt_tensor *)x);
     rt_kspan ks_ = rt_kernel_begin(ctx);
     int64_t shape[RT_MAX_DIMS];
     rt_tensor *y;
     if (dim == RT_STACK) {
-        RT_CHECK(ctx, x->ndim >= 1 && x->shape[0] == g->size,
-                 "reduce_scatter: V form needs a leading dim of the group size %d", g->size);
+        rt_coll_check_stack(ctx, x, g->size, "reduce_scatter");
         y = rt_empty(ctx, x->dtype, x->ndim - 1, x->shape + 1);
         rs_block(ctx, g, x->data, x->numel, x->dtype, y->data);
     } else {
         memcpy(shape, x->shape, sizeof shape);
-        shape[dim] = split_size(ctx, x, dim, g->size, "reduce_scatter");
+        shape[dim] = rt_coll_split(ctx, x, dim, g->size, "reduce_scatter");
         y = rt_empty(ctx, x->dtype, x->ndim, shape);
         rs_dim(ctx, g, x, dim, y);
     }
@@ -276,7 +250,7 @@ static void a2a_raw(rt_ctx *ctx, rt_group *g, const void *in, int64_t total, rt_
         memcpy(out, in, (size_t)total * rt_dtype_size(dt));
         return;
     }
-    int c = count_of(ctx, total / g->size);
+    int c = rt_mpi_count(ctx, total / g->size);
     RT_CALL_MPI(ctx, coll_alltoall(ctx, in, c, mpi_type(dt), out, g->comm));
 }
 
@@ -285,7 +259,7 @@ static rt_tensor *a2a_dims(rt_ctx *ctx, rt_group *g, const rt_tensor *x, int si,
 {
     int n = g->size;
     size_t esz = rt_dtype_size(x->dtype);
-    int64_t m = split_size(ctx, x, dj, n, "all_to_all");
+    int64_t m = rt_coll_split(ctx, x, dj, n, "all_to_all");
     int64_t chunk[RT_MAX_DIMS], shape[RT_MAX_DIMS], oj, d, ij;
     memcpy(chunk, x->shape, sizeof chunk);
     chunk[dj] = m;
@@ -323,17 +297,13 @@ rt_tensor *rt_all_to_all(rt_ctx *ctx, const rt_tensor *x, rt_axes axes, int src_
                          int dst_dim)
 {
     rt_group *g = rt_group_get(ctx, axes);
-    src_dim = check_dim(ctx, x, src_dim, "all_to_all");
-    dst_dim = check_dim(ctx, x, dst_dim, "all_to_all");
-    RT_CHECK(ctx, (src_dim == RT_STACK) == (dst_dim == RT_STACK),
-             "all_to_all: src and dst must both be V or both be S(i)");
+    rt_all_to_all_check(ctx, x, &src_dim, &dst_dim);
     if (g->size == 1 && src_dim != RT_STACK)
         return rt_retain((rt_tensor *)x);
     rt_kspan ks_ = rt_kernel_begin(ctx);
     rt_tensor *y;
     if (src_dim == RT_STACK) {
-        RT_CHECK(ctx, x->ndim >= 1 && x->shape[0] == g->size,
-                 "all_to_all: V form needs a leading dim of the group size %d", g->size);
+        rt_coll_check_stack(ctx, x, g->size, "all_to_all");
         y = rt_empty(ctx, x->dtype, x->ndim, x->shape);
         a2a_raw(ctx, g, x->data, x->numel, x->dtype, y->data);
     } else {
@@ -371,7 +341,7 @@ rt_tensor *rt_ppermute(rt_ctx *ctx, const rt_tensor *x, rt_axes axes, int64_t sh
     rt_kspan ks_ = rt_kernel_begin(ctx);
     rt_tensor *y = rt_empty(ctx, x->dtype, x->ndim, x->shape);
     int to = (int)((g->rank + s) % n), from = (int)((g->rank - s + n) % n);
-    RT_CALL_MPI(ctx, coll_sendrecv(ctx, x->data, y->data, count_of(ctx, x->numel), mpi_type(x->dtype), to, from,
+    RT_CALL_MPI(ctx, coll_sendrecv(ctx, x->data, y->data, rt_mpi_count(ctx, x->numel), mpi_type(x->dtype), to, from,
                                    g->comm));
     rt_coll_record(ctx, RT_COLL_PPERMUTE, &ks_, (double)bytes_of(x));
     return y;

@@ -12,6 +12,7 @@
  * same result.
  * Also the local casts (convert, reinterpret), written with the target's
  * kernels, and the barrier. */
+#include <limits.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -29,6 +30,13 @@ MPI_Datatype rt_mpi_type(rt_dtype dt)
     case RT_BF16: return MPI_UINT16_T; /* moved as bits; reduced by rt_bf16_mpi_op */
     }
     return MPI_DATATYPE_NULL;
+}
+
+int rt_mpi_count(rt_ctx *ctx, int64_t n)
+{
+    RT_CHECK(ctx, n <= INT_MAX, "collective of %lld elements exceeds MPI's int count",
+             (long long)n);
+    return (int)n;
 }
 
 MPI_Op rt_mpi_op(rt_ctx *ctx, rt_reduce_op op, rt_dtype dt)
@@ -163,24 +171,6 @@ void rt_bf16_mpi_free(rt_ctx *ctx)
 
 /* ---- convert, reinterpret: local, on the target's kernels */
 
-static int check_dim(rt_ctx *ctx, const rt_tensor *x, int dim, const char *what)
-{
-    if (dim == RT_STACK)
-        return dim;
-    RT_CHECK(ctx, dim >= 0 && dim < x->ndim, "%s: dim %d out of range for a %d-d tensor", what,
-             dim, x->ndim);
-    return dim;
-}
-
-static int64_t split_size(rt_ctx *ctx, const rt_tensor *x, int dim, int n, const char *what)
-{
-    RT_CHECK(ctx, x->shape[dim] % n == 0,
-             "%s: dim %d (size %lld) is not divisible by the group size %d", what, dim,
-             (long long)x->shape[dim], n);
-    return x->shape[dim] / n;
-}
-
-
 static const char *ltype_name(rt_ltype t)
 {
     static const char *names[] = {"R", "I", "V", "P"};
@@ -191,11 +181,10 @@ static const char *ltype_name(rt_ltype t)
 static rt_tensor *own_block(rt_ctx *ctx, rt_group *g, const rt_tensor *x, int dim)
 {
     if (dim == RT_STACK) {
-        RT_CHECK(ctx, x->ndim >= 1 && x->shape[0] == g->size,
-                 "convert: V form needs a leading dim of the group size %d", g->size);
+        rt_coll_check_stack(ctx, x, g->size, "convert");
         return rt_index(ctx, x, g->rank);
     }
-    int64_t m = split_size(ctx, x, dim, g->size, "convert");
+    int64_t m = rt_coll_split(ctx, x, dim, g->size, "convert");
     return rt_slice(ctx, x, dim, g->rank * m, (g->rank + 1) * m);
 }
 
@@ -226,11 +215,11 @@ rt_tensor *rt_convert(rt_ctx *ctx, const rt_tensor *x, rt_axes axes, rt_ltype sr
     if (rep && (dst == RT_R || dst == RT_I))
         return rt_retain((rt_tensor *)x);
     if (rep && dst == RT_V)
-        return own_block(ctx, g, x, check_dim(ctx, x, dim, "convert"));
+        return own_block(ctx, g, x, rt_coll_check_dim(ctx, x, dim, "convert"));
     if (rep && dst == RT_P)
         return g->rank == 0 ? rt_retain((rt_tensor *)x) : rt_zeros(ctx, x->dtype, x->ndim, x->shape);
     if (src == RT_V && dst == RT_P)
-        return place_block(ctx, g, x, check_dim(ctx, x, dim, "convert"));
+        return place_block(ctx, g, x, rt_coll_check_dim(ctx, x, dim, "convert"));
     rt_fail(ctx, "convert(%s, %s) is not a local conversion", ltype_name(src), ltype_name(dst));
 }
 

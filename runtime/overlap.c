@@ -30,7 +30,6 @@
  * SPMD_OVERLAP=0 makes rt_all_reduce_start the blocking rt_all_reduce
  * (the blocking schedule, same binary); SPMD_BUCKET_KB sets the bucket size
  * (default 1024; 0 disables bucketing). */
-#include <limits.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -70,9 +69,8 @@ static void start_piece(rt_ctx *ctx, rt_request *r)
 {
     size_t es = rt_dtype_size(r->dtype);
     void *send = r->in ? (char *)r->in->data + (size_t)r->at * es : MPI_IN_PLACE;
-    RT_CHECK(ctx, r->piece <= INT_MAX, "collective of %lld elements exceeds MPI's int count",
-             (long long)r->piece);
-    RT_CALL_MPI(ctx, MPI_Iallreduce(send, (char *)r->buf->data + (size_t)r->at * es, (int)r->piece,
+    RT_CALL_MPI(ctx, MPI_Iallreduce(send, (char *)r->buf->data + (size_t)r->at * es,
+                                    rt_mpi_count(ctx, r->piece),
                                     rt_mpi_type(r->dtype), rt_mpi_op(ctx, r->op, r->dtype),
                                     r->group->comm, &r->req));
     r->done = false;
@@ -87,10 +85,8 @@ static void finish_rest(rt_ctx *ctx, rt_request *r)
     if (rest <= 0)
         return;
     size_t es = rt_dtype_size(r->dtype);
-    RT_CHECK(ctx, rest <= INT_MAX, "collective of %lld elements exceeds MPI's int count",
-             (long long)rest);
     RT_CALL_MPI(ctx, rt_coll_allreduce(ctx, r->in ? (char *)r->in->data + (size_t)at * es : MPI_IN_PLACE,
-                                       (char *)r->buf->data + (size_t)at * es, (int)rest,
+                                       (char *)r->buf->data + (size_t)at * es, rt_mpi_count(ctx, rest),
                                        rt_mpi_type(r->dtype), rt_mpi_op(ctx, r->op, r->dtype),
                                        r->group));
     r->at = r->count;
@@ -131,7 +127,7 @@ static int open_bucket(rt_ctx *ctx, rt_group *g, rt_reduce_op op, rt_dtype dt)
 static rt_tensor *start(rt_ctx *ctx, rt_tensor *x, rt_axes axes, rt_reduce_op op, bool in_place)
 {
     rt_group *g = rt_group_get(ctx, axes);
-    RT_CHECK(ctx, !(op == RT_RED_AVG && x->dtype == RT_I32), "all_reduce: op=avg needs a float tensor");
+    rt_all_reduce_check(ctx, x, op);
     if (g->size == 1)
         return rt_retain(x);
     if (!ctx->tgt->ov.enabled)

@@ -213,6 +213,9 @@ void rt_kscope_end_(rt_kscope *k);
  * own MPI_Op) */
 MPI_Datatype rt_mpi_type(rt_dtype dt);
 MPI_Op rt_mpi_op(rt_ctx *ctx, rt_reduce_op op, rt_dtype dt);
+/* n as MPI's int count of a collective, or "collective of N elements
+ * exceeds MPI's int count" */
+int rt_mpi_count(rt_ctx *ctx, int64_t n);
 /* MPI_Allreduce, or started and waited for with rt_mpi_wait (SPMD_WAIT);
  * from ctx->ring_min bytes rt_ring_allreduce */
 int rt_coll_allreduce(rt_ctx *ctx, const void *in, void *out, int n, MPI_Datatype t, MPI_Op op,
@@ -325,6 +328,16 @@ __attribute__((noreturn)) void rt_cross_entropy_target_fail(rt_ctx *ctx, const c
                                                             int64_t classes);
 __attribute__((noreturn)) void rt_embedding_id_fail(rt_ctx *ctx, const char *at, int64_t id,
                                                     int64_t pos, int64_t vocab);
+
+/* collectives and convert over a group of n ranks, dim RT_STACK (the V
+ * form) or i (S(i)): dim in range (returned); dim's size split in n
+ * blocks (returns a block's size); the V form's leading dim of n; avg of a
+ * float; all_to_all's dims both V or both S(i) */
+int rt_coll_check_dim(rt_ctx *ctx, const rt_tensor *x, int dim, const char *what);
+int64_t rt_coll_split(rt_ctx *ctx, const rt_tensor *x, int dim, int n, const char *what);
+void rt_coll_check_stack(rt_ctx *ctx, const rt_tensor *x, int n, const char *what);
+void rt_all_reduce_check(rt_ctx *ctx, const rt_tensor *x, rt_reduce_op op);
+void rt_all_to_all_check(rt_ctx *ctx, const rt_tensor *x, int *src_dim, int *dst_dim);
 
 /* The target's reduction of x over dim (rt_reduce_check'ed there), each
  * result reduced in order in double: what composite.c's sum, mean and amax

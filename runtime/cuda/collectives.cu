@@ -40,30 +40,6 @@ extern "C" {
 
 static size_t bytes_of(const rt_tensor *x) { return (size_t)x->numel * rt_dtype_size(x->dtype); }
 
-static int count_of(rt_ctx *ctx, int64_t n)
-{
-    RT_CHECK(ctx, n <= 0x7fffffff, "collective of %lld elements exceeds MPI's int count",
-             (long long)n);
-    return (int)n;
-}
-
-static int check_dim(rt_ctx *ctx, const rt_tensor *x, int dim, const char *what)
-{
-    if (dim == RT_STACK)
-        return dim;
-    RT_CHECK(ctx, dim >= 0 && dim < x->ndim, "%s: dim %d out of range for a %d-d tensor", what,
-             dim, x->ndim);
-    return dim;
-}
-
-static int64_t split_size(rt_ctx *ctx, const rt_tensor *x, int dim, int n, const char *what)
-{
-    RT_CHECK(ctx, x->shape[dim] % n == 0,
-             "%s: dim %d (size %lld) is not divisible by the group size %d", what, dim,
-             (long long)x->shape[dim], n);
-    return x->shape[dim] / n;
-}
-
 /* ---- choosing the backend */
 
 static int ranks_on_node(const rt_ctx *ctx)
@@ -148,20 +124,20 @@ static void host_coll(rt_ctx *ctx, host_op k, rt_group *g, rt_dtype dt, rt_reduc
     MPI_Datatype t = rt_mpi_type(dt);
     switch (k) {
     case H_ALLREDUCE:
-        RT_CALL_MPI(ctx, rt_coll_allreduce(ctx, hin, hout, count_of(ctx, n_in), t,
+        RT_CALL_MPI(ctx, rt_coll_allreduce(ctx, hin, hout, rt_mpi_count(ctx, n_in), t,
                                            rt_mpi_op(ctx, op, dt), g));
         break;
     case H_ALLGATHER:
-        RT_CALL_MPI(ctx, MPI_Allgather(hin, count_of(ctx, n_in), t, hout, count_of(ctx, n_in), t,
-                                       g->comm));
+        RT_CALL_MPI(ctx, MPI_Allgather(hin, rt_mpi_count(ctx, n_in), t, hout,
+                                       rt_mpi_count(ctx, n_in), t, g->comm));
         break;
     case H_REDUCE_SCATTER:
-        RT_CALL_MPI(ctx, MPI_Reduce_scatter_block(hin, hout, count_of(ctx, n_out), t,
+        RT_CALL_MPI(ctx, MPI_Reduce_scatter_block(hin, hout, rt_mpi_count(ctx, n_out), t,
                                                   rt_mpi_op(ctx, RT_RED_SUM, dt), g->comm));
         break;
     case H_ALLTOALL:
-        RT_CALL_MPI(ctx, MPI_Alltoall(hin, count_of(ctx, n_in / g->size), t, hout,
-                                      count_of(ctx, n_in / g->size), t, g->comm));
+        RT_CALL_MPI(ctx, MPI_Alltoall(hin, rt_mpi_count(ctx, n_in / g->size), t, hout,
+                                      rt_mpi_count(ctx, n_in / g->size), t, g->comm));
         break;
     }
     rt_dev_h2d(ctx, out, hout, (size_t)n_out * esz);
@@ -309,7 +285,7 @@ static void all_reduce_into(rt_ctx *ctx, const rt_tensor *x, rt_tensor *y, rt_gr
 rt_tensor *rt_all_reduce(rt_ctx *ctx, const rt_tensor *x, rt_axes axes, rt_reduce_op op)
 {
     rt_group *g = rt_group_get(ctx, axes);
-    RT_CHECK(ctx, !(op == RT_RED_AVG && x->dtype == RT_I32), "all_reduce: op=avg needs a float tensor");
+    rt_all_reduce_check(ctx, x, op);
     if (g->size == 1)
         return rt_retain((rt_tensor *)x);
     rt_tensor *y = rt_empty(ctx, x->dtype, x->ndim, x->shape);
@@ -322,7 +298,7 @@ rt_tensor *rt_all_reduce_reuse(rt_ctx *ctx, rt_tensor *x, rt_axes axes, rt_reduc
     if (x->refs != 1)
         return rt_all_reduce(ctx, x, axes, op);
     rt_group *g = rt_group_get(ctx, axes);
-    RT_CHECK(ctx, !(op == RT_RED_AVG && x->dtype == RT_I32), "all_reduce: op=avg needs a float tensor");
+    rt_all_reduce_check(ctx, x, op);
     if (g->size > 1)
         all_reduce_into(ctx, x, x, g, op);
     return rt_retain(x);
@@ -347,7 +323,7 @@ bool rt_pending(const rt_ctx *ctx, const rt_tensor *t) { (void)ctx; (void)t; ret
 rt_tensor *rt_all_gather(rt_ctx *ctx, const rt_tensor *x, rt_axes axes, int dim)
 {
     rt_group *g = rt_group_get(ctx, axes);
-    dim = check_dim(ctx, x, dim, "all_gather");
+    dim = rt_coll_check_dim(ctx, x, dim, "all_gather");
     if (g->size == 1 && dim != RT_STACK)
         return rt_retain((rt_tensor *)x);
     rt_kspan ks_ = rt_kernel_begin(ctx);
@@ -384,7 +360,7 @@ rt_tensor *rt_all_gather(rt_ctx *ctx, const rt_tensor *x, rt_axes axes, int dim)
 rt_tensor *rt_reduce_scatter(rt_ctx *ctx, const rt_tensor *x, rt_axes axes, int dim)
 {
     rt_group *g = rt_group_get(ctx, axes);
-    dim = check_dim(ctx, x, dim, "reduce_scatter");
+    dim = rt_coll_check_dim(ctx, x, dim, "reduce_scatter");
     if (g->size == 1 && dim != RT_STACK)
         return rt_retain((rt_tensor *)x);
     rt_kspan ks_ = rt_kernel_begin(ctx);
@@ -393,12 +369,11 @@ rt_tensor *rt_reduce_scatter(rt_ctx *ctx, const rt_tensor *x, rt_axes axes, int 
     rt_tensor *y, *packed = NULL;
     const rt_tensor *src = x;
     if (dim == RT_STACK) {
-        RT_CHECK(ctx, x->ndim >= 1 && x->shape[0] == g->size,
-                 "reduce_scatter: V form needs a leading dim of the group size %d", g->size);
+        rt_coll_check_stack(ctx, x, g->size, "reduce_scatter");
         y = rt_empty(ctx, x->dtype, x->ndim - 1, x->shape + 1);
     } else {
         memcpy(shape, x->shape, sizeof shape);
-        int64_t m = shape[dim] = split_size(ctx, x, dim, g->size, "reduce_scatter");
+        int64_t m = shape[dim] = rt_coll_split(ctx, x, dim, g->size, "reduce_scatter");
         y = rt_empty(ctx, x->dtype, x->ndim, shape);
         int64_t outer, d, inner;
         rt_split_dims(x, dim, &outer, &d, &inner);
@@ -421,10 +396,7 @@ rt_tensor *rt_all_to_all(rt_ctx *ctx, const rt_tensor *x, rt_axes axes, int src_
                          int dst_dim)
 {
     rt_group *g = rt_group_get(ctx, axes);
-    src_dim = check_dim(ctx, x, src_dim, "all_to_all");
-    dst_dim = check_dim(ctx, x, dst_dim, "all_to_all");
-    RT_CHECK(ctx, (src_dim == RT_STACK) == (dst_dim == RT_STACK),
-             "all_to_all: src and dst must both be V or both be S(i)");
+    rt_all_to_all_check(ctx, x, &src_dim, &dst_dim);
     if (g->size == 1 && src_dim != RT_STACK)
         return rt_retain((rt_tensor *)x);
     rt_kspan ks_ = rt_kernel_begin(ctx);
@@ -432,8 +404,7 @@ rt_tensor *rt_all_to_all(rt_ctx *ctx, const rt_tensor *x, rt_axes axes, int src_
     int n = g->size;
     rt_tensor *y;
     if (src_dim == RT_STACK) {
-        RT_CHECK(ctx, x->ndim >= 1 && x->shape[0] == n,
-                 "all_to_all: V form needs a leading dim of the group size %d", n);
+        rt_coll_check_stack(ctx, x, n, "all_to_all");
         y = rt_empty(ctx, x->dtype, x->ndim, x->shape);
         if (n == 1)
             rt_dev_d2d(ctx, y->data, x->data, bytes_of(x));
@@ -443,7 +414,7 @@ rt_tensor *rt_all_to_all(rt_ctx *ctx, const rt_tensor *x, rt_axes axes, int src_
         /* S(i) -> S(j): chunk k of dim j goes to block k; received chunks
          * concatenate on dim i */
         int si = src_dim, dj = dst_dim;
-        int64_t m = split_size(ctx, x, dj, n, "all_to_all");
+        int64_t m = rt_coll_split(ctx, x, dj, n, "all_to_all");
         int64_t chunk[RT_MAX_DIMS], shape[RT_MAX_DIMS], oj, d, ij;
         memcpy(chunk, x->shape, sizeof chunk);
         chunk[dj] = m;
@@ -497,8 +468,8 @@ rt_tensor *rt_ppermute(rt_ctx *ctx, const rt_tensor *x, rt_axes axes, int64_t sh
     size_t bytes = bytes_of(x);
     char *buf = (char *)rt_dev_staging(ctx, 2 * bytes);
     rt_dev_d2h(ctx, buf, x->data, bytes);
-    RT_CALL_MPI(ctx, MPI_Sendrecv(buf, count_of(ctx, x->numel), rt_mpi_type(x->dtype), to, 0x5050,
-                                  buf + bytes, count_of(ctx, x->numel), rt_mpi_type(x->dtype),
+    RT_CALL_MPI(ctx, MPI_Sendrecv(buf, rt_mpi_count(ctx, x->numel), rt_mpi_type(x->dtype), to, 0x5050,
+                                  buf + bytes, rt_mpi_count(ctx, x->numel), rt_mpi_type(x->dtype),
                                   from, 0x5050, g->comm, MPI_STATUS_IGNORE));
     rt_dev_h2d(ctx, y->data, buf + bytes, bytes);
     rt_coll_record(ctx, RT_COLL_PPERMUTE, &ks_, (double)bytes_of(x));
