@@ -182,51 +182,43 @@ void rt_dev_free(rt_ctx *ctx, void *p, size_t bytes)
 #endif
 }
 
-void rt_dev_h2d(rt_ctx *ctx, void *dst, const void *src, size_t bytes)
-{
-    if (!bytes)
-        return;
-#ifdef RT_SIM
-    (void)ctx;
-    rt_sim_open();
-    memcpy(dst, src, bytes);
-    rt_sim_close();
-#else
-    RT_CU(ctx, cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice,
-                               (cudaStream_t)ctx->tgt->stream));
-    RT_CU(ctx, cudaStreamSynchronize((cudaStream_t)ctx->tgt->stream)); /* src may be reused */
-#endif
-}
+/* a copy on the stream (the simulation: with the device mappings open);
+ * h2d then waits (src may be reused), d2h too, as the GPU's does in the
+ * simulation also (the host reads dst; a device error surfaces here) */
+typedef enum { COPY_H2D, COPY_D2H, COPY_D2D } copy_kind;
 
-void rt_dev_d2h(rt_ctx *ctx, void *dst, const void *src, size_t bytes)
+static void dev_copy(rt_ctx *ctx, void *dst, const void *src, size_t bytes, copy_kind k)
 {
-    if (!bytes)
+    if (!bytes || (k == COPY_D2D && dst == src))
         return;
 #ifdef RT_SIM
-    rt_sim_open();
-    memcpy(dst, src, bytes);
-    rt_sim_close();
-    rt_dev_sync(ctx); /* as the GPU's d2h waits: a device error surfaces here */
-#else
-    RT_CU(ctx, cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost,
-                               (cudaStream_t)ctx->tgt->stream));
-    rt_dev_sync(ctx);
-#endif
-}
-
-void rt_dev_d2d(rt_ctx *ctx, void *dst, const void *src, size_t bytes)
-{
-    if (!bytes || dst == src)
-        return;
-#ifdef RT_SIM
-    (void)ctx;
     rt_sim_open();
     memmove(dst, src, bytes);
     rt_sim_close();
 #else
-    RT_CU(ctx, cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice,
-                               (cudaStream_t)ctx->tgt->stream));
+    static const cudaMemcpyKind kinds[] = {cudaMemcpyHostToDevice, cudaMemcpyDeviceToHost,
+                                           cudaMemcpyDeviceToDevice};
+    RT_CU(ctx, cudaMemcpyAsync(dst, src, bytes, kinds[k], (cudaStream_t)ctx->tgt->stream));
+    if (k == COPY_H2D)
+        RT_CU(ctx, cudaStreamSynchronize((cudaStream_t)ctx->tgt->stream));
 #endif
+    if (k == COPY_D2H)
+        rt_dev_sync(ctx);
+}
+
+void rt_dev_h2d(rt_ctx *ctx, void *dst, const void *src, size_t bytes)
+{
+    dev_copy(ctx, dst, src, bytes, COPY_H2D);
+}
+
+void rt_dev_d2h(rt_ctx *ctx, void *dst, const void *src, size_t bytes)
+{
+    dev_copy(ctx, dst, src, bytes, COPY_D2H);
+}
+
+void rt_dev_d2d(rt_ctx *ctx, void *dst, const void *src, size_t bytes)
+{
+    dev_copy(ctx, dst, src, bytes, COPY_D2D);
 }
 
 void rt_dev_memset0(rt_ctx *ctx, void *dst, size_t bytes)
