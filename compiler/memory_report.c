@@ -187,6 +187,14 @@ typedef struct FnUses {
   int nblocks;
 } FnUses;
 
+/* An open-addressing table from a pointer to a value of vsize bytes, in
+ * the arena; twice as large (from first entries) when half full. */
+typedef struct PtrTable {
+  const void **keys;
+  char *vals;
+  size_t vsize, first, cap, used;
+} PtrTable;
+
 typedef struct Frame {
   IrFn *f;
   int *root;     /* per value: its root, or -1 */
@@ -228,14 +236,9 @@ typedef struct Mem {
   IrInst *skip;         /* run already (a remat call's push, with the call) */
   const Schedule *sched; /* of the block being run, */
   int cur_j;            /* the index of the instruction being run in it */
-  /* the schedules made so far (an open-addressing table keyed by block), and
-   * per function the arrays schedule_block keeps up to date */
-  IrBlock **sched_keys;
-  Schedule *scheds;
-  size_t nsched, nsched_used;
-  IrFn **uses_keys;
-  struct FnUses *uses;
-  size_t nuses_tab, nuses_used;
+  /* the schedules made so far (Schedule by IrBlock), and per function the
+   * arrays schedule_block keeps up to date (FnUses by IrFn) */
+  PtrTable scheds, uses;
   bool guessed_if, capped_loop, unknown_loop;
 } Mem;
 
@@ -499,52 +502,48 @@ static bool shares(Mem *M, Frame *F, IrInst *in) {
 
 static size_t ptr_hash(const void *p) { return (size_t)(((uintptr_t)p >> 4) * 2654435761u); }
 
-static FnUses *fn_uses(Mem *M, IrFn *f) {
-  if (2 * (M->nuses_used + 1) > M->nuses_tab) { /* grow: twice the size, entries placed again */
-    size_t n = M->nuses_tab ? 2 * M->nuses_tab : 64;
-    IrFn **keys = arena_alloc(&M->c->arena, sizeof(IrFn *) * n);
-    FnUses *vals = arena_alloc(&M->c->arena, sizeof(FnUses) * n);
-    for (size_t i = 0; i < M->nuses_tab; i++)
-      if (M->uses_keys[i]) {
-        size_t k = ptr_hash(M->uses_keys[i]) & (n - 1);
-        while (keys[k])
-          k = (k + 1) & (n - 1);
-        keys[k] = M->uses_keys[i];
-        vals[k] = M->uses[i];
-      }
-    M->uses_keys = keys;
-    M->uses = vals;
-    M->nuses_tab = n;
-  }
-  size_t i = ptr_hash(f) & (M->nuses_tab - 1);
-  while (M->uses_keys[i] && M->uses_keys[i] != f)
-    i = (i + 1) & (M->nuses_tab - 1);
-  if (!M->uses_keys[i]) {
-    size_t nv = (size_t)f->nvalues + 1;
-    M->uses_keys[i] = f;
-    M->uses[i] = (FnUses){arena_alloc(&M->c->arena, sizeof(int) * nv), arena_alloc(&M->c->arena, sizeof(int) * nv),
-                          arena_alloc(&M->c->arena, sizeof(int) * nv), 0};
-    sched_count_uses(&f->body, M->uses[i].nuses);
-    M->nuses_used++;
-  }
-  return &M->uses[i];
+static size_t ptr_probe(const void **keys, size_t cap, const void *key) {
+  size_t i = ptr_hash(key) & (cap - 1);
+  while (keys[i] && keys[i] != key)
+    i = (i + 1) & (cap - 1);
+  return i;
 }
 
-static void grow_scheds(Mem *M) {
-  size_t n = M->nsched ? 2 * M->nsched : 256;
-  IrBlock **keys = arena_alloc(&M->c->arena, sizeof(IrBlock *) * n);
-  Schedule *vals = arena_alloc(&M->c->arena, sizeof(Schedule) * n);
-  for (size_t i = 0; i < M->nsched; i++)
-    if (M->sched_keys[i]) {
-      size_t k = ptr_hash(M->sched_keys[i]) & (n - 1);
-      while (keys[k])
-        k = (k + 1) & (n - 1);
-      keys[k] = M->sched_keys[i];
-      vals[k] = M->scheds[i];
-    }
-  M->sched_keys = keys;
-  M->scheds = vals;
-  M->nsched = n;
+/* key's value; *fresh: key was absent and now has a zeroed value to fill */
+static void *ptr_slot(Arena *a, PtrTable *t, const void *key, bool *fresh) {
+  if (2 * (t->used + 1) > t->cap) { /* grow: entries placed again */
+    size_t n = t->cap ? 2 * t->cap : t->first;
+    const void **keys = arena_alloc(a, sizeof(void *) * n);
+    char *vals = arena_alloc(a, t->vsize * n);
+    for (size_t i = 0; i < t->cap; i++)
+      if (t->keys[i]) {
+        size_t k = ptr_probe(keys, n, t->keys[i]);
+        keys[k] = t->keys[i];
+        memcpy(vals + k * t->vsize, t->vals + i * t->vsize, t->vsize);
+      }
+    t->keys = keys;
+    t->vals = vals;
+    t->cap = n;
+  }
+  size_t i = ptr_probe(t->keys, t->cap, key);
+  *fresh = !t->keys[i];
+  if (*fresh) {
+    t->keys[i] = key;
+    t->used++;
+  }
+  return t->vals + i * t->vsize;
+}
+
+static FnUses *fn_uses(Mem *M, IrFn *f) {
+  bool fresh;
+  FnUses *u = ptr_slot(&M->c->arena, &M->uses, f, &fresh);
+  if (fresh) {
+    size_t nv = (size_t)f->nvalues + 1;
+    *u = (FnUses){arena_alloc(&M->c->arena, sizeof(int) * nv), arena_alloc(&M->c->arena, sizeof(int) * nv),
+                  arena_alloc(&M->c->arena, sizeof(int) * nv), 0};
+    sched_count_uses(&f->body, u->nuses);
+  }
+  return u;
 }
 
 /* Whether value v (of the block being run) is freed right after the
@@ -908,18 +907,13 @@ static void run_at(Mem *M, Frame *F, const Schedule *S, int k) {
 /* The block's schedule (schedule.c), made once per block the way emit_c.c
  * makes it: its order, regions and frees. */
 static const Schedule *block_schedule(Mem *M, IrFn *f, IrBlock *b) {
-  if (2 * (M->nsched_used + 1) > M->nsched)
-    grow_scheds(M);
-  size_t i = ptr_hash(b) & (M->nsched - 1);
-  while (M->sched_keys[i] && M->sched_keys[i] != b)
-    i = (i + 1) & (M->nsched - 1);
-  if (!M->sched_keys[i]) {
+  bool fresh;
+  Schedule *S = ptr_slot(&M->c->arena, &M->scheds, b, &fresh);
+  if (fresh) {
     FnUses *u = fn_uses(M, f);
-    M->sched_keys[i] = b;
-    M->nsched_used++;
-    schedule_block(M->c, f, b, ++u->nblocks, u->nuses, u->lastuse, u->defblk, &M->scheds[i]);
+    schedule_block(M->c, f, b, ++u->nblocks, u->nuses, u->lastuse, u->defblk, S);
   }
-  return &M->scheds[i];
+  return S;
 }
 
 /* A block under its schedule: regions as one, then the tensors that die
@@ -1003,7 +997,8 @@ void memory_report(Compiler *c, IrProgram *p, FILE *out, const char *source_path
     fprintf(out, "%s has no `fn main()`: the memory report follows a program's run\n", source_path);
     return;
   }
-  Mem M = {.c = c, .p = p, .m = p->mesh};
+  Mem M = {.c = c, .p = p, .m = p->mesh, .scheds = {.vsize = sizeof(Schedule), .first = 256},
+           .uses = {.vsize = sizeof(FnUses), .first = 64}};
   for (int a = 0; a < p->mesh->naxes; a++)
     M.sizes[a] = sizes && sizes[a] > 0 ? sizes[a] : p->mesh->axes[a].size > 0 ? p->mesh->axes[a].size : 1;
   M.slot_kind = mem_slot_kinds(c, p->main);
