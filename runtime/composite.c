@@ -1,7 +1,8 @@
 /* The ops every target shares because they are made of other ops, with no
  * kernels of their own: sum, mean and amax over a dim or over everything
  * (on the target's rt_reduce_dim) and their backwards (rt_expand,
- * rt_binary, rt_scale), and where's backward (rt_where, rt_sum_to_shape). */
+ * rt_binary, rt_scale), where's backward (rt_where, rt_sum_to_shape), and
+ * cross_entropy (the mean of rt_cross_entropy_reduce). */
 #include <string.h>
 
 #include "rt_internal.h"
@@ -123,4 +124,15 @@ void rt_where_bwd(rt_ctx *ctx, const rt_tensor *c, const rt_tensor *a, const rt_
         *da = selected_grad(ctx, c, dy, a, true);
     if (db)
         *db = selected_grad(ctx, c, dy, b, false);
+}
+
+rt_tensor *rt_cross_entropy(rt_ctx *ctx, const rt_tensor *logits, const rt_tensor *targets)
+{
+    return rt_cross_entropy_reduce(ctx, logits, targets, RT_CE_MEAN);
+}
+
+rt_tensor *rt_cross_entropy_bwd(rt_ctx *ctx, const rt_tensor *logits, const rt_tensor *targets,
+                                const rt_tensor *dy)
+{
+    return rt_cross_entropy_reduce_bwd(ctx, logits, targets, dy, RT_CE_MEAN);
 }

@@ -520,17 +520,6 @@ rt_tensor *rt_cross_entropy_reduce_bwd(rt_ctx *ctx, const rt_tensor *logits,
     return dx;
 }
 
-rt_tensor *rt_cross_entropy(rt_ctx *ctx, const rt_tensor *logits, const rt_tensor *targets)
-{
-    return rt_cross_entropy_reduce(ctx, logits, targets, RT_CE_MEAN);
-}
-
-rt_tensor *rt_cross_entropy_bwd(rt_ctx *ctx, const rt_tensor *logits, const rt_tensor *targets,
-                                const rt_tensor *dy)
-{
-    return rt_cross_entropy_reduce_bwd(ctx, logits, targets, dy, RT_CE_MEAN);
-}
-
 /* ---- embedding */
 
 rt_tensor *rt_embedding(rt_ctx *ctx, const rt_tensor *table, const rt_tensor *ids)
