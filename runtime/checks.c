@@ -303,3 +303,130 @@ void rt_all_to_all_check(rt_ctx *ctx, const rt_tensor *x, int *src_dim, int *dst
     RT_CHECK(ctx, (*src_dim == RT_STACK) == (*dst_dim == RT_STACK),
              "all_to_all: src and dst must both be V or both be S(i)");
 }
+
+/* ---- shape ops */
+
+void rt_contiguous_strides(int ndim, const int64_t *shape, int64_t *str)
+{
+    int64_t s = 1;
+    for (int d = ndim - 1; d >= 0; d--) {
+        str[d] = s;
+        s *= shape[d];
+    }
+}
+
+void rt_reshape_check(rt_ctx *ctx, const rt_tensor *x, int ndim, const int64_t *shape, int64_t *sh)
+{
+    int64_t known = 1;
+    int infer = -1;
+    for (int d = 0; d < ndim; d++) {
+        sh[d] = shape[d];
+        if (sh[d] == -1) {
+            RT_CHECK(ctx, infer < 0, "reshape: more than one -1 size");
+            infer = d;
+        } else {
+            known *= sh[d];
+        }
+    }
+    if (infer >= 0 && known > 0)
+        sh[infer] = x->numel / known;
+    if (rt_numel_of(ndim, sh) != x->numel) {
+        char a[256], b[256];
+        rt_shape_str(a, sizeof a, x->ndim, x->shape);
+        rt_shape_str(b, sizeof b, ndim, sh);
+        rt_fail(ctx, "reshape: cannot view %s as %s", a, b);
+    }
+}
+
+void rt_permute_check(rt_ctx *ctx, const rt_tensor *x, const int *perm, int64_t *shape,
+                      int64_t *sstr)
+{
+    int64_t str[RT_MAX_DIMS];
+    int seen = 0;
+    rt_contiguous_strides(x->ndim, x->shape, str);
+    for (int d = 0; d < x->ndim; d++) {
+        int p = rt_norm_dim(ctx, perm[d], x->ndim, "permute");
+        RT_CHECK(ctx, !(seen & (1 << p)), "permute: dim %d repeated", p);
+        seen |= 1 << p;
+        shape[d] = x->shape[p];
+        sstr[d] = str[p];
+    }
+}
+
+void rt_concat_check(rt_ctx *ctx, int n, const rt_tensor *const *xs, int *dim, int64_t *shape)
+{
+    RT_CHECK(ctx, n > 0, "concat: no tensors");
+    const rt_tensor *x0 = xs[0];
+    *dim = rt_norm_dim(ctx, *dim, x0->ndim, "concat");
+    memcpy(shape, x0->shape, sizeof x0->shape);
+    shape[*dim] = 0;
+    for (int i = 0; i < n; i++) {
+        RT_CHECK(ctx, xs[i]->ndim == x0->ndim && xs[i]->dtype == x0->dtype,
+                 "concat: tensor %d differs in rank or dtype", i);
+        for (int d = 0; d < x0->ndim; d++)
+            RT_CHECK(ctx, d == *dim || xs[i]->shape[d] == x0->shape[d],
+                     "concat: tensor %d has size %lld in dim %d, expected %lld", i,
+                     (long long)xs[i]->shape[d], d, (long long)x0->shape[d]);
+        shape[*dim] += xs[i]->shape[*dim];
+    }
+}
+
+void rt_slice_check(rt_ctx *ctx, const rt_tensor *x, int *dim, int64_t start, int64_t end)
+{
+    *dim = rt_norm_dim(ctx, *dim, x->ndim, "slice");
+    int64_t n = x->shape[*dim];
+    RT_CHECK(ctx, 0 <= start && start <= end && end <= n,
+             "slice: [%lld:%lld] out of range for dim %d of size %lld", (long long)start,
+             (long long)end, *dim, (long long)n);
+}
+
+void rt_slice_bwd_check(rt_ctx *ctx, const rt_tensor *dy, int ndim, const int64_t *in_shape,
+                        int *dim, int64_t start)
+{
+    *dim = rt_norm_dim(ctx, *dim, ndim, "slice_bwd");
+    RT_CHECK(ctx, start + dy->shape[*dim] <= in_shape[*dim], "slice_bwd: block does not fit");
+}
+
+void rt_expand_check(rt_ctx *ctx, const rt_tensor *x, int ndim, const int64_t *shape,
+                     int64_t *sstr)
+{
+    RT_CHECK(ctx, ndim >= x->ndim, "expand: cannot expand a %d-d tensor to %d dims", x->ndim,
+             ndim);
+    int64_t str[RT_MAX_DIMS];
+    rt_contiguous_strides(x->ndim, x->shape, str);
+    int lead = ndim - x->ndim;
+    for (int d = 0; d < lead; d++)
+        sstr[d] = 0;
+    for (int d = 0; d < x->ndim; d++) {
+        int64_t s = x->shape[d], t = shape[lead + d];
+        RT_CHECK(ctx, s == t || s == 1, "expand: dim %d of size %lld cannot become %lld", d,
+                 (long long)s, (long long)t);
+        sstr[lead + d] = s == t ? str[d] : 0;
+    }
+}
+
+void rt_index_check(rt_ctx *ctx, const rt_tensor *x, int64_t i)
+{
+    RT_CHECK(ctx, x->ndim >= 1, "index: a 0-d tensor has no leading dim");
+    RT_CHECK(ctx, i >= 0 && i < x->shape[0], "index %lld out of range for dim 0 of size %lld",
+             (long long)i, (long long)x->shape[0]);
+}
+
+void rt_add_check(rt_ctx *ctx, const rt_tensor *acc, const rt_tensor *x)
+{
+    RT_CHECK(ctx, acc->refs == 1, "add_: accumulator is shared (%d references)", acc->refs);
+    RT_CHECK(ctx, rt_same_shape(acc, x) && acc->dtype == x->dtype,
+             "add_: shapes or dtypes differ");
+}
+
+void rt_index_add_check(rt_ctx *ctx, const rt_tensor *acc, int64_t i, const rt_tensor *x)
+{
+    RT_CHECK(ctx, acc->refs == 1, "index_add_: accumulator is shared");
+    RT_CHECK(ctx, acc->ndim == x->ndim + 1 && acc->dtype == x->dtype,
+             "index_add_: rank or dtype mismatch");
+    RT_CHECK(ctx, i >= 0 && i < acc->shape[0], "index_add_: index %lld out of range",
+             (long long)i);
+    for (int d = 0; d < x->ndim; d++)
+        RT_CHECK(ctx, acc->shape[d + 1] == x->shape[d], "index_add_: shape mismatch in dim %d",
+                 d);
+}

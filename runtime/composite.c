@@ -1,8 +1,9 @@
 /* The ops every target shares because they are made of other ops, with no
  * kernels of their own: sum, mean and amax over a dim or over everything
  * (on the target's rt_reduce_dim) and their backwards (rt_expand,
- * rt_binary, rt_scale), where's backward (rt_where, rt_sum_to_shape), and
- * cross_entropy (the mean of rt_cross_entropy_reduce). */
+ * rt_binary, rt_scale), where's backward (rt_where, rt_sum_to_shape),
+ * cross_entropy (the mean of rt_cross_entropy_reduce), transpose (a
+ * permute), index_bwd and index_add (on rt_index_add_). */
 #include <string.h>
 
 #include "rt_internal.h"
@@ -135,4 +136,36 @@ rt_tensor *rt_cross_entropy_bwd(rt_ctx *ctx, const rt_tensor *logits, const rt_t
                                 const rt_tensor *dy)
 {
     return rt_cross_entropy_reduce_bwd(ctx, logits, targets, dy, RT_CE_MEAN);
+}
+
+rt_tensor *rt_transpose(rt_ctx *ctx, const rt_tensor *x, int d0, int d1)
+{
+    int perm[RT_MAX_DIMS];
+    for (int d = 0; d < x->ndim; d++)
+        perm[d] = d;
+    d0 = rt_norm_dim(ctx, d0, x->ndim, "transpose");
+    d1 = rt_norm_dim(ctx, d1, x->ndim, "transpose");
+    perm[d0] = d1;
+    perm[d1] = d0;
+    return rt_permute(ctx, x, perm);
+}
+
+rt_tensor *rt_index_bwd(rt_ctx *ctx, const rt_tensor *dy, int ndim, const int64_t *in_shape,
+                        int64_t i)
+{
+    RT_KERNEL(ctx, RT_K_COPY, "index_bwd");
+    rt_tensor *dx = rt_zeros(ctx, dy->dtype, ndim, in_shape);
+    rt_index_add_(ctx, dx, i, dy);
+    return dx;
+}
+
+rt_tensor *rt_index_add(rt_ctx *ctx, rt_tensor *acc, int64_t i, const rt_tensor *x)
+{
+    if (acc->refs != 1) { /* copy on write */
+        rt_tensor *own = rt_copy(ctx, acc);
+        rt_free(ctx, acc);
+        acc = own;
+    }
+    rt_index_add_(ctx, acc, i, x);
+    return acc;
 }

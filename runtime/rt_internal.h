@@ -339,6 +339,25 @@ void rt_coll_check_stack(rt_ctx *ctx, const rt_tensor *x, int n, const char *wha
 void rt_all_reduce_check(rt_ctx *ctx, const rt_tensor *x, rt_reduce_op op);
 void rt_all_to_all_check(rt_ctx *ctx, const rt_tensor *x, int *src_dim, int *dst_dim);
 
+/* shape ops: the row-major strides of shape; reshape's shape sh (a -1
+ * inferred); permute's shape and x's strides read in its order; concat's
+ * shape (*dim normalised); slice, slice_bwd (*dim normalised); expand's
+ * strides of x read at shape (0 along broadcast dims); index; add_ and
+ * index_add_ into an unshared accumulator */
+void rt_contiguous_strides(int ndim, const int64_t *shape, int64_t *str);
+void rt_reshape_check(rt_ctx *ctx, const rt_tensor *x, int ndim, const int64_t *shape, int64_t *sh);
+void rt_permute_check(rt_ctx *ctx, const rt_tensor *x, const int *perm, int64_t *shape,
+                      int64_t *sstr);
+void rt_concat_check(rt_ctx *ctx, int n, const rt_tensor *const *xs, int *dim, int64_t *shape);
+void rt_slice_check(rt_ctx *ctx, const rt_tensor *x, int *dim, int64_t start, int64_t end);
+void rt_slice_bwd_check(rt_ctx *ctx, const rt_tensor *dy, int ndim, const int64_t *in_shape,
+                        int *dim, int64_t start);
+void rt_expand_check(rt_ctx *ctx, const rt_tensor *x, int ndim, const int64_t *shape,
+                     int64_t *sstr);
+void rt_index_check(rt_ctx *ctx, const rt_tensor *x, int64_t i);
+void rt_add_check(rt_ctx *ctx, const rt_tensor *acc, const rt_tensor *x);
+void rt_index_add_check(rt_ctx *ctx, const rt_tensor *acc, int64_t i, const rt_tensor *x);
+
 /* The target's reduction of x over dim (rt_reduce_check'ed there), each
  * result reduced in order in double: what composite.c's sum, mean and amax
  * (over a dim or everything) run on */

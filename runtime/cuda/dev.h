@@ -107,7 +107,6 @@ void rt_launch_check_(rt_ctx *ctx); /* the launch's error; SPMD_CUDA_SYNC=1 wait
 /* tensor_data.cu: copies shared by the kernels */
 rt_tensor *rt_cuda_strided_copy(rt_ctx *ctx, const rt_tensor *x, int ndim, const int64_t *shape,
                                 const int64_t *src_strides, int64_t src_off);
-void rt_cuda_contiguous_strides(int ndim, const int64_t *shape, int64_t *str);
 } /* extern "C" */
 
 /* ---- launches: f(i) for i in [0, n), each i independent */

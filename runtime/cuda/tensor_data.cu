@@ -17,15 +17,6 @@ extern "C" {
 
 void rt_cuda_set_current(rt_ctx *ctx) { g_ctx = ctx; }
 
-void rt_cuda_contiguous_strides(int ndim, const int64_t *shape, int64_t *str)
-{
-    int64_t s = 1;
-    for (int d = ndim - 1; d >= 0; d--) {
-        str[d] = s;
-        s *= shape[d];
-    }
-}
-
 /* dst[dst_off + sum idx*dstr] = src[src_off + sum idx*sstr] over shape */
 static void strided_into(rt_ctx *ctx, void *dst, int64_t dst_off, const int64_t *dst_str,
                          const void *src, int64_t src_off, const int64_t *src_str, int ndim,
@@ -58,7 +49,7 @@ rt_tensor *rt_cuda_strided_copy(rt_ctx *ctx, const rt_tensor *x, int ndim, const
 {
     rt_tensor *y = rt_empty(ctx, x->dtype, ndim, shape);
     int64_t str[RT_MAX_DIMS];
-    rt_cuda_contiguous_strides(ndim, shape, str);
+    rt_contiguous_strides(ndim, shape, str);
     strided_into(ctx, y->data, 0, str, x->data, src_off, src_strides, ndim, shape,
                  rt_dtype_size(x->dtype));
     return y;
@@ -162,60 +153,25 @@ void rt_print_values(const rt_tensor *x)
 
 rt_tensor *rt_reshape(rt_ctx *ctx, const rt_tensor *x, int ndim, const int64_t *shape)
 {
-    int64_t sh[RT_MAX_DIMS] = {0}, known = 1;
-    int infer = -1;
-    for (int d = 0; d < ndim; d++) {
-        sh[d] = shape[d];
-        if (sh[d] == -1) {
-            RT_CHECK(ctx, infer < 0, "reshape: more than one -1 size");
-            infer = d;
-        } else {
-            known *= sh[d];
-        }
-    }
-    if (infer >= 0 && known > 0)
-        sh[infer] = x->numel / known;
-    char a[256], b[256];
-    rt_shape_str(a, sizeof a, x->ndim, x->shape);
-    rt_shape_str(b, sizeof b, ndim, sh);
-    RT_CHECK(ctx, rt_numel_of(ndim, sh) == x->numel, "reshape: cannot view %s as %s", a, b);
+    int64_t sh[RT_MAX_DIMS] = {0};
+    rt_reshape_check(ctx, x, ndim, shape, sh);
     return dev_copy(ctx, x->dtype, ndim, sh, x->data);
 }
 
 rt_tensor *rt_permute(rt_ctx *ctx, const rt_tensor *x, const int *perm)
 {
     RT_KERNEL(ctx, RT_K_COPY, "permute");
-    int64_t str[RT_MAX_DIMS], sstr[RT_MAX_DIMS], shape[RT_MAX_DIMS];
-    int seen = 0;
-    rt_cuda_contiguous_strides(x->ndim, x->shape, str);
-    for (int d = 0; d < x->ndim; d++) {
-        int p = rt_norm_dim(ctx, perm[d], x->ndim, "permute");
-        RT_CHECK(ctx, !(seen & (1 << p)), "permute: dim %d repeated", p);
-        seen |= 1 << p;
-        shape[d] = x->shape[p];
-        sstr[d] = str[p];
-    }
+    int64_t sstr[RT_MAX_DIMS], shape[RT_MAX_DIMS];
+    rt_permute_check(ctx, x, perm, shape, sstr);
     return rt_cuda_strided_copy(ctx, x, x->ndim, shape, sstr, 0);
-}
-
-rt_tensor *rt_transpose(rt_ctx *ctx, const rt_tensor *x, int d0, int d1)
-{
-    int perm[RT_MAX_DIMS];
-    for (int d = 0; d < x->ndim; d++)
-        perm[d] = d;
-    d0 = rt_norm_dim(ctx, d0, x->ndim, "transpose");
-    d1 = rt_norm_dim(ctx, d1, x->ndim, "transpose");
-    perm[d0] = d1;
-    perm[d1] = d0;
-    return rt_permute(ctx, x, perm);
 }
 
 /* x copied into the block of y that starts at `start` along dim */
 static void place(rt_ctx *ctx, rt_tensor *y, const rt_tensor *x, int dim, int64_t start)
 {
     int64_t ystr[RT_MAX_DIMS], xstr[RT_MAX_DIMS];
-    rt_cuda_contiguous_strides(y->ndim, y->shape, ystr);
-    rt_cuda_contiguous_strides(x->ndim, x->shape, xstr);
+    rt_contiguous_strides(y->ndim, y->shape, ystr);
+    rt_contiguous_strides(x->ndim, x->shape, xstr);
     strided_into(ctx, y->data, start * ystr[dim], ystr, x->data, 0, xstr, x->ndim, x->shape,
                  rt_dtype_size(x->dtype));
 }
@@ -223,22 +179,9 @@ static void place(rt_ctx *ctx, rt_tensor *y, const rt_tensor *x, int dim, int64_
 rt_tensor *rt_concat(rt_ctx *ctx, int n, const rt_tensor *const *xs, int dim)
 {
     RT_KERNEL(ctx, RT_K_COPY, "concat");
-    RT_CHECK(ctx, n > 0, "concat: no tensors");
-    const rt_tensor *x0 = xs[0];
-    dim = rt_norm_dim(ctx, dim, x0->ndim, "concat");
     int64_t shape[RT_MAX_DIMS];
-    memcpy(shape, x0->shape, sizeof shape);
-    shape[dim] = 0;
-    for (int i = 0; i < n; i++) {
-        RT_CHECK(ctx, xs[i]->ndim == x0->ndim && xs[i]->dtype == x0->dtype,
-                 "concat: tensor %d differs in rank or dtype", i);
-        for (int d = 0; d < x0->ndim; d++)
-            RT_CHECK(ctx, d == dim || xs[i]->shape[d] == x0->shape[d],
-                     "concat: tensor %d has size %lld in dim %d, expected %lld", i,
-                     (long long)xs[i]->shape[d], d, (long long)x0->shape[d]);
-        shape[dim] += xs[i]->shape[dim];
-    }
-    rt_tensor *y = rt_empty(ctx, x0->dtype, x0->ndim, shape);
+    rt_concat_check(ctx, n, xs, &dim, shape);
+    rt_tensor *y = rt_empty(ctx, xs[0]->dtype, xs[0]->ndim, shape);
     int64_t at = 0;
     for (int i = 0; i < n; i++) {
         place(ctx, y, xs[i], dim, at);
@@ -250,15 +193,11 @@ rt_tensor *rt_concat(rt_ctx *ctx, int n, const rt_tensor *const *xs, int dim)
 rt_tensor *rt_slice(rt_ctx *ctx, const rt_tensor *x, int dim, int64_t start, int64_t end)
 {
     RT_KERNEL(ctx, RT_K_COPY, "slice");
-    dim = rt_norm_dim(ctx, dim, x->ndim, "slice");
-    int64_t n = x->shape[dim];
-    RT_CHECK(ctx, 0 <= start && start <= end && end <= n,
-             "slice: [%lld:%lld] out of range for dim %d of size %lld", (long long)start,
-             (long long)end, dim, (long long)n);
+    rt_slice_check(ctx, x, &dim, start, end);
     int64_t shape[RT_MAX_DIMS], str[RT_MAX_DIMS];
     memcpy(shape, x->shape, sizeof shape);
     shape[dim] = end - start;
-    rt_cuda_contiguous_strides(x->ndim, x->shape, str);
+    rt_contiguous_strides(x->ndim, x->shape, str);
     return rt_cuda_strided_copy(ctx, x, x->ndim, shape, str, start * str[dim]);
 }
 
@@ -266,9 +205,8 @@ rt_tensor *rt_slice_bwd(rt_ctx *ctx, const rt_tensor *dy, int ndim, const int64_
                         int dim, int64_t start)
 {
     RT_KERNEL(ctx, RT_K_COPY, "slice_bwd");
+    rt_slice_bwd_check(ctx, dy, ndim, in_shape, &dim, start);
     rt_tensor *dx = rt_zeros(ctx, dy->dtype, ndim, in_shape);
-    dim = rt_norm_dim(ctx, dim, ndim, "slice_bwd");
-    RT_CHECK(ctx, start + dy->shape[dim] <= in_shape[dim], "slice_bwd: block does not fit");
     place(ctx, dx, dy, dim, start);
     return dx;
 }
@@ -276,17 +214,8 @@ rt_tensor *rt_slice_bwd(rt_ctx *ctx, const rt_tensor *dy, int ndim, const int64_
 rt_tensor *rt_expand(rt_ctx *ctx, const rt_tensor *x, int ndim, const int64_t *shape)
 {
     RT_KERNEL(ctx, RT_K_COPY, "expand");
-    RT_CHECK(ctx, ndim >= x->ndim, "expand: cannot expand a %d-d tensor to %d dims", x->ndim,
-             ndim);
-    int64_t str[RT_MAX_DIMS], sstr[RT_MAX_DIMS] = {0};
-    rt_cuda_contiguous_strides(x->ndim, x->shape, str);
-    int lead = ndim - x->ndim;
-    for (int d = 0; d < x->ndim; d++) {
-        int64_t s = x->shape[d], t = shape[lead + d];
-        RT_CHECK(ctx, s == t || s == 1, "expand: dim %d of size %lld cannot become %lld", d,
-                 (long long)s, (long long)t);
-        sstr[lead + d] = s == t ? str[d] : 0;
-    }
+    int64_t sstr[RT_MAX_DIMS];
+    rt_expand_check(ctx, x, ndim, shape, sstr);
     return rt_cuda_strided_copy(ctx, x, ndim, shape, sstr, 0);
 }
 
@@ -321,22 +250,11 @@ rt_tensor *rt_bf16_narrow(rt_ctx *ctx, rt_tensor *y)
 
 rt_tensor *rt_index(rt_ctx *ctx, const rt_tensor *x, int64_t i)
 {
-    RT_CHECK(ctx, x->ndim >= 1, "index: a 0-d tensor has no leading dim");
-    RT_CHECK(ctx, i >= 0 && i < x->shape[0], "index %lld out of range for dim 0 of size %lld",
-             (long long)i, (long long)x->shape[0]);
+    rt_index_check(ctx, x, i);
     int64_t inner = rt_numel_of(x->ndim - 1, x->shape + 1);
     size_t esz = rt_dtype_size(x->dtype);
     return dev_copy(ctx, x->dtype, x->ndim - 1, x->shape + 1,
                     (const char *)x->data + (size_t)(i * inner) * esz);
-}
-
-rt_tensor *rt_index_bwd(rt_ctx *ctx, const rt_tensor *dy, int ndim, const int64_t *in_shape,
-                        int64_t i)
-{
-    RT_KERNEL(ctx, RT_K_COPY, "index_bwd");
-    rt_tensor *dx = rt_zeros(ctx, dy->dtype, ndim, in_shape);
-    rt_index_add_(ctx, dx, i, dy);
-    return dx;
 }
 
 /* acc[off + k] += x[k], in the dtype's arithmetic (bf16: in f32, rounded) */
@@ -360,34 +278,14 @@ static void add_into(rt_ctx *ctx, rt_tensor *acc, const rt_tensor *x, int64_t of
 void rt_add_(rt_ctx *ctx, rt_tensor *acc, const rt_tensor *x)
 {
     RT_KERNEL(ctx, RT_K_COPY, "add_");
-    RT_CHECK(ctx, acc->refs == 1, "add_: accumulator is shared (%d references)", acc->refs);
-    RT_CHECK(ctx, rt_same_shape(acc, x) && acc->dtype == x->dtype,
-             "add_: shapes or dtypes differ");
+    rt_add_check(ctx, acc, x);
     add_into(ctx, acc, x, 0);
-}
-
-rt_tensor *rt_index_add(rt_ctx *ctx, rt_tensor *acc, int64_t i, const rt_tensor *x)
-{
-    if (acc->refs != 1) { /* copy on write */
-        rt_tensor *own = rt_copy(ctx, acc);
-        rt_free(ctx, acc);
-        acc = own;
-    }
-    rt_index_add_(ctx, acc, i, x);
-    return acc;
 }
 
 void rt_index_add_(rt_ctx *ctx, rt_tensor *acc, int64_t i, const rt_tensor *x)
 {
     RT_KERNEL(ctx, RT_K_COPY, "index_add_");
-    RT_CHECK(ctx, acc->refs == 1, "index_add_: accumulator is shared");
-    RT_CHECK(ctx, acc->ndim == x->ndim + 1 && acc->dtype == x->dtype,
-             "index_add_: rank or dtype mismatch");
-    RT_CHECK(ctx, i >= 0 && i < acc->shape[0], "index_add_: index %lld out of range",
-             (long long)i);
-    for (int d = 0; d < x->ndim; d++)
-        RT_CHECK(ctx, acc->shape[d + 1] == x->shape[d], "index_add_: shape mismatch in dim %d",
-                 d);
+    rt_index_add_check(ctx, acc, i, x);
     add_into(ctx, acc, x, i * x->numel);
 }
 

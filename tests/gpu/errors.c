@@ -51,6 +51,25 @@ int main(int argc, char **argv)
     rt_axes ax = rt_axes_parse(C, "x");
     rt_tensor *x23 = f32(SH(2, 3)), *x3 = f32(SH(3)), *x43 = f32(SH(4, 3));
 
+    /* shapes */
+    FAILS("reshape -1s", rt_reshape(C, x23, 2, (int64_t[]){-1, -1}));
+    FAILS("reshape size", rt_reshape(C, x23, 2, (int64_t[]){4, 2}));
+    FAILS("permute repeated", rt_permute(C, x23, (const int[]){0, 0}));
+    FAILS("transpose dim", rt_transpose(C, x23, 0, 2));
+    FAILS("concat none", rt_concat(C, 0, (const rt_tensor *const[]){x23}, 0));
+    FAILS("concat rank", rt_concat(C, 2, (const rt_tensor *const[]){x23, x3}, 0));
+    FAILS("concat size", rt_concat(C, 2, (const rt_tensor *const[]){x23, x43}, 1));
+    FAILS("slice range", rt_slice(C, x23, 1, 2, 4));
+    FAILS("slice_bwd fit", rt_slice_bwd(C, x23, SH(4, 3), 0, 3));
+    FAILS("expand dims", rt_expand(C, x23, SH(3)));
+    FAILS("expand size", rt_expand(C, x23, SH(2, 4)));
+    FAILS("index 0-d", rt_index(C, f32(0, (int64_t[]){1}), 0));
+    FAILS("index range", rt_index(C, x23, 2));
+    FAILS("add_ shapes", rt_add_(C, f32(SH(2, 3)), x43));
+    FAILS("index_add_ rank", rt_index_add_(C, f32(SH(2, 3)), 0, x23));
+    FAILS("index_add_ index", rt_index_add_(C, f32(SH(2, 3)), 2, x3));
+    FAILS("index_add_ shape", rt_index_add_(C, f32(SH(2, 3)), 0, f32(SH(4))));
+
     /* elementwise, reductions */
     FAILS("binary broadcast", rt_binary(C, RT_ADD, x23, x43));
     FAILS("sum dim", rt_sum(C, x23, 2, false));
