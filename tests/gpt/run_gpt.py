@@ -285,6 +285,28 @@ def mode_torch(r):
                               per_mesh=True)
 
 
+def cpu_bench_table(r, script, prog, torch_args):
+    """bench/gpu/SCRIPT with the CPU build PROG standing in for the GPU program
+    and PyTorch on the CPU (modes eager and "nosuch", which must fail): its
+    table, the rows by program (ours, torch eager, nosuch) and a function
+    giving a row's final loss."""
+    env = dict(FLAGSHIP_PROG=prog, FLAGSHIP_DATA=r.data, FLAGSHIP_PYTHON="/usr/bin/python3", FLAGSHIP_DEVICE="cpu",
+               FLAGSHIP_WARMUP="1", FLAGSHIP_MODES="eager nosuch", FLAGSHIP_TORCH_ARGS=" ".join(torch_args),
+               MPIRUN=r.a.mpirun)
+    os.makedirs(os.path.join(r.tmp, "bundle"), exist_ok=True)
+    old = dict(os.environ)
+    os.environ.update(env)
+    try:
+        table = sh(["bash", os.path.join(ROOT, "bench", "gpu", script), os.path.join(r.tmp, "bundle")],
+                   r.tmp, r.a.v, timeout=300)
+    finally:
+        os.environ.clear()
+        os.environ.update(old)
+    rows = {m.group(1).strip(): m.group(2) for m in re.finditer(r"^(spmdc --target=cuda|torch eager|nosuch) {2,}(.*)$",
+                                                                  table, re.M)}
+    return table, rows, lambda name: re.findall(r"(\d+\.\d+)$", rows.get(name, ""))
+
+
 def mode_gpu_bench(r):
     if not have_torch():
         print("skipped: PyTorch (python3-torch) is not installed")
@@ -315,21 +337,7 @@ def mode_gpu_bench(r):
         print("not run: --mode compile on the CPU (GPT_TEST_COMPILE=1 runs it; torch.compile takes minutes on 2 cores)")
     # flagship.sh with the CPU build standing in for the GPU program; the
     # mode "nosuch" fails (gpt_torch_gpu.py rejects it) and must get a row
-    env = dict(FLAGSHIP_PROG=prog, FLAGSHIP_DATA=r.data, FLAGSHIP_PYTHON="/usr/bin/python3", FLAGSHIP_DEVICE="cpu",
-               FLAGSHIP_WARMUP="1", FLAGSHIP_MODES="eager nosuch", FLAGSHIP_TORCH_ARGS=" ".join(consts + ["--threads", "1"]),
-               MPIRUN=r.a.mpirun)
-    os.makedirs(os.path.join(r.tmp, "bundle"), exist_ok=True)
-    old = dict(os.environ)
-    os.environ.update(env)
-    try:
-        table = sh(["bash", os.path.join(ROOT, "bench", "gpu", "flagship.sh"), os.path.join(r.tmp, "bundle")],
-                   r.tmp, r.a.v, timeout=300)
-    finally:
-        os.environ.clear()
-        os.environ.update(old)
-    rows = {m.group(1).strip(): m.group(2) for m in re.finditer(r"^(spmdc --target=cuda|torch eager|nosuch) {2,}(.*)$",
-                                                                  table, re.M)}
-    row_loss = lambda name: re.findall(r"(\d+\.\d+)$", rows.get(name, ""))  # noqa: E731
+    table, rows, row_loss = cpu_bench_table(r, "flagship.sh", prog, consts + ["--threads", "1"])
     checks = [
         ("our row has a step time and a loss", re.match(r"\d+\.\d+ \[\d+\.\d+-\d+\.\d+\]", rows.get("spmdc --target=cuda", "")) and row_loss("spmdc --target=cuda")),
         ("torch eager's row has a step time and a loss", re.match(r"\d+\.\d+ \[", rows.get("torch eager", "")) and row_loss("torch eager")),

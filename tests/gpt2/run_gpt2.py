@@ -174,21 +174,8 @@ def mode_torch(r):
 
     # gpt2.sh with the CPU build standing in; the mode "nosuch" must get a FAILED row
     consts = [f"-D{k}={v}" for k, v in SMALL.items() if k in TORCH_CONSTS]
-    env = dict(FLAGSHIP_PROG=prog, FLAGSHIP_DATA=r.data, FLAGSHIP_PYTHON="/usr/bin/python3", FLAGSHIP_DEVICE="cpu",
-               FLAGSHIP_WARMUP="1", FLAGSHIP_MODES="eager nosuch",
-               FLAGSHIP_TORCH_ARGS=" ".join(consts + ["--threads", "1", "--attn", "einsum"]), MPIRUN=r.a.mpirun)
-    os.makedirs(os.path.join(r.tmp, "bundle"), exist_ok=True)
-    old = dict(os.environ)
-    os.environ.update(env)
-    try:
-        table = sh(["bash", os.path.join(ROOT, "bench", "gpu", "gpt2.sh"), os.path.join(r.tmp, "bundle")],
-                   r.tmp, r.a.v, timeout=300)
-    finally:
-        os.environ.clear()
-        os.environ.update(old)
-    rows = {m.group(1).strip(): m.group(2) for m in re.finditer(r"^(spmdc --target=cuda|torch eager|nosuch) {2,}(.*)$",
-                                                                  table, re.M)}
-    row_loss = lambda name: re.findall(r"(\d+\.\d+)$", rows.get(name, ""))  # noqa: E731
+    table, rows, row_loss = run_gpt.cpu_bench_table(r, "gpt2.sh", prog,
+                                                    consts + ["--threads", "1", "--attn", "einsum"])
     checks = [
         ("the title is GPT-2 small's, bf16", re.search(r"^GPT-2 small .*bf16 compute, f32 master weights", table, re.M)),
         ("MFU over the bf16 peaks", re.search(r"measured bf16 GEMM or datasheet bf16", table)),
