@@ -92,19 +92,26 @@ mkdir -p "$out/data"; cp "$data"/train.npy "$data"/val.npy "$data"/meta.json "$d
 rm -rf "$out/gpt_data_tmp"
 . "$out/data/sizes.sh"
 gflags="-D NTRAIN=$NTRAIN -D NVAL=$NVAL -D PRINT_EVERY=1 -D EVAL_EVERY=10 -D CKPT_EVERY=100000 -D STOP_AFTER=${GPU_GPT_STEPS:-20}"
-# shellcheck disable=SC2086
-"$build/compiler/spmdc" $gflags "$repo/examples/gpt.spmd" -o "$out/progs/gpt_cpu"
-for mesh in dp=1,tp=1 dp=2,tp=2; do
-  np=$(( ${mesh:3:1} * ${mesh:8:1} ))
-  rm -rf "$out/ref_gpt_$mesh"; mkdir -p "$out/ref_gpt_$mesh"; ln -s ../data "$out/ref_gpt_$mesh/data"
-  (cd "$out/ref_gpt_$mesh" && mpirun -np $np "$out/progs/gpt_cpu" --mesh $mesh > "$out/progs/gpt_$mesh.cpu.out" 2>&1)
-  rm -rf "$out/ref_gpt_$mesh"
-done
-rm -f "$out/progs/gpt_cpu"
 cuda_env=""; [ "$sim" = --sim ] && cuda_env="SPMDC_CUDA_SIM=1"
-# shellcheck disable=SC2086
-env $cuda_env "$build/compiler/spmdc" --target=cuda $gflags "$repo/examples/gpt.spmd" -o "$out/progs/gpt_check" \
-  || printf 'gpt: spmdc --target=cuda fails\n' >> "$out/progs/MISSING"
+# model_check NAME SOURCE FLAGS: SOURCE compiled with FLAGS for the CPU, run
+# on 1 rank and dp=2,tp=2 (progs/NAME_MESH.cpu.out, the references), and for
+# the GPU (progs/NAME_check)
+model_check() {
+  local name=$1 src=$2 flags=$3 mesh np
+  # shellcheck disable=SC2086
+  "$build/compiler/spmdc" $flags "$src" -o "$out/progs/${name}_cpu"
+  for mesh in dp=1,tp=1 dp=2,tp=2; do
+    np=$(( ${mesh:3:1} * ${mesh:8:1} ))
+    rm -rf "$out/ref_${name}_$mesh"; mkdir -p "$out/ref_${name}_$mesh"; ln -s ../data "$out/ref_${name}_$mesh/data"
+    (cd "$out/ref_${name}_$mesh" && mpirun -np $np "$out/progs/${name}_cpu" --mesh $mesh > "$out/progs/${name}_$mesh.cpu.out" 2>&1)
+    rm -rf "$out/ref_${name}_$mesh"
+  done
+  rm -f "$out/progs/${name}_cpu"
+  # shellcheck disable=SC2086
+  env $cuda_env "$build/compiler/spmdc" --target=cuda $flags "$src" -o "$out/progs/${name}_check" \
+    || printf '%s: spmdc --target=cuda fails\n' "$name" >> "$out/progs/MISSING"
+}
+model_check gpt "$repo/examples/gpt.spmd" "$gflags"
 # the speed run (bench/gpu/flagship.sh: ours against PyTorch eager and
 # torch.compile, which start from our initial parameters, ckpt/init)
 # shellcheck disable=SC2086
@@ -120,18 +127,7 @@ env $cuda_env "$build/compiler/spmdc" --target=cuda -D NTRAIN=$NTRAIN -D NVAL=$N
 # 0.001 those two differ by at most 9e-4 over the 20 steps.
 g2flags="-D NTRAIN=$NTRAIN -D NVAL=$NVAL -D T=32 -D D=64 -D NH=4 -D L=2 -D NV=512 -D B=8 -D WARMUP=2 -D LR=0.001"
 g2flags="$g2flags -D PRINT_EVERY=1 -D EVAL_EVERY=10 -D EVAL_BATCHES=2 -D STOP_AFTER=${GPU_GPT2_STEPS:-20}"
-# shellcheck disable=SC2086
-"$build/compiler/spmdc" $g2flags "$repo/examples/gpt2_small.spmd" -o "$out/progs/gpt2_cpu"
-for mesh in dp=1,tp=1 dp=2,tp=2; do
-  np=$(( ${mesh:3:1} * ${mesh:8:1} ))
-  rm -rf "$out/ref_gpt2_$mesh"; mkdir -p "$out/ref_gpt2_$mesh"; ln -s ../data "$out/ref_gpt2_$mesh/data"
-  (cd "$out/ref_gpt2_$mesh" && mpirun -np $np "$out/progs/gpt2_cpu" --mesh $mesh > "$out/progs/gpt2_$mesh.cpu.out" 2>&1)
-  rm -rf "$out/ref_gpt2_$mesh"
-done
-rm -f "$out/progs/gpt2_cpu"
-# shellcheck disable=SC2086
-env $cuda_env "$build/compiler/spmdc" --target=cuda $g2flags "$repo/examples/gpt2_small.spmd" -o "$out/progs/gpt2_check" \
-  || printf 'gpt2: spmdc --target=cuda fails\n' >> "$out/progs/MISSING"
+model_check gpt2 "$repo/examples/gpt2_small.spmd" "$g2flags"
 # shellcheck disable=SC2086
 env $cuda_env "$build/compiler/spmdc" --target=cuda -D NTRAIN=$NTRAIN -D NVAL=$NVAL -D PRINT_EVERY=10 \
   -D EVAL_EVERY=100000 -D EVAL_BATCHES=1 -D STOP_AFTER=${GPU_GPT2_SPEED_STEPS:-40} -D SAVE_INIT=1 \
