@@ -99,6 +99,8 @@ static inline const char *axis_name(const Checker *k, int a) { return k->mesh->a
 /* check_local.c */
 /* note: the operands and their types, after a rule was broken. */
 void note_operands(Checker *k, const Operand *ops, int n);
+/* note: where the pending sum (P on axis a) that expression pe holds was made, if known. */
+void note_p_origin(Checker *k, Expr *pe, int a);
 void check_error(Checker *k, Span sp, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 void check_error_rule(Checker *k, const char *rule, Span sp, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));

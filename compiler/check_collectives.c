@@ -383,6 +383,31 @@ static bool check_wire_dtypes(Checker *k, Expr *call, Builtin op, const Type *x,
   return true;
 }
 
+/* all_reduce(x, axes, src=P, op=max|min|avg): rejected.  A P value is the
+ * sum of its per-rank parts, and the parts are not the value: how it is
+ * split depends on the mesh (a sum on one rank, any split of it on two).
+ * The max or min of the parts, or their mean (the sum divided by the
+ * axis size), would change with the mesh; only op=sum reads P.  A V value
+ * (one value per rank) may be reduced with any op. */
+static bool check_reduce_op_of_p(Checker *k, Expr *call, Expr *x, const Type *axes, const char *o, LType dst) {
+  const char *xs = src_text(k, x), *as = axes_text(k, axes);
+  bool avg = strcmp(o, "avg") == 0;
+  check_error(k, call->span, "all_reduce(op=%s) reads the parts of '%s', which is P (a pending sum) on %s", o, xs, as);
+  if (avg)
+    note_at(k->c, (Span){0, 0, 0},
+            "the mean of a pending sum's parts is its sum divided by the size of %s: the result would depend on the mesh",
+            as);
+  else
+    note_at(k->c, (Span){0, 0, 0},
+            "a pending sum's per-rank parts are not its value: their %s would depend on how the mesh splits the sum", o);
+  note_p_origin(k, x, axes->axes[0]);
+  const char *code = arena_sprintf(&k->c->arena, "all_reduce(%s, %s, src=P, dst=%s)", xs, as, lt_text(k->c, dst));
+  help_call(k, call, x, "op", code, arena_sprintf(&k->c->arena, "reduce the sum first: %s", code));
+  help(k->c, "to take the %s over ranks of one value per rank, reduce a V value: all_reduce(v, %s, src=V, dst=%s, op=%s)",
+       avg ? "mean" : o, as, lt_text(k->c, dst), o);
+  return false;
+}
+
 Type *check_collective(Checker *k, Expr *call, Builtin op) {
   const char *name = builtin_name[op];
   Arg *xa = call_arg(call, 0), *aa = call_arg(call, 1);
@@ -605,6 +630,8 @@ Type *check_collective(Checker *k, Expr *call, Builtin op) {
         help_call(k, call, xa->value, "op", code, code);
         return type_error();
       }
+      if (strcmp(o, "sum") && base(src) == LT_P && !check_reduce_op_of_p(k, call, xa->value, axes, o, dst))
+        return type_error();
     }
   }
   (void)rt;

@@ -712,7 +712,7 @@ static Span p_origin(Checker *k, Expr *e, int a, int depth, const char **what) {
 }
 
 /* note: where the P operand's pending sum on axis a was made, if known. */
-static void note_p_origin(Checker *k, Expr *pe, int a) {
+void note_p_origin(Checker *k, Expr *pe, int a) {
   const char *what = NULL;
   Span s = p_origin(k, pe, a, 0, &what);
   if (s.file && what)
@@ -1406,7 +1406,15 @@ static Type *check_like(Checker *k, Expr *call, Builtin op) {
     help(k->c, "for a number, write it as a type: zeros(f32{*: R})");
     return type_error();
   }
-  return t;
+  if (op == BI_ZEROS_LIKE)
+    return t;
+  /* ones are the same on every rank: where x is a pending sum (P), ones of
+   * its type would sum to the axis size, so the ones are R there */
+  Type *r = type_clone(k->c, t);
+  for (int a = 0; a < k->naxes; a++)
+    if (r->lt[a] == LT_P)
+      r->lt[a] = LT_R;
+  return r;
 }
 
 static Type *check_misc(Checker *k, Expr *call, Builtin op) {
@@ -1427,6 +1435,18 @@ static Type *check_misc(Checker *k, Expr *call, Builtin op) {
       return type_error();
     }
     r->dtype = d->value->type->dtype;
+    if (r->dtype == DT_I32 && x->dtype != DT_I32)
+      for (int a = 0; a < k->naxes; a++)
+        if (x->lt[a] == LT_P) { /* truncating each term is not truncating the sum */
+          Expr *xe = call_arg(call, 0)->value;
+          check_error(k, call->span, "astype() to i32 is not linear, but '%s' is P (a pending sum) on mesh axis '%s'",
+                      src(k, xe), axis_name(k, a));
+          note_at(k->c, (Span){0, 0, 0}, "rounding each rank's term is not rounding the sum: the sum must happen first");
+          note_p_origin(k, xe, a);
+          const char *fix = arena_sprintf(&k->c->arena, "all_reduce(%s, %s, src=P, dst=R)", src(k, xe), axis_name(k, a));
+          help_wrap(k, xe, fix, arena_sprintf(&k->c->arena, "reduce it first: %s", fix));
+          return type_error();
+        }
     return r;
   }
   case BI_TRANSPOSE: {
@@ -1638,6 +1658,16 @@ static Type *check_embedding(Checker *k, Expr *call) {
     return type_error();
   }
   Operand o[2] = {{ia->value, ids}, {wa->value, w}};
+  for (int a = 0; a < k->naxes; a++)
+    if (ids->lt[a] == LT_P) { /* a row is looked up by the whole id, not by each rank's term of it */
+      check_error(k, call->span, "embedding()'s ids '%s' are P (a pending sum) on mesh axis '%s'", src(k, ia->value),
+                  axis_name(k, a));
+      note_at(k->c, (Span){0, 0, 0}, "the rows looked up depend on the summed ids, not on each rank's term");
+      note_p_origin(k, ia->value, a);
+      const char *fix = arena_sprintf(&k->c->arena, "all_reduce(%s, %s, src=P, dst=R)", src(k, ia->value), axis_name(k, a));
+      help_wrap(k, ia->value, fix, arena_sprintf(&k->c->arena, "reduce them first: %s", fix));
+      return type_error();
+    }
   Type *r = type_clone(k->c, ids);
   r->dtype = w->dtype;
   if (!combine(k, RULE_MULTILINEAR, "embedding()", call->span, o, 2, r->lt))
