@@ -383,6 +383,26 @@ static bool check_wire_dtypes(Checker *k, Expr *call, Builtin op, const Type *x,
   return true;
 }
 
+/* reinterpret(x, axes, src=I, dst=V) in global code: needs expert=true.
+ * In global code a V value without a layout is a stack of one value per
+ * rank, as many as the axis has; claiming that the copies of an I value
+ * differ lets a later sum (all_reduce(src=V)) count the value once per rank,
+ * so the result would depend on the mesh (x on one rank, 2x on two).  In
+ * local code (local_map, local fn) it is JAX's pvary and stays plain. */
+static bool check_global_pvary(Checker *k, Expr *call, Expr *x, const Type *axes, LType dst) {
+  const char *xs = src_text(k, x), *as = axes_text(k, axes);
+  check_error(k, call->span, "reinterpret(I -> %s) in global code claims the copies of '%s' on %s differ",
+              lt_text(k->c, dst), xs, as);
+  note_at(k->c, (Span){0, 0, 0},
+          "a V value without a layout is one value per rank: a later sum or gather would see '%s' once per rank, "
+          "so the result would depend on the mesh", xs);
+  const char *code = arena_sprintf(&k->c->arena, "convert(%s, %s, src=I, dst=S(0))", xs, as);
+  help_call(k, call, x, NULL, code, arena_sprintf(&k->c->arena, "to shard the value: %s", code));
+  help(k->c, "as JAX's pvary, write it inside local_map (...) over (%s), or if it is meant: "
+       "reinterpret(%s, %s, src=I, dst=%s, expert=true)", as, xs, as, lt_text(k->c, dst));
+  return false;
+}
+
 /* all_reduce(x, axes, src=P, op=max|min|avg): rejected.  A P value is the
  * sum of its per-rank parts, and the parts are not the value: how it is
  * split depends on the mesh (a sum on one rank, any split of it on two).
@@ -405,6 +425,8 @@ static bool check_reduce_op_of_p(Checker *k, Expr *call, Expr *x, const Type *ax
   help_call(k, call, x, "op", code, arena_sprintf(&k->c->arena, "reduce the sum first: %s", code));
   help(k->c, "to take the %s over ranks of one value per rank, reduce a V value: all_reduce(v, %s, src=V, dst=%s, op=%s)",
        avg ? "mean" : o, as, lt_text(k->c, dst), o);
+  if (avg)
+    help(k->c, "if the sum over the axis size is meant, say so: %s / axis_size(%s)", code, as);
   return false;
 }
 
@@ -591,6 +613,9 @@ Type *check_collective(Checker *k, Expr *call, Builtin op) {
               arena_sprintf(&k->c->arena, "if that sum is meant, make the copies terms of a sum first: %s", code));
     return type_error();
   }
+  if (global && op == BI_REINTERPRET && base(src) == LT_I && base(dst) == LT_V && !expert &&
+      !check_global_pvary(k, call, xa->value, axes, dst))
+    return type_error();
   if (ok == NO) {
     check_error(k, call->span, "%s() cannot go from %s to %s", name, lt_text(k->c, src), lt_text(k->c, dst));
     if (base(src) != base(dst) || base(src) == LT_V) {
