@@ -178,8 +178,8 @@ def mode_resume(r):
     a, b = os.path.join(r.tmp, "whole", "ckpt", "last"), os.path.join(run, "ckpt", "last")
     names = sorted(os.listdir(a))
     _, mismatch, errors = filecmp.cmpfiles(a, b, names, shallow=False)
-    if mismatch or errors or sorted(os.listdir(b)) != names:
-        print(f"FAIL: checkpoint files differ: {mismatch + errors}")
+    if mismatch or errors or sorted(os.listdir(b)) != names or not names:
+        print(f"FAIL: checkpoint files differ: {mismatch + errors}" if names else f"FAIL: no checkpoint files in {a}")
         fails += 1
     else:
         print(f"ok: the final checkpoints are byte-identical ({len(names)} files)")
@@ -349,6 +349,9 @@ def mode_gpu_bench(r):
         print(f"{'ok' if ok else 'FAIL'} flagship.sh: {what}")
         fails += not ok
     print(table)
+    return fails
+
+
 def mode_remat(r):
     fails = 0
     progs = {k: r.compile(f"gpt_remat{k}", REMAT=k, SAVE_GRAD=1, STEPS=4, EVAL_EVERY=4, CKPT_EVERY=4, DROPOUT=0.1)
@@ -383,6 +386,14 @@ def run_main(doc, modes, runner=Runner, prefix="gpt_test_"):
     args.spmdc = os.path.abspath(args.spmdc)
     with tempfile.TemporaryDirectory(prefix=prefix) as tmp:
         fails = modes[args.mode](runner(args, tmp))
+    verdict(fails)
+
+
+def verdict(fails):
+    """Exits with a mode's result: SKIP, a count of failures (0: PASS);
+    anything else (None: a mode that forgot to return its count) fails."""
+    if type(fails) is not int or fails < 0:
+        sys.exit(f"FAIL: the mode returned {fails!r}, not a count of failures")
     if fails == SKIP:
         sys.exit(SKIP)
     if fails:
