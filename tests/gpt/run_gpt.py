@@ -66,7 +66,8 @@ def sh(cmd, cwd, verbose, timeout=600):
                OMPI_MCA_rmaps_base_oversubscribe="1", OPENBLAS_NUM_THREADS="1",
                # runs are compared byte for byte (resume): the same f32 GEMM
                # library in every run, pinned rather than timed afresh
-               SPMD_GEMM=os.environ.get("SPMD_GEMM", "dnnl"))
+               SPMD_GEMM=os.environ.get("SPMD_GEMM", "dnnl"),
+               UBSAN_OPTIONS=os.environ.get("UBSAN_OPTIONS", "halt_on_error=1:exitcode=98:print_stacktrace=1"))
     if verbose:
         print("$ " + " ".join(cmd), flush=True)
     r = subprocess.run(cmd, cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout)
@@ -74,6 +75,9 @@ def sh(cmd, cwd, verbose, timeout=600):
         print(r.stdout + r.stderr, flush=True)
     if r.returncode != 0:
         sys.exit(f"FAIL: {' '.join(cmd)} exited {r.returncode}:\n{r.stdout}{r.stderr}")
+    report = run_e2e.sanitizer_report(r.stderr, r.stdout)
+    if report:
+        sys.exit(f"FAIL: {' '.join(cmd)}: a sanitizer report: {report}\n{r.stderr}")
     return r.stdout
 
 
