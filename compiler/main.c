@@ -491,6 +491,23 @@ static void print_paths(const Paths *p) {
            *p->rt_cuda_lib ? p->rt_cuda_lib : "(none)");
 }
 
+/* Appends the words of SPMD_RT_CFLAGS (the sanitizer flags of a sanitizer
+ * build of libspmdrt: -fsanitize=... -fno-sanitize-recover=undefined, so
+ * undefined behaviour in a generated program stops it, as in the runtime)
+ * to argv; returns the new count. */
+static int add_rt_cflags(Compiler *c, char **argv, int n, int cap) {
+  const char *p = SPMD_RT_CFLAGS;
+  while (*p) {
+    while (*p == ' ')
+      p++;
+    size_t len = strcspn(p, " ");
+    if (len && n < cap)
+      argv[n++] = arena_strndup(&c->arena, p, len);
+    p += len;
+  }
+  return n;
+}
+
 /* mpicc the generated C (and obj, if not NULL: the simulated kernels) into
  * an executable linked with libspmdrt and BLAS. */
 static bool compile_c(Compiler *c, const Paths *paths, const char *cfile, const char *obj, const char *exe, int opt) {
@@ -505,8 +522,7 @@ static bool compile_c(Compiler *c, const Paths *paths, const char *cfile, const 
    * a * b + c into an FMA, so a fused loop rounds as the runtime's kernels */
   argv[n++] = "-fno-math-errno";
   argv[n++] = "-ffp-contract=off";
-  if (*SPMD_RT_CFLAGS) /* a sanitizer build of libspmdrt */
-    argv[n++] = SPMD_RT_CFLAGS;
+  n = add_rt_cflags(c, argv, n, 18); /* a sanitizer build of libspmdrt (14 more follow) */
   const char *extra = getenv("SPMDC_CFLAGS"); /* e.g. -Werror in tests */
   if (extra && *extra)
     argv[n++] = (char *)extra;
@@ -551,8 +567,7 @@ static bool compile_cuda_sim(Compiler *c, const Paths *paths, const char *cfile,
   argv[n++] = "-fno-math-errno";
   argv[n++] = "-ffp-contract=off";
   argv[n++] = "-DSPMD_CUDA_SIM";
-  if (*SPMD_RT_CFLAGS)
-    argv[n++] = SPMD_RT_CFLAGS;
+  n = add_rt_cflags(c, argv, n, 18);
   argv[n++] = arena_sprintf(&c->arena, "-I%s", paths->rt_include);
   argv[n++] = "-c";
   argv[n++] = (char *)cufile;

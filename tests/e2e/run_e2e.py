@@ -29,6 +29,13 @@ working directory and a timeout. Then:
   that must also agree across meshes (numerically with NumPy, else bytewise);
 * `files=a.npy,...`: files next to the test copied into every run directory;
 * `args="..."`: extra program arguments; `timeout=S`: per run (60 s);
+* `pin="LINE"` (repeatable; every test but an expect-fail one has one):
+  the first output line with LINE's words and integers must have LINE's
+  other numbers within `pin-rtol` (default: the larger of rtol and
+  target-rtol, as a GPU's run is compared) on every run: the values
+  themselves, from an independent reference where one exists
+  (tests/e2e/reference.py), not only their agreement across meshes;
+  NaN agrees with nothing, itself included, anywhere in the comparisons;
 * `target-rtol=R`: the tolerance against another target's output
   (--reference) where it may legitimately differ by more than rtol (a
   fusion that rounds differently on one target); rtol by default.
@@ -73,8 +80,15 @@ import time
 SKIP = 77
 DEFAULT_TIMEOUT = 60.0
 KNOWN_KEYS = {'meshes', 'rtol', 'atol', 'expect-output', 'expect-fail', 'close', 'outputs',
-              'files', 'args', 'timeout', 'target-rtol'}
-REPEATABLE = {'expect-output', 'close'}
+              'files', 'args', 'timeout', 'target-rtol', 'pin', 'pin-rtol'}
+REPEATABLE = {'expect-output', 'close', 'pin'}
+INTEGER = re.compile(r'[-+]?\d+')
+
+# a sanitizer's report (tests/README.md: the harnesses fail a test on any);
+# the sanitizer build also compiles every program with
+# -fno-sanitize-recover=undefined, so undefined behaviour stops it
+SANITIZER = re.compile(r'runtime error:|ERROR: (?:Address|Leak|Thread|Memory|UndefinedBehavior)Sanitizer|'
+                       r'SUMMARY: (?:Address|UndefinedBehavior)Sanitizer')
 
 NUMBER = re.compile(r'(?<![\w.])[-+]?(?:(?:\d+\.\d*|\.\d+|\d+)(?:[eE][-+]?\d+)?|nan|inf(?:inity)?)'
                     r'(?![\w.])', re.IGNORECASE)
@@ -133,6 +147,9 @@ def parse_header(text):
     if not any(re.match(r'\s*//\s*E2E:', l) for l in text.splitlines()):
         raise TestError('no `// E2E:` line: an e2e test says how to run it, e.g. '
                         '`// E2E: meshes=1,dp=2:tp=1 rtol=1e-5`')
+    if 'expect-fail' not in opts and not opts['pin']:
+        raise TestError('no `pin=`: an e2e test pins values of its output (the first and the last), '
+                        'not only their agreement across meshes, e.g. `// E2E: pin="step 0 loss 0.917"`')
     return opts, spmdc_args
 
 
@@ -200,9 +217,11 @@ def tokenize(line):
 
 
 def num_close(a, b, rtol, atol):
+    """(a and b agree, their relative difference); NaN agrees with nothing,
+    itself included: a run that diverges the same way on every mesh fails"""
     x, y = float(a), float(b)
     if math.isnan(x) or math.isnan(y):
-        return math.isnan(x) and math.isnan(y), float('nan')
+        return False, float('nan')
     if math.isinf(x) or math.isinf(y):
         return x == y, 0.0 if x == y else float('inf')
     diff = abs(x - y)
@@ -263,6 +282,29 @@ def check_close(out, close):
     return msg
 
 
+def check_pins(out, pins, rtol):
+    """Each pin is a line the output must have: the first output line with
+    the same words (numbers masked) and the same integers has every other
+    number within rtol of the pin's (NaN matches nothing)."""
+    msg = []
+    lines = [(l, tokenize(l)) for l in out.splitlines()]
+    for pin in pins:
+        words, nums = tokenize(pin)
+        ints = [(k, int(n)) for k, n in enumerate(nums) if INTEGER.fullmatch(n)]
+        line = next((l for l, (w, n) in lines if w == words and all(INTEGER.fullmatch(n[k]) and int(n[k]) == v
+                                                                     for k, v in ints)), None)
+        if line is None:
+            msg.append('pin=%r: no output line like it' % pin)
+            continue
+        bad = [(p, q, rel) for p, q in zip(nums, tokenize(line)[1])
+               for ok, rel in [num_close(p, q, rtol, 0.0)] if not ok]
+        if bad:
+            msg.append('pin=%r: the output says %r (%s; pin-rtol %g)'
+                       % (pin, line, ', '.join('%s, not %s: relative difference %.3g' % (q, p, rel)
+                                               for p, q, rel in bad), rtol))
+    return msg
+
+
 def compare_files(ref_dir, ref_label, run_dir, label, names, rtol, atol):
     msg = []
     for name in names:
@@ -285,8 +327,8 @@ def compare_files(ref_dir, ref_label, run_dir, label, names, rtol, atol):
                 x64, y64 = x.astype(np.float64), y.astype(np.float64)
                 diff = np.abs(x64 - y64)
                 scale = np.maximum(np.maximum(np.abs(x64), np.abs(y64)), 1e-30)
-                bad = ~((diff <= rtol * scale) | (diff <= atol) | (np.isnan(x64) & np.isnan(y64))
-                        | (x64 == y64))
+                # (NaN agrees with nothing, not even NaN)
+                bad = ~((diff <= rtol * scale) | (diff <= atol) | (x64 == y64))
                 if bad.any():
                     idx = np.argwhere(bad)[0]
                     msg.append('%s: %d elements differ beyond rtol %g; first at %s: %r (mesh %s) '
@@ -407,6 +449,7 @@ def main(argv):
         expect_fail = re.compile(opts['expect-fail'], re.MULTILINE) if 'expect-fail' in opts else None
         files, outputs = list_opt(opts, 'files'), list_opt(opts, 'outputs')
         prog_args = shlex.split(opts.get('args', ''))
+        pins, pin_rtol = opts['pin'], parse_float(opts, 'pin-rtol', max(rtol, target_rtol))
         if cuda_sim or ends:
             meshes = meshes[:1] + meshes[-1:] if len(meshes) > 1 else meshes
     except (TestError, re.error, OSError) as e:
@@ -421,7 +464,7 @@ def main(argv):
         return run_test(spmdc, path, name, srcdir, tmp, spmdc_flags + spmdc_args, meshes, rtol,
                         atol, timeout, close, expect_output, expect_fail, files, outputs,
                         prog_args, mpirun, verbose, cuda_sim, prebuilt, save_outputs, reference,
-                        target_rtol, sim_runtime)
+                        target_rtol, sim_runtime, pins, pin_rtol)
     finally:
         if keep:
             print('kept %s' % tmp)
@@ -433,7 +476,17 @@ def test_env():
     env = dict(os.environ)
     env.update({'OPENBLAS_NUM_THREADS': '1', 'OMPI_MCA_rmaps_base_oversubscribe': '1'})
     env.setdefault('ASAN_OPTIONS', 'detect_leaks=0')
+    env.setdefault('UBSAN_OPTIONS', 'halt_on_error=1:exitcode=98:print_stacktrace=1')
     return env
+
+
+def sanitizer_report(*texts):
+    """The first line of a sanitizer's report in texts, else None"""
+    for t in texts:
+        m = SANITIZER.search(t)
+        if m:
+            return t[t.rfind('\n', 0, m.start()) + 1:].split('\n', 1)[0]
+    return None
 
 
 def compile_program(spmdc, spmdc_args, path, name, srcdir, tmp, out_path):
@@ -456,7 +509,7 @@ def mesh_file(label):
 def run_test(spmdc, path, name, srcdir, tmp, spmdc_args, meshes, rtol, atol, timeout, close,
              expect_output, expect_fail, files, outputs, prog_args, mpirun, verbose, cuda_sim=False,
              prebuilt=None, save_outputs=None, reference=None, target_rtol=None,
-             sim_runtime=None):
+             sim_runtime=None, pins=(), pin_rtol=1e-5):
     def subst(a, rundir=''):
         return a.replace('%S', srcdir).replace('%t', rundir or tmp)
 
@@ -479,6 +532,10 @@ def run_test(spmdc, path, name, srcdir, tmp, spmdc_args, meshes, rtol, atol, tim
         print('FAIL %s: compiling failed (%s): %s\n%s'
               % (name, what, ' '.join(shlex.quote(c) for c in cmd),
                  ''.join(indent(t) for t in (out, err) if t.strip()) or indent('')))
+        return 1
+    report = sanitizer_report(out, err)
+    if report:
+        print('FAIL %s: a sanitizer report while compiling: %s\n%s' % (name, report, indent(err)))
         return 1
     if not prebuilt:
         print('compiled %s in %.1f s' % (name, secs))
@@ -509,6 +566,9 @@ def run_test(spmdc, path, name, srcdir, tmp, spmdc_args, meshes, rtol, atol, tim
         rc, out, err, secs = run_command(cmd, rundir, env, timeout)
         head = 'mesh %s (%d rank%s)' % (label, nranks, '' if nranks == 1 else 's')
         problems = []
+        report = sanitizer_report(err, out)
+        if report:
+            problems.append('a sanitizer report: %s' % report)
         if rc is None:
             problems.append('timed out after %g s (killed)' % timeout)
         elif expect_fail is not None:
@@ -526,6 +586,7 @@ def run_test(spmdc, path, name, srcdir, tmp, spmdc_args, meshes, rtol, atol, tim
                     problems.append('no output line matches expect-output %r' % r.pattern)
             if expect_fail is None and rc == 0:
                 problems += check_close(out, close)
+                problems += check_pins(out, pins, pin_rtol)
         if ref_prog and rc is not None:  # the CPU target's run on the same mesh
             refdir = rundir + '_cpu'
             os.makedirs(refdir)

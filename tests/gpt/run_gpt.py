@@ -66,7 +66,8 @@ def sh(cmd, cwd, verbose, timeout=600):
                OMPI_MCA_rmaps_base_oversubscribe="1", OPENBLAS_NUM_THREADS="1",
                # runs are compared byte for byte (resume): the same f32 GEMM
                # library in every run, pinned rather than timed afresh
-               SPMD_GEMM=os.environ.get("SPMD_GEMM", "dnnl"))
+               SPMD_GEMM=os.environ.get("SPMD_GEMM", "dnnl"),
+               UBSAN_OPTIONS=os.environ.get("UBSAN_OPTIONS", "halt_on_error=1:exitcode=98:print_stacktrace=1"))
     if verbose:
         print("$ " + " ".join(cmd), flush=True)
     r = subprocess.run(cmd, cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout)
@@ -74,6 +75,9 @@ def sh(cmd, cwd, verbose, timeout=600):
         print(r.stdout + r.stderr, flush=True)
     if r.returncode != 0:
         sys.exit(f"FAIL: {' '.join(cmd)} exited {r.returncode}:\n{r.stdout}{r.stderr}")
+    report = run_e2e.sanitizer_report(r.stderr, r.stdout)
+    if report:
+        sys.exit(f"FAIL: {' '.join(cmd)}: a sanitizer report: {report}\n{r.stderr}")
     return r.stdout
 
 
@@ -178,8 +182,8 @@ def mode_resume(r):
     a, b = os.path.join(r.tmp, "whole", "ckpt", "last"), os.path.join(run, "ckpt", "last")
     names = sorted(os.listdir(a))
     _, mismatch, errors = filecmp.cmpfiles(a, b, names, shallow=False)
-    if mismatch or errors or sorted(os.listdir(b)) != names:
-        print(f"FAIL: checkpoint files differ: {mismatch + errors}")
+    if mismatch or errors or sorted(os.listdir(b)) != names or not names:
+        print(f"FAIL: checkpoint files differ: {mismatch + errors}" if names else f"FAIL: no checkpoint files in {a}")
         fails += 1
     else:
         print(f"ok: the final checkpoints are byte-identical ({len(names)} files)")
@@ -349,6 +353,9 @@ def mode_gpu_bench(r):
         print(f"{'ok' if ok else 'FAIL'} flagship.sh: {what}")
         fails += not ok
     print(table)
+    return fails
+
+
 def mode_remat(r):
     fails = 0
     progs = {k: r.compile(f"gpt_remat{k}", REMAT=k, SAVE_GRAD=1, STEPS=4, EVAL_EVERY=4, CKPT_EVERY=4, DROPOUT=0.1)
@@ -383,6 +390,14 @@ def run_main(doc, modes, runner=Runner, prefix="gpt_test_"):
     args.spmdc = os.path.abspath(args.spmdc)
     with tempfile.TemporaryDirectory(prefix=prefix) as tmp:
         fails = modes[args.mode](runner(args, tmp))
+    verdict(fails)
+
+
+def verdict(fails):
+    """Exits with a mode's result: SKIP, a count of failures (0: PASS);
+    anything else (None: a mode that forgot to return its count) fails."""
+    if type(fails) is not int or fails < 0:
+        sys.exit(f"FAIL: the mode returned {fails!r}, not a count of failures")
     if fails == SKIP:
         sys.exit(SKIP)
     if fails:

@@ -59,7 +59,7 @@ done
 # run.sh runs each on the same meshes and compares (run_e2e.py --reference)
 repo=$(cd "$here/../.." && pwd)
 mkdir -p "$out/progs/e2e"
-cp "$repo"/tests/e2e/* "$out/progs/e2e/"
+find "$repo"/tests/e2e -maxdepth 1 -type f -exec cp {} "$out/progs/e2e/" \; # (not selftest/)
 cp "$repo/examples/moe.spmd" "$out/progs/e2e/"
 missing=""
 for case in "$repo"/tests/e2e/*.spmd "$repo/examples/moe.spmd"; do

@@ -92,6 +92,9 @@ def compare_dirs(ref_dir, out_dir, subset=False, identical=False):
         entries = [(n, cls_of.get(n, "unknown")) for n, _ in manifest(out_dir)]
     if identical:
         entries = [(n, "bits") for n, _ in entries]
+    if not entries:  # nothing compared is not a pass
+        print("FAIL %s: the manifest lists no results" % (out_dir if subset else ref_dir))
+        return passed, failed + 1
     for name, cls in entries:
         try:
             rd, rs, rb, rv = read_npy("%s/%s.npy" % (ref_dir, name))
@@ -141,7 +144,7 @@ def compare_losses(ref, out, rel):
         return 0, 1
     passed = failed = 0
     for i, (r, o) in enumerate(zip(a, b)):
-        if abs(o - r) <= rel * abs(r) or (math.isnan(r) and math.isnan(o)):
+        if abs(o - r) <= rel * abs(r):  # (a NaN loss matches nothing, not even NaN)
             passed += 1
         else:
             print("FAIL loss %d: %.9g, expected %.9g (relative %.3g > %g)" %

@@ -151,6 +151,8 @@ part() {
   grep -E '^FAIL|error' "$log" | head -20
   if [ -n "$line" ]; then
     passed=$((passed + ${line%% passed*})); local f=${line#*, }; failed=$((failed + ${f%% failed*}))
+    # a part that exited non-zero after "N passed, 0 failed" failed all the same
+    [ $rc != 0 ] && [ "${f%% failed*}" = 0 ] && failed=$((failed + 1))
   else
     failed=$((failed + 1))
     [ $rc = 124 ] && echo "$name: timed out after ${lim}s" || tail -5 "$log"

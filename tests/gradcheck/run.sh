@@ -9,6 +9,7 @@ here=$(cd "$(dirname "$0")" && pwd)
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 name=$(basename "$file" .spmd)
+. "$here/checked.sh"
 # `// F64_IMPORTS: nn optim`: the standard library's f32 modules are checked
 # through their f64 twins (every f32 made f64), imported instead of them
 imports=()
@@ -26,5 +27,5 @@ for mesh in ${meshes:-dp=2,tp=1 dp=1,tp=2 dp=2,tp=2}; do
   n=1
   for kv in ${mesh//,/ }; do n=$((n * ${kv#*=})); done
   echo "== mesh $mesh ($n ranks)"
-  timeout 120 mpirun --oversubscribe -np "$n" "$work/check" --mesh "$mesh"
+  checked timeout 120 mpirun --oversubscribe -np "$n" "$work/check" --mesh "$mesh"
 done

@@ -9,9 +9,9 @@ them with torch.nn.functional.cross_entropy (every reduction, ignore_index
 -100, gradients by autograd), torch.take_along_dim (and its gradient) and
 torch.nn.functional.dropout's semantics: the kept elements scaled by
 1/(1-p), about p of them zeroed, the gradient the same mask and scale, p=0
-the identity.  Uses python3-torch when /usr/bin/python3 has it, else a NumPy
-reference of the same formulas (the script says which).  Exit 0 pass, 1
-fail.
+the identity.  Needs python3-torch (a declared test dependency: without it
+the test fails); SPMD_TORCH_SEMANTICS_NUMPY=1 checks against a NumPy
+reference of the same formulas instead.  Exit 0 pass, 1 fail.
 """
 import os
 import shutil
@@ -161,8 +161,13 @@ def main():
     src = os.path.abspath(sys.argv[2] if len(sys.argv) == 3 else
                           os.path.join(os.path.dirname(__file__), 'semantics.spmd'))
     mpirun = shutil.which('mpirun') or 'mpirun'
+    if torch is None and os.environ.get('SPMD_TORCH_SEMANTICS_NUMPY') != '1':
+        # a declared test dependency (scripts/deps.sh --test): missing, the
+        # test fails rather than quietly checking against its own reference
+        sys.exit('FAIL: python3-torch is not installed (scripts/deps.sh --test installs it; '
+                 'SPMD_TORCH_SEMANTICS_NUMPY=1 checks against the NumPy reference instead)')
     print('reference: %s' % ('PyTorch %s' % torch.__version__ if torch is not None else
-                             'NumPy (python3-torch is not installed)'))
+                             'NumPy (SPMD_TORCH_SEMANTICS_NUMPY=1, python3-torch is not installed)'))
     work = tempfile.mkdtemp(prefix='spmd_torch_')
     try:
         prog = os.path.join(work, 'prog')

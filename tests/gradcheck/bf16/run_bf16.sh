@@ -16,6 +16,7 @@ spmdc=$1 rtinc=$2 rtlib=$3 blas=$4 file=$5
 here=$(cd "$(dirname "$0")" && pwd)
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
+. "$here/../checked.sh"
 name=$(basename "$file" .spmd)
 sed 's/\b\(bf16\|f32\)\b/f64/g' "$file" > "$work/${name}_f64.spmd"
 cp "$file" "$work/${name}_bf16.spmd"
@@ -41,9 +42,9 @@ for mesh in ${meshes:-dp=1,tp=1 dp=2,tp=2}; do
   n=1
   for kv in ${mesh//,/ }; do n=$((n * ${kv#*=})); done
   echo "== mesh $mesh ($n ranks): the f64 twin against finite differences"
-  timeout 120 mpirun --oversubscribe -np "$n" "$work/check_f64" --mesh "$mesh"
+  checked timeout 120 mpirun --oversubscribe -np "$n" "$work/check_f64" --mesh "$mesh"
   for v in f64 bf16; do
-    SPMD_GRADCHECK_DUMP="$work/$v.txt" timeout 120 mpirun --oversubscribe -np "$n" "$work/check_$v" --mesh "$mesh"
+    SPMD_GRADCHECK_DUMP="$work/$v.txt" checked timeout 120 mpirun --oversubscribe -np "$n" "$work/check_$v" --mesh "$mesh"
   done
   echo "== mesh $mesh: bf16 against f64"
   /usr/bin/python3 "$here/compare.py" "$work/f64.txt" "$work/bf16.txt" $tol

@@ -1,0 +1,9 @@
+/* run_e2e.py's self-test (the sanitizer build): signed overflow in code
+ * spmdc compiles, which must stop the program */
+#include <limits.h>
+__attribute__((constructor)) static void spmd_selftest_overflow(void)
+{
+    volatile int x = INT_MAX;
+    int y = x + 1;
+    (void)y;
+}
