@@ -14,7 +14,14 @@ mutants the model rejects are produced, so spmdc must reject every one.
 Only semantics-preserving collectives and casts are used (all_reduce,
 all_gather, reduce_scatter, all_to_all, convert/reinterpret I->R, convert to
 S(i) and to P, expert R->I and S(i)->P, redistribute), so every program must
-compute the same loss and gradients on every mesh.
+compute the same loss and gradients on every mesh.  They carry the options
+(issue 28): axis tuples ((dp, tp) or (tp, dp) where both axes make the same
+move), op=sum on P, dtype=/bwd_dtype= of the program's own dtype, and
+op=avg|max|min over copies of an I value claimed different
+(reinterpret(I -> V, expert=true), whose mean, max and min are the value;
+max and min of a constant, as they have no gradient).  Mutants also
+change op=sum on a P value to avg, max or min, add a dtype=f32 without
+bwd_dtype= to a collective whose backward sums, and drop an expert=true.
 """
 import random
 
@@ -123,6 +130,8 @@ def combine(cls, letters):
     ls = [l for l in letters if l is not None]
     if not ls:
         raise Reject('no tensor operand')
+    if 'V' in ls:   # the model keeps V (copies claimed different) to the reductions made for it
+        raise Reject('V operand')
     if 'I' in ls:
         if any(l != 'I' for l in ls):
             raise Reject('I mixed')
@@ -281,12 +290,12 @@ def type_collective(st, t):
             if t.letter(x) != src:
                 raise Reject('src %s but the value is %s on %s' % (src, t.letter(x), x))
     allowed = {
-        'all_reduce': [('P', 'R'), ('P', 'I')],
+        'all_reduce': [('P', 'R'), ('P', 'I'), ('V', 'R'), ('V', 'I')],
         'all_gather': [('S', 'R'), ('S', 'I')],
         'reduce_scatter': [('P', 'S')],
         'all_to_all': [('S', 'S')],
         'convert': [('I', 'R'), ('R', 'S'), ('I', 'S'), ('R', 'P'), ('I', 'P'), ('R', 'I'), ('S', 'P')],
-        'reinterpret': [('I', 'R')],
+        'reinterpret': [('I', 'R'), ('I', 'V')],
         # redistribute(x, axes, src=, dst=): any change, semantics-preserving
         'redistribute': [(a, b) for a in 'RIPS' for b in 'RIPS' if a != b or a == 'S'],
     }[op]
@@ -296,9 +305,22 @@ def type_collective(st, t):
         raise Reject('%s cannot go %s -> %s' % (op, src, dst))
     if op == 'redistribute' and si is not None and si == di:
         raise Reject('redistribute S(i) -> S(i)')
-    expert = (op == 'convert' and (s0, d0) in (('I', 'P'), ('R', 'I'), ('S', 'P')))
+    expert = (op == 'convert' and (s0, d0) in (('I', 'P'), ('R', 'I'), ('S', 'P'))) or \
+        (op == 'reinterpret' and (s0, d0) == ('I', 'V'))   # in global code (issue 28)
     if expert != bool(st.attrs.get('expert')):
         raise Reject('expert flag')
+    rop = st.attrs.get('rop')
+    if rop is not None and op != 'all_reduce':
+        raise Reject('op= on %s' % op)
+    if s0 == 'P' and rop not in (None, 'sum'):
+        raise Reject("op=%s reads a P value's parts" % rop)
+    if s0 == 'V' and rop not in ('avg', 'max', 'min'):
+        raise Reject('op=sum of copies claimed different counts them once per rank')
+    wire, bwd = st.attrs.get('dtype'), st.attrs.get('bwd_dtype')
+    sums_back = (op, s0, d0) in (('all_gather', 'S', 'R'), ('all_reduce', 'P', 'R'), ('convert', 'I', 'R'),
+                                 ('reinterpret', 'I', 'R'), ('reinterpret', 'I', 'V'))
+    if wire == 'f32' and bwd is None and sums_back:
+        raise Reject('dtype= casts down and the backward sums: bwd_dtype= is needed')
     if di is not None:
         if di >= len(spec) or (si is not None and di == si):
             raise Reject('dst dim')
@@ -360,7 +382,7 @@ class St:
         elif op == 'reshape':
             e = 'reshape(%s, [%s])' % (a[0], ', '.join(map(str, at['shape'])))
         elif op == 'redistribute' and 'T' in at:
-            e = 'redistribute(%s, %s)' % (a[0], at['T'].text())
+            e = 'redistribute(%s, %s%s)' % (a[0], at['T'].text(), options(at))
         elif op == 'record':
             e = '%s(%s)' % (at['struct'], ', '.join('%s=%s' % fa for fa in zip(at['fields'], a)))
         elif op == 'field':
@@ -368,9 +390,18 @@ class St:
         elif op == 'randn':
             e = 'randn(%s, seed=%d, std=1.0)' % (at['T'].text(), at['seed'])
         else:
-            e = '%s(%s, %s, src=%s, dst=%s%s)' % (op, a[0], tup(at['axes']), at['src'], at['dst'],
-                                                 ', expert=true' if at.get('expert') else '')
+            e = '%s(%s, %s, src=%s, dst=%s%s%s)' % (op, a[0], tup(at['axes']), at['src'], at['dst'],
+                                                   ', expert=true' if at.get('expert') else '', options(at))
         return 'let %s = %s;' % (self.name, e)
+
+
+def options(at):
+    """The options of a collective: op=, dtype=, bwd_dtype=."""
+    out = ''
+    for key, name in (('rop', 'op'), ('dtype', 'dtype'), ('bwd_dtype', 'bwd_dtype')):
+        if at.get(key):
+            out += ', %s=%s' % (name, at[key])
+    return out
 
 
 def opa(at):
@@ -574,9 +605,16 @@ class Gen:
         return name
 
     def emit(self, op, args, **attrs):
-        if op in COLLECTIVES and 'axes' in attrs and self.r.random() < 0.15:
+        r = self.r
+        if op in COLLECTIVES and 'axes' in attrs and not attrs.get('frozen') and r.random() < 0.15:
             op = 'redistribute'
             attrs.pop('expert', None)
+        if op == 'all_reduce' and attrs.get('src') == 'P' and r.random() < 0.3:
+            attrs['rop'] = 'sum'
+        if op in COLLECTIVES and r.random() < 0.15:   # the wire dtype written down: the program's own
+            attrs['dtype'] = 'f64'
+            if r.random() < 0.5:
+                attrs['bwd_dtype'] = 'f64'
         st = St(self.fresh(), op, args, **attrs)
         t = type_st(st, self.env)      # raises Reject
         if t.numel() > MAX_NUMEL:
@@ -669,8 +707,8 @@ class Gen:
 
     def step(self):
         r = self.r
-        kind = r.choices(['unary', 'binary', 'contract', 'reduce', 'shape', 'collective', 'scale', 'record'],
-                         [3, 4, 4, 2, 2, 3, 1, 1])[0]
+        kind = r.choices(['unary', 'binary', 'contract', 'reduce', 'shape', 'collective', 'scale', 'record',
+                          'tuple', 'vary'], [3, 4, 4, 2, 2, 3, 1, 1, 2, 1])[0]
         a = self.pick()
         t = self.env[a]
         if kind == 'unary':
@@ -707,6 +745,56 @@ class Gen:
             return self.record(a)
         if kind == 'collective':
             return self.align(a, self.random_layout(t.shape, allow_p=True))
+        if kind == 'tuple':
+            return self.tuple_move(a)
+        if kind == 'vary':
+            return self.vary(a)
+
+    def tuple_move(self, a):
+        """One collective or cast over both axes, as a tuple in either
+        order, where both make the same move."""
+        r = self.r
+        t = self.env[a]
+        axes = tuple(r.sample(AXES, 2))
+        l0, l1 = (t.letter(x) for x in axes)
+        moves = []
+        if l0 == l1 == 'P':
+            moves += [('all_reduce', 'P', d) for d in 'RI']
+            moves += [('reduce_scatter', 'P', 'S(%d)' % d) for d in range(len(t.shape)) if not t.spec[d]]
+        if l0 == l1 == 'R':
+            moves += [('convert', 'R', 'P')]
+            moves += [('convert', 'R', 'S(%d)' % d) for d in range(len(t.shape)) if not t.spec[d]]
+        if l0 == l1 == 'I':
+            moves += [('convert', 'I', 'R'), ('reinterpret', 'I', 'R')]
+        for d, sp in enumerate(t.spec):
+            if len(sp) == 2:   # gathered in the order that shards it (major to minor)
+                axes = tuple(sp)
+                moves += [('all_gather', 'S(%d)' % d, dst) for dst in 'RI']
+        if not moves:
+            return
+        op, src, dst = r.choice(moves)
+        if op == 'all_gather':
+            axes = tuple(t.spec[int(src[2:-1])])
+        return self.emit(op, [a], axes=axes, src=src, dst=dst)
+
+    def vary(self, a):
+        """op=avg|max|min over one value per rank: the copies of an I value
+        claimed different (reinterpret(I -> V, expert=true)), whose mean,
+        max and min are the value on every mesh.  max and min have no
+        gradient, so they read a constant (randn)."""
+        r = self.r
+        rop = r.choice(('avg', 'avg', 'max', 'min'))
+        t = self.env[a]
+        if rop != 'avg':
+            T = Ty(t.shape, t.spec, {x: ('I' if l == 'P' else l) for x, l in t.lt.items()})
+            a = self.emit('randn', [], T=T, seed=r.randrange(1, 1000))
+            t = self.env[a]
+        axes = [x for x in AXES if t.letter(x) == 'I']
+        if not axes:
+            return
+        axes = tuple(r.sample(axes, r.randint(1, len(axes))))
+        v = self.emit('reinterpret', [a], axes=axes, src='I', dst='V', expert=True, frozen=True)
+        return self.emit('all_reduce', [v], axes=axes, src='V', dst=r.choice('RI'), rop=rop, frozen=True)
 
     def unpartial(self, t):
         return Ty(t.shape, t.spec, {x: ('R' if l == 'P' else l) for x, l in t.lt.items()})
@@ -864,6 +952,29 @@ def mutants(p, rng):
     found = {}
     for i, st in enumerate(sts):
         cands = []
+        if st.attrs.get('expert'):
+            m = st.copy()
+            m.attrs.pop('expert')
+            cands.append(('expert', 'dropped expert=true in %s' % st.text(), m))
+        if st.attrs.get('frozen'):
+            # copies claimed different (expert=true): the program opted out
+            # of the mesh's promise there, so another mutant of it may be
+            # mesh-dependent and still be accepted
+            cands = cands[:1] if st.attrs.get('expert') else []
+            for kind, desc, m in cands:
+                found.setdefault(kind, []).append((kind, desc, sts[:i] + [m] + sts[i + 1:]))
+            continue
+        if st.op == 'all_reduce' and st.attrs.get('src') == 'P':
+            for rop in ('avg', 'max', 'min'):
+                m = st.copy()
+                m.attrs['rop'] = rop
+                cands.append(('reduce_op', 'op=%s in %s' % (rop, st.text()), m))
+        if st.is_collective() and st.attrs.get('src') in {'I', 'P'} | {'S(%d)' % d for d in range(4)} \
+                and not st.attrs.get('dtype'):
+            m = st.copy()
+            m.attrs['dtype'] = 'f32'
+            m.attrs.pop('bwd_dtype', None)
+            cands.append(('wire_dtype', 'dtype=f32 without bwd_dtype= in %s' % st.text(), m))
         if st.is_collective():
             m = st.copy()
             m.op, m.args, m.attrs = 'alias', [st.args[0]], {}
