@@ -816,7 +816,7 @@ static IrFn *remat_fn(AD *ad, Variant *v, Span at) {
   m->values = arena_alloc(&c->arena, sizeof(IrValue) * (size_t)(f->nvalues + 1));
   memcpy(m->values, f->values, sizeof(IrValue) * (size_t)f->nvalues);
   m->capvalues = f->nvalues + 1;
-  m->uses_tape = false;
+  m->role = IRFN_PLAIN;
   m->is_main = false;
   m->vjp_fwd = m->vjp_bwd = m->exp_fwd = m->exp_bwd = NULL;
   m->exp_mask = NULL;
@@ -895,14 +895,14 @@ static Variant *variant(AD *ad, IrFn *f, Mask mask) {
   memcpy(v->fwd->values, f->values, sizeof(IrValue) * (size_t)f->nvalues);
   v->fwd->capvalues = f->nvalues + 1;
   v->fwd->cname = arena_sprintf(&c->arena, "%s_fwd%s", f->cname, suffix);
-  v->fwd->uses_tape = true;
+  v->fwd->role = IRFN_FORWARD;
   v->fwd->is_main = false;
   v->fwd->next = NULL;
 
   /* the backward: cotangents of the results in, gradients of the masked
    * parameters out */
   IrFn *b = v->bwd = ir_fn_new(c, arena_sprintf(&c->arena, "%s_bwd%s", f->cname, suffix));
-  b->uses_tape = true;
+  b->role = IRFN_BACKWARD;
   b->span = f->span;
   b->fn = f->fn;
   r.b = b;
@@ -1041,7 +1041,7 @@ void ad_differentiate(Compiler *c, IrProgram *p) {
     rewrite_calls(&ad, &f->body);
   /* an export fn gets NAME_vjp: its gradient for every float parameter */
   for (IrFn *f = p->fns; f; f = f->next) {
-    if (!f->fn || !(f->fn->flags & FN_EXPORT) || f->nret != 1 || f->vjp_fwd || f->uses_tape || f->inst->id != 0)
+    if (!f->fn || !(f->fn->flags & FN_EXPORT) || f->nret != 1 || f->vjp_fwd || ir_uses_tape(f) || f->inst->id != 0)
       continue;
     char *mask = arena_alloc(&c->arena, (size_t)f->nparams + 1);
     for (int i = 0; i < f->nparams; i++)

@@ -155,8 +155,8 @@ Type *check_record_index(Checker *k, Expr *e);
 Type *record_map(Checker *k, Expr *e, Expr **slots[], int n, const char *opname);
 /* global_norm(x, squared=): a 0-d tensor, each field reduced over the axes
  * where it is V; scale_by(x, s): every field times a 0-d R/I factor. */
-Type *check_global_norm(Checker *k, Expr *call);
-Type *check_scale_by(Checker *k, Expr *call);
+Type *check_global_norm(Checker *k, Expr *call, Builtin op);
+Type *check_scale_by(Checker *k, Expr *call, Builtin op);
 
 /* The local R/I/V/P rules of an op's class (SPEC 5), for combine(). */
 typedef enum { RULE_NONLINEAR, RULE_LINEAR, RULE_MULTILINEAR, RULE_DIVIDE } Rule;
@@ -177,23 +177,23 @@ bool named_int(Checker *k, Expr *call, const char *name, long long *v, bool *giv
 bool check_norm_dim(Checker *k, Span sp, long long d, int ndim, int *out);
 
 /* check_select.c: SPEC 13's host values, masks, selection and losses */
-Type *check_item(Checker *k, Expr *call);
-Type *check_axis_size(Checker *k, Expr *call);
-Type *check_axis_index(Checker *k, Expr *call);
-Type *check_iota(Checker *k, Expr *call);
-Type *check_where(Checker *k, Expr *call);
-Type *check_take_along_dim(Checker *k, Expr *call);
-Type *check_dropout(Checker *k, Expr *call);
-Type *check_cross_entropy(Checker *k, Expr *call);
+Type *check_item(Checker *k, Expr *call, Builtin op);
+Type *check_axis_size(Checker *k, Expr *call, Builtin op);
+Type *check_axis_index(Checker *k, Expr *call, Builtin op);
+Type *check_iota(Checker *k, Expr *call, Builtin op);
+Type *check_where(Checker *k, Expr *call, Builtin op);
+Type *check_take_along_dim(Checker *k, Expr *call, Builtin op);
+Type *check_dropout(Checker *k, Expr *call, Builtin op);
+Type *check_cross_entropy(Checker *k, Expr *call, Builtin op);
 
 /* check_io.c: save, load, exists */
 bool check_io_path(Checker *k, Expr *call, Builtin op); /* the path: a string literal, first */
-Type *check_save(Checker *k, Expr *call);
+Type *check_save(Checker *k, Expr *call, Builtin op);
 Type *check_load_record(Checker *k, Expr *call, StructDecl *st);
 
 /* check_collectives.c */
 Type *check_collective(Checker *k, Expr *call, Builtin op);
-Type *check_ppermute(Checker *k, Expr *call);
+Type *check_ppermute(Checker *k, Expr *call, Builtin op);
 /* The call that moves the value written `x` on axes `ax` from src to dst
  * (the seed's state-transition table), as source text for help lines. */
 const char *transition_fix(Checker *k, const char *x, const char *ax, LType src, LType dst);

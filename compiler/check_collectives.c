@@ -749,7 +749,8 @@ static Type *check_redistribute_to(Checker *k, Expr *call, Type *x) {
  * every rank, so the shift would be an identity; a P value's terms would be
  * moved between ranks, which leaves the sum as it was.  Its backward is
  * ppermute(dy, axis, shift=-K) (autodiff.c). */
-Type *check_ppermute(Checker *k, Expr *call) {
+Type *check_ppermute(Checker *k, Expr *call, Builtin op) {
+  (void)op;
   Arg *xa = call_arg(call, 0), *aa = call_arg(call, 1);
   if (!xa || !aa || call_arg(call, 2)) {
     check_error(k, call->span, "ppermute() takes a value and one mesh axis: ppermute(x, axis, shift=K)");

@@ -60,7 +60,8 @@ static bool savable(Checker *k, Expr *call, Expr *v, const Type *t, const char *
   return true;
 }
 
-Type *check_save(Checker *k, Expr *call) {
+Type *check_save(Checker *k, Expr *call, Builtin op) {
+  (void)op;
   Type *none = type_new(k->c, TY_VOID);
   if (!check_io_path(k, call, BI_SAVE))
     return none;

@@ -1145,7 +1145,7 @@ static Type *arg_tensor(Checker *k, Expr *call, int pos) {
 /* Whether t is a host number (an int or a float, not a bool). */
 static bool host_number(const Type *t) { return t->kind == TY_INT || t->kind == TY_FLOAT; }
 
-static Type *check_unary(Checker *k, Expr *call, Builtin op, Rule rule) {
+static Type *check_unary(Checker *k, Expr *call, Builtin op) {
   Arg *a = call_arg(call, 0);
   Type *t = a ? check_expr(k, a->value) : type_error();
   if (host_number(t))
@@ -1154,6 +1154,7 @@ static Type *check_unary(Checker *k, Expr *call, Builtin op, Rule rule) {
   if (t->kind == TY_ERROR)
     return t;
   Operand o = {a->value, t};
+  Rule rule = builtin_class[op] == OPC_LINEAR ? RULE_LINEAR : RULE_NONLINEAR;
   return elementwise(k, call->span, arena_sprintf(&k->c->arena, "%s()", builtin_name[op]), rule, &o, 1);
 }
 
@@ -1187,7 +1188,7 @@ static Type *check_reduction(Checker *k, Expr *call, Builtin op) {
   Arg *ka = call_named(k, call, "keepdim");
   has_keep = ka && ka->value->kind == EX_BOOL;
   keep = has_keep && ka->value->ival;
-  bool keeps_shape = op == BI_SOFTMAX || op == BI_LOG_SOFTMAX || op == BI_CUMSUM;
+  bool keeps_shape = builtin_flags[op] & OPF_KEEPS_SHAPE;
   if (keeps_shape && !has_dim) {
     if (r->ndim == 0)
       return r;
@@ -1344,7 +1345,8 @@ Type *check_creation(Checker *k, Expr *call, Builtin op) {
   return t;
 }
 
-static Type *check_print(Checker *k, Expr *call) {
+static Type *check_print(Checker *k, Expr *call, Builtin op) {
+  (void)op;
   for (Arg *a = call->args; a; a = a->next) {
     Type *t = check_expr(k, a->value);
     if (t->kind == TY_RECORD) {
@@ -1379,7 +1381,8 @@ static StructDecl *struct_named(Expr *e) {
   return NULL;
 }
 
-static Type *check_assert_type(Checker *k, Expr *call) {
+static Type *check_assert_type(Checker *k, Expr *call, Builtin op) {
+  (void)op;
   Arg *x = call_arg(call, 0), *ta = call_arg(call, 1);
   StructDecl *st = ta ? struct_named(ta->value) : NULL;
   if (!x || !ta || (ta->value->kind != EX_TYPE && !st)) {
@@ -1570,7 +1573,8 @@ static Type *check_misc(Checker *k, Expr *call, Builtin op) {
   }
 }
 
-static Type *check_concat(Checker *k, Expr *call) {
+static Type *check_concat(Checker *k, Expr *call, Builtin op) {
+  (void)op;
   Arg *p = call_arg(call, 0);
   /* a tuple, or a list as PyTorch's torch.cat([a, b], dim=d) takes it */
   if (!p || (p->value->kind != EX_TUPLE && p->value->kind != EX_LIST) || !p->value->elems) {
@@ -1647,7 +1651,8 @@ static Type *check_nn(Checker *k, Expr *call, Builtin op) {
   return elementwise(k, call->span, arena_sprintf(&k->c->arena, "%s()", builtin_name[op]), RULE_NONLINEAR, ops, n);
 }
 
-static Type *check_embedding(Checker *k, Expr *call) {
+static Type *check_embedding(Checker *k, Expr *call, Builtin op) {
+  (void)op;
   Arg *ia = call_arg(call, 0), *wa = call_arg(call, 1);
   Type *ids = arg_tensor(k, call, 0), *w = arg_tensor(k, call, 1);
   if (ids->kind == TY_ERROR || w->kind == TY_ERROR)
@@ -1683,7 +1688,8 @@ static Type *check_embedding(Checker *k, Expr *call) {
 
 /* einsum("bf,fd->bd", a, b): labels give the shapes; contracted labels that
  * are sharded need out_partial_axes, as for matmul. */
-static Type *check_einsum(Checker *k, Expr *call) {
+static Type *check_einsum(Checker *k, Expr *call, Builtin op) {
+  (void)op;
   Arg *fa = call_arg(call, 0);
   if (!fa || fa->value->kind != EX_STRING) {
     check_error(k, call->span, "einsum() takes a subscripts string first, as in einsum(\"bf,fd->bd\", a, b)");
@@ -1783,28 +1789,15 @@ static Type *check_einsum(Checker *k, Expr *call) {
 }
 
 static Type *check_autodiff(Checker *k, Expr *call, Builtin op);
-static Type *check_remat(Checker *k, Expr *call);
+static Type *check_remat(Checker *k, Expr *call, Builtin op);
 static Type *check_fn_call(Checker *k, Expr *call, FnDecl *fn);
-
-/* The built-ins that apply to a record field by field (SPEC 13): the
- * elementwise unary ones, casts and collectives, astype, detach and the
- * *_like ones. */
-static bool maps_records(Builtin op) {
-  switch (op) {
-  case BI_EXP: case BI_LOG: case BI_SQRT: case BI_RSQRT: case BI_TANH: case BI_SIGMOID: case BI_RELU:
-  case BI_GELU: case BI_GELU_TANH: case BI_SILU: case BI_ABS: case BI_SQUARE: case BI_SIN: case BI_COS:
-  case BI_ASTYPE: case BI_DETACH: case BI_ZEROS_LIKE: case BI_ONES_LIKE:
-    return true;
-  default: return builtin_class[op] == OPC_COLLECTIVE;
-  }
-}
 
 static Type *check_builtin_kind(Checker *k, Expr *call, Builtin op);
 
 static Type *check_builtin(Checker *k, Expr *call, Builtin op) {
   if (!check_named_args(k, call, op))
     return type_error();
-  Arg *a0 = maps_records(op) ? call_arg(call, 0) : NULL;
+  Arg *a0 = builtin_flags[op] & OPF_RECORDS ? call_arg(call, 0) : NULL;
   if (a0) { /* look at the first argument: a record? */
     Type *t = check_expr(k, a0->value);
     if (t->kind == TY_RECORD) {
@@ -1824,111 +1817,44 @@ static Type *check_builtin(Checker *k, Expr *call, Builtin op) {
   return r;
 }
 
+/* matmul(a, b): the rule that `@` shares. */
+static Type *check_matmul_call(Checker *k, Expr *call, Builtin op) {
+  (void)op;
+  return check_matmul(k, call, call_arg(call, 0)->value, call_arg(call, 1)->value, "matmul()");
+}
+
+/* load(path, T): a tensor (check_creation), or a checkpoint directory
+ * when T names a struct (check_io.c). */
+static Type *check_load(Checker *k, Expr *call, Builtin op) {
+  StructDecl *st = struct_named(call_arg(call, 1)->value);
+  return st ? check_load_record(k, call, st) : check_creation(k, call, op);
+}
+
+/* exists(path): a host bool, the same on every rank. */
+static Type *check_exists(Checker *k, Expr *call, Builtin op) {
+  check_io_path(k, call, op);
+  return host_type(TY_BOOL);
+}
+
+/* wall_time(): seconds since the start, rank 0's clock. */
+static Type *check_wall_time(Checker *k, Expr *call, Builtin op) {
+  (void)k, (void)call, (void)op;
+  return host_type(TY_FLOAT);
+}
+
+/* ops.def's rule column: the checker function of each built-in. */
+typedef Type *BuiltinRule(Checker *k, Expr *call, Builtin op);
+static BuiltinRule *const builtin_rule[BI_COUNT] = {
+#define OP(id, name, cls, named, lo, hi, rule, lowers, flags, dflt) [BI_##id] = rule,
+#include "ops.def"
+#undef OP
+};
+
+/* ops.def's arity columns, then the op's rule. */
 static Type *check_builtin_kind(Checker *k, Expr *call, Builtin op) {
-  switch (op) {
-  case BI_MAX: case BI_MIN: case BI_POW:
-    if (!want_args(k, call, op, 2, 2)) return type_error();
-    return check_binary_builtin(k, call, op);
-  case BI_SOFTMAX: case BI_LOG_SOFTMAX: case BI_AMAX: case BI_SUM: case BI_MEAN: case BI_CUMSUM:
-    if (!want_args(k, call, op, 1, 1)) return type_error();
-    return check_reduction(k, call, op);
-  case BI_LAYER_NORM:
-    if (!want_args(k, call, op, 1, 3)) return type_error();
-    return check_nn(k, call, op);
-  case BI_RMS_NORM:
-    if (!want_args(k, call, op, 1, 2)) return type_error();
-    return check_nn(k, call, op);
-  case BI_CROSS_ENTROPY:
-    if (!want_args(k, call, op, 2, 2)) return type_error();
-    return check_cross_entropy(k, call);
-  /* a whole record at once (check_record.c) */
-  case BI_GLOBAL_NORM:
-    if (!want_args(k, call, op, 1, 1)) return type_error();
-    return check_global_norm(k, call);
-  case BI_SCALE_BY:
-    if (!want_args(k, call, op, 2, 2)) return type_error();
-    return check_scale_by(k, call);
-  /* SPEC 13: host values, masks and selection (check_select.c) */
-  case BI_ITEM:
-    if (!want_args(k, call, op, 1, 1)) return type_error();
-    return check_item(k, call);
-  case BI_AXIS_SIZE:
-    if (!want_args(k, call, op, 1, 1)) return type_error();
-    return check_axis_size(k, call);
-  case BI_AXIS_INDEX:
-    if (!want_args(k, call, op, 1, 1)) return type_error();
-    return check_axis_index(k, call);
-  case BI_IOTA:
-    if (!want_args(k, call, op, 1, 1)) return type_error();
-    return check_iota(k, call);
-  case BI_WHERE:
-    if (!want_args(k, call, op, 3, 3)) return type_error();
-    return check_where(k, call);
-  case BI_TAKE_ALONG_DIM:
-    if (!want_args(k, call, op, 2, 2)) return type_error();
-    return check_take_along_dim(k, call);
-  case BI_DROPOUT:
-    if (!want_args(k, call, op, 1, 1)) return type_error();
-    return check_dropout(k, call);
-  case BI_MATMUL:
-    if (!want_args(k, call, op, 2, 2)) return type_error();
-    return check_matmul(k, call, call_arg(call, 0)->value, call_arg(call, 1)->value, "matmul()");
-  case BI_EINSUM: return check_einsum(k, call);
-  case BI_EMBEDDING:
-    if (!want_args(k, call, op, 2, 2)) return type_error();
-    return check_embedding(k, call);
-  case BI_CONCAT:
-    if (!want_args(k, call, op, 1, 1)) return type_error();
-    return check_concat(k, call);
-  case BI_TRANSPOSE:
-    if (!want_args(k, call, op, 3, 3)) return type_error();
-    return check_misc(k, call, op);
-  case BI_PERMUTE: case BI_RESHAPE: case BI_EXPAND: case BI_ASTYPE:
-    if (!want_args(k, call, op, 2, 2)) return type_error();
-    return check_misc(k, call, op);
-  case BI_SLICE: case BI_DETACH:
-    if (!want_args(k, call, op, 1, 1)) return type_error();
-    return check_misc(k, call, op);
-  case BI_ZEROS: case BI_ONES: case BI_RANDN: case BI_UNIFORM:
-    if (!want_args(k, call, op, 1, 1)) return type_error();
-    return check_creation(k, call, op);
-  case BI_FULL: case BI_LOAD:
-    if (!want_args(k, call, op, 2, 2)) return type_error();
-    if (op == BI_LOAD && struct_named(call_arg(call, 1)->value)) /* a checkpoint directory */
-      return check_load_record(k, call, struct_named(call_arg(call, 1)->value));
-    return check_creation(k, call, op);
-  case BI_SAVE:
-    if (!want_args(k, call, op, 2, 2)) return host_type(TY_VOID);
-    return check_save(k, call);
-  case BI_WALL_TIME:
-    if (!want_args(k, call, op, 0, 0)) return type_error();
-    return host_type(TY_FLOAT);
-  case BI_EXISTS: {
-    if (want_args(k, call, op, 1, 1))
-      check_io_path(k, call, op);
-    return host_type(TY_BOOL);
-  }
-  case BI_ZEROS_LIKE: case BI_ONES_LIKE:
-    if (!want_args(k, call, op, 1, 1)) return type_error();
-    return check_like(k, call, op);
-  case BI_PRINT: return check_print(k, call);
-  case BI_ASSERT_TYPE: return check_assert_type(k, call);
-  case BI_VALUE_AND_GRAD: case BI_GRAD: return check_autodiff(k, call, op);
-  case BI_PPERMUTE: return check_ppermute(k, call);
-  case BI_REMAT:
-    if (!want_args(k, call, op, 1, 1)) return type_error();
-    return check_remat(k, call);
-  default: break;
-  }
-  switch (builtin_class[op]) {
-  case OPC_NONLINEAR:
-    if (!want_args(k, call, op, 1, 1)) return type_error();
-    return check_unary(k, call, op, RULE_NONLINEAR);
-  case OPC_COLLECTIVE: return check_collective(k, call, op);
-  default: break;
-  }
-  check_error(k, call->span, "%s() is not supported here", builtin_name[op]);
-  return type_error();
+  if (builtin_min_args[op] >= 0 && !want_args(k, call, op, builtin_min_args[op], builtin_max_args[op]))
+    return type_error();
+  return builtin_rule[op](k, call, op);
 }
 
 /* ---- user functions: checked per call site ---- */
@@ -2265,7 +2191,8 @@ static void loss_r_help(Checker *k, FnDecl *fn, const Type *v, int a) {
  * backward runs again instead of keeping its residuals.  Its type is the
  * call's; what cannot be recomputed (a function with effects) is reported
  * by autodiff.c, which sees the instructions. */
-static Type *check_remat(Checker *k, Expr *call) {
+static Type *check_remat(Checker *k, Expr *call, Builtin op) {
+  (void)op;
   Expr *fc = call_arg(call, 0)->value;
   if (fc->kind != EX_CALL || !fc->lhs->sym || fc->lhs->sym->kind != SYM_FN) {
     bool builtin = fc->kind == EX_CALL && fc->lhs->sym && fc->lhs->sym->kind == SYM_BUILTIN;

@@ -464,7 +464,8 @@ static Type *norm_operand(Checker *k, Expr *call, Expr *x, const char *opname, D
  * R (a norm of replicated values is replicated, as any op on them).  It is
  * differentiable: the lowering builds it from square, sum, all_reduce and
  * reinterpret, whose backward rules apply. */
-Type *check_global_norm(Checker *k, Expr *call) {
+Type *check_global_norm(Checker *k, Expr *call, Builtin op) {
+  (void)op;
   Expr *x = call_arg(call, 0)->value;
   DType dt;
   Type *t = norm_operand(k, call, x, "global_norm()", &dt);
@@ -505,7 +506,8 @@ Type *check_global_norm(Checker *k, Expr *call) {
  * there: reinterpret(s, I -> R), free forward, whose backward all-reduces
  * the gradient of s, as writing the cast by hand would; otherwise each
  * field times s follows the multilinear rule. */
-Type *check_scale_by(Checker *k, Expr *call) {
+Type *check_scale_by(Checker *k, Expr *call, Builtin op) {
+  (void)op;
   Expr *x = call_arg(call, 0)->value, *se = call_arg(call, 1)->value;
   DType dt;
   Type *t = norm_operand(k, call, x, "scale_by()", &dt);

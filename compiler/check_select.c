@@ -15,7 +15,8 @@
 /* item(x): a 0-d tensor that is R or I on every axis, as a host number
  * (an int for i32, else a float): the same on every rank, so it may steer
  * control flow. */
-Type *check_item(Checker *k, Expr *call) {
+Type *check_item(Checker *k, Expr *call, Builtin op) {
+  (void)op;
   Expr *xe = call_arg(call, 0)->value;
   Type *t = check_expr(k, xe);
   if (t->kind == TY_ERROR)
@@ -63,14 +64,16 @@ static Type *axes_arg(Checker *k, Expr *call, Builtin op) {
 
 /* axis_size(a): the run-time size of a mesh axis (or the product over a
  * tuple) as a host integer. */
-Type *check_axis_size(Checker *k, Expr *call) {
+Type *check_axis_size(Checker *k, Expr *call, Builtin op) {
+  (void)op;
   return axes_arg(k, call, BI_AXIS_SIZE) ? type_new(k->c, TY_INT) : type_error();
 }
 
 /* axis_index(a): this rank's index along a, an i32 scalar that is V on a
  * and R on every other axis; only where a is local (SPEC 13): in global code
  * a value that varies must have a layout, and the index has none. */
-Type *check_axis_index(Checker *k, Expr *call) {
+Type *check_axis_index(Checker *k, Expr *call, Builtin op) {
+  (void)op;
   Type *ax = axes_arg(k, call, BI_AXIS_INDEX);
   if (!ax)
     return type_error();
@@ -100,7 +103,8 @@ Type *check_axis_index(Checker *k, Expr *call) {
 
 /* iota(T, dim=d): each element's global index along d, typed T (a creation
  * op: T names every axis and is not P). */
-Type *check_iota(Checker *k, Expr *call) {
+Type *check_iota(Checker *k, Expr *call, Builtin op) {
+  (void)op;
   Type *t = check_creation(k, call, BI_IOTA);
   if (t->kind == TY_ERROR)
     return t;
@@ -206,7 +210,8 @@ static bool where_types(Checker *k, Expr *call, const Operand o[3], LTypeKind ou
 /* where(c, a, b): select a where c != 0, else b, with NumPy broadcasting of
  * all three; c is a mask of any dtype, a and b share one dtype (a literal
  * adopts the other's). */
-Type *check_where(Checker *k, Expr *call) {
+Type *check_where(Checker *k, Expr *call, Builtin op) {
+  (void)op;
   Operand o[3];
   for (int i = 0; i < 3; i++) {
     o[i].e = call_arg(call, i)->value;
@@ -261,7 +266,8 @@ Type *check_where(Checker *k, Expr *call) {
 /* take_along_dim(x, idx, dim=d): PyTorch's; i32 idx with x's number of dims,
  * the others broadcast.  Linear in x; idx combines with x by the
  * elementwise rules and cannot be P. */
-Type *check_take_along_dim(Checker *k, Expr *call) {
+Type *check_take_along_dim(Checker *k, Expr *call, Builtin op) {
+  (void)op;
   Operand o[2];
   for (int i = 0; i < 2; i++) {
     o[i].e = call_arg(call, i)->value;
@@ -350,7 +356,8 @@ static bool host_number(Expr *e, double *v) {
 /* dropout(x, p=, seed=): linear in x, so every type is kept; p a host
  * number in [0, 1) (checked here when it is a constant, else at run time),
  * seed a host integer. */
-Type *check_dropout(Checker *k, Expr *call) {
+Type *check_dropout(Checker *k, Expr *call, Builtin op) {
+  (void)op;
   Expr *xe = call_arg(call, 0)->value;
   Type *x = check_as_tensor(k, xe, check_expr(k, xe));
   if (x->kind == TY_ERROR)
@@ -411,7 +418,8 @@ static int reduction_of(Checker *k, Expr *call) {
 /* cross_entropy(logits, targets, reduction=): logits [..., C] (classes
  * last), i32 targets [...]; nonlinear in both; "none" keeps the leading
  * dims, "sum" and "mean" give a scalar (out_partial_axes as for sum). */
-Type *check_cross_entropy(Checker *k, Expr *call) {
+Type *check_cross_entropy(Checker *k, Expr *call, Builtin op) {
+  (void)op;
   Operand o[2];
   for (int i = 0; i < 2; i++) {
     o[i].e = call_arg(call, i)->value;

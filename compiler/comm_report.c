@@ -66,22 +66,14 @@ static void reach(Report *R, IrFn *f) {
   reach_block(R, &f->body);
 }
 
-static bool is_comm(IrOp op) {
-  return op == IR_ALL_REDUCE || op == IR_ALL_GATHER || op == IR_REDUCE_SCATTER || op == IR_ALL_TO_ALL ||
-         op == IR_PPERMUTE;
-}
-
-static bool in_redistribute(const IrInst *in) { return in->s && strncmp(in->s, "redistribute", 12) == 0; }
+static bool is_comm(IrOp op) { return ir_has(op, IRF_COMM); }
 
 /* Whether the report lists this instruction on a line of its own. */
 static bool listed(const IrInst *in) {
-  return is_comm(in->op) || ((in->op == IR_CONVERT || in->op == IR_COPY) && in_redistribute(in));
+  return is_comm(in->op) || ((in->op == IR_CONVERT || in->op == IR_COPY) && in->redistribute);
 }
 
-static bool is_backward(const IrFn *f) {
-  const char *p = strstr(f->cname, "_bwd");
-  return f->uses_tape && p;
-}
+static bool is_backward(const IrFn *f) { return f->role == IRFN_BACKWARD; }
 
 static Type *vtype(IrFn *f, int v) { return v >= 0 && v < f->nvalues ? f->values[v].type : NULL; }
 
@@ -308,9 +300,9 @@ static void print_inst(Report *R, IrFn *f, IrBlock *b, IrInst *in, int ind, bool
     fprintf(R->out, "%s = %s bytes\n", comm_term_text(R->c, R->m, &one.t[0]), comm_cost_value(R->c, R->m, &one));
   else
     fputs("local, 0 bytes\n", R->out);
-  if (in->s && strncmp(in->s, "redistribute: ", 14) == 0) {
+  if (in->redistribute && in->s) {
     indent(R, ind + 1);
-    fprintf(R->out, "note: redistribute %s\n", in->s + 14);
+    fprintf(R->out, "note: redistribute %s\n", in->s);
   }
   const IrInst *first = NULL;
   if (overlap_starts_early(f, b, in, &first)) {
@@ -387,7 +379,7 @@ static const char *fn_title(Report *R, IrFn *f) {
   const char *name = f->fn ? f->fn->name : f->cname;
   if (is_backward(f))
     return arena_sprintf(&R->c->arena, "%s (backward of %s)", f->cname, name);
-  if (f->uses_tape)
+  if (ir_uses_tape(f))
     return arena_sprintf(&R->c->arena, "%s (forward of %s, keeping what its backward needs)", f->cname, name);
   if (f->is_main)
     return arena_sprintf(&R->c->arena, "%s (main)", f->cname);

@@ -567,7 +567,7 @@ static void emit_inst(Emitter *E, IrInst *in, int ind) {
     return;
   case IR_CALL:
   case IR_VJP_CALL: {
-    out(E, ind, "f_%s(ctx%s", in->callee->cname, in->callee->uses_tape ? ", tape" : "");
+    out(E, ind, "f_%s(ctx%s", in->callee->cname, ir_uses_tape(in->callee) ? ", tape" : "");
     for (int i = 0; i < in->nargs; i++)
       fprintf(E->out, ", %s", A(E, in, i));
     for (int i = 0; i < in->ndst; i++)
@@ -722,6 +722,18 @@ static void emit_at(Emitter *E, IrInst **insts, int k, const bool *special, int 
   emit_inst(E, in, ind);
 }
 
+/* A fused unary op's spelling (sched_fused_unary) with each X the operand x. */
+static const char *fused_spelling(Emitter *E, const char *spelling, const char *x) {
+  StrBuf sb;
+  sb_init(&sb, &E->c->arena);
+  for (const char *p = spelling; *p; p++)
+    if (*p == 'X')
+      sb_puts(&sb, x);
+    else
+      sb_putc(&sb, *p);
+  return sb.data;
+}
+
 void emit_fused_body(Emitter *E, const FusedRegion *r, int ind) {
   IrInst **insts = r->insts;
   const char **reg = r->reg;
@@ -735,9 +747,7 @@ void emit_fused_body(Emitter *E, const FusedRegion *r, int ind) {
     const char *x = fused_operand(E, in->args[0], reg);
     const char *expr;
     if (in->op == IR_UNARY)
-      expr = in->unop == UN_NEG ? arena_sprintf(&E->c->arena, "-%s", x)
-           : in->unop == UN_SQUARE ? arena_sprintf(&E->c->arena, "%s * %s", x, x)
-           : arena_sprintf(&E->c->arena, "%s(%s)", t->dtype == DT_F64 ? "sqrt" : "sqrtf", x);
+      expr = fused_spelling(E, sched_fused_unary(in->unop, t->dtype), x);
     else if (in->op == IR_BINARY_SCALAR && in->i[1])
       expr = arena_sprintf(&E->c->arena, "%s %s %s", fused_operand(E, in->args[1], reg), fused_op(in), x);
     else
@@ -887,13 +897,13 @@ static void emit_block(Emitter *E, IrBlock *b, int ind) {
 /* "mlp", "mlp (forward)", "mlp (backward)": a function's trace region. */
 static const char *trace_label(Emitter *E, IrFn *f) {
   const char *name = f->fn ? f->fn->name : f->cname;
-  const char *role = f->uses_tape ? (strstr(f->cname, "_bwd") ? " (backward)" : " (forward)") : "";
+  const char *role = f->role == IRFN_BACKWARD ? " (backward)" : f->role == IRFN_FORWARD ? " (forward)" : "";
   return arena_sprintf(&E->c->arena, "%s%s", name, role);
 }
 
 static void emit_signature(Emitter *E, IrFn *f, bool decl) {
   fprintf(E->out, "static %svoid f_%s(rt_ctx *ctx", E->p->main ? "" : "__attribute__((unused)) ", f->cname);
-  if (f->uses_tape)
+  if (ir_uses_tape(f))
     fputs(", tape_t *tape", E->out);
   for (int i = 0; i < f->nparams; i++)
     fprintf(E->out, ", %s%s%s", ctype_of(f->values[f->params[i]].type),
@@ -965,7 +975,7 @@ static void emit_fn(Emitter *E, IrFn *f) {
   out(E, 1, "rt_trace_begin(ctx, %s); /* a region in --trace output */\n", c_string(E, trace_label(E, f)));
   for (int i = 0; i < f->nparams; i++)
     out(E, 1, "(void)%s;\n", vname(E, f->params[i]));
-  if (f->uses_tape)
+  if (ir_uses_tape(f))
     out(E, 1, "(void)tape;\n");
   emit_block(E, &f->body, 1);
   if (E->started)

@@ -35,8 +35,9 @@ typedef enum { CE_MEAN, CE_SUM, CE_NONE } IrCeReduction;
 /* the local types of a cast, convert(src=, dst=) and reinterpret (rt_ltype);
  * S(i) is LTY_V with the dim beside it */
 typedef enum { LTY_R, LTY_I, LTY_V, LTY_P } IrLType;
-/* a reduction's dim when it reduces every dim (sum(x): rt_sum_all) */
-#define IR_ALL_DIMS (-1000)
+/* a reduction's dim when it reduces every dim (sum(x): rt_sum_all): the
+ * runtime's own constant, which the backward kernels take */
+#define IR_ALL_DIMS RT_ALL
 /* a collective's dim for the V (stacked) form instead of S(i) */
 #define IR_STACK (-1)
 
@@ -59,6 +60,7 @@ enum {
   IRF_TRIVIAL = 1 << 4,      /* bookkeeping: no work to overlap a collective with */
   IRF_RES_RESULT = 1 << 5,   /* its backward needs its result (pushed on the tape) */
   IRF_EFFECT = 1 << 6,       /* an effect or a clock read: a recomputed forward (remat) may not run it again */
+  IRF_COMM = 1 << 7,         /* communicates: the reports price it, the scheduler overlaps it */
 };
 typedef struct IrOpInfo {
   int min_args, max_args; /* max_args -1: any number */
@@ -73,6 +75,10 @@ static inline bool ir_arg_in(unsigned set, int i) { return set == IRA_ALL || (i 
 
 typedef struct IrInst IrInst;
 typedef struct IrFn IrFn;
+/* What a function is: the lowering of a source function, or the forward
+ * (pushes residuals on the tape) or backward (pops them) that autodiff
+ * generated from one. */
+typedef enum { IRFN_PLAIN, IRFN_FORWARD, IRFN_BACKWARD } IrFnRole;
 
 typedef struct IrBlock {
   IrInst *head, *tail;
@@ -90,7 +96,8 @@ struct IrInst {
   IrBinary binop;        /* BINARY, BINARY_SCALAR, BINARY_BWD, HOST_MATH with two */
   const char *wrt;       /* VJP_CALL: per argument, 1 if differentiated */
   double f, f2;
-  const char *s;
+  const char *s;          /* EINSUM: subscripts; LOAD, SAVE, EXISTS: a path; a redistribute's step: its note */
+  bool redistribute;     /* a step of a redistribute()'s plan (lower_collective) */
   const char **strs;     /* PRINT: a label per arg (NULL for values) */
   Type *t;
   Size size;             /* HOST_SIZE */
@@ -130,7 +137,7 @@ struct IrFn {
   Type **ret_types;
   bool is_main;
   bool emitted;          /* reachable from main: emit_c writes it */
-  bool uses_tape;        /* a generated forward or backward: takes the tape */
+  IrFnRole role;         /* a generated forward or backward takes the tape */
   /* a value_and_grad wrapper: runs vjp_fwd, seeds 1.0, runs vjp_bwd */
   IrFn *vjp_fwd, *vjp_bwd;
   int vjp_ngrads;
@@ -139,6 +146,8 @@ struct IrFn {
   const char *exp_mask;  /* per parameter: 1 if NAME_vjp gives its gradient */
   IrFn *next;
 };
+
+static inline bool ir_uses_tape(const IrFn *f) { return f->role != IRFN_PLAIN; }
 
 typedef struct IrProgram {
   IrFn *fns;             /* in dependency order: callees first */

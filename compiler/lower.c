@@ -140,26 +140,27 @@ static long long int_arg(Expr *e) {
 
 static int norm_dim(long long d, int ndim) { return (int)(d < 0 ? d + ndim : d); }
 
-/* The elementwise op of a built-in (UN_COUNT: none). */
-static IrUnary unary_op(Builtin op) {
-  switch (op) {
-  case BI_EXP: return UN_EXP;
-  case BI_LOG: return UN_LOG;
-  case BI_SQRT: return UN_SQRT;
-  case BI_RSQRT: return UN_RSQRT;
-  case BI_TANH: return UN_TANH;
-  case BI_SIGMOID: return UN_SIGMOID;
-  case BI_RELU: return UN_RELU;
-  case BI_GELU: return UN_GELU;
-  case BI_GELU_TANH: return UN_GELU_TANH;
-  case BI_SILU: return UN_SILU;
-  case BI_ABS: return UN_ABS;
-  case BI_SQUARE: return UN_SQUARE;
-  case BI_SIN: return UN_SIN;
-  case BI_COS: return UN_COS;
-  default: return UN_COUNT;
-  }
-}
+/* ops.def's lowers column: the IR instruction a built-in becomes, and for
+ * an elementwise one its unary or binary op (IR_COUNT, UN_COUNT,
+ * BIN_COUNT: none, lowered by code of its own). */
+typedef struct {
+  IrOp ir;
+  IrUnary un;
+  IrBinary bin;
+} Lowering;
+static const Lowering builtin_lowering[BI_COUNT] = {
+#define IR(op) {IR_##op, UN_COUNT, BIN_COUNT}
+#define UN(op) {IR_UNARY, UN_##op, BIN_COUNT}
+#define BIN(op) {IR_BINARY, UN_COUNT, BIN_##op}
+#define OWN {IR_COUNT, UN_COUNT, BIN_COUNT}
+#define OP(id, name, cls, named, lo, hi, rule, lowers, flags, dflt) [BI_##id] = lowers,
+#include "ops.def"
+#undef OP
+#undef IR
+#undef UN
+#undef BIN
+#undef OWN
+};
 
 /* The elementwise op of an operator on tensors (BIN_COUNT: none). */
 static IrBinary binary_op(OpKind op) {
@@ -278,7 +279,8 @@ static int lower_collective(Lower *L, Expr *call, Builtin op) {
     if (plan.nsteps == 0) {
       IrInst *in = emit(L, IR_COPY, call->span);
       ir_set_args(L->c, in, 1, &v);
-      in->s = note ? arena_sprintf(&L->c->arena, "redistribute: %s", note) : "redistribute";
+      in->redistribute = true;
+      in->s = note;
       in->dst[0] = value(L, call->ty, NULL);
       in->ndst = 1;
       return in->dst[0];
@@ -289,7 +291,8 @@ static int lower_collective(Lower *L, Expr *call, Builtin op) {
       ir_set_args(L->c, in, 1, &v);
       in->naxes = st->naxes;
       memcpy(in->axes, st->axes, sizeof in->axes);
-      in->s = i == 0 && note ? arena_sprintf(&L->c->arena, "redistribute: %s", note) : "redistribute";
+      in->redistribute = true;
+      in->s = i == 0 ? note : NULL;
       set_wire(L, call, in);
       switch (st->op) {
       case RS_ALL_REDUCE: in->i[0] = RED_SUM; break;
@@ -323,20 +326,11 @@ static int lower_collective(Lower *L, Expr *call, Builtin op) {
   Expr *src = named(L, call, "src"), *dst = named(L, call, "dst");
   LType ls = src ? src->ty->ltv : (LType){LT_P, 0}, ld = dst->ty->ltv;
   int nd = x->ty->ndim;
-  IrOp irop;
-  switch (op) {
-  case BI_ALL_REDUCE: irop = IR_ALL_REDUCE; break;
-  case BI_ALL_GATHER: irop = IR_ALL_GATHER; break;
-  case BI_REDUCE_SCATTER: irop = IR_REDUCE_SCATTER; break;
-  case BI_ALL_TO_ALL: irop = IR_ALL_TO_ALL; break;
-  case BI_REINTERPRET: irop = IR_REINTERPRET; break;
-  case BI_CONVERT: irop = IR_CONVERT; break;
-  default: {
-    /* redistribute(x, a, src, dst): the one collective that does it */
+  IrOp irop = builtin_lowering[op].ir;
+  if (op == BI_REDISTRIBUTE) { /* redistribute(x, a, src, dst): the one collective that does it */
     const Transition *t =
         transition_redistribute(ls.kind == LT_S ? LT_V : ls.kind, ld.kind == LT_S ? LT_V : ld.kind);
-    irop = t ? transition_ir_op(t->op) : IR_CONVERT;
-  }
+    irop = t ? builtin_lowering[t->op].ir : IR_CONVERT;
   }
   IrInst *in = emit(L, irop, call->span);
   ir_set_args(L->c, in, 1, &vx);
@@ -488,7 +482,7 @@ static int lower_global_norm(Lower *L, Expr *call) {
       st->lt[a] = ft->lt[a] == LT_V ? LT_P : ft->lt[a];
     IrInst *in = emit(L, IR_SUM, sp);
     ir_set_args(L->c, in, 1, &u->dst[0]);
-    in->i[0] = -1000; /* every element */
+    in->i[0] = IR_ALL_DIMS; /* every element */
     in->i[1] = 0;
     in->dst[0] = value(L, st, NULL);
     in->ndst = 1;
@@ -584,7 +578,7 @@ static int lower_builtin(Lower *L, Expr *call, Builtin op) {
   Span sp = call->span;
   Type *rt = call->ty;
   int *args, n;
-  IrUnary u = unary_op(op);
+  IrUnary u = builtin_lowering[op].un;
   if (u != UN_COUNT) {
     int x = lower_expr(L, pos_arg(call, 0));
     IrInst *in = emit(L, ir_is_host(rt) ? IR_HOST_MATH : IR_UNARY, sp);  /* a host number: exp(0.5) */
@@ -607,13 +601,12 @@ static int lower_builtin(Lower *L, Expr *call, Builtin op) {
       int ab[2] = {lower_expr(L, pos_arg(call, 0)), lower_expr(L, pos_arg(call, 1))};
       IrInst *in = emit(L, IR_HOST_MATH, sp);
       ir_set_args(L->c, in, 2, ab);
-      in->binop = op == BI_POW ? BIN_POW : op == BI_MAX ? BIN_MAX : BIN_MIN;
+      in->binop = builtin_lowering[op].bin;
       in->dst[0] = value(L, rt, NULL);
       in->ndst = 1;
       return in->dst[0];
     }
-    return lower_arith(L, sp, rt, op == BI_POW ? BIN_POW : op == BI_MAX ? BIN_MAX : BIN_MIN, OP_ADD, pos_arg(call, 0),
-                       pos_arg(call, 1));
+    return lower_arith(L, sp, rt, builtin_lowering[op].bin, OP_ADD, pos_arg(call, 0), pos_arg(call, 1));
   case BI_SUM:
   case BI_MEAN:
   case BI_AMAX:
@@ -623,13 +616,10 @@ static int lower_builtin(Lower *L, Expr *call, Builtin op) {
     Expr *x = pos_arg(call, 0);
     int v = lower_expr(L, x);
     Expr *d = named(L, call, "dim"), *kd = named(L, call, "keepdim");
-    static const IrOp ops[] = {[BI_SUM] = IR_SUM, [BI_MEAN] = IR_MEAN, [BI_AMAX] = IR_AMAX,
-                               [BI_CUMSUM] = IR_CUMSUM, [BI_SOFTMAX] = IR_SOFTMAX, [BI_LOG_SOFTMAX] = IR_LOG_SOFTMAX};
-    IrInst *in = emit(L, ops[op], sp);
+    IrInst *in = emit(L, builtin_lowering[op].ir, sp);
     ir_set_args(L->c, in, 1, &v);
     int nd = x->ty->ndim;
-    bool whole = op == BI_SUM || op == BI_MEAN || op == BI_AMAX;
-    in->i[0] = d ? norm_dim(int_arg(d), nd) : whole ? IR_ALL_DIMS : nd - 1;
+    in->i[0] = d ? norm_dim(int_arg(d), nd) : builtin_flags[op] & OPF_KEEPS_SHAPE ? nd - 1 : IR_ALL_DIMS;
     in->i[1] = kd && kd->kind == EX_BOOL && kd->ival;
     in->dst[0] = value(L, rt, NULL);
     in->ndst = 1;
@@ -638,9 +628,9 @@ static int lower_builtin(Lower *L, Expr *call, Builtin op) {
   case BI_LAYER_NORM:
   case BI_RMS_NORM: {
     args = lower_args(L, call, &n);
-    IrInst *in = emit(L, op == BI_LAYER_NORM ? IR_LAYER_NORM : IR_RMS_NORM, sp);
+    IrInst *in = emit(L, builtin_lowering[op].ir, sp);
     ir_set_args(L->c, in, n, args);
-    in->f = num_arg(named(L, call, "eps"), op == BI_LAYER_NORM ? 1e-5 : 1e-6);
+    in->f = num_arg(named(L, call, "eps"), builtin_default[op]);
     in->dst[0] = value(L, rt, NULL);
     in->ndst = 1;
     return in->dst[0];
@@ -663,11 +653,9 @@ static int lower_builtin(Lower *L, Expr *call, Builtin op) {
   case BI_TAKE_ALONG_DIM:
   case BI_DROPOUT: return lower_select(L, call, op);
   case BI_EMBEDDING:
-    args = lower_args(L, call, &n);
-    return emit1(L, IR_EMBEDDING, sp, rt, 2, args);
   case BI_MATMUL:
     args = lower_args(L, call, &n);
-    return emit1(L, IR_MATMUL, sp, rt, 2, args);
+    return emit1(L, builtin_lowering[op].ir, sp, rt, 2, args);
   case BI_EINSUM: {
     n = 0;
     for (Arg *a = call->args->next; a; a = a->next)

@@ -800,7 +800,7 @@ static void run_inst(Mem *M, Frame *F, IrInst *in) {
   case IR_CALL: {
     int site = open_site(M, f, in);
     run_call(M, F, in, in->callee);
-    if (in->i[0] && f->uses_tape && in->next && in->next->op == IR_PUSH) { /* remat: its arguments */
+    if (in->i[0] && ir_uses_tape(f) && in->next && in->next->op == IR_PUSH) { /* remat: its arguments */
       run_inst(M, F, in->next);
       M->skip = in->next;
     }
@@ -811,9 +811,7 @@ static void run_inst(Mem *M, Frame *F, IrInst *in) {
   default: break;
   }
   /* a tensor op: its results are new buffers, or share the operand's */
-  bool collective = in->op == IR_ALL_REDUCE || in->op == IR_ALL_GATHER || in->op == IR_REDUCE_SCATTER ||
-                    in->op == IR_ALL_TO_ALL;
-  if (collective && in->wire != DT_NONE && in->wire != f->values[in->args[0]].type->dtype) {
+  if (ir_has(in->op, IRF_COMM) && in->wire != DT_NONE && in->wire != f->values[in->args[0]].type->dtype) {
     /* dtype= on the wire (emit_comm): the operand converted, the
      * collective in the wire dtype, the result converted back */
     Type *wt = type_with_dtype(M->c, f->values[in->args[0]].type, in->wire);
@@ -984,7 +982,7 @@ static const char *where(Mem *M, Span sp) {
 
 static const char *fn_role(Mem *M, IrFn *f) {
   const char *name = f && f->fn ? f->fn->name : f ? f->cname : "?";
-  const char *role = !f || !f->uses_tape ? "" : strstr(f->cname, "_bwd") ? " (backward)" : " (forward)";
+  const char *role = !f ? "" : f->role == IRFN_BACKWARD ? " (backward)" : f->role == IRFN_FORWARD ? " (forward)" : "";
   return arena_sprintf(&M->c->arena, "%s%s", name, role);
 }
 

@@ -15,7 +15,7 @@
 
 #include "overlap.h"
 
-bool overlap_is_backward(const IrFn *f) { return f->uses_tape && strstr(f->cname, "_bwd") != NULL; }
+bool overlap_is_backward(const IrFn *f) { return f->role == IRFN_BACKWARD; }
 
 bool overlap_may_return_pending(const IrFn *f) { return f && (f->vjp_bwd || overlap_is_backward(f)); }
 

@@ -9,20 +9,39 @@
 
 #include "resolve.h"
 
+/* ops.def's columns, one array each */
 const char *const builtin_name[BI_COUNT] = {
-#define OP(id, name, cls, named) [BI_##id] = name,
+#define OP(id, name, cls, named, lo, hi, rule, lowers, flags, dflt) [BI_##id] = name,
 #include "ops.def"
 #undef OP
 };
-
 const char *const builtin_named_args[BI_COUNT] = {
-#define OP(id, name, cls, named) [BI_##id] = named,
+#define OP(id, name, cls, named, lo, hi, rule, lowers, flags, dflt) [BI_##id] = named,
 #include "ops.def"
 #undef OP
 };
-
 const OpClass builtin_class[BI_COUNT] = {
-#define OP(id, name, cls, named) [BI_##id] = cls,
+#define OP(id, name, cls, named, lo, hi, rule, lowers, flags, dflt) [BI_##id] = cls,
+#include "ops.def"
+#undef OP
+};
+const signed char builtin_min_args[BI_COUNT] = {
+#define OP(id, name, cls, named, lo, hi, rule, lowers, flags, dflt) [BI_##id] = lo,
+#include "ops.def"
+#undef OP
+};
+const signed char builtin_max_args[BI_COUNT] = {
+#define OP(id, name, cls, named, lo, hi, rule, lowers, flags, dflt) [BI_##id] = hi,
+#include "ops.def"
+#undef OP
+};
+const unsigned builtin_flags[BI_COUNT] = {
+#define OP(id, name, cls, named, lo, hi, rule, lowers, flags, dflt) [BI_##id] = flags,
+#include "ops.def"
+#undef OP
+};
+const double builtin_default[BI_COUNT] = {
+#define OP(id, name, cls, named, lo, hi, rule, lowers, flags, dflt) [BI_##id] = dflt,
 #include "ops.def"
 #undef OP
 };

@@ -14,16 +14,27 @@ typedef enum {
   OPC_HOST      /* host values from tensors and the mesh: item, axis_size, axis_index */
 } OpClass;
 
+/* ops.def's flags column */
+enum {
+  OPF_RECORDS = 1 << 0,     /* applied to a record field by field (SPEC 13) */
+  OPF_KEEPS_SHAPE = 1 << 1, /* a reduction over dim= (default: the last) that keeps the shape */
+};
+
 typedef enum {
-#define OP(id, name, cls, named) BI_##id,
+#define OP(id, name, ...) BI_##id,
 #include "ops.def"
 #undef OP
   BI_COUNT
 } Builtin;
 
+/* ops.def's columns that every phase reads */
 extern const char *const builtin_name[BI_COUNT];
 extern const OpClass builtin_class[BI_COUNT];
 extern const char *const builtin_named_args[BI_COUNT];
+extern const signed char builtin_min_args[BI_COUNT]; /* positional arguments; -1: the rule counts them */
+extern const signed char builtin_max_args[BI_COUNT];
+extern const unsigned builtin_flags[BI_COUNT];        /* OPF_* */
+extern const double builtin_default[BI_COUNT];        /* the default of its float option (eps=) */
 
 typedef enum {
   SYM_AXIS,       /* a mesh axis; index: its position in the mesh */

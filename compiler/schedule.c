@@ -27,8 +27,8 @@ bool sched_is_param(const IrFn *f, int v) {
 }
 
 /* ---- elementwise fusion: which instructions can be members of a region.
- * A run of consecutive arithmetic instructions (+ - * /, negation, sqrt,
- * square, gradient accumulation) on tensors of one shape and dtype, and host
+ * A run of consecutive arithmetic instructions (+ - * /, the unary ops of
+ * fused_unary, gradient accumulation) on tensors of one shape and dtype, and host
  * scalars, becomes one loop (a kernel): intermediates live in registers, only
  * values used after the run are stored (emit_c.c, emit_cuda.c). */
 
@@ -45,6 +45,26 @@ const char *sched_fused_op(const IrInst *in) {
   default: return NULL;
   }
 }
+
+/* The code generator's columns of the unary ops (the runtime's X-list
+ * RT_UNARY_OPS has their formulas and derivatives):
+ *   fused: the C spelling inside a fused loop, for f64 and f32, X standing
+ *     for the operand; NULL: not fusable (a kernel of its own);
+ *   gemm_act: a GEMM epilogue's activation (rt_matmul_bias_act: oneDNN's
+ *     and cuBLASLt's post-ops). */
+static const struct {
+  const char *fused[2];
+  bool gemm_act;
+} unary_codegen[UN_COUNT] = {
+    [UN_NEG] = {{"-X", "-X"}, false},
+    [UN_SQRT] = {{"sqrt(X)", "sqrtf(X)"}, false},
+    [UN_SQUARE] = {{"X * X", "X * X"}, false},
+    [UN_RELU] = {{NULL, NULL}, true},
+    [UN_GELU] = {{NULL, NULL}, true},
+    [UN_GELU_TANH] = {{NULL, NULL}, true},
+};
+
+const char *sched_fused_unary(IrUnary u, DType dt) { return unary_codegen[u].fused[dt == DT_F64 ? 0 : 1]; }
 
 /* The same dtype and local shape: the same global shape and partition spec
  * (an S(0) value and an R one of one global shape differ in size per rank). */
@@ -81,8 +101,7 @@ bool sched_fusable(const IrFn *f, const IrInst *in) {
     return true;
   case IR_BINARY_SCALAR: return sched_fused_op(in) && sched_same_shape(f->values[in->args[0]].type, t);
   case IR_UNARY:
-    return (in->unop == UN_NEG || in->unop == UN_SQRT || in->unop == UN_SQUARE) &&
-           sched_same_shape(f->values[in->args[0]].type, t);
+    return sched_fused_unary(in->unop, t->dtype) && sched_same_shape(f->values[in->args[0]].type, t);
   default: return false;
   }
 }
@@ -242,7 +261,7 @@ int sched_gemm_epilogue(const IrFn *f, IrInst **insts, int j, int n, const int *
     }
   }
   if (k < n && insts[k]->op == IR_UNARY && insts[k]->args[0] == cur && nuses[cur] == 1 &&
-      (insts[k]->unop == UN_GELU || insts[k]->unop == UN_GELU_TANH || insts[k]->unop == UN_RELU)) {
+      unary_codegen[insts[k]->unop].gemm_act) {
     *act = (int)insts[k]->unop;
     k++;
   }

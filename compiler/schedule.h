@@ -48,6 +48,9 @@ bool sched_fusable(const IrFn *f, const IrInst *in);
 bool sched_transparent(const IrInst *in);
 /* A member's C operator (+ - * /), NULL for the unary ones. */
 const char *sched_fused_op(const IrInst *in);
+/* A fusable unary op's C spelling for dtype dt, X standing for the
+ * operand; NULL: the op is not fusable. */
+const char *sched_fused_unary(IrUnary u, DType dt);
 /* The same dtype and local shape: the same global shape and partition spec. */
 bool sched_same_shape(const Type *a, const Type *b);
 bool sched_is_param(const IrFn *f, int v);
