@@ -383,6 +383,45 @@ static bool check_wire_dtypes(Checker *k, Expr *call, Builtin op, const Type *x,
   return true;
 }
 
+/* reduce_scatter's op=: sum (the default) or avg.  avg divides each rank's
+ * block of the sum by the axis size, which reads the per-rank values as
+ * values: only of V (JAX's psum_scatter then a division, pmean's scatter).
+ * A P value's per-rank parts are not its value, so op=avg of a P value
+ * would be its value over the number of ranks, which differs per mesh. */
+static bool check_reduce_scatter_op(Checker *k, Expr *call, Expr *x, LType src, LType dst, const char *as) {
+  Arg *opa = call_named(k, call, "op");
+  if (!opa)
+    return true;
+  const char *o = opa->value->kind == EX_NAME ? opa->value->name : "", *xs = src_text(k, x);
+  if (strcmp(o, "sum") && strcmp(o, "avg")) {
+    bool minmax = !strcmp(o, "max") || !strcmp(o, "min");
+    check_error(k, opa->value->span, "reduce_scatter() op= takes sum or avg%s", minmax ? arena_sprintf(&k->c->arena,
+                ", not %s", o) : "");
+    if (minmax) {
+      note_at(k->c, (Span){0, 0, 0}, "the %s of the blocks is all_reduce's op=%s followed by this rank's block", o, o);
+      help(k->c, "convert(all_reduce(%s, %s, src=V, dst=R, op=%s), %s, src=R, dst=%s)", xs, as, o, as,
+           lt_text(k->c, dst));
+    } else {
+      const char *code = arena_sprintf(&k->c->arena, "reduce_scatter(%s, %s, src=%s, dst=%s, op=sum)", xs, as,
+                                       lt_text(k->c, src), lt_text(k->c, dst));
+      help_call(k, call, x, "op", code, code);
+    }
+    return false;
+  }
+  if (!strcmp(o, "avg") && src.kind != LT_V) {
+    check_error(k, opa->value->span, "reduce_scatter(op=avg) of a P value on %s: the parts of a pending sum are not "
+                "its value", as);
+    note_at(k->c, (Span){0, 0, 0}, "averaging the parts gives the value divided by the number of ranks, which differs "
+            "from mesh to mesh; op=avg averages values that are V on %s", as);
+    const char *code = arena_sprintf(&k->c->arena, "reduce_scatter(%s, %s, src=P, dst=%s)", xs, as, lt_text(k->c, dst));
+    help_call(k, call, x, "op", code,
+              arena_sprintf(&k->c->arena, "finish the sum: %s; to average per-rank values, pass the V value they "
+                            "came from with src=V, op=avg", code));
+    return false;
+  }
+  return true;
+}
+
 Type *check_collective(Checker *k, Expr *call, Builtin op) {
   const char *name = builtin_name[op];
   Arg *xa = call_arg(call, 0), *aa = call_arg(call, 1);
@@ -607,6 +646,8 @@ Type *check_collective(Checker *k, Expr *call, Builtin op) {
       }
     }
   }
+  if (op == BI_REDUCE_SCATTER && !check_reduce_scatter_op(k, call, xa->value, src, dst, as))
+    return type_error();
   (void)rt;
   Type *res = relayout(k, call, op, x, axes, src, dst, global);
   if (res->kind == TY_ERROR)

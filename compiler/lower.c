@@ -342,15 +342,16 @@ static int lower_collective(Lower *L, Expr *call, Builtin op) {
   ir_set_args(L->c, in, 1, &vx);
   set_axes(in, axes->ty);
   set_wire(L, call, in);
+  Expr *o = named(L, call, "op");
+  const char *on = o && o->kind == EX_NAME ? o->name : "sum";
+  IrReduceOp red = !strcmp(on, "avg") ? RED_AVG : !strcmp(on, "max") ? RED_MAX : !strcmp(on, "min") ? RED_MIN : RED_SUM;
   switch (irop) {
-  case IR_ALL_REDUCE: {
-    Expr *o = named(L, call, "op");
-    const char *on = o && o->kind == EX_NAME ? o->name : "sum";
-    in->i[0] = !strcmp(on, "avg") ? RED_AVG : !strcmp(on, "max") ? RED_MAX : !strcmp(on, "min") ? RED_MIN : RED_SUM;
-    break;
-  }
+  case IR_ALL_REDUCE: in->i[0] = red; break;
   case IR_ALL_GATHER: in->i[0] = sdim_of(src, nd); break;
-  case IR_REDUCE_SCATTER: in->i[0] = sdim_of(dst, nd); break;
+  case IR_REDUCE_SCATTER:
+    in->i[0] = sdim_of(dst, nd);
+    in->i[1] = red;
+    break;
   case IR_ALL_TO_ALL:
     in->i[0] = sdim_of(src, nd);
     in->i[1] = sdim_of(dst, nd);
