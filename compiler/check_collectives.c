@@ -96,7 +96,8 @@ static const char *transition_why(Builtin op, LTypeKind s, LTypeKind d) {
   if (s == d && s != LT_V)
     return "the value already has that type";
   if (op == BI_ALL_GATHER)
-    return "all_gather assembles the whole value on every rank: it goes from V to R or I";
+    return "all_gather assembles the whole value on every rank: it goes from V to R or I, or in local code to V "
+           "(the whole value, typed V), never to S(i)";
   if (op == BI_ALL_REDUCE)
     return "all_reduce finishes a pending sum on every rank: it goes from P (or V) to R or I";
   if (op == BI_REDUCE_SCATTER)
@@ -246,6 +247,8 @@ static Type *relayout(Checker *k, Expr *call, Builtin op, const Type *x, const T
   }
   if (op == BI_ALL_REDUCE || op == BI_REDUCE_SCATTER)
     fs = FORM_WHOLE; /* src=V is read as P: a whole value per rank */
+  if (op == BI_ALL_GATHER)
+    fd = FORM_WHOLE; /* dst=V: the whole value on every rank, typed V */
   if (global && (fs == FORM_STACK || fd == FORM_STACK) && op != BI_REINTERPRET) {
     check_error(k, call->span, "the V (stacked) form of %s() is local-only: in global code write S(dim)",
                 builtin_name[op]);
@@ -592,6 +595,8 @@ Type *check_collective(Checker *k, Expr *call, Builtin op) {
   if (!resolve_sdim(k, call->span, &dst, x->ndim + (src.kind == LT_V && dst.kind == LT_S ? 1 : 0)))
     return type_error();
   Allowed ok = allowed(op, base(src), base(dst));
+  if (op == BI_ALL_GATHER && dst.kind == LT_S) /* its result is whole on every rank */
+    ok = NO;
   if (op == BI_ALL_REDUCE && (src.kind == LT_R || src.kind == LT_I)) {
     check_error(k, call->span, "all_reduce() of an %s value on %s: it is already the same on every rank", lt_name(src.kind), as);
     note_at(k->c, (Span){0, 0, 0}, "all_reduce sums pending values (P); summing copies would multiply by the axis size");
@@ -607,7 +612,12 @@ Type *check_collective(Checker *k, Expr *call, Builtin op) {
   }
   if (ok == NO) {
     check_error(k, call->span, "%s() cannot go from %s to %s", name, lt_text(k->c, src), lt_text(k->c, dst));
-    if (base(src) != base(dst) || base(src) == LT_V) {
+    if (op == BI_ALL_GATHER && base(src) == LT_V && dst.kind == LT_S) {
+      note_at(k->c, (Span){0, 0, 0}, "%s", transition_why(op, base(src), base(dst)));
+      const char *code = transition_fix(k, xs, as, src, dst);
+      help(k->c, "to move the split to dim %d: %s; to gather the whole value%s: all_gather(%s, %s, src=%s, dst=%s)",
+           dst.sdim, code, global ? "" : " and keep it typed V", xs, as, lt_text(k->c, src), global ? "R" : "V");
+    } else if (base(src) != base(dst) || base(src) == LT_V) {
       note_at(k->c, (Span){0, 0, 0}, "%s", transition_why(op, base(src), base(dst)));
       const char *code = transition_fix(k, xs, as, src, dst);
       help_call(k, call, xa->value, NULL, code,
@@ -648,6 +658,17 @@ Type *check_collective(Checker *k, Expr *call, Builtin op) {
   }
   if (op == BI_REDUCE_SCATTER && !check_reduce_scatter_op(k, call, xa->value, src, dst, as))
     return type_error();
+  if (op == BI_ALL_GATHER && dst.kind == LT_V && global) {
+    check_error(k, call->span, "all_gather(dst=V) is local-only: in global code a value that varies is a block of a "
+                "global tensor, and the gathered value is every rank's whole value");
+    note_at(k->c, (Span){0, 0, 0}, "dst=V (JAX's all_gather of a varying value) types the whole value V, so that the "
+            "backward sums the ranks' cotangents; it belongs in local code");
+    const char *code = arena_sprintf(&k->c->arena, "all_gather(%s, %s, src=%s, dst=R)", xs, as, lt_text(k->c, src));
+    help_call(k, call, xa->value, NULL, code,
+              arena_sprintf(&k->c->arena, "gather to R, whose backward is the same reduce-scatter: %s; or gather "
+                            "inside local_map (...) over (%s)", code, as));
+    return type_error();
+  }
   (void)rt;
   Type *res = relayout(k, call, op, x, axes, src, dst, global);
   if (res->kind == TY_ERROR)
