@@ -1992,6 +1992,43 @@ static Type *param_type(Checker *k, Type *arg) {
   return bound;
 }
 
+/* The language has no dtype variables, so a library writes a function once
+ * per dtype: NAME for f32 and NAME_bf16, NAME_f64 (stdlib/jax.spmd, nn.spmd's
+ * _bf16 layers).  When an argument of dtype `have` meets a parameter of
+ * another dtype and fn's module has the form for `have`, a help line with the
+ * call rewritten to it. */
+static void help_dtype_form(Checker *k, Expr *call, FnDecl *fn, DType have) {
+  const char *name = fn->name;
+  size_t n = strlen(name);
+  static const char *const sufs[] = {"_bf16", "_f64", "_f32"};
+  for (int i = 0; i < 3; i++) {
+    size_t m = strlen(sufs[i]);
+    if (n > m && strcmp(name + n - m, sufs[i]) == 0) {
+      n -= m;
+      break;
+    }
+  }
+  const char *cands[2] = {arena_sprintf(&k->c->arena, "%.*s_%s", (int)n, name, dtype_name(have)),
+                          have == DT_F32 ? arena_sprintf(&k->c->arena, "%.*s", (int)n, name) : NULL};
+  for (int i = 0; i < 2; i++) {
+    if (!cands[i] || strcmp(cands[i], name) == 0)
+      continue;
+    Symbol *s = module_lookup(fn->module, intern_cstr(k->c, cands[i]));
+    if (!s || s->kind != SYM_FN)
+      continue;
+    const char *callee = src(k, call->lhs), *text = src(k, call);
+    size_t cl = strlen(callee), fl = strlen(name);
+    if (cl < fl || strncmp(text, callee, cl) != 0) { /* not the source text: name the form only */
+      help(k->c, "for %s values call '%s'", dtype_name(have), cands[i]);
+      return;
+    }
+    help_fix(k->c, call->span, arena_sprintf(&k->c->arena, "%.*s%s%s", (int)(cl - fl), callee, cands[i], text + cl),
+             "for %s values call its %s form: %.*s%s%s", dtype_name(have), dtype_name(have), (int)(cl - fl), callee,
+             cands[i], text + cl);
+    return;
+  }
+}
+
 static Type *check_fn_call(Checker *k, Expr *call, FnDecl *fn) {
   for (Inst *i = k->inst; i; i = i->parent)
     if (i->fn == fn) {
@@ -2131,6 +2168,7 @@ static Type *check_fn_call(Checker *k, Expr *call, FnDecl *fn) {
     if (p->type && !p->type->is_axis)
       bind_shapes(k, p->type, args[i]);
   bool ok = true;
+  DType dtype_miss = DT_NONE; /* an argument's dtype that its parameter does not have */
   i = 0;
   for (Param *p = fn->params; p; p = p->next, i++) {
     if (is_axis_param(p))
@@ -2142,6 +2180,9 @@ static Type *check_fn_call(Checker *k, Expr *call, FnDecl *fn) {
     bool named[MAX_MESH_AXES];
     Type *want = check_written_type(k, p->type, named);
     Inst *saved = k->inst;
+    if (want && want->kind == TY_TENSOR && args[i]->kind == TY_TENSOR && !args[i]->literal &&
+        want->dtype != args[i]->dtype && dtype_miss == DT_NONE)
+      dtype_miss = args[i]->dtype;
     if (!want || !check_fits_any(k, argx[i]->span, want, named, args[i],
                                  arena_sprintf(&k->c->arena, "argument '%s' of '%s'", p->name->name, fn->name),
                                  src(k, argx[i]), argx[i])) {
@@ -2161,6 +2202,8 @@ static Type *check_fn_call(Checker *k, Expr *call, FnDecl *fn) {
   if (!ok) {
     leave_local(k, &saved_local);
     note_at(k->c, fn->span, "'%s' is declared here", fn->name);
+    if (dtype_miss != DT_NONE)
+      help_dtype_form(k, call, fn, dtype_miss);
     self->ok = false;
     return type_error();
   }
