@@ -686,9 +686,36 @@ Type *check_collective(Checker *k, Expr *call, Builtin op) {
  * An axis T leaves open keeps x's type there, and its place in x's
  * partition spec when that place is unambiguous. */
 static Type *check_redistribute_to(Checker *k, Expr *call, Type *x) {
-  Arg *ta = call_arg(call, 1);
+  RsPlan plan;
+  Type *t = redistribute_target(k, call->span, src_text(k, call_arg(call, 0)->value), x, call_arg(call, 1)->value->type,
+                                "redistribute()", &plan);
+  if (t->kind == TY_ERROR)
+    return t;
+  /* the backward of the plan sums if one of its steps' backwards does */
+  const char *what = NULL;
+  for (int i = 0; i < plan.nsteps && !what; i++) {
+    RsStep *st = &plan.steps[i];
+    if (st->op == RS_ALL_GATHER && st->dst == LT_R)
+      what = "a reduce-scatter (of its all_gather to R)";
+    else if ((st->op == RS_ALL_REDUCE && st->dst == LT_R) || (st->op == RS_CONVERT && st->src == LT_I && st->dst == LT_R))
+      what = st->op == RS_ALL_REDUCE ? "an all-reduce (of its all_reduce to R)" : "an all-reduce (of its convert I -> R)";
+  }
+  if (!check_wire_dtypes(k, call, BI_REDISTRIBUTE, x, what != NULL, what ? what : ""))
+    return type_error();
+  return t;
+}
+
+/* The type `te` makes of `x` (written xs) by a redistribution, and its plan
+ * (SPEC section 8, redistribute.c): `redistribute(x, T)` and the `x: T` and
+ * `-> T` of local_map (`what` names which in messages).  The target must be
+ * a valid type with the same global shape and dtype that the planner can
+ * reach.  An axis T leaves open keeps x's type there, and its place in x's
+ * partition spec when that place is unambiguous.  An error type on an error
+ * (or when the plan waits for the sizes of a call: value_dependent). */
+Type *redistribute_target(Checker *k, Span sp, const char *xs, const Type *x, TypeExpr *te, const char *what,
+                          RsPlan *plan) {
   bool named[MAX_MESH_AXES];
-  Type *t = check_type_expr(k, ta->value->type, named);
+  Type *t = check_type_expr(k, te, named);
   if (!t)
     return type_error();
   for (int a = 0; a < k->naxes; a++) {
@@ -702,9 +729,10 @@ static Type *check_redistribute_to(Checker *k, Expr *call, Type *x) {
     for (int i = 0; i < MAX_MESH_AXES && x->spec[d][i] >= 0; i++)
       open_dim &= !named[x->spec[d][i]];
     if (!open_dim || t->spec[d][0] >= 0) {
-      check_error(k, call->span, "redistribute() target leaves mesh axis '%s' open, but '%s' shards dim %d together with "
-                  "axes the target names", k->mesh->axes[a].name, k->mesh->axes[a].name, d);
-      note_at(k->c, (Span){0, 0, 0}, "'%s' is %s", src_text(k, call_arg(call, 0)->value), ck_type(k, x));
+      check_error_rule(k, "type/redistribute-target-leaves-mesh-axis-open", sp,
+                       "%s target leaves mesh axis '%s' open, but '%s' shards dim %d together with "
+                  "axes the target names", what, k->mesh->axes[a].name, k->mesh->axes[a].name, d);
+      note_at(k->c, (Span){0, 0, 0}, "'%s' is %s", xs, ck_type(k, x));
       help(k->c, "say what '%s' becomes: a place in the partition spec (@%s, or @(...) in order) or a letter ({%s: R})",
            k->mesh->axes[a].name, k->mesh->axes[a].name, k->mesh->axes[a].name);
       return type_error();
@@ -717,39 +745,27 @@ static Type *check_redistribute_to(Checker *k, Expr *call, Type *x) {
   for (int d = 0; same && d < t->ndim; d++)
     same = size_eq(t->shape[d], x->shape[d]);
   if (!same) {
-    check_error(k, call->span, "redistribute() keeps the global shape and dtype: %s cannot become %s", ck_type(k, x),
+    check_error_rule(k, "type/redistribute-keeps-global-shape-dtype-cannot", sp,
+                     "%s keeps the global shape and dtype: %s cannot become %s", what, ck_type(k, x),
                 ck_type(k, t));
-    const char *xs = src_text(k, call_arg(call, 0)->value);
     if (t->dtype != x->dtype)
       help(k->c, "change the dtype separately: astype(%s, %s)", xs, dtype_name(t->dtype));
     else
       help(k->c, "change the shape separately, with reshape(%s, [...]) before or after", xs);
     return type_error();
   }
-  RsPlan plan;
   const char *why = NULL, *fix = NULL;
   if (type_has_symbol(x)) { /* the plan depends on the sizes: it waits for a call */
     k->value_dependent = true;
     return type_error();
   }
-  if (!rs_plan(k->c, k->mesh, x, t, true, &plan, src_text(k, call_arg(call, 0)->value), &why, &fix)) {
-    check_error_rule(k, "type/redistribute-no-plan", call->span, "%s", why);
-    note_at(k->c, (Span){0, 0, 0}, "'%s' is %s", src_text(k, call_arg(call, 0)->value), ck_type(k, x));
+  if (!rs_plan(k->c, k->mesh, x, t, true, plan, xs, &why, &fix)) {
+    check_error_rule(k, "type/redistribute-no-plan", sp, "%s", why);
+    note_at(k->c, (Span){0, 0, 0}, "'%s' is %s", xs, ck_type(k, x));
     if (fix && *fix)
       help(k->c, "%s", fix);
     return type_error();
   }
-  /* the backward of the plan sums if one of its steps' backwards does */
-  const char *what = NULL;
-  for (int i = 0; i < plan.nsteps && !what; i++) {
-    RsStep *st = &plan.steps[i];
-    if (st->op == RS_ALL_GATHER && st->dst == LT_R)
-      what = "a reduce-scatter (of its all_gather to R)";
-    else if ((st->op == RS_ALL_REDUCE && st->dst == LT_R) || (st->op == RS_CONVERT && st->src == LT_I && st->dst == LT_R))
-      what = st->op == RS_ALL_REDUCE ? "an all-reduce (of its all_reduce to R)" : "an all-reduce (of its convert I -> R)";
-  }
-  if (!check_wire_dtypes(k, call, BI_REDISTRIBUTE, x, what != NULL, what ? what : ""))
-    return type_error();
   return t;
 }
 

@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "check.h"
+#include "redistribute.h"
 #include "shardprop.h"
 
 /* The types of host values and statements: shared, never mutated (types
@@ -2626,20 +2627,46 @@ static Type *check_local_map(Checker *k, Expr *e, TypeExpr *want_te) {
     for (int a = 0; a < k->naxes; a++)
       over[a] = !check_axis_local(k, a);
   }
-  if (!want_te) {
+  /* the block's result is `-> T`'s type, else the binding's (redistributed
+   * from `-> T` to the binding's after the block when both are written) */
+  TypeExpr *out_te = e->lm_ret ? e->lm_ret : want_te;
+  if (!out_te) {
     check_error(k, e->span, "local_map needs the global type of its result");
-    help(k->c, "annotate the binding: let y: f32[...]{...} = local_map (...) { ... };");
+    help(k->c, "annotate the binding: let y: f32[...]{...} = local_map (...) { ... }; or write it after the axes: "
+         "local_map (...) over (...) -> f32[...]{...} { ... }");
     return type_error();
   }
-  if (want_te->struct_name) {
-    check_error(k, e->span, "a local_map block returns a tensor, not a %s record", want_te->struct_name);
+  if (out_te->struct_name) {
+    check_error(k, e->span, "a local_map block returns a tensor, not a %s record", out_te->struct_name);
     help(k->c, "map each field: let w: T = local_map (r) { return f(r.w); };");
     return type_error();
   }
   bool named[MAX_MESH_AXES];
-  Type *want = type_from(k, want_te, named);
+  Type *want = type_from(k, out_te, named);
   if (!want)
     return type_error();
+  /* `x: T`: x is redistributed to T at the boundary (JAX shard_map's
+   * in_specs), planned as redistribute(x, T) is; T is a global type */
+  for (AxisRef *v = e->lm_vars; v; v = v->next) {
+    v->ty = NULL;
+    if (!v->type || !v->sym || !v->sym->info)
+      continue;
+    Type *x = v->sym->info;
+    if (x->kind != TY_TENSOR) {
+      if (x->kind != TY_ERROR) {
+        check_error(k, v->type->span, "local_map (%s: T) redistributes a tensor; '%s' is %s", v->name, v->name,
+                    ck_type(k, x));
+        help(k->c, "list the record without a type, and redistribute its fields inside the block where needed");
+      }
+      return type_error();
+    }
+    RsPlan plan;
+    Type *t = redistribute_target(k, v->type->span, v->name, x, v->type,
+                                  arena_sprintf(&k->c->arena, "local_map (%s: T)", v->name), &plan);
+    if (t->kind == TY_ERROR)
+      return t;
+    v->ty = t;
+  }
   /* the declared type seen locally: checked before the body */
   Type *wl = localize(k, e->span, want, over, "the declared type");
   if (!wl)
@@ -2652,7 +2679,7 @@ static Type *check_local_map(Checker *k, Expr *e, TypeExpr *want_te) {
   for (AxisRef *v = e->lm_vars; v; v = v->next) {
     if (!v->sym || !v->sym->info)
       continue;
-    Type *lt = localize(k, e->span, v->sym->info, over, arena_sprintf(&k->c->arena, "'%s'", v->name));
+    Type *lt = localize(k, e->span, v->ty ? v->ty : v->sym->info, over, arena_sprintf(&k->c->arena, "'%s'", v->name));
     if (!lt) {
       leave_local(k, &saved_axes);
       k->nlm = lm_mark;
@@ -2690,7 +2717,18 @@ static Type *check_local_map(Checker *k, Expr *e, TypeExpr *want_te) {
       check_error(k, e->span, "the local_map block returns %s; it must return one tensor", ck_type(k, got));
     return type_error();
   }
-  return local_map_result(k, e, want, named, wl, got, over);
+  Type *out = local_map_result(k, e, want, named, wl, got, over);
+  e->lm_out = out;
+  if (out->kind == TY_ERROR || !e->lm_ret || !want_te)
+    return out;
+  /* `-> T` and the binding's type: redistributed at the boundary (JAX
+   * shard_map's out_specs, then the binding's layout) */
+  if (want_te->struct_name) {
+    check_error(k, e->span, "a local_map block returns a tensor, not a %s record", want_te->struct_name);
+    return type_error();
+  }
+  RsPlan plan;
+  return redistribute_target(k, e->span, "the local_map's result", out, want_te, "local_map's result (-> T)", &plan);
 }
 
 static Type *check_expr_kind(Checker *k, Expr *e);
