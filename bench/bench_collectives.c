@@ -59,8 +59,8 @@ static void ours(rt_ctx *ctx, op_kind op, bufs *b)
     case AR: y = rt_all_reduce(ctx, b->x, ax, RT_RED_SUM); break;
     case AG: y = rt_all_gather(ctx, b->x, ax, 0); break;
     case AG1: y = rt_all_gather(ctx, b->x, ax, 1); break;
-    case RS: y = rt_reduce_scatter(ctx, b->x, ax, 0); break;
-    case RS1: y = rt_reduce_scatter(ctx, b->x, ax, 1); break;
+    case RS: y = rt_reduce_scatter(ctx, b->x, ax, 0, RT_RED_SUM); break;
+    case RS1: y = rt_reduce_scatter(ctx, b->x, ax, 1, RT_RED_SUM); break;
     case A2A: y = rt_all_to_all(ctx, b->x, ax, RT_STACK, RT_STACK); break;
     case RS_VIA_AR:
         MPI_Allreduce(b->in, b->x->data, (int)b->n, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);

@@ -244,7 +244,8 @@ static void dump_expr(Dumper *d, Expr *e) {
   case EX_LOCAL_MAP: {
     sb_puts(sb, "(local_map (");
     for (AxisRef *v = e->lm_vars; v; v = v->next)
-      sb_printf(sb, "%s%s", v->name, v->next ? " " : "");
+      sb_printf(sb, "%s%s%s%s", v->name, v->type ? ": " : "", v->type ? ast_type_str(d->c, v->type) : "",
+                v->next ? " " : "");
     sb_puts(sb, ") over ");
     if (e->lm_has_over) {
       sb_putc(sb, '(');
@@ -254,6 +255,8 @@ static void dump_expr(Dumper *d, Expr *e) {
     } else {
       sb_puts(sb, "*");
     }
+    if (e->lm_ret)
+      sb_printf(sb, " -> %s", ast_type_str(d->c, e->lm_ret));
     /* The body goes on the following lines, one level deeper than the
      * statement holding the local_map; the closing ')' lines up with it. */
     fputs(sb->data, d->out);

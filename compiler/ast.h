@@ -38,6 +38,8 @@ struct AxisRef {
   Span span;
   Name name;
   Symbol *sym;
+  TypeExpr *type; /* a local_map variable's `x: T`: the type it is redistributed to (NULL: none) */
+  struct Type *ty; /* that type, set by the checker (for the instance checked last) */
   AxisRef *next;
 };
 
@@ -125,9 +127,11 @@ struct Expr {
   Arg *args;            /* call arguments */
   TypeExpr *type;       /* EX_TYPE */
   /* EX_LOCAL_MAP */
-  AxisRef *lm_vars;     /* the rebound variables (AxisRef used as a name+span) */
+  AxisRef *lm_vars;     /* the rebound variables (AxisRef used as a name+span, and `x: T`'s T) */
   AxisRef *lm_over;     /* the axes taken local; NULL: every axis */
   bool lm_has_over;
+  TypeExpr *lm_ret;     /* `-> T`: the global type of the block's result (NULL: the binding's) */
+  struct Type *lm_out;  /* set by the checker: the block's global result type, before `ty` (redistributed) */
   Stmt *body;
   Symbol *sym;          /* EX_NAME after resolution */
   /* Set by the checker for the function instance checked last: the

@@ -251,6 +251,22 @@ static IrInst *coll(Rev *r, IrOp op, IrInst *fwd, int dy, Type *t) {
   return in;
 }
 
+/* v / n, n the number of ranks in the group of the collective `in` (the
+ * backward of op=avg, whose terms each count 1/n); a value of type t. */
+static int over_group_size(Rev *r, IrInst *in, int v, Type *t) {
+  IrInst *n = bemit(r, IR_HOST_SIZE, in->span, 0, NULL);
+  n->size = size_int(1);
+  for (int i = 0; i < in->naxes; i++)
+    n->size = size_mul(n->size, size_axis(in->axes[i]));
+  n->dst[0] = bval(r, type_new(r->ad->c, TY_INT));
+  n->ndst = 1;
+  IrInst *b = bemit(r, IR_BINARY_SCALAR, in->span, 2, (int[]){v, n->dst[0]});
+  b->binop = BIN_DIV;
+  b->dst[0] = bval(r, t);
+  b->ndst = 1;
+  return b->dst[0];
+}
+
 /* The backward of a cast (reinterpret or convert) src -> dst: the seed's
  * table (collectives.def): an all-reduce, an all-gather, nothing, or a
  * cast of the cotangent back (local: no communication). */
@@ -487,19 +503,8 @@ static void bwd_rule(Rev *r, IrInst *in, IrBlock *here, int dy, const int *res_f
       v = b->dst[0];
     } else {
       v = bemit1(r, IR_COPY, sp, ftype(r, a0), 1, &dy);
-      if (in->i[0] == RED_AVG) { /* avg: each term's share is 1/n of the cotangent */
-        IrInst *n = bemit(r, IR_HOST_SIZE, sp, 0, NULL);
-        n->size = size_int(1);
-        for (int i = 0; i < in->naxes; i++)
-          n->size = size_mul(n->size, size_axis(in->axes[i]));
-        n->dst[0] = bval(r, type_new(c, TY_INT));
-        n->ndst = 1;
-        IrInst *b = bemit(r, IR_BINARY_SCALAR, sp, 2, (int[]){v, n->dst[0]});
-        b->binop = BIN_DIV;
-        b->dst[0] = bval(r, ftype(r, a0));
-        b->ndst = 1;
-        v = b->dst[0];
-      }
+      if (in->i[0] == RED_AVG) /* avg: each term's share is 1/n of the cotangent */
+        v = over_group_size(r, in, v, ftype(r, a0));
     }
     contribute(r, here, a0, v, sp);
     return;
@@ -520,10 +525,10 @@ static void bwd_rule(Rev *r, IrInst *in, IrBlock *here, int dy, const int *res_f
     contribute(r, here, a0, b->dst[0], sp);
     return;
   }
-  case IR_REDUCE_SCATTER: {
+  case IR_REDUCE_SCATTER: { /* an all-gather; op=avg: each term's share is 1/n of it */
     IrInst *b = coll(r, transition(BI_REDUCE_SCATTER, LT_P, LT_V)->bwd, in, dy, ftype(r, a0));
     b->i[0] = in->i[0];
-    contribute(r, here, a0, b->dst[0], sp);
+    contribute(r, here, a0, in->i[1] == RED_AVG ? over_group_size(r, in, b->dst[0], ftype(r, a0)) : b->dst[0], sp);
     return;
   }
   case IR_ALL_TO_ALL: {

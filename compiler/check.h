@@ -193,6 +193,9 @@ Type *check_load_record(Checker *k, Expr *call, StructDecl *st);
 
 /* check_collectives.c */
 Type *check_collective(Checker *k, Expr *call, Builtin op);
+struct RsPlan;
+Type *redistribute_target(Checker *k, Span sp, const char *xs, const Type *x, TypeExpr *te, const char *what,
+                          struct RsPlan *plan);
 Type *check_ppermute(Checker *k, Expr *call, Builtin op);
 /* The call that moves the value written `x` on axes `ax` from src to dst
  * (the seed's state-transition table), as source text for help lines. */

@@ -96,7 +96,8 @@ static const char *transition_why(Builtin op, LTypeKind s, LTypeKind d) {
   if (s == d && s != LT_V)
     return "the value already has that type";
   if (op == BI_ALL_GATHER)
-    return "all_gather assembles the whole value on every rank: it goes from V to R or I";
+    return "all_gather assembles the whole value on every rank: it goes from V to R or I, or in local code to V "
+           "(the whole value, typed V), never to S(i)";
   if (op == BI_ALL_REDUCE)
     return "all_reduce finishes a pending sum on every rank: it goes from P (or V) to R or I";
   if (op == BI_REDUCE_SCATTER)
@@ -246,6 +247,8 @@ static Type *relayout(Checker *k, Expr *call, Builtin op, const Type *x, const T
   }
   if (op == BI_ALL_REDUCE || op == BI_REDUCE_SCATTER)
     fs = FORM_WHOLE; /* src=V is read as P: a whole value per rank */
+  if (op == BI_ALL_GATHER)
+    fd = FORM_WHOLE; /* dst=V: the whole value on every rank, typed V */
   if (global && (fs == FORM_STACK || fd == FORM_STACK) && op != BI_REINTERPRET) {
     check_error(k, call->span, "the V (stacked) form of %s() is local-only: in global code write S(dim)",
                 builtin_name[op]);
@@ -430,6 +433,45 @@ static bool check_reduce_op_of_p(Checker *k, Expr *call, Expr *x, const Type *ax
   return false;
 }
 
+/* reduce_scatter's op=: sum (the default) or avg.  avg divides each rank's
+ * block of the sum by the axis size, which reads the per-rank values as
+ * values: only of V (JAX's psum_scatter then a division, pmean's scatter).
+ * A P value's per-rank parts are not its value, so op=avg of a P value
+ * would be its value over the number of ranks, which differs per mesh. */
+static bool check_reduce_scatter_op(Checker *k, Expr *call, Expr *x, LType src, LType dst, const char *as) {
+  Arg *opa = call_named(k, call, "op");
+  if (!opa)
+    return true;
+  const char *o = opa->value->kind == EX_NAME ? opa->value->name : "", *xs = src_text(k, x);
+  if (strcmp(o, "sum") && strcmp(o, "avg")) {
+    bool minmax = !strcmp(o, "max") || !strcmp(o, "min");
+    check_error(k, opa->value->span, "reduce_scatter() op= takes sum or avg%s", minmax ? arena_sprintf(&k->c->arena,
+                ", not %s", o) : "");
+    if (minmax) {
+      note_at(k->c, (Span){0, 0, 0}, "the %s of the blocks is all_reduce's op=%s followed by this rank's block", o, o);
+      help(k->c, "convert(all_reduce(%s, %s, src=V, dst=R, op=%s), %s, src=R, dst=%s)", xs, as, o, as,
+           lt_text(k->c, dst));
+    } else {
+      const char *code = arena_sprintf(&k->c->arena, "reduce_scatter(%s, %s, src=%s, dst=%s, op=sum)", xs, as,
+                                       lt_text(k->c, src), lt_text(k->c, dst));
+      help_call(k, call, x, "op", code, code);
+    }
+    return false;
+  }
+  if (!strcmp(o, "avg") && src.kind != LT_V) {
+    check_error(k, opa->value->span, "reduce_scatter(op=avg) of a P value on %s: the parts of a pending sum are not "
+                "its value", as);
+    note_at(k->c, (Span){0, 0, 0}, "averaging the parts gives the value divided by the number of ranks, which differs "
+            "from mesh to mesh; op=avg averages values that are V on %s", as);
+    const char *code = arena_sprintf(&k->c->arena, "reduce_scatter(%s, %s, src=P, dst=%s)", xs, as, lt_text(k->c, dst));
+    help_call(k, call, x, "op", code,
+              arena_sprintf(&k->c->arena, "finish the sum: %s; to average per-rank values, pass the V value they "
+                            "came from with src=V, op=avg", code));
+    return false;
+  }
+  return true;
+}
+
 Type *check_collective(Checker *k, Expr *call, Builtin op) {
   const char *name = builtin_name[op];
   Arg *xa = call_arg(call, 0), *aa = call_arg(call, 1);
@@ -600,6 +642,8 @@ Type *check_collective(Checker *k, Expr *call, Builtin op) {
   if (!resolve_sdim(k, call->span, &dst, x->ndim + (src.kind == LT_V && dst.kind == LT_S ? 1 : 0)))
     return type_error();
   Allowed ok = allowed(op, base(src), base(dst));
+  if (op == BI_ALL_GATHER && dst.kind == LT_S) /* its result is whole on every rank */
+    ok = NO;
   if (op == BI_ALL_REDUCE && (src.kind == LT_R || src.kind == LT_I)) {
     check_error(k, call->span, "all_reduce() of an %s value on %s: it is already the same on every rank", lt_name(src.kind), as);
     note_at(k->c, (Span){0, 0, 0}, "all_reduce sums pending values (P); summing copies would multiply by the axis size");
@@ -618,7 +662,12 @@ Type *check_collective(Checker *k, Expr *call, Builtin op) {
     return type_error();
   if (ok == NO) {
     check_error(k, call->span, "%s() cannot go from %s to %s", name, lt_text(k->c, src), lt_text(k->c, dst));
-    if (base(src) != base(dst) || base(src) == LT_V) {
+    if (op == BI_ALL_GATHER && base(src) == LT_V && dst.kind == LT_S) {
+      note_at(k->c, (Span){0, 0, 0}, "%s", transition_why(op, base(src), base(dst)));
+      const char *code = transition_fix(k, xs, as, src, dst);
+      help(k->c, "to move the split to dim %d: %s; to gather the whole value%s: all_gather(%s, %s, src=%s, dst=%s)",
+           dst.sdim, code, global ? "" : " and keep it typed V", xs, as, lt_text(k->c, src), global ? "R" : "V");
+    } else if (base(src) != base(dst) || base(src) == LT_V) {
       note_at(k->c, (Span){0, 0, 0}, "%s", transition_why(op, base(src), base(dst)));
       const char *code = transition_fix(k, xs, as, src, dst);
       help_call(k, call, xa->value, NULL, code,
@@ -659,6 +708,19 @@ Type *check_collective(Checker *k, Expr *call, Builtin op) {
         return type_error();
     }
   }
+  if (op == BI_REDUCE_SCATTER && !check_reduce_scatter_op(k, call, xa->value, src, dst, as))
+    return type_error();
+  if (op == BI_ALL_GATHER && dst.kind == LT_V && global) {
+    check_error(k, call->span, "all_gather(dst=V) is local-only: in global code a value that varies is a block of a "
+                "global tensor, and the gathered value is every rank's whole value");
+    note_at(k->c, (Span){0, 0, 0}, "dst=V (JAX's all_gather of a varying value) types the whole value V, so that the "
+            "backward sums the ranks' cotangents; it belongs in local code");
+    const char *code = arena_sprintf(&k->c->arena, "all_gather(%s, %s, src=%s, dst=R)", xs, as, lt_text(k->c, src));
+    help_call(k, call, xa->value, NULL, code,
+              arena_sprintf(&k->c->arena, "gather to R, whose backward is the same reduce-scatter: %s; or gather "
+                            "inside local_map (...) over (%s)", code, as));
+    return type_error();
+  }
   (void)rt;
   Type *res = relayout(k, call, op, x, axes, src, dst, global);
   if (res->kind == TY_ERROR)
@@ -676,9 +738,36 @@ Type *check_collective(Checker *k, Expr *call, Builtin op) {
  * An axis T leaves open keeps x's type there, and its place in x's
  * partition spec when that place is unambiguous. */
 static Type *check_redistribute_to(Checker *k, Expr *call, Type *x) {
-  Arg *ta = call_arg(call, 1);
+  RsPlan plan;
+  Type *t = redistribute_target(k, call->span, src_text(k, call_arg(call, 0)->value), x, call_arg(call, 1)->value->type,
+                                "redistribute()", &plan);
+  if (t->kind == TY_ERROR)
+    return t;
+  /* the backward of the plan sums if one of its steps' backwards does */
+  const char *what = NULL;
+  for (int i = 0; i < plan.nsteps && !what; i++) {
+    RsStep *st = &plan.steps[i];
+    if (st->op == RS_ALL_GATHER && st->dst == LT_R)
+      what = "a reduce-scatter (of its all_gather to R)";
+    else if ((st->op == RS_ALL_REDUCE && st->dst == LT_R) || (st->op == RS_CONVERT && st->src == LT_I && st->dst == LT_R))
+      what = st->op == RS_ALL_REDUCE ? "an all-reduce (of its all_reduce to R)" : "an all-reduce (of its convert I -> R)";
+  }
+  if (!check_wire_dtypes(k, call, BI_REDISTRIBUTE, x, what != NULL, what ? what : ""))
+    return type_error();
+  return t;
+}
+
+/* The type `te` makes of `x` (written xs) by a redistribution, and its plan
+ * (SPEC section 8, redistribute.c): `redistribute(x, T)` and the `x: T` and
+ * `-> T` of local_map (`what` names which in messages).  The target must be
+ * a valid type with the same global shape and dtype that the planner can
+ * reach.  An axis T leaves open keeps x's type there, and its place in x's
+ * partition spec when that place is unambiguous.  An error type on an error
+ * (or when the plan waits for the sizes of a call: value_dependent). */
+Type *redistribute_target(Checker *k, Span sp, const char *xs, const Type *x, TypeExpr *te, const char *what,
+                          RsPlan *plan) {
   bool named[MAX_MESH_AXES];
-  Type *t = check_type_expr(k, ta->value->type, named);
+  Type *t = check_type_expr(k, te, named);
   if (!t)
     return type_error();
   for (int a = 0; a < k->naxes; a++) {
@@ -692,9 +781,10 @@ static Type *check_redistribute_to(Checker *k, Expr *call, Type *x) {
     for (int i = 0; i < MAX_MESH_AXES && x->spec[d][i] >= 0; i++)
       open_dim &= !named[x->spec[d][i]];
     if (!open_dim || t->spec[d][0] >= 0) {
-      check_error(k, call->span, "redistribute() target leaves mesh axis '%s' open, but '%s' shards dim %d together with "
-                  "axes the target names", k->mesh->axes[a].name, k->mesh->axes[a].name, d);
-      note_at(k->c, (Span){0, 0, 0}, "'%s' is %s", src_text(k, call_arg(call, 0)->value), ck_type(k, x));
+      check_error_rule(k, "type/redistribute-target-leaves-mesh-axis-open", sp,
+                       "%s target leaves mesh axis '%s' open, but '%s' shards dim %d together with "
+                  "axes the target names", what, k->mesh->axes[a].name, k->mesh->axes[a].name, d);
+      note_at(k->c, (Span){0, 0, 0}, "'%s' is %s", xs, ck_type(k, x));
       help(k->c, "say what '%s' becomes: a place in the partition spec (@%s, or @(...) in order) or a letter ({%s: R})",
            k->mesh->axes[a].name, k->mesh->axes[a].name, k->mesh->axes[a].name);
       return type_error();
@@ -707,39 +797,27 @@ static Type *check_redistribute_to(Checker *k, Expr *call, Type *x) {
   for (int d = 0; same && d < t->ndim; d++)
     same = size_eq(t->shape[d], x->shape[d]);
   if (!same) {
-    check_error(k, call->span, "redistribute() keeps the global shape and dtype: %s cannot become %s", ck_type(k, x),
+    check_error_rule(k, "type/redistribute-keeps-global-shape-dtype-cannot", sp,
+                     "%s keeps the global shape and dtype: %s cannot become %s", what, ck_type(k, x),
                 ck_type(k, t));
-    const char *xs = src_text(k, call_arg(call, 0)->value);
     if (t->dtype != x->dtype)
       help(k->c, "change the dtype separately: astype(%s, %s)", xs, dtype_name(t->dtype));
     else
       help(k->c, "change the shape separately, with reshape(%s, [...]) before or after", xs);
     return type_error();
   }
-  RsPlan plan;
   const char *why = NULL, *fix = NULL;
   if (type_has_symbol(x)) { /* the plan depends on the sizes: it waits for a call */
     k->value_dependent = true;
     return type_error();
   }
-  if (!rs_plan(k->c, k->mesh, x, t, true, &plan, src_text(k, call_arg(call, 0)->value), &why, &fix)) {
-    check_error_rule(k, "type/redistribute-no-plan", call->span, "%s", why);
-    note_at(k->c, (Span){0, 0, 0}, "'%s' is %s", src_text(k, call_arg(call, 0)->value), ck_type(k, x));
+  if (!rs_plan(k->c, k->mesh, x, t, true, plan, xs, &why, &fix)) {
+    check_error_rule(k, "type/redistribute-no-plan", sp, "%s", why);
+    note_at(k->c, (Span){0, 0, 0}, "'%s' is %s", xs, ck_type(k, x));
     if (fix && *fix)
       help(k->c, "%s", fix);
     return type_error();
   }
-  /* the backward of the plan sums if one of its steps' backwards does */
-  const char *what = NULL;
-  for (int i = 0; i < plan.nsteps && !what; i++) {
-    RsStep *st = &plan.steps[i];
-    if (st->op == RS_ALL_GATHER && st->dst == LT_R)
-      what = "a reduce-scatter (of its all_gather to R)";
-    else if ((st->op == RS_ALL_REDUCE && st->dst == LT_R) || (st->op == RS_CONVERT && st->src == LT_I && st->dst == LT_R))
-      what = st->op == RS_ALL_REDUCE ? "an all-reduce (of its all_reduce to R)" : "an all-reduce (of its convert I -> R)";
-  }
-  if (!check_wire_dtypes(k, call, BI_REDISTRIBUTE, x, what != NULL, what ? what : ""))
-    return type_error();
   return t;
 }
 

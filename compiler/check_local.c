@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "check.h"
+#include "redistribute.h"
 #include "shardprop.h"
 
 /* The types of host values and statements: shared, never mutated (types
@@ -1948,6 +1949,43 @@ static Type *param_type(Checker *k, Type *arg) {
   return bound;
 }
 
+/* The language has no dtype variables, so a library writes a function once
+ * per dtype: NAME for f32 and NAME_bf16, NAME_f64 (stdlib/jax.spmd, nn.spmd's
+ * _bf16 layers).  When an argument of dtype `have` meets a parameter of
+ * another dtype and fn's module has the form for `have`, a help line with the
+ * call rewritten to it. */
+static void help_dtype_form(Checker *k, Expr *call, FnDecl *fn, DType have) {
+  const char *name = fn->name;
+  size_t n = strlen(name);
+  static const char *const sufs[] = {"_bf16", "_f64", "_f32"};
+  for (int i = 0; i < 3; i++) {
+    size_t m = strlen(sufs[i]);
+    if (n > m && strcmp(name + n - m, sufs[i]) == 0) {
+      n -= m;
+      break;
+    }
+  }
+  const char *cands[2] = {arena_sprintf(&k->c->arena, "%.*s_%s", (int)n, name, dtype_name(have)),
+                          have == DT_F32 ? arena_sprintf(&k->c->arena, "%.*s", (int)n, name) : NULL};
+  for (int i = 0; i < 2; i++) {
+    if (!cands[i] || strcmp(cands[i], name) == 0)
+      continue;
+    Symbol *s = module_lookup(fn->module, intern_cstr(k->c, cands[i]));
+    if (!s || s->kind != SYM_FN)
+      continue;
+    const char *callee = src(k, call->lhs), *text = src(k, call);
+    size_t cl = strlen(callee), fl = strlen(name);
+    if (cl < fl || strncmp(text, callee, cl) != 0) { /* not the source text: name the form only */
+      help(k->c, "for %s values call '%s'", dtype_name(have), cands[i]);
+      return;
+    }
+    help_fix(k->c, call->span, arena_sprintf(&k->c->arena, "%.*s%s%s", (int)(cl - fl), callee, cands[i], text + cl),
+             "for %s values call its %s form: %.*s%s%s", dtype_name(have), dtype_name(have), (int)(cl - fl), callee,
+             cands[i], text + cl);
+    return;
+  }
+}
+
 static Type *check_fn_call(Checker *k, Expr *call, FnDecl *fn) {
   for (Inst *i = k->inst; i; i = i->parent)
     if (i->fn == fn) {
@@ -2087,6 +2125,7 @@ static Type *check_fn_call(Checker *k, Expr *call, FnDecl *fn) {
     if (p->type && !p->type->is_axis)
       bind_shapes(k, p->type, args[i]);
   bool ok = true;
+  DType dtype_miss = DT_NONE; /* an argument's dtype that its parameter does not have */
   i = 0;
   for (Param *p = fn->params; p; p = p->next, i++) {
     if (is_axis_param(p))
@@ -2098,6 +2137,9 @@ static Type *check_fn_call(Checker *k, Expr *call, FnDecl *fn) {
     bool named[MAX_MESH_AXES];
     Type *want = check_written_type(k, p->type, named);
     Inst *saved = k->inst;
+    if (want && want->kind == TY_TENSOR && args[i]->kind == TY_TENSOR && !args[i]->literal &&
+        want->dtype != args[i]->dtype && dtype_miss == DT_NONE)
+      dtype_miss = args[i]->dtype;
     if (!want || !check_fits_any(k, argx[i]->span, want, named, args[i],
                                  arena_sprintf(&k->c->arena, "argument '%s' of '%s'", p->name->name, fn->name),
                                  src(k, argx[i]), argx[i])) {
@@ -2117,6 +2159,8 @@ static Type *check_fn_call(Checker *k, Expr *call, FnDecl *fn) {
   if (!ok) {
     leave_local(k, &saved_local);
     note_at(k->c, fn->span, "'%s' is declared here", fn->name);
+    if (dtype_miss != DT_NONE)
+      help_dtype_form(k, call, fn, dtype_miss);
     self->ok = false;
     return type_error();
   }
@@ -2540,20 +2584,46 @@ static Type *check_local_map(Checker *k, Expr *e, TypeExpr *want_te) {
     for (int a = 0; a < k->naxes; a++)
       over[a] = !check_axis_local(k, a);
   }
-  if (!want_te) {
+  /* the block's result is `-> T`'s type, else the binding's (redistributed
+   * from `-> T` to the binding's after the block when both are written) */
+  TypeExpr *out_te = e->lm_ret ? e->lm_ret : want_te;
+  if (!out_te) {
     check_error(k, e->span, "local_map needs the global type of its result");
-    help(k->c, "annotate the binding: let y: f32[...]{...} = local_map (...) { ... };");
+    help(k->c, "annotate the binding: let y: f32[...]{...} = local_map (...) { ... }; or write it after the axes: "
+         "local_map (...) over (...) -> f32[...]{...} { ... }");
     return type_error();
   }
-  if (want_te->struct_name) {
-    check_error(k, e->span, "a local_map block returns a tensor, not a %s record", want_te->struct_name);
+  if (out_te->struct_name) {
+    check_error(k, e->span, "a local_map block returns a tensor, not a %s record", out_te->struct_name);
     help(k->c, "map each field: let w: T = local_map (r) { return f(r.w); };");
     return type_error();
   }
   bool named[MAX_MESH_AXES];
-  Type *want = type_from(k, want_te, named);
+  Type *want = type_from(k, out_te, named);
   if (!want)
     return type_error();
+  /* `x: T`: x is redistributed to T at the boundary (JAX shard_map's
+   * in_specs), planned as redistribute(x, T) is; T is a global type */
+  for (AxisRef *v = e->lm_vars; v; v = v->next) {
+    v->ty = NULL;
+    if (!v->type || !v->sym || !v->sym->info)
+      continue;
+    Type *x = v->sym->info;
+    if (x->kind != TY_TENSOR) {
+      if (x->kind != TY_ERROR) {
+        check_error(k, v->type->span, "local_map (%s: T) redistributes a tensor; '%s' is %s", v->name, v->name,
+                    ck_type(k, x));
+        help(k->c, "list the record without a type, and redistribute its fields inside the block where needed");
+      }
+      return type_error();
+    }
+    RsPlan plan;
+    Type *t = redistribute_target(k, v->type->span, v->name, x, v->type,
+                                  arena_sprintf(&k->c->arena, "local_map (%s: T)", v->name), &plan);
+    if (t->kind == TY_ERROR)
+      return t;
+    v->ty = t;
+  }
   /* the declared type seen locally: checked before the body */
   Type *wl = localize(k, e->span, want, over, "the declared type");
   if (!wl)
@@ -2566,7 +2636,7 @@ static Type *check_local_map(Checker *k, Expr *e, TypeExpr *want_te) {
   for (AxisRef *v = e->lm_vars; v; v = v->next) {
     if (!v->sym || !v->sym->info)
       continue;
-    Type *lt = localize(k, e->span, v->sym->info, over, arena_sprintf(&k->c->arena, "'%s'", v->name));
+    Type *lt = localize(k, e->span, v->ty ? v->ty : v->sym->info, over, arena_sprintf(&k->c->arena, "'%s'", v->name));
     if (!lt) {
       leave_local(k, &saved_axes);
       k->nlm = lm_mark;
@@ -2604,7 +2674,18 @@ static Type *check_local_map(Checker *k, Expr *e, TypeExpr *want_te) {
       check_error(k, e->span, "the local_map block returns %s; it must return one tensor", ck_type(k, got));
     return type_error();
   }
-  return local_map_result(k, e, want, named, wl, got, over);
+  Type *out = local_map_result(k, e, want, named, wl, got, over);
+  e->lm_out = out;
+  if (out->kind == TY_ERROR || !e->lm_ret || !want_te)
+    return out;
+  /* `-> T` and the binding's type: redistributed at the boundary (JAX
+   * shard_map's out_specs, then the binding's layout) */
+  if (want_te->struct_name) {
+    check_error(k, e->span, "a local_map block returns a tensor, not a %s record", want_te->struct_name);
+    return type_error();
+  }
+  RsPlan plan;
+  return redistribute_target(k, e->span, "the local_map's result", out, want_te, "local_map's result (-> T)", &plan);
 }
 
 static Type *check_expr_kind(Checker *k, Expr *e);

@@ -248,8 +248,10 @@ static const char *op_text(Report *R, IrFn *f, IrInst *in, bool bwd) {
     what = arena_sprintf(&c->arena, "%s", in->i[0] >= 0 && in->i[0] < 4 ? ops[in->i[0]] : "");
     break;
   }
-  case IR_ALL_GATHER:
-  case IR_REDUCE_SCATTER: what = arena_sprintf(&c->arena, " %s", dim_text(R, in->i[0])); break;
+  case IR_ALL_GATHER: what = arena_sprintf(&c->arena, " %s", dim_text(R, in->i[0])); break;
+  case IR_REDUCE_SCATTER:
+    what = arena_sprintf(&c->arena, " %s%s", dim_text(R, in->i[0]), in->i[1] == RED_AVG ? " op=avg" : "");
+    break;
   case IR_ALL_TO_ALL:
     what = arena_sprintf(&c->arena, " %s->%s", dim_text(R, in->i[0]), in->i[1] < 0 ? "stack" : arena_sprintf(&c->arena, "%lld", in->i[1]));
     break;

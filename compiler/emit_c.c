@@ -178,10 +178,9 @@ static void emit_comm(Emitter *E, IrInst *in, int ind, const char *loc) {
     out(E, ind, "%s = rt_all_reduce%s(ctx, %s, %s, %s); %s\n", d, !wire && dies_here(E, in->args[0]) ? "_reuse" : "",
         x, axes_c(E, in), reduce_c[in->i[0]], loc);
     break;
-  case IR_ALL_GATHER:
+  case IR_ALL_GATHER: out(E, ind, "%s = rt_all_gather(ctx, %s, %s, %s); %s\n", d, x, axes_c(E, in), dim0, loc); break;
   case IR_REDUCE_SCATTER:
-    out(E, ind, "%s = rt_%s(ctx, %s, %s, %s); %s\n", d, in->op == IR_ALL_GATHER ? "all_gather" : "reduce_scatter", x,
-        axes_c(E, in), dim0, loc);
+    out(E, ind, "%s = rt_reduce_scatter(ctx, %s, %s, %s, %s); %s\n", d, x, axes_c(E, in), dim0, reduce_c[in->i[1]], loc);
     break;
   default:
     out(E, ind, "%s = rt_all_to_all(ctx, %s, %s, %s, %s); %s\n", d, x, axes_c(E, in), dim0,

@@ -261,58 +261,65 @@ static void set_wire(Lower *L, Expr *call, IrInst *in) {
   in->bwd_wire = b && b->kind == EX_TYPE ? b->type->dtype : in->wire;
 }
 
+/* The planned steps (redistribute.c) from `from` to `to` of the value v,
+ * each one IR collective or convert; `s` marks them for --comm-report.
+ * redistribute(x, T) (its dtype=, bwd_dtype= from `call`), and the `x: T`
+ * and `-> T` of local_map (call NULL). */
+static int lower_plan(Lower *L, int v, Type *from, Type *to, Span sp, Expr *call, const char *what, const char *label) {
+  RsPlan plan;
+  if (!rs_plan(L->c, L->k->mesh, from, to, true, &plan, NULL, NULL, NULL)) {
+    unsupported(L, sp, what);
+    return -1;
+  }
+  const char *note = rs_plan_note(L->c, L->k->mesh, from, to);
+  if (label) /* --comm-report's note says where the plan comes from */
+    note = note ? arena_sprintf(&L->c->arena, "%s; %s", label, note) : label;
+  static const IrOp irops[] = {[RS_ALL_REDUCE] = IR_ALL_REDUCE, [RS_ALL_GATHER] = IR_ALL_GATHER,
+                               [RS_REDUCE_SCATTER] = IR_REDUCE_SCATTER, [RS_ALL_TO_ALL] = IR_ALL_TO_ALL,
+                               [RS_CONVERT] = IR_CONVERT};
+  if (plan.nsteps == 0) {
+    IrInst *in = emit(L, IR_COPY, sp);
+    ir_set_args(L->c, in, 1, &v);
+    in->redistribute = true;
+    in->s = note;
+    in->dst[0] = value(L, to, NULL);
+    in->ndst = 1;
+    return in->dst[0];
+  }
+  for (int i = 0; i < plan.nsteps; i++) {
+    RsStep *st = &plan.steps[i];
+    IrInst *in = emit(L, irops[st->op], sp);
+    ir_set_args(L->c, in, 1, &v);
+    in->naxes = st->naxes;
+    memcpy(in->axes, st->axes, sizeof in->axes);
+    in->redistribute = true;
+    in->s = i == 0 ? note : NULL;
+    if (call)
+      set_wire(L, call, in);
+    switch (st->op) {
+    case RS_ALL_REDUCE: in->i[0] = RED_SUM; break;
+    case RS_ALL_GATHER: in->i[0] = st->src_dim; break;
+    case RS_REDUCE_SCATTER: in->i[0] = st->dst_dim; break;
+    case RS_ALL_TO_ALL:
+      in->i[0] = st->src_dim;
+      in->i[1] = st->dst_dim;
+      break;
+    case RS_CONVERT:
+      in->i[0] = ltype_ir((LType){st->src, 0});
+      in->i[1] = ltype_ir((LType){st->dst, 0});
+      in->i[2] = st->dst_dim >= 0 ? st->dst_dim : st->src_dim;
+      break;
+    }
+    in->dst[0] = v = value(L, i + 1 == plan.nsteps ? to : st->out, NULL);
+    in->ndst = 1;
+  }
+  return v;
+}
+
 static int lower_collective(Lower *L, Expr *call, Builtin op) {
   Expr *x = pos_arg(call, 0), *axes = pos_arg(call, 1);
-  if (axes->kind == EX_TYPE) {
-    /* redistribute(x, T): the planned steps (redistribute.c), each one IR
-     * collective or convert; `s` marks them for --comm-report */
-    int v = lower_expr(L, x);
-    RsPlan plan;
-    if (!rs_plan(L->c, L->k->mesh, x->ty, call->ty, true, &plan, NULL, NULL, NULL)) {
-      unsupported(L, call->span, "this redistribute(x, T)");
-      return -1;
-    }
-    const char *note = rs_plan_note(L->c, L->k->mesh, x->ty, call->ty);
-    static const IrOp irops[] = {[RS_ALL_REDUCE] = IR_ALL_REDUCE, [RS_ALL_GATHER] = IR_ALL_GATHER,
-                                 [RS_REDUCE_SCATTER] = IR_REDUCE_SCATTER, [RS_ALL_TO_ALL] = IR_ALL_TO_ALL,
-                                 [RS_CONVERT] = IR_CONVERT};
-    if (plan.nsteps == 0) {
-      IrInst *in = emit(L, IR_COPY, call->span);
-      ir_set_args(L->c, in, 1, &v);
-      in->redistribute = true;
-      in->s = note;
-      in->dst[0] = value(L, call->ty, NULL);
-      in->ndst = 1;
-      return in->dst[0];
-    }
-    for (int i = 0; i < plan.nsteps; i++) {
-      RsStep *st = &plan.steps[i];
-      IrInst *in = emit(L, irops[st->op], call->span);
-      ir_set_args(L->c, in, 1, &v);
-      in->naxes = st->naxes;
-      memcpy(in->axes, st->axes, sizeof in->axes);
-      in->redistribute = true;
-      in->s = i == 0 ? note : NULL;
-      set_wire(L, call, in);
-      switch (st->op) {
-      case RS_ALL_REDUCE: in->i[0] = RED_SUM; break;
-      case RS_ALL_GATHER: in->i[0] = st->src_dim; break;
-      case RS_REDUCE_SCATTER: in->i[0] = st->dst_dim; break;
-      case RS_ALL_TO_ALL:
-        in->i[0] = st->src_dim;
-        in->i[1] = st->dst_dim;
-        break;
-      case RS_CONVERT:
-        in->i[0] = ltype_ir((LType){st->src, 0});
-        in->i[1] = ltype_ir((LType){st->dst, 0});
-        in->i[2] = st->dst_dim >= 0 ? st->dst_dim : st->src_dim;
-        break;
-      }
-      in->dst[0] = v = value(L, i + 1 == plan.nsteps ? call->ty : st->out, NULL);
-      in->ndst = 1;
-    }
-    return v;
-  }
+  if (axes->kind == EX_TYPE) /* redistribute(x, T) */
+    return lower_plan(L, lower_expr(L, x), x->ty, call->ty, call->span, call, "this redistribute(x, T)", NULL);
   int vx = lower_expr(L, x);
   if (op == BI_PPERMUTE) {
     IrInst *in = emit(L, IR_PPERMUTE, call->span);
@@ -336,15 +343,16 @@ static int lower_collective(Lower *L, Expr *call, Builtin op) {
   ir_set_args(L->c, in, 1, &vx);
   set_axes(in, axes->ty);
   set_wire(L, call, in);
+  Expr *o = named(L, call, "op");
+  const char *on = o && o->kind == EX_NAME ? o->name : "sum";
+  IrReduceOp red = !strcmp(on, "avg") ? RED_AVG : !strcmp(on, "max") ? RED_MAX : !strcmp(on, "min") ? RED_MIN : RED_SUM;
   switch (irop) {
-  case IR_ALL_REDUCE: {
-    Expr *o = named(L, call, "op");
-    const char *on = o && o->kind == EX_NAME ? o->name : "sum";
-    in->i[0] = !strcmp(on, "avg") ? RED_AVG : !strcmp(on, "max") ? RED_MAX : !strcmp(on, "min") ? RED_MIN : RED_SUM;
-    break;
-  }
+  case IR_ALL_REDUCE: in->i[0] = red; break;
   case IR_ALL_GATHER: in->i[0] = sdim_of(src, nd); break;
-  case IR_REDUCE_SCATTER: in->i[0] = sdim_of(dst, nd); break;
+  case IR_REDUCE_SCATTER:
+    in->i[0] = sdim_of(dst, nd);
+    in->i[1] = red;
+    break;
   case IR_ALL_TO_ALL:
     in->i[0] = sdim_of(src, nd);
     in->i[1] = sdim_of(dst, nd);
@@ -1031,23 +1039,57 @@ static int lower_expr(Lower *L, Expr *e) {
     return emit1(L, IR_INDEX, e->span, t, 2, args);
   }
   case EX_LOCAL_MAP: {
-    /* the local tensors are the global ones' blocks: the body runs as is */
+    /* the local tensors are the global ones' blocks: the body runs as is,
+     * after the `x: T` redistributions (x bound to its new value inside,
+     * as it was after) and before the `-> T` one */
+    int nv = 0;
+    for (AxisRef *v = e->lm_vars; v; v = v->next)
+      nv++;
+    struct { Symbol *key; int *ids, n; bool is_var, had; } *saved = arena_alloc(&L->c->arena, sizeof *saved * (size_t)(nv + 1));
+    nv = 0;
+    for (AxisRef *v = e->lm_vars; v; v = v->next) {
+      if (!v->ty || !v->sym)
+        continue;
+      Symbol *key = v->sym;
+      while (key->outer)
+        key = key->outer;
+      Expr *name = ast_expr(L->c, EX_NAME, v->span); /* the variable outside the block */
+      name->name = v->name;
+      name->sym = v->sym;
+      name->ty = v->sym->info;
+      int x = lower_expr(L, name);
+      int y = lower_plan(L, x, v->sym->info, v->ty, v->type->span, NULL, "this local_map (x: T)",
+                         arena_sprintf(&L->c->arena, "at local_map's boundary, '%s' into the block", v->name));
+      if (y < 0)
+        return host_const(L, e->span, TY_INT, 0, 0);
+      saved[nv].key = key;
+      saved[nv].had = lookup_leaves(L, key, &saved[nv].ids, &saved[nv].n, &saved[nv].is_var);
+      nv++;
+      bind(L, key, y, false);
+    }
+    Type *out = e->lm_out ? e->lm_out : t;
     int result = -1;
     L->lm_depth++;
     for (Stmt *s = e->body->body; s; s = s->next) {
       if (s->kind == ST_RETURN) {
-        result = to_tensor(L, lower_expr(L, s->value), t, s->span);
+        result = to_tensor(L, lower_expr(L, s->value), out, s->span);
         break;
       }
       lower_block(L, s);
     }
     L->lm_depth--;
+    for (int i = nv - 1; i >= 0; i--)
+      if (saved[i].had)
+        bind_leaves(L, saved[i].key, saved[i].ids, saved[i].n, saved[i].is_var);
     if (result < 0)
       break;
     IrInst *in = emit(L, IR_COPY, e->span);
     ir_set_args(L->c, in, 1, &result);
-    in->dst[0] = value(L, t, NULL);
+    in->dst[0] = value(L, out, NULL);
     in->ndst = 1;
+    if (out != t && e->lm_ret)
+      return lower_plan(L, in->dst[0], out, t, e->lm_ret->span, NULL, "this local_map's -> T",
+                        "at local_map's boundary, the result to the binding's type");
     return in->dst[0];
   }
   default: break;

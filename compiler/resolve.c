@@ -465,6 +465,11 @@ static void resolve_block(Resolver *r, Stmt *block);
 static void resolve_local_map(Resolver *r, Expr *e) {
   for (AxisRef *a = e->lm_over; a; a = a->next)
     resolve_axis(r, a);
+  for (AxisRef *v = e->lm_vars; v; v = v->next) /* the boundary's types, outside the block */
+    if (v->type)
+      resolve_type(r, v->type);
+  if (e->lm_ret)
+    resolve_type(r, e->lm_ret);
   size_t mark = scope_enter(r);
   for (AxisRef *v = e->lm_vars; v; v = v->next) {
     Symbol *s = lookup(r, v->name);

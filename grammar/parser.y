@@ -132,7 +132,9 @@ static Expr *new_seq(Lexer *lx, ExprKind kind, Expr *elems, Span sp);
 %type <dim> dim
 %type <dims> dims dims_opt
 %type <axis> axis_name
-%type <axes> axis_names axis_group over_opt
+%type <axes> axis_names axis_group over_opt lm_vars
+%type <axis> lm_var
+%type <type> lm_ret
 %type <entry> entry
 %type <entries> entries entries_opt
 %type <lt> ltype
@@ -451,13 +453,27 @@ ltype_expr
   : LTYPE                 { $$ = ast_expr(C, EX_LTYPE, @$); $$->lt.kind = $1; }
   | SHARD '(' expr ')'    { $$ = ast_expr(C, EX_LTYPE, @$); $$->lt.kind = LT_S; $$->lhs = $3; $$->depth = $3->depth + 1; }
   ;
-/* local_map: 'local_map' '(' names ')' ['over' axes] block */
+/* local_map: 'local_map' '(' name [':' type], ... ')' ['over' axes] ['->' type] block
+ * (`x: T` redistributes x to T before the block, `-> T` is the global type of
+ * the block's result, redistributed to the binding's declared type after it) */
 local_map
-  : LOCAL_MAP '(' axis_names ')' over_opt block
+  : LOCAL_MAP '(' lm_vars ')' over_opt lm_ret block
       {
         $$ = ast_expr(C, EX_LOCAL_MAP, @$); $$->lm_vars = $3.head;
-        $$->lm_over = $5.head; $$->lm_has_over = @5.end > @5.begin; $$->body = $6;
+        $$->lm_over = $5.head; $$->lm_has_over = @5.end > @5.begin; $$->lm_ret = $6; $$->body = $7;
       }
+  ;
+lm_vars
+  : lm_var                { LIST_ONE($$, $1); }
+  | lm_vars ',' lm_var    { LIST_ADD($$, $1, $3); }
+  ;
+lm_var
+  : IDENT                 { $$ = new_axis(lx, $1, @1); }
+  | IDENT ':' type        { $$ = new_axis(lx, $1, @1); $$->type = $3; }
+  ;
+lm_ret
+  : %empty                { $$ = NULL; }
+  | ARROW type            { $$ = $2; }
   ;
 over_opt
   : %empty                  { LIST_EMPTY($$); }

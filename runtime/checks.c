@@ -296,6 +296,13 @@ void rt_all_reduce_check(rt_ctx *ctx, const rt_tensor *x, rt_reduce_op op)
     RT_CHECK(ctx, !(op == RT_RED_AVG && x->dtype == RT_I32), "all_reduce: op=avg needs a float tensor");
 }
 
+void rt_reduce_scatter_check(rt_ctx *ctx, const rt_tensor *x, rt_reduce_op op)
+{
+    RT_CHECK(ctx, op == RT_RED_SUM || op == RT_RED_AVG, "reduce_scatter: op must be sum or avg");
+    RT_CHECK(ctx, !(op == RT_RED_AVG && x->dtype == RT_I32),
+             "reduce_scatter: op=avg needs a float tensor");
+}
+
 void rt_all_to_all_check(rt_ctx *ctx, const rt_tensor *x, int *src_dim, int *dst_dim)
 {
     *src_dim = rt_coll_check_dim(ctx, x, *src_dim, "all_to_all");

@@ -218,10 +218,12 @@ static void rs_dim(rt_ctx *ctx, rt_group *g, const rt_tensor *x, int dim, rt_ten
     rt_free(ctx, tmp);
 }
 
-rt_tensor *rt_reduce_scatter(rt_ctx *ctx, const rt_tensor *x, rt_axes axes, int dim)
+rt_tensor *rt_reduce_scatter(rt_ctx *ctx, const rt_tensor *x, rt_axes axes, int dim,
+                             rt_reduce_op op)
 {
     rt_group *g = rt_group_get(ctx, axes);
     dim = rt_coll_check_dim(ctx, x, dim, "reduce_scatter");
+    rt_reduce_scatter_check(ctx, x, op);
     if (g->size == 1 && dim != RT_STACK)
         return rt_retain((rt_tensor *)x);
     rt_kspan ks_ = rt_kernel_begin(ctx);
@@ -237,6 +239,8 @@ rt_tensor *rt_reduce_scatter(rt_ctx *ctx, const rt_tensor *x, rt_axes axes, int 
         y = rt_empty(ctx, x->dtype, x->ndim, shape);
         rs_dim(ctx, g, x, dim, y);
     }
+    if (op == RT_RED_AVG && g->size > 1)
+        scale_inplace(y, 1.0 / g->size);
     rt_coll_record(ctx, RT_COLL_REDUCE_SCATTER, &ks_, (double)bytes_of(x));
     return y;
 }

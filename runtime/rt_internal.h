@@ -332,11 +332,13 @@ __attribute__((noreturn)) void rt_embedding_id_fail(rt_ctx *ctx, const char *at,
 /* collectives and convert over a group of n ranks, dim RT_STACK (the V
  * form) or i (S(i)): dim in range (returned); dim's size split in n
  * blocks (returns a block's size); the V form's leading dim of n; avg of a
- * float; all_to_all's dims both V or both S(i) */
+ * float; reduce_scatter's op sum or avg (of a float); all_to_all's dims
+ * both V or both S(i) */
 int rt_coll_check_dim(rt_ctx *ctx, const rt_tensor *x, int dim, const char *what);
 int64_t rt_coll_split(rt_ctx *ctx, const rt_tensor *x, int dim, int n, const char *what);
 void rt_coll_check_stack(rt_ctx *ctx, const rt_tensor *x, int n, const char *what);
 void rt_all_reduce_check(rt_ctx *ctx, const rt_tensor *x, rt_reduce_op op);
+void rt_reduce_scatter_check(rt_ctx *ctx, const rt_tensor *x, rt_reduce_op op);
 void rt_all_to_all_check(rt_ctx *ctx, const rt_tensor *x, int *src_dim, int *dst_dim);
 
 /* shape ops: the row-major strides of shape; reshape's shape sh (a -1

@@ -207,7 +207,9 @@ rt_tensor *rt_all_reduce(rt_ctx *ctx, const rt_tensor *x, rt_axes axes, rt_reduc
  * rt_all_reduce. Generated code calls it for operands freed after it. */
 rt_tensor *rt_all_reduce_reuse(rt_ctx *ctx, rt_tensor *x, rt_axes axes, rt_reduce_op op);
 rt_tensor *rt_all_gather(rt_ctx *ctx, const rt_tensor *x, rt_axes axes, int dim);
-rt_tensor *rt_reduce_scatter(rt_ctx *ctx, const rt_tensor *x, rt_axes axes, int dim);
+/* op: RT_RED_SUM, or RT_RED_AVG (the sum times 1/group size, as rt_all_reduce) */
+rt_tensor *rt_reduce_scatter(rt_ctx *ctx, const rt_tensor *x, rt_axes axes, int dim,
+                             rt_reduce_op op);
 rt_tensor *rt_all_to_all(rt_ctx *ctx, const rt_tensor *x, rt_axes axes, int src_dim,
                          int dst_dim);
 /* ppermute (SPEC 15): each rank's block goes to the rank `shift` steps

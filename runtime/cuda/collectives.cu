@@ -357,10 +357,12 @@ rt_tensor *rt_all_gather(rt_ctx *ctx, const rt_tensor *x, rt_axes axes, int dim)
 
 /* ---- reduce_scatter: x packed as [n, block], block rank kept */
 
-rt_tensor *rt_reduce_scatter(rt_ctx *ctx, const rt_tensor *x, rt_axes axes, int dim)
+rt_tensor *rt_reduce_scatter(rt_ctx *ctx, const rt_tensor *x, rt_axes axes, int dim,
+                             rt_reduce_op op)
 {
     rt_group *g = rt_group_get(ctx, axes);
     dim = rt_coll_check_dim(ctx, x, dim, "reduce_scatter");
+    rt_reduce_scatter_check(ctx, x, op);
     if (g->size == 1 && dim != RT_STACK)
         return rt_retain((rt_tensor *)x);
     rt_kspan ks_ = rt_kernel_begin(ctx);
@@ -385,6 +387,8 @@ rt_tensor *rt_reduce_scatter(rt_ctx *ctx, const rt_tensor *x, rt_axes axes, int 
     else
         coll(ctx, H_REDUCE_SCATTER, g, x->dtype, RT_RED_SUM, src->data, x->numel, y->data,
              y->numel);
+    if (op == RT_RED_AVG && g->size > 1)
+        scale_inplace(ctx, y, 1.0 / g->size);
     rt_free(ctx, packed);
     rt_coll_record(ctx, RT_COLL_REDUCE_SCATTER, &ks_, (double)bytes_of(x));
     return y;

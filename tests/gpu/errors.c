@@ -115,8 +115,10 @@ int main(int argc, char **argv)
     /* collectives (2 ranks: a group of 2) */
     FAILS("all_reduce avg i32", rt_all_reduce(C, i32(SH(2), 0), ax, RT_RED_AVG));
     FAILS("all_gather dim", rt_all_gather(C, x23, ax, 2));
-    FAILS("reduce_scatter V", rt_reduce_scatter(C, x3, ax, RT_STACK));
-    FAILS("reduce_scatter S", rt_reduce_scatter(C, x23, ax, 1));
+    FAILS("reduce_scatter V", rt_reduce_scatter(C, x3, ax, RT_STACK, RT_RED_SUM));
+    FAILS("reduce_scatter S", rt_reduce_scatter(C, x23, ax, 1, RT_RED_SUM));
+    FAILS("reduce_scatter op", rt_reduce_scatter(C, x23, ax, 0, RT_RED_MAX));
+    FAILS("reduce_scatter avg i32", rt_reduce_scatter(C, i32(SH(2), 0), ax, 0, RT_RED_AVG));
     FAILS("all_to_all forms", rt_all_to_all(C, x23, ax, RT_STACK, 0));
     FAILS("all_to_all V", rt_all_to_all(C, x3, ax, RT_STACK, RT_STACK));
     FAILS("all_to_all S", rt_all_to_all(C, x23, ax, 0, 1));

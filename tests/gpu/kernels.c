@@ -549,8 +549,9 @@ static void collectives(void)
     out("all_gather_0", "bits", rt_all_gather(C, v, x, 0));
     out("all_gather_1", "bits", rt_all_gather(C, v, x, 1));
     out("all_gather_stack", "bits", rt_all_gather(C, v, x, RT_STACK));
-    out("reduce_scatter_0", "f32", rt_reduce_scatter(C, v, x, 0));
-    out("reduce_scatter_1", "f32", rt_reduce_scatter(C, v, x, 1));
+    out("reduce_scatter_0", "f32", rt_reduce_scatter(C, v, x, 0, RT_RED_SUM));
+    out("reduce_scatter_1", "f32", rt_reduce_scatter(C, v, x, 1, RT_RED_SUM));
+    out("reduce_scatter_avg", "f32", rt_reduce_scatter(C, v, x, 1, RT_RED_AVG));
     out("all_to_all_01", "bits", rt_all_to_all(C, v, x, 0, 1));
     out("all_to_all_10", "bits", rt_all_to_all(C, v, x, 1, 0));
     out("convert_r_v", "bits", rt_convert(C, v, x, RT_R, RT_V, 1));

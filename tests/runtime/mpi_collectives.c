@@ -222,12 +222,14 @@ static void t_all_gather(tcase *t, rt_dtype dt, int dim)
     rt_free(t->ctx, y);
 }
 
-/* --- reduce_scatter: S(d) keeps block g of dim d of the sum; V drops dim 0 */
-static void t_reduce_scatter(tcase *t, rt_dtype dt, int dim)
+/* --- reduce_scatter: S(d) keeps block g of dim d of the sum (avg: over n);
+ * V drops dim 0 */
+static void t_reduce_scatter(tcase *t, rt_dtype dt, int dim, rt_reduce_op op)
 {
     int64_t s[4] = {2, 3, 2, 0}, o[4], idx[4];
     int nd = 3;
-    snprintf(t->what, sizeof t->what, "reduce_scatter dim %d %s", dim, dtn(dt));
+    snprintf(t->what, sizeof t->what, "reduce_scatter%s dim %d %s", op == RT_RED_AVG ? " avg" : "",
+             dim, dtn(dt));
     if (dim == RT_STACK) {
         int64_t v[4] = {t->n, 2, 3, 2};
         memcpy(s, v, sizeof v);
@@ -236,7 +238,7 @@ static void t_reduce_scatter(tcase *t, rt_dtype dt, int dim)
         s[dim] *= t->n;
     }
     rt_tensor *x = input(t, dt, nd, s, rt_rank(t->ctx));
-    rt_tensor *y = rt_reduce_scatter(t->ctx, x, t->axes, dim);
+    rt_tensor *y = rt_reduce_scatter(t->ctx, x, t->axes, dim, op);
     int ond = dim == RT_STACK ? 3 : 3;
     if (dim == RT_STACK) {
         memcpy(o, s + 1, 3 * sizeof *o);
@@ -257,7 +259,7 @@ static void t_reduce_scatter(tcase *t, rt_dtype dt, int dim)
         double acc = 0;
         for (int k = 0; k < t->n; k++)
             acc += val(t->members[k], src);
-        check_val(t, y, i, acc);
+        check_val(t, y, i, op == RT_RED_AVG ? acc / t->n : acc);
     }
     rt_free(t->ctx, x);
     rt_free(t->ctx, y);
@@ -423,7 +425,7 @@ static void t_large(tcase *t, rt_axes axes)
         int64_t o[2] = {dim == 0 ? s[0] / t->n : s[0], dim == 1 ? s[1] / t->n : s[1]};
         snprintf(t->what, sizeof t->what, "large reduce_scatter dim %d f32", dim);
         rt_tensor *x = input(t, RT_F32, 2, s, rank);
-        rt_tensor *y = rt_reduce_scatter(t->ctx, x, t->axes, dim);
+        rt_tensor *y = rt_reduce_scatter(t->ctx, x, t->axes, dim, RT_RED_SUM);
         check_shape(t, y, 2, o);
         for (int64_t i = 0; i < y->numel && y->numel == o[0] * o[1]; i++) {
             int64_t r = i / o[1], c = i % o[1];
@@ -489,7 +491,9 @@ static void run_tuple(tcase *t, rt_axes axes)
         t_all_reduce_pieces(t, dt);
         for (int a = 0; a < 4; a++) {
             t_all_gather(t, dt, dims[a]);
-            t_reduce_scatter(t, dt, dims[a]);
+            t_reduce_scatter(t, dt, dims[a], RT_RED_SUM);
+            if (dt != RT_I32)
+                t_reduce_scatter(t, dt, dims[a], RT_RED_AVG);
             t_convert(t, dt, dims[a]);
         }
         t_all_to_all(t, dt, RT_STACK, RT_STACK);
