@@ -9,7 +9,8 @@ the DIRs, accepted or rejected, is run through `spmdc --check` and through
   reverse; both are listed;
 * neither may crash or print a sanitizer report (exit 0, 1 or 2: a usage
   error, such as `-D` naming no constant, in both);
-* the C of a program `-S` accepts must compile with `-Wall -Wextra -Werror`.
+* the C of a program `-S` accepts must compile with `-Wall -Wextra -Werror`;
+  a program it rejects leaves no C behind.
 
 A program's options are those of its first line, in the conventions of the
 tests that run it: `// ARGS: ...` (errorcheck.py, run_e2e.py) or
@@ -125,6 +126,8 @@ def main():
                 continue
             if gen != 0:
                 rejected += 1
+                if os.path.exists(cfile):
+                    failures.append('%s: spmdc -S rejected it (exit %d) but wrote its C' % (path, gen))
                 continue
             accepted += 1
             if not os.path.exists(cfile):

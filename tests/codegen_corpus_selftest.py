@@ -3,7 +3,7 @@
 spmdc that gives each case's wrong answer must fail, naming the case, and
 pass on the right ones: --check accepting what -S rejects, -S accepting what
 --check rejects, the two reporting different errors, a crash, C that does
-not compile, and a program whose `// ARGS:`/`// RUN:`/`// F64_IMPORTS:`
+not compile, C written for a rejected program, and a program whose `// ARGS:`/`// RUN:`/`// F64_IMPORTS:`
 options do not reach spmdc."""
 import os
 import stat
@@ -42,6 +42,10 @@ if stem == 'differ':
     reject('one thing' if mode == 'check' else 'another')
 if stem == 'both_reject':
     reject('the same thing')
+if stem == 'writes_rejected':
+    if mode == 'S':
+        open(out, 'w').write('int main(void) { return 0; }\n')
+    reject('the same thing')
 if stem == 'crash':
     os.kill(os.getpid(), 11)
 if stem in ('args_ok', 'args_run'):
@@ -58,6 +62,7 @@ CASES = {
     # name: (file text, must the corpus pass?, a string its output must have)
     'good': ('mesh (dp);\n', True, '1 accepted by --check and -S (1 lowered'),
     'both_reject': ('mesh (dp);\n', True, '1 rejected by both'),
+    'writes_rejected': ('mesh (dp);\n', False, 'rejected it (exit 1) but wrote its C'),
     'check_only': ('mesh (dp);\n', False, 'FAIL: --check accepts what -S rejects: '),
     's_only': ('mesh (dp);\n', False, 'FAIL: -S accepts what --check rejects: '),
     'differ': ('mesh (dp);\n', False, 'FAIL: --check and -S report different errors: '),
