@@ -1090,6 +1090,34 @@ static void emit_arg_info(Emitter *E, const Type *t, const char *name, bool diff
   fprintf(E->out, "}, %s}", diff ? "true" : "false");
 }
 
+/* The errors the emitter would find in p, found before anything is
+ * written: spmdc runs this after autodiff in every mode that goes past the
+ * checker (--check included), so a program --check accepts is one -S
+ * accepts.  An export fn's C entry points take its parameters' sizes as
+ * integers. */
+bool emit_check(Compiler *c, IrProgram *p) {
+  int before = c->nerrors;
+  for (IrFn *f = p->fns; f; f = f->next) {
+    if (!f->exp_fwd)
+      continue;
+    int bad = -1, dim = 0;
+    for (int i = 0; i < f->nparams && bad < 0; i++) {
+      const Type *t = f->values[f->params[i]].type;
+      for (int d = 0; d < t->ndim && bad < 0; d++) {
+        long long v;
+        if (!size_is_int(t->shape[d], &v))
+          bad = i, dim = d;
+      }
+    }
+    if (bad >= 0) {
+      error_at(c, f->fn->name_span, "export fn '%s': the sizes of its parameters must be integers", f->fn->name);
+      help(c, "dim %d of parameter %d is %s: give it a whole number of elements", dim, bad + 1,
+           size_str(c, p->mesh, f->values[f->params[bad]].type->shape[dim]));
+    }
+  }
+  return c->nerrors == before;
+}
+
 static void emit_exports(Emitter *E) {
   FILE *fp = E->out;
   int nexp = 0;
@@ -1099,14 +1127,6 @@ static void emit_exports(Emitter *E) {
     nexp++;
     E->f = f;
     const char *n = f->fn->name;
-    for (int i = 0; i < f->nparams; i++) {
-      const Type *t = f->values[f->params[i]].type;
-      for (int d = 0; d < t->ndim; d++) {
-        long long v;
-        if (!size_is_int(t->shape[d], &v))
-          error_at(E->c, f->fn->name_span, "export fn '%s': the sizes of its parameters must be integers", n);
-      }
-    }
     fprintf(fp, "/* export fn %s */\n", n);
     fprintf(fp, "void %s(rt_ctx *ctx%s, rt_tensor **out) {\n", n, param_decls(E, f, true));
     fprintf(fp, "  f_%s(ctx", f->cname);

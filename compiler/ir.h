@@ -177,6 +177,9 @@ bool lower_program(Compiler *c, Mesh *mesh, IrProgram *out);
 /* autodiff.c */
 void ad_differentiate(Compiler *c, IrProgram *p);
 
+/* emit_c.c: the errors emitting p would meet, before any C is written
+ * (every mode after autodiff runs it, --check included) */
+bool emit_check(Compiler *c, IrProgram *p);
 /* emit_c.c: the C of the CPU target */
 bool emit_c(Compiler *c, IrProgram *p, FILE *out, const char *source_path);
 /* --target=cuda: the host C (out) and the kernels (cu, CUDA C++) */

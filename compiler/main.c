@@ -52,7 +52,7 @@ static const char usage_text[] =
     "modes:\n"
     "  -o FILE           write the executable (or with -S, the C file) to FILE\n"
     "  -S                emit C only (with --target=cuda, also the kernels: FILE.cu beside FILE.c)\n"
-    "  --check           parse and type-check only\n"
+    "  --check           run every check that -S runs (types, lowering, autodiff), write nothing\n"
     "  --dump-ast        print the syntax tree\n"
     "  --dump-types      print every binding with its inferred type\n"
     "  --dump-ir         print the IR after autodiff\n"
@@ -753,14 +753,20 @@ int main(int argc, char **argv) {
       ast_dump_module(c, m, stdout);
   } else if (!ok) {
     status = 1;
-  } else if (d.mode == MODE_CHECK || d.mode == MODE_DUMP_TYPES) {
-    status = check_program(c, &mesh, d.mode == MODE_DUMP_TYPES ? stdout : NULL) ? 0 : 1;
+  } else if (d.mode == MODE_DUMP_TYPES) {
+    status = check_program(c, &mesh, stdout) ? 0 : 1;
   } else if (!lower_program(c, &mesh, &prog)) {
     status = 1;
   } else {
+    /* --check too runs every phase that can reject a program before C is
+     * written: the checker, the lowering, autodiff, the IR's verifier, the
+     * emitter's own checks; it writes nothing */
     ad_differentiate(c, &prog);
+    emit_check(c, &prog);
     if (c->nerrors) {
       status = 1;
+    } else if (d.mode == MODE_CHECK) {
+      status = 0;
     } else if (d.mode == MODE_DUMP_IR) {
       ir_dump(c, &prog, stdout);
     } else if (d.mode == MODE_COMM_REPORT) {

@@ -37,7 +37,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     ast_dump_module(c, m, sink);
   if (ok && lower_program(c, &mesh, &prog)) {
     ad_differentiate(c, &prog);
-    if (c->nerrors == 0) {
+    if (c->nerrors == 0 && emit_check(c, &prog)) {
       ir_dump(c, &prog, sink);
       comm_report(c, &prog, sink, "fuzz.spmd");
       emit_c(c, &prog, sink, "fuzz.spmd");
