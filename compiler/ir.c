@@ -41,8 +41,8 @@ bool ir_declares(IrOp op, IrOperand o) { return o != IRO_NONE && operand_slot(op
 long long *ir_imm(IrInst *in, IrOperand o, int k) {
   int s = o == IRO_NONE ? -1 : operand_slot(in->op, o);
   if (s < 0 || k < 0 || k >= ir_operand_width[o] || s + k >= IR_NIMM) {
-    fprintf(stderr, "spmdc: internal error: IR %s has no operand %s[%d] (irops.def's format)\n", ir_op_name[in->op],
-            ir_operand_name[o], k);
+    fprintf(stderr, "spmdc: internal error: IR %s has no operand %s", ir_op_name[in->op], ir_operand_name[o]);
+    fprintf(stderr, k ? "[%d] (irops.def's format)\n" : " (irops.def's format)\n", k);
     abort();
   }
   return &in->imm[s + k];
