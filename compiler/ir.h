@@ -48,33 +48,33 @@ typedef enum { LTY_R, LTY_I, LTY_V, LTY_P } IrLType;
  * slots an op does not declare are 0 and each declared one is in range.
  *   X(NAME, range, width): range is what ir_verify checks (IRR_*), width
  *   the slots it takes (PERM: one per dim, IR_PERM(in, k)). */
-#define IR_OPERANDS(X)                                                                                     \
-  X(VALUE, IRR_ANY, 1)          /* HOST_CONST: the int or bool literal (a float's is f) */               \
-  X(HOST_OP, IRR_HOST_OP, 1)    /* HOST_BINARY: the OpKind */                                            \
-  X(SCALAR_LEFT, IRR_BOOL, 1)   /* BINARY_SCALAR: the host scalar is the left operand */                 \
-  X(DIM, IRR_DIM, 1)            /* a dim of the first argument (IOTA: of the result) */                 \
-  X(KEEPDIM, IRR_BOOL, 1)       /* SUM MEAN AMAX: keepdim= */                                            \
-  X(DIM0, IRR_DIM, 1)           /* TRANSPOSE: the two dims */                                            \
-  X(DIM1, IRR_DIM, 1)                                                                                    \
-  X(PERM, IRR_PERM, MAX_DIMS)   /* PERMUTE: the permutation, as long as the argument's rank */           \
-  X(START, IRR_ANY, 1)          /* SLICE: the range along DIM */                                         \
-  X(END, IRR_ANY, 1)                                                                                     \
-  X(DTYPE, IRR_DTYPE, 1)        /* ASTYPE: the DType */                                                  \
-  X(DETACH, IRR_BOOL, 1)        /* COPY: detach(x), no gradient flows through */                        \
-  X(MEAN_GIVEN, IRR_BOOL, 1)    /* RANDN: mean= was given (args[2]) */                                   \
-  X(CE_REDUCTION, IRR_CE, 1)    /* CROSS_ENTROPY(_BWD): the IrCeReduction */                             \
-  X(REDUCE, IRR_REDUCE, 1)      /* ALL_REDUCE: the IrReduceOp */                                         \
-  X(SRC_DIM, IRR_DIM, 1)        /* ALL_TO_ALL: the dims split and joined */                             \
-  X(DST_DIM, IRR_DIM, 1)                                                                                 \
-  X(SRC, IRR_LTYPE, 1)          /* CONVERT, REINTERPRET: the IrLTypes, S(i) as V with DIM */             \
-  X(DST, IRR_LTYPE, 1)                                                                                   \
-  X(SHIFT, IRR_ANY, 1)          /* PPERMUTE: the shift along axes[0] */                                  \
-  X(FWD_OP, IRR_REDUCTION, 1)   /* REDUCE_BWD: the forward's IrOp (SUM MEAN AMAX) */                     \
-  X(HAS_WEIGHT, IRR_BOOL, 1)    /* LAYER_NORM_BWD, RMS_NORM_BWD: args[1] is w (else x again) */          \
-  X(SLOT, IRR_SLOT, 1)          /* VAR_SET, VAR_GET, INDEX_ADD_SLOT: the var slot */                     \
-  X(NITEMS, IRR_ANY, 1)         /* PRINT: strs' length (literals and values) */                          \
-  X(REMAT, IRR_BOOL, 1)         /* CALL: under remat() (SPEC 15) */                                      \
-  X(VALUE_WANTED, IRR_BOOL, 1)  /* VJP_CALL: value_and_grad (1) or grad (0) */                           \
+#define IR_OPERANDS(X)                                                                                      \
+  X(VALUE, IRR_ANY, 1)          /* HOST_CONST: the int or bool literal (a float's is f) */                  \
+  X(HOST_OP, IRR_HOST_OP, 1)    /* HOST_BINARY: the OpKind */                                               \
+  X(SCALAR_LEFT, IRR_BOOL, 1)   /* BINARY_SCALAR: the host scalar is the left operand */                    \
+  X(DIM, IRR_DIM, 1)            /* a dim of the first argument (IOTA: of t), IR_ALL_DIMS, IR_STACK */       \
+  X(KEEPDIM, IRR_BOOL, 1)       /* SUM MEAN AMAX: keepdim= */                                               \
+  X(DIM0, IRR_DIM, 1)           /* TRANSPOSE: the two dims */                                               \
+  X(DIM1, IRR_DIM, 1)                                                                                       \
+  X(PERM, IRR_PERM, MAX_DIMS)   /* PERMUTE: the permutation, as long as the argument's rank */              \
+  X(START, IRR_ANY, 1)          /* SLICE: the range along DIM */                                            \
+  X(END, IRR_ANY, 1)                                                                                        \
+  X(DTYPE, IRR_DTYPE, 1)        /* ASTYPE: the DType */                                                     \
+  X(DETACH, IRR_BOOL, 1)        /* COPY: detach(x), no gradient flows through */                            \
+  X(MEAN_GIVEN, IRR_BOOL, 1)    /* RANDN: mean= was given (args[2]) */                                      \
+  X(CE_REDUCTION, IRR_CE, 1)    /* CROSS_ENTROPY(_BWD): the IrCeReduction */                                \
+  X(REDUCE, IRR_REDUCE, 1)      /* ALL_REDUCE: the IrReduceOp */                                            \
+  X(SRC_DIM, IRR_DIM, 1)        /* ALL_TO_ALL: the dims split and joined */                                 \
+  X(DST_DIM, IRR_DIM, 1)                                                                                    \
+  X(SRC, IRR_LTYPE, 1)          /* CONVERT, REINTERPRET: the IrLTypes, S(i) as V with DIM */                \
+  X(DST, IRR_LTYPE, 1)                                                                                      \
+  X(SHIFT, IRR_ANY, 1)          /* PPERMUTE: the shift along axes[0] */                                     \
+  X(FWD_OP, IRR_REDUCTION, 1)   /* REDUCE_BWD: the forward's IrOp (SUM MEAN AMAX) */                        \
+  X(HAS_WEIGHT, IRR_BOOL, 1)    /* LAYER_NORM_BWD, RMS_NORM_BWD: args[1] is w (else x again) */             \
+  X(SLOT, IRR_SLOT, 1)          /* VAR_SET, VAR_GET, INDEX_ADD_SLOT: the var slot */                        \
+  X(NITEMS, IRR_ANY, 1)         /* PRINT: strs' length (literals and values) */                             \
+  X(REMAT, IRR_BOOL, 1)         /* CALL: under remat() (SPEC 15) */                                         \
+  X(VALUE_WANTED, IRR_BOOL, 1)  /* VJP_CALL: value_and_grad (1) or grad (0) */                              \
   X(BACKWARDS, IRR_BOOL, 1)     /* FOR: runs from hi - 1 down to lo (a backward's loop) */
 /* What ir_verify checks of an operand: nothing, 0 or 1, an enum's range,
  * a dim of the first argument (IR_ALL_DIMS for a reduction, IR_STACK for a
