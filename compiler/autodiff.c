@@ -73,8 +73,8 @@ static bool diff_arg(IrFn *f, IrInst *in, int i) {
     return false;
   switch (in->op) {
   case IR_BINARY: case IR_BINARY_SCALAR: return !ir_binary_is_comparison(in->binop);
-  case IR_ALL_REDUCE: return in->i[0] == RED_SUM || in->i[0] == RED_AVG;
-  case IR_COPY: return in->i[0] == 0; /* detach stops gradients */
+  case IR_ALL_REDUCE: return IR_I(in, REDUCE) == RED_SUM || IR_I(in, REDUCE) == RED_AVG;
+  case IR_COPY: return IR_I(in, DETACH) == 0; /* detach stops gradients */
   default: return true;
   }
 }
@@ -85,7 +85,7 @@ static bool diff_arg(IrFn *f, IrInst *in, int i) {
  * active value without a backward rule is an error, never a silent zero. */
 static bool stops_gradient(IrInst *in) {
   switch (in->op) {
-  case IR_COPY: return in->i[0] == 1; /* detach */
+  case IR_COPY: return IR_I(in, DETACH) == 1; /* detach */
   case IR_BINARY: case IR_BINARY_SCALAR: return ir_binary_is_comparison(in->binop);
   default: return ir_has(in->op, IRF_STOPS_GRAD);
   }
@@ -111,11 +111,11 @@ static bool mark_active(Rev *r, IrBlock *b) {
       }
     }
     if (in->op == IR_VAR_GET)
-      any = r->active_var[in->i[0]];
+      any = r->active_var[IR_I(in, SLOT)];
     if (!any)
       continue;
-    if (in->op == IR_VAR_SET && !r->active_var[in->i[0]]) {
-      r->active_var[in->i[0]] = 1;
+    if (in->op == IR_VAR_SET && !r->active_var[IR_I(in, SLOT)]) {
+      r->active_var[IR_I(in, SLOT)] = 1;
       changed = true;
     }
     for (int d = 0; d < in->ndst; d++)
@@ -138,7 +138,7 @@ static bool inst_active(Rev *r, IrInst *in) {
     return false;
   }
   if (in->op == IR_VAR_GET)
-    return r->active_var[in->i[0]];
+    return r->active_var[IR_I(in, SLOT)];
   for (int i = 0; i < in->nargs; i++)
     if (r->active[in->args[i]] && diff_arg(r->f, in, i))
       return true;
@@ -193,12 +193,12 @@ static void contribute(Rev *r, IrBlock *here, int v, int c, Span sp) {
     r->b->values[c].hint = arena_sprintf(&r->ad->c->arena, "d_%s", r->f->values[v].hint);
   if (r->slot[v] >= 0 && r->def_block[v] != here) {
     IrInst *g = bemit(r, IR_VAR_GET, sp, 0, NULL);
-    g->i[0] = r->slot[v];
+    IR_I(g, SLOT) = r->slot[v];
     g->dst[0] = bval(r, ftype(r, v));
     g->ndst = 1;
     int sum = bemit1(r, IR_ACCUM, sp, ftype(r, v), 2, (int[]){g->dst[0], c});
     IrInst *s = bemit(r, IR_VAR_SET, sp, 1, &sum);
-    s->i[0] = r->slot[v];
+    IR_I(s, SLOT) = r->slot[v];
     return;
   }
   if (r->adj[v] < 0)
@@ -212,7 +212,7 @@ static int adjoint(Rev *r, int v, Span sp) {
   if (r->slot[v] < 0)
     return r->adj[v];
   IrInst *g = bemit(r, IR_VAR_GET, sp, 0, NULL);
-  g->i[0] = r->slot[v];
+  IR_I(g, SLOT) = r->slot[v];
   g->dst[0] = bval(r, ftype(r, v));
   g->ndst = 1;
   if (r->adj[v] < 0)
@@ -271,17 +271,17 @@ static int over_group_size(Rev *r, IrInst *in, int v, Type *t) {
  * table (collectives.def): an all-reduce, an all-gather, nothing, or a
  * cast of the cotangent back (local: no communication). */
 static int cast_bwd(Rev *r, IrInst *in, int dy, Type *xt) {
-  long long s = in->i[0], d = in->i[1], dim = in->i[2];
+  long long s = IR_I(in, SRC), d = IR_I(in, DST), dim = IR_I(in, DIM);
   const Transition *t = transition_of_ir(in->op, transition_ltype((IrLType)s), transition_ltype((IrLType)d));
   if (s == d || !t || t->bwd == IR_COPY)
     return bemit1(r, IR_COPY, in->span, xt, 1, &dy);
   IrInst *b = coll(r, t->bwd, in, dy, xt);
   if (t->bwd == IR_ALL_GATHER) {
-    b->i[0] = dim;
+    IR_I(b, DIM) = dim;
   } else if (t->bwd == IR_CONVERT || t->bwd == IR_REINTERPRET) {
-    b->i[0] = transition_ir_ltype(t->bwd_src);
-    b->i[1] = transition_ir_ltype(t->bwd_dst);
-    b->i[2] = dim;
+    IR_I(b, SRC) = transition_ir_ltype(t->bwd_src);
+    IR_I(b, DST) = transition_ir_ltype(t->bwd_dst);
+    IR_I(b, DIM) = dim;
   }
   return b->dst[0];
 }
@@ -334,7 +334,7 @@ static void bwd_rule(Rev *r, IrInst *in, IrBlock *here, int dy, const int *res_f
     if (in->op == IR_BINARY_SCALAR) { /* make the host scalar a 0-d tensor */
       Type *st = type_scalar(c, ftype(r, a0)->dtype, 0, LT_R);
       bb = bemit1(r, IR_SCALAR, sp, st, 1, &bb);
-      if (in->i[1]) {
+      if (IR_I(in, SCALAR_LEFT)) {
         int t = a;
         a = bb;
         bb = t;
@@ -343,7 +343,7 @@ static void bwd_rule(Rev *r, IrInst *in, IrBlock *here, int dy, const int *res_f
     IrInst *b = bemit(r, IR_BINARY_BWD, sp, 3, (int[]){a, bb, dy});
     b->binop = in->binop;
     b->ndst = 2;
-    bool left_tensor = in->op == IR_BINARY || !in->i[1];
+    bool left_tensor = in->op == IR_BINARY || !IR_I(in, SCALAR_LEFT);
     bool want_a = in->op == IR_BINARY ? want0 : (left_tensor && want0);
     bool want_b = in->op == IR_BINARY ? want1 : (!left_tensor && want0);
     b->dst[0] = want_a ? bval(r, ftype(r, in->args[0])) : -1;
@@ -374,21 +374,21 @@ static void bwd_rule(Rev *r, IrInst *in, IrBlock *here, int dy, const int *res_f
   case IR_MEAN:
   case IR_AMAX: {
     IrInst *b = bemit(r, IR_REDUCE_BWD, sp, 2, (int[]){RES(a0), dy});
-    b->i[0] = in->op;
-    b->i[1] = in->i[0];
+    IR_I(b, FWD_OP) = in->op;
+    IR_I(b, DIM) = IR_I(in, DIM);
     grad_of_first(r, here, b, in);
     return;
   }
   case IR_CUMSUM: {
     IrInst *b = bemit(r, IR_CUMSUM_BWD, sp, 1, &dy);
-    b->i[0] = in->i[0];
+    IR_I(b, DIM) = IR_I(in, DIM);
     grad_of_first(r, here, b, in);
     return;
   }
   case IR_SOFTMAX:
   case IR_LOG_SOFTMAX: {
     IrInst *b = bemit(r, in->op == IR_SOFTMAX ? IR_SOFTMAX_BWD : IR_LOG_SOFTMAX_BWD, sp, 2, (int[]){RES(in->dst[0]), dy});
-    b->i[0] = in->i[0];
+    IR_I(b, DIM) = IR_I(in, DIM);
     grad_of_first(r, here, b, in);
     return;
   }
@@ -396,14 +396,14 @@ static void bwd_rule(Rev *r, IrInst *in, IrBlock *here, int dy, const int *res_f
   case IR_RMS_NORM: {
     int args[3] = {RES(a0), in->nargs > 1 ? RES(in->args[1]) : RES(a0), dy};
     IrInst *b = bemit(r, in->op == IR_LAYER_NORM ? IR_LAYER_NORM_BWD : IR_RMS_NORM_BWD, sp, 3, args);
-    b->i[1] = in->nargs > 1;
+    IR_I(b, HAS_WEIGHT) = in->nargs > 1;
     b->f = in->f;
     grads_per_arg(r, here, b, in, in->op == IR_LAYER_NORM ? 3 : 2);
     return;
   }
   case IR_CROSS_ENTROPY: {
     IrInst *b = bemit(r, IR_CROSS_ENTROPY_BWD, sp, 3, (int[]){RES(a0), RES(in->args[1]), dy});
-    b->i[0] = in->i[0];
+    IR_I(b, CE_REDUCTION) = IR_I(in, CE_REDUCTION);
     grad_of_first(r, here, b, in);
     return;
   }
@@ -420,7 +420,7 @@ static void bwd_rule(Rev *r, IrInst *in, IrBlock *here, int dy, const int *res_f
   }
   case IR_TAKE_ALONG_DIM: {
     IrInst *b = bemit(r, IR_TAKE_ALONG_DIM_BWD, sp, 3, (int[]){RES(in->args[1]), dy, RES(a0)});
-    b->i[0] = in->i[0];
+    IR_I(b, DIM) = IR_I(in, DIM);
     grad_of_first(r, here, b, in);
     return;
   }
@@ -439,15 +439,15 @@ static void bwd_rule(Rev *r, IrInst *in, IrBlock *here, int dy, const int *res_f
   }
   case IR_TRANSPOSE: {
     IrInst *b = bemit(r, IR_TRANSPOSE, sp, 1, &dy);
-    b->i[0] = in->i[0];
-    b->i[1] = in->i[1];
+    IR_I(b, DIM0) = IR_I(in, DIM0);
+    IR_I(b, DIM1) = IR_I(in, DIM1);
     grad_of_first(r, here, b, in);
     return;
   }
   case IR_PERMUTE: {
     IrInst *b = bemit(r, IR_PERMUTE, sp, 1, &dy);
     for (int i = 0; i < ftype(r, a0)->ndim; i++)
-      b->i[in->i[i]] = i;
+      IR_PERM(b, IR_PERM(in, i)) = i;
     grad_of_first(r, here, b, in);
     return;
   }
@@ -462,8 +462,8 @@ static void bwd_rule(Rev *r, IrInst *in, IrBlock *here, int dy, const int *res_f
     return;
   case IR_SLICE: {
     IrInst *b = bemit(r, IR_SLICE_BWD, sp, 2, (int[]){dy, RES(a0)});
-    b->i[0] = in->i[0];
-    b->i[1] = in->i[1];
+    IR_I(b, DIM) = IR_I(in, DIM);
+    IR_I(b, START) = IR_I(in, START);
     grad_of_first(r, here, b, in);
     return;
   }
@@ -473,7 +473,7 @@ static void bwd_rule(Rev *r, IrInst *in, IrBlock *here, int dy, const int *res_f
     for (int i = 0; i < in->nargs; i++)
       args[n++] = RES(in->args[i]);
     IrInst *b = bemit(r, IR_CONCAT_BWD, sp, n, args);
-    b->i[0] = in->i[0];
+    IR_I(b, DIM) = IR_I(in, DIM);
     grads_per_arg(r, here, b, in, in->nargs);
     return;
   }
@@ -481,14 +481,14 @@ static void bwd_rule(Rev *r, IrInst *in, IrBlock *here, int dy, const int *res_f
     if (r->slot[a0] >= 0 && r->def_block[a0] != here) {
       /* a stacked parameter walked by a loop: add into its row, in place */
       IrInst *b = bemit(r, IR_INDEX_ADD_SLOT, sp, 2, (int[]){dy, RES(in->args[1])});
-      b->i[0] = r->slot[a0];
+      IR_I(b, SLOT) = r->slot[a0];
       return;
     }
     contribute(r, here, a0, bemit1(r, IR_INDEX_BWD, sp, ftype(r, a0), 3, (int[]){dy, RES(a0), RES(in->args[1])}), sp);
     return;
   case IR_ASTYPE: {
     IrInst *b = bemit(r, IR_ASTYPE, sp, 1, &dy);
-    b->i[0] = ftype(r, a0)->dtype;
+    IR_I(b, DTYPE) = ftype(r, a0)->dtype;
     grad_of_first(r, here, b, in);
     return;
   }
@@ -499,11 +499,11 @@ static void bwd_rule(Rev *r, IrInst *in, IrBlock *here, int dy, const int *res_f
     int v;
     if (t && t->bwd == IR_ALL_REDUCE) {
       IrInst *b = coll(r, IR_ALL_REDUCE, in, dy, ftype(r, a0));
-      b->i[0] = in->i[0];
+      IR_I(b, REDUCE) = IR_I(in, REDUCE);
       v = b->dst[0];
     } else {
       v = bemit1(r, IR_COPY, sp, ftype(r, a0), 1, &dy);
-      if (in->i[0] == RED_AVG) /* avg: each term's share is 1/n of the cotangent */
+      if (IR_I(in, REDUCE) == RED_AVG) /* avg: each term's share is 1/n of the cotangent */
         v = over_group_size(r, in, v, ftype(r, a0));
     }
     contribute(r, here, a0, v, sp);
@@ -514,33 +514,33 @@ static void bwd_rule(Rev *r, IrInst *in, IrBlock *here, int dy, const int *res_f
     IrInst *b;
     if (t && t->bwd == IR_REDUCE_SCATTER) {
       b = coll(r, IR_REDUCE_SCATTER, in, dy, ftype(r, a0));
-      b->i[0] = in->i[0];
+      IR_I(b, DIM) = IR_I(in, DIM);
     } else {
       t = transition(BI_ALL_GATHER, LT_V, LT_I);
       b = coll(r, t->bwd, in, dy, ftype(r, a0));
-      b->i[0] = transition_ir_ltype(t->bwd_src);
-      b->i[1] = transition_ir_ltype(t->bwd_dst);
-      b->i[2] = in->i[0];
+      IR_I(b, SRC) = transition_ir_ltype(t->bwd_src);
+      IR_I(b, DST) = transition_ir_ltype(t->bwd_dst);
+      IR_I(b, DIM) = IR_I(in, DIM);
     }
     contribute(r, here, a0, b->dst[0], sp);
     return;
   }
   case IR_REDUCE_SCATTER: { /* an all-gather; op=avg: each term's share is 1/n of it */
     IrInst *b = coll(r, transition(BI_REDUCE_SCATTER, LT_P, LT_V)->bwd, in, dy, ftype(r, a0));
-    b->i[0] = in->i[0];
-    contribute(r, here, a0, in->i[1] == RED_AVG ? over_group_size(r, in, b->dst[0], ftype(r, a0)) : b->dst[0], sp);
+    IR_I(b, DIM) = IR_I(in, DIM);
+    contribute(r, here, a0, IR_I(in, REDUCE) == RED_AVG ? over_group_size(r, in, b->dst[0], ftype(r, a0)) : b->dst[0], sp);
     return;
   }
   case IR_ALL_TO_ALL: {
     IrInst *b = coll(r, transition(BI_ALL_TO_ALL, LT_V, LT_V)->bwd, in, dy, ftype(r, a0));
-    b->i[0] = in->i[1];
-    b->i[1] = in->i[0];
+    IR_I(b, SRC_DIM) = IR_I(in, DST_DIM);
+    IR_I(b, DST_DIM) = IR_I(in, SRC_DIM);
     contribute(r, here, a0, b->dst[0], sp);
     return;
   }
   case IR_PPERMUTE: { /* the blocks go back: shift -K */
     IrInst *b = coll(r, IR_PPERMUTE, in, dy, ftype(r, a0));
-    b->i[0] = -in->i[0];
+    IR_I(b, SHIFT) = -IR_I(in, SHIFT);
     contribute(r, here, a0, b->dst[0], sp);
     return;
   }
@@ -573,7 +573,7 @@ static void init_slots(Rev *r, IrBlock *fb, Span sp) {
       z->dst[0] = bval(r, ftype(r, v));
       z->ndst = 1;
       IrInst *s = bemit(r, IR_VAR_SET, sp, 1, &z->dst[0]);
-      s->i[0] = r->slot[v];
+      IR_I(s, SLOT) = r->slot[v];
     }
 }
 
@@ -589,7 +589,7 @@ static Mask call_mask(Rev *r, IrInst *in) {
 static void call_bwd(Rev *r, IrInst *in, IrBlock *here) {
   Mask mask = call_mask(r, in);
   Variant *v = variant(r->ad, in->callee, mask);
-  if (in->i[0]) { /* remat: the arguments off the tape, the callee's forward again */
+  if (IR_I(in, REMAT)) { /* remat: the arguments off the tape, the callee's forward again */
     IrInst *pop = bemit(r, IR_POP, in->span, 0, NULL);
     ir_reserve_dst(r->ad->c, pop, in->nargs);
     pop->ndst = in->nargs;
@@ -634,7 +634,7 @@ static void reverse_inst(Rev *r, IrInst *in, IrBlock *fb) {
     pop->dst[0] = bval(r, type_new(c, TY_INT));
     pop->dst[1] = bval(r, type_new(c, TY_INT));
     IrInst *loop = bemit(r, IR_FOR, sp, 2, pop->dst);
-    loop->i[1] = 1; /* runs backwards */
+    IR_I(loop, BACKWARDS) = 1; /* runs backwards */
     loop->dst[0] = bval(r, type_new(c, TY_INT));
     loop->ndst = 1;
     IrBlock *saved = r->out;
@@ -660,21 +660,21 @@ static void reverse_inst(Rev *r, IrInst *in, IrBlock *fb) {
     int a = adjoint(r, in->dst[0], sp);
     if (a < 0)
       return;
-    int slot = r->adj_var[in->i[0]];
+    int slot = r->adj_var[IR_I(in, SLOT)];
     IrInst *g = bemit(r, IR_VAR_GET, sp, 0, NULL);
-    g->i[0] = slot;
+    IR_I(g, SLOT) = slot;
     g->dst[0] = bval(r, ftype(r, in->dst[0]));
     g->ndst = 1;
     int sum = bemit1(r, IR_ACCUM, sp, ftype(r, in->dst[0]), 2, (int[]){g->dst[0], a});
     IrInst *s = bemit(r, IR_VAR_SET, sp, 1, &sum);
-    s->i[0] = slot;
+    IR_I(s, SLOT) = slot;
     return;
   }
   if (in->op == IR_VAR_SET) {
     int v = in->args[0];
-    int slot = r->adj_var[in->i[0]];
+    int slot = r->adj_var[IR_I(in, SLOT)];
     IrInst *g = bemit(r, IR_VAR_GET, sp, 0, NULL);
-    g->i[0] = slot;
+    IR_I(g, SLOT) = slot;
     g->dst[0] = bval(r, ftype(r, v));
     g->ndst = 1;
     contribute(r, fb, v, g->dst[0], sp);
@@ -683,7 +683,7 @@ static void reverse_inst(Rev *r, IrInst *in, IrBlock *fb) {
     z->dst[0] = bval(r, z->t);
     z->ndst = 1;
     IrInst *s = bemit(r, IR_VAR_SET, sp, 1, &z->dst[0]);
-    s->i[0] = slot;
+    IR_I(s, SLOT) = slot;
     return;
   }
   if (in->op == IR_RETURN)
@@ -758,8 +758,8 @@ static IrBlock clone_with_pushes(Rev *r, IrBlock *src, bool keep) {
       continue;
     if (in->op == IR_CALL) {
       Variant *v = variant(r->ad, in->callee, call_mask(r, in));
-      n->callee = keep && !in->i[0] ? v->fwd : remat_fn(r->ad, v, in->span);
-      if (keep && in->i[0]) { /* remat: keep the arguments only */
+      n->callee = keep && !IR_I(in, REMAT) ? v->fwd : remat_fn(r->ad, v, in->span);
+      if (keep && IR_I(in, REMAT)) { /* remat: keep the arguments only */
         IrInst *p = ir_emit(c, &out, IR_PUSH, in->span);
         ir_set_args(c, p, in->nargs, in->args);
       }
@@ -930,7 +930,7 @@ static Variant *variant(AD *ad, IrFn *f, Mask mask) {
     z->dst[0] = bval(&r, z->t);
     z->ndst = 1;
     IrInst *set = bemit(&r, IR_VAR_SET, f->span, 1, &z->dst[0]);
-    set->i[0] = r.adj_var[s];
+    IR_I(set, SLOT) = r.adj_var[s];
   }
   /* parameters used inside loops accumulate in slots */
   for (int i = 0; i < f->nparams; i++) {
@@ -943,7 +943,7 @@ static Variant *variant(AD *ad, IrFn *f, Mask mask) {
     z->dst[0] = bval(&r, z->t);
     z->ndst = 1;
     IrInst *set = bemit(&r, IR_VAR_SET, f->span, 1, &z->dst[0]);
-    set->i[0] = r.slot[p];
+    IR_I(set, SLOT) = r.slot[p];
   }
   /* seed: the results' cotangents */
   IrInst *ret = f->body.tail && f->body.tail->op == IR_RETURN ? f->body.tail : NULL;
@@ -1030,7 +1030,7 @@ static void rewrite_calls(AD *ad, IrBlock *b) {
       continue;
     Variant *v = variant(ad, in->callee, in->wrt);
     in->callee = v->vjp;
-    if (!in->i[1]) { /* grad(): no value wanted */
+    if (!IR_I(in, VALUE_WANTED)) { /* grad(): no value wanted */
       ir_reserve_dst(ad->c, in, in->ndst + 1);
       for (int d = in->ndst; d > 0; d--)
         in->dst[d] = in->dst[d - 1];

@@ -126,7 +126,7 @@ static long long const_trip(IrFn *g, IrInst *loop) {
     IrInst *d = find_def(&g->body, loop->args[i]);
     if (!d || d->op != IR_HOST_CONST)
       return -1;
-    b[i] = d->i[0];
+    b[i] = IR_I(d, VALUE);
   }
   return b[1] > b[0] ? b[1] - b[0] : 0;
 }
@@ -245,17 +245,17 @@ static const char *op_text(Report *R, IrFn *f, IrInst *in, bool bwd) {
   switch (in->op) {
   case IR_ALL_REDUCE: {
     static const char *const ops[] = {"", " op=avg", " op=max", " op=min"};
-    what = arena_sprintf(&c->arena, "%s", in->i[0] >= 0 && in->i[0] < 4 ? ops[in->i[0]] : "");
+    what = ops[IR_I(in, REDUCE)]; /* in range: ir_verify */
     break;
   }
-  case IR_ALL_GATHER: what = arena_sprintf(&c->arena, " %s", dim_text(R, in->i[0])); break;
+  case IR_ALL_GATHER: what = arena_sprintf(&c->arena, " %s", dim_text(R, IR_I(in, DIM))); break;
   case IR_REDUCE_SCATTER:
-    what = arena_sprintf(&c->arena, " %s%s", dim_text(R, in->i[0]), in->i[1] == RED_AVG ? " op=avg" : "");
+    what = arena_sprintf(&c->arena, " %s%s", dim_text(R, IR_I(in, DIM)), IR_I(in, REDUCE) == RED_AVG ? " op=avg" : "");
     break;
   case IR_ALL_TO_ALL:
-    what = arena_sprintf(&c->arena, " %s->%s", dim_text(R, in->i[0]), in->i[1] < 0 ? "stack" : arena_sprintf(&c->arena, "%lld", in->i[1]));
+    what = arena_sprintf(&c->arena, " %s->%s", dim_text(R, IR_I(in, SRC_DIM)), IR_I(in, DST_DIM) < 0 ? "stack" : arena_sprintf(&c->arena, "%lld", IR_I(in, DST_DIM)));
     break;
-  case IR_PPERMUTE: what = arena_sprintf(&c->arena, " shift=%lld", in->i[0]); break;
+  case IR_PPERMUTE: what = arena_sprintf(&c->arena, " shift=%lld", IR_I(in, SHIFT)); break;
   case IR_COPY: return "no communication (the layout is already the target's)";
   default: what = ""; break;
   }

@@ -162,8 +162,12 @@ static bool dies_here(Emitter *E, int v) {
   return E->dying[v] && E->defblk[v] == E->curblk;
 }
 
+/* A collective's or a cast's dim: S(i)'s i, or the stacked form. */
+static const char *dim_c(Emitter *E, long long d) {
+  return d == IR_STACK ? "RT_STACK" : arena_sprintf(&E->c->arena, "%lld", d);
+}
+
 static void emit_comm(Emitter *E, IrInst *in, int ind, const char *loc) {
-  Arena *ar = &E->c->arena;
   DType have = E->f->values[in->args[0]].type->dtype;
   bool wire = in->wire != DT_NONE && in->wire != have;
   const char *x = wire ? "wire_in_" : A(E, in, 0), *d = wire ? "wire_out_" : D(E, in, 0);
@@ -172,19 +176,21 @@ static void emit_comm(Emitter *E, IrInst *in, int ind, const char *loc) {
     ind++;
     out(E, ind, "rt_tensor *wire_in_ = rt_astype(ctx, %s, %s), *wire_out_;\n", A(E, in, 0), dtype_c(in->wire));
   }
-  const char *dim0 = in->i[0] == IR_STACK ? "RT_STACK" : arena_sprintf(ar, "%lld", in->i[0]);
   switch (in->op) {
   case IR_ALL_REDUCE:
     out(E, ind, "%s = rt_all_reduce%s(ctx, %s, %s, %s); %s\n", d, !wire && dies_here(E, in->args[0]) ? "_reuse" : "",
-        x, axes_c(E, in), reduce_c[in->i[0]], loc);
+        x, axes_c(E, in), reduce_c[IR_I(in, REDUCE)], loc);
     break;
-  case IR_ALL_GATHER: out(E, ind, "%s = rt_all_gather(ctx, %s, %s, %s); %s\n", d, x, axes_c(E, in), dim0, loc); break;
+  case IR_ALL_GATHER:
+    out(E, ind, "%s = rt_all_gather(ctx, %s, %s, %s); %s\n", d, x, axes_c(E, in), dim_c(E, IR_I(in, DIM)), loc);
+    break;
   case IR_REDUCE_SCATTER:
-    out(E, ind, "%s = rt_reduce_scatter(ctx, %s, %s, %s, %s); %s\n", d, x, axes_c(E, in), dim0, reduce_c[in->i[1]], loc);
+    out(E, ind, "%s = rt_reduce_scatter(ctx, %s, %s, %s, %s); %s\n", d, x, axes_c(E, in), dim_c(E, IR_I(in, DIM)),
+        reduce_c[IR_I(in, REDUCE)], loc);
     break;
   default:
-    out(E, ind, "%s = rt_all_to_all(ctx, %s, %s, %s, %s); %s\n", d, x, axes_c(E, in), dim0,
-        in->i[1] == IR_STACK ? "RT_STACK" : arena_sprintf(ar, "%lld", in->i[1]), loc);
+    out(E, ind, "%s = rt_all_to_all(ctx, %s, %s, %s, %s); %s\n", d, x, axes_c(E, in), dim_c(E, IR_I(in, SRC_DIM)),
+        dim_c(E, IR_I(in, DST_DIM)), loc);
     break;
   }
   if (wire) {
@@ -215,16 +221,16 @@ static void emit_inst(Emitter *E, IrInst *in, int ind) {
     if (in->t->kind == TY_FLOAT)
       out(E, ind, "%s = %s; %s\n", D(E, in, 0), num(E, in->f), loc);
     else if (in->t->kind == TY_BOOL)
-      out(E, ind, "%s = %s; %s\n", D(E, in, 0), in->i[0] ? "true" : "false", loc);
+      out(E, ind, "%s = %s; %s\n", D(E, in, 0), IR_I(in, VALUE) ? "true" : "false", loc);
     else
-      out(E, ind, "%s = %lld; %s\n", D(E, in, 0), in->i[0], loc);
+      out(E, ind, "%s = %lld; %s\n", D(E, in, 0), IR_I(in, VALUE), loc);
     return;
   case IR_HOST_SIZE: out(E, ind, "%s = %s; %s\n", D(E, in, 0), size_c(E, in->size), loc); return;
   case IR_HOST_BINARY:
-    if (in->i[0] == OP_DIV && E->f->values[in->dst[0]].type->kind == TY_INT)
+    if (IR_I(in, HOST_OP) == OP_DIV && E->f->values[in->dst[0]].type->kind == TY_INT)
       out(E, ind, "%s = %s / %s; %s\n", D(E, in, 0), A(E, in, 0), A(E, in, 1), loc);
     else
-      out(E, ind, "%s = %s %s %s; %s\n", D(E, in, 0), A(E, in, 0), host_op((OpKind)in->i[0]), A(E, in, 1), loc);
+      out(E, ind, "%s = %s %s %s; %s\n", D(E, in, 0), A(E, in, 0), host_op((OpKind)IR_I(in, HOST_OP)), A(E, in, 1), loc);
     return;
   case IR_HOST_NEG: out(E, ind, "%s = -%s;\n", D(E, in, 0), A(E, in, 0)); return;
   case IR_HOST_MATH: {
@@ -262,7 +268,7 @@ static void emit_inst(Emitter *E, IrInst *in, int ind) {
   case IR_BINARY_SCALAR:
     out(E, ind, "%s = rt_binary_scalar(ctx, RT_%s, %s, (double)%s, %s); %s\n", D(E, in, 0), ir_binary_name[in->binop],
         A(E, in, 0),
-        A(E, in, 1), in->i[1] ? "true" : "false", loc);
+        A(E, in, 1), IR_I(in, SCALAR_LEFT) ? "true" : "false", loc);
     return;
   case IR_MATMUL: out(E, ind, "%s = rt_matmul(ctx, %s, %s); %s\n", D(E, in, 0), A(E, in, 0), A(E, in, 1), loc); return;
   case IR_EINSUM: {
@@ -276,18 +282,18 @@ static void emit_inst(Emitter *E, IrInst *in, int ind) {
   case IR_MEAN:
   case IR_AMAX: {
     const char *fn = in->op == IR_SUM ? "sum" : in->op == IR_MEAN ? "mean" : "amax";
-    if (in->i[0] == IR_ALL_DIMS)
+    if (IR_I(in, DIM) == IR_ALL_DIMS)
       out(E, ind, "%s = rt_%s_all(ctx, %s); %s\n", D(E, in, 0), fn, A(E, in, 0), loc);
     else
-      out(E, ind, "%s = rt_%s(ctx, %s, %lld, %s); %s\n", D(E, in, 0), fn, A(E, in, 0), in->i[0],
-          in->i[1] ? "true" : "false", loc);
+      out(E, ind, "%s = rt_%s(ctx, %s, %lld, %s); %s\n", D(E, in, 0), fn, A(E, in, 0), IR_I(in, DIM),
+          IR_I(in, KEEPDIM) ? "true" : "false", loc);
     return;
   }
-  case IR_CUMSUM: out(E, ind, "%s = rt_cumsum(ctx, %s, %lld); %s\n", D(E, in, 0), A(E, in, 0), in->i[0], loc); return;
+  case IR_CUMSUM: out(E, ind, "%s = rt_cumsum(ctx, %s, %lld); %s\n", D(E, in, 0), A(E, in, 0), IR_I(in, DIM), loc); return;
   case IR_SOFTMAX:
   case IR_LOG_SOFTMAX:
     out(E, ind, "%s = rt_%s(ctx, %s, %lld); %s\n", D(E, in, 0), in->op == IR_SOFTMAX ? "softmax" : "log_softmax",
-        A(E, in, 0), in->i[0], loc);
+        A(E, in, 0), IR_I(in, DIM), loc);
     return;
   case IR_LAYER_NORM:
     out(E, ind, "%s = rt_layer_norm(ctx, %s, %s, %s, %s); %s\n", D(E, in, 0), A(E, in, 0),
@@ -299,7 +305,7 @@ static void emit_inst(Emitter *E, IrInst *in, int ind) {
     return;
   case IR_CROSS_ENTROPY:
     out(E, ind, "%s = rt_cross_entropy_reduce(ctx, %s, %s, %s); %s\n", D(E, in, 0), A(E, in, 0), A(E, in, 1),
-        ce_reduction_c[in->i[0]], loc);
+        ce_reduction_c[IR_I(in, CE_REDUCTION)], loc);
     return;
   case IR_AXIS_INDEX:
     out(E, ind, "%s = rt_scalar(ctx, RT_I32, (double)rt_axis_index(ctx, %d)); %s\n", D(E, in, 0), in->axes[0], loc);
@@ -307,14 +313,14 @@ static void emit_inst(Emitter *E, IrInst *in, int ind) {
   case IR_IOTA:
     out(E, ind, "{ %s\n", loc);
     emit_shape(E, ind + 1, in->t, E->f->values[in->dst[0]].hint ? E->f->values[in->dst[0]].hint : "iota");
-    out(E, ind + 1, "%s = rt_iota(ctx, %s, &layout_, %lld);\n", D(E, in, 0), dtype_c(in->t->dtype), in->i[0]);
+    out(E, ind + 1, "%s = rt_iota(ctx, %s, &layout_, %lld);\n", D(E, in, 0), dtype_c(in->t->dtype), IR_I(in, DIM));
     out(E, ind, "}\n");
     return;
   case IR_WHERE:
     out(E, ind, "%s = rt_where(ctx, %s, %s, %s); %s\n", D(E, in, 0), A(E, in, 0), A(E, in, 1), A(E, in, 2), loc);
     return;
   case IR_TAKE_ALONG_DIM:
-    out(E, ind, "%s = rt_take_along_dim(ctx, %s, %s, %lld); %s\n", D(E, in, 0), A(E, in, 0), A(E, in, 1), in->i[0],
+    out(E, ind, "%s = rt_take_along_dim(ctx, %s, %s, %lld); %s\n", D(E, in, 0), A(E, in, 0), A(E, in, 1), IR_I(in, DIM),
         loc);
     return;
   case IR_DROPOUT:
@@ -329,13 +335,13 @@ static void emit_inst(Emitter *E, IrInst *in, int ind) {
     out(E, ind, "%s = rt_embedding(ctx, %s, %s); %s\n", D(E, in, 0), A(E, in, 1), A(E, in, 0), loc);
     return;
   case IR_TRANSPOSE:
-    out(E, ind, "%s = rt_transpose(ctx, %s, %lld, %lld); %s\n", D(E, in, 0), A(E, in, 0), in->i[0], in->i[1], loc);
+    out(E, ind, "%s = rt_transpose(ctx, %s, %lld, %lld); %s\n", D(E, in, 0), A(E, in, 0), IR_I(in, DIM0), IR_I(in, DIM1), loc);
     return;
   case IR_PERMUTE: {
     int nd = E->f->values[in->args[0]].type->ndim;
     out(E, ind, "{ int perm_[] = {");
     for (int i = 0; i < nd; i++)
-      fprintf(E->out, "%s%lld", i ? ", " : "", in->i[i]);
+      fprintf(E->out, "%s%lld", i ? ", " : "", IR_PERM(in, i));
     fprintf(E->out, "}; %s = rt_permute(ctx, %s, perm_); } %s\n", D(E, in, 0), A(E, in, 0), loc);
     return;
   }
@@ -352,15 +358,15 @@ static void emit_inst(Emitter *E, IrInst *in, int ind) {
     out(E, ind, "{ const rt_tensor *xs_[] = {");
     for (int i = 0; i < in->nargs; i++)
       fprintf(E->out, "%s%s", i ? ", " : "", A(E, in, i));
-    fprintf(E->out, "}; %s = rt_concat(ctx, %d, xs_, %lld); } %s\n", D(E, in, 0), in->nargs, in->i[0], loc);
+    fprintf(E->out, "}; %s = rt_concat(ctx, %d, xs_, %lld); } %s\n", D(E, in, 0), in->nargs, IR_I(in, DIM), loc);
     return;
   }
   case IR_SLICE:
-    out(E, ind, "%s = rt_slice(ctx, %s, %lld, %lld, %lld); %s\n", D(E, in, 0), A(E, in, 0), in->i[0], in->i[1],
-        in->i[2], loc);
+    out(E, ind, "%s = rt_slice(ctx, %s, %lld, %lld, %lld); %s\n", D(E, in, 0), A(E, in, 0), IR_I(in, DIM), IR_I(in, START),
+        IR_I(in, END), loc);
     return;
   case IR_ASTYPE:
-    out(E, ind, "%s = rt_astype(ctx, %s, %s); %s\n", D(E, in, 0), A(E, in, 0), dtype_c((DType)in->i[0]), loc);
+    out(E, ind, "%s = rt_astype(ctx, %s, %s); %s\n", D(E, in, 0), A(E, in, 0), dtype_c((DType)IR_I(in, DTYPE)), loc);
     return;
   case IR_INDEX: out(E, ind, "%s = rt_index(ctx, %s, %s); %s\n", D(E, in, 0), A(E, in, 0), A(E, in, 1), loc); return;
   case IR_COPY: out(E, ind, "%s = rt_retain(%s); %s\n", D(E, in, 0), A(E, in, 0), loc); return;
@@ -377,7 +383,7 @@ static void emit_inst(Emitter *E, IrInst *in, int ind) {
     if (in->op == IR_FILL)
       out(E, ind + 1, "%s = rt_full(ctx, %s, %d, layout_.local, %s);\n", D(E, in, 0), dt, in->t->ndim,
           in->nargs ? arena_sprintf(&E->c->arena, "(double)%s", A(E, in, 0)) : num(E, in->f));
-    else if (in->op == IR_RANDN && !in->i[0])
+    else if (in->op == IR_RANDN && !IR_I(in, MEAN_GIVEN))
       out(E, ind + 1, "%s = rt_randn(ctx, %s, &layout_, (uint64_t)%s, (double)%s);\n", D(E, in, 0), dt, A(E, in, 0),
           A(E, in, 1));
     else if (in->op == IR_RANDN) { /* with a mean */
@@ -418,7 +424,7 @@ static void emit_inst(Emitter *E, IrInst *in, int ind) {
   case IR_PRINT: {
     out(E, ind, "if (rt_rank(ctx) == 0) { %s\n", loc);
     int a = 0;
-    for (int i = 0; i < in->i[0]; i++) {
+    for (int i = 0; i < IR_I(in, NITEMS); i++) {
       const char *sep = i ? "\" \"" : "\"\"";
       if (in->strs[i]) {
         out(E, ind + 1, "printf(%s \"%%s\", %s);\n", sep, c_string(E, in->strs[i]));
@@ -448,16 +454,16 @@ static void emit_inst(Emitter *E, IrInst *in, int ind) {
   case IR_REDUCE_SCATTER:
   case IR_ALL_TO_ALL: emit_comm(E, in, ind, loc); return;
   case IR_PPERMUTE:
-    out(E, ind, "%s = rt_ppermute(ctx, %s, %s, %lld); %s\n", D(E, in, 0), A(E, in, 0), axes_c(E, in), in->i[0], loc);
+    out(E, ind, "%s = rt_ppermute(ctx, %s, %s, %lld); %s\n", D(E, in, 0), A(E, in, 0), axes_c(E, in), IR_I(in, SHIFT), loc);
     return;
   case IR_CONVERT:
   case IR_REINTERPRET: {
     if (in->op == IR_CONVERT)
       out(E, ind, "%s = rt_convert(ctx, %s, %s, %s, %s, %s); %s\n", D(E, in, 0), A(E, in, 0), axes_c(E, in),
-          ltype_c[in->i[0]], ltype_c[in->i[1]], in->i[2] == IR_STACK ? "RT_STACK" : arena_sprintf(&E->c->arena, "%lld", in->i[2]), loc);
+          ltype_c[IR_I(in, SRC)], ltype_c[IR_I(in, DST)], dim_c(E, IR_I(in, DIM)), loc);
     else
       out(E, ind, "%s = rt_reinterpret(ctx, %s, %s, %s, %s); %s\n", D(E, in, 0), A(E, in, 0), axes_c(E, in),
-          ltype_c[in->i[0]], ltype_c[in->i[1]], loc);
+          ltype_c[IR_I(in, SRC)], ltype_c[IR_I(in, DST)], loc);
     return;
   }
   case IR_UNARY_BWD:
@@ -491,21 +497,21 @@ static void emit_inst(Emitter *E, IrInst *in, int ind) {
     return;
   }
   case IR_REDUCE_BWD: {
-    const char *fn = in->i[0] == IR_SUM ? "sum" : in->i[0] == IR_MEAN ? "mean" : "amax";
+    const char *fn = IR_I(in, FWD_OP) == IR_SUM ? "sum" : IR_I(in, FWD_OP) == IR_MEAN ? "mean" : "amax";
     out(E, ind, "%s = rt_%s_bwd(ctx, %s, %s, %s); %s\n", D(E, in, 0), fn, A(E, in, 0),
-        in->i[1] == IR_ALL_DIMS ? "RT_ALL" : arena_sprintf(&E->c->arena, "%lld", in->i[1]), A(E, in, 1), loc);
+        IR_I(in, DIM) == IR_ALL_DIMS ? "RT_ALL" : arena_sprintf(&E->c->arena, "%lld", IR_I(in, DIM)), A(E, in, 1), loc);
     return;
   }
-  case IR_CUMSUM_BWD: out(E, ind, "%s = rt_cumsum_bwd(ctx, %s, %lld); %s\n", D(E, in, 0), A(E, in, 0), in->i[0], loc); return;
+  case IR_CUMSUM_BWD: out(E, ind, "%s = rt_cumsum_bwd(ctx, %s, %lld); %s\n", D(E, in, 0), A(E, in, 0), IR_I(in, DIM), loc); return;
   case IR_SOFTMAX_BWD:
   case IR_LOG_SOFTMAX_BWD:
     out(E, ind, "%s = rt_%s_bwd(ctx, %s, %s, %lld); %s\n", D(E, in, 0), in->op == IR_SOFTMAX_BWD ? "softmax" : "log_softmax",
-        A(E, in, 0), A(E, in, 1), in->i[0], loc);
+        A(E, in, 0), A(E, in, 1), IR_I(in, DIM), loc);
     return;
   case IR_LAYER_NORM_BWD:
   case IR_RMS_NORM_BWD: {
     bool ln = in->op == IR_LAYER_NORM_BWD;
-    bool has_w = in->i[1];
+    bool has_w = IR_I(in, HAS_WEIGHT);
     const char *w = has_w ? A(E, in, 1) : "NULL";
     const char *dy = A(E, in, in->nargs - 1);
     const char *d0 = in->dst[0] >= 0 ? arena_sprintf(&E->c->arena, "&%s", D(E, in, 0)) : "NULL";
@@ -519,7 +525,7 @@ static void emit_inst(Emitter *E, IrInst *in, int ind) {
   }
   case IR_CROSS_ENTROPY_BWD:
     out(E, ind, "%s = rt_cross_entropy_reduce_bwd(ctx, %s, %s, %s, %s); %s\n", D(E, in, 0), A(E, in, 0), A(E, in, 1),
-        A(E, in, 2), ce_reduction_c[in->i[0]], loc);
+        A(E, in, 2), ce_reduction_c[IR_I(in, CE_REDUCTION)], loc);
     return;
   case IR_WHERE_BWD:
     out(E, ind, "rt_where_bwd(ctx, %s, %s, %s, %s, %s, %s); %s\n", A(E, in, 0), A(E, in, 1), A(E, in, 2), A(E, in, 3),
@@ -528,7 +534,7 @@ static void emit_inst(Emitter *E, IrInst *in, int ind) {
     return;
   case IR_TAKE_ALONG_DIM_BWD:
     out(E, ind, "%s = rt_take_along_dim_bwd(ctx, %s, %s, %s->ndim, %s->shape, %lld); %s\n", D(E, in, 0), A(E, in, 0),
-        A(E, in, 1), A(E, in, 2), A(E, in, 2), in->i[0], loc);
+        A(E, in, 1), A(E, in, 2), A(E, in, 2), IR_I(in, DIM), loc);
     return;
   case IR_EMBEDDING_BWD:
     out(E, ind, "%s = rt_embedding_bwd(ctx, %s, %s, %s->shape[0]); %s\n", D(E, in, 0), A(E, in, 0), A(E, in, 1),
@@ -536,7 +542,7 @@ static void emit_inst(Emitter *E, IrInst *in, int ind) {
     return;
   case IR_SLICE_BWD:
     out(E, ind, "%s = rt_slice_bwd(ctx, %s, %s->ndim, %s->shape, %lld, %lld); %s\n", D(E, in, 0), A(E, in, 0),
-        A(E, in, 1), A(E, in, 1), in->i[0], in->i[1], loc);
+        A(E, in, 1), A(E, in, 1), IR_I(in, DIM), IR_I(in, START), loc);
     return;
   case IR_CONCAT_BWD: {
     out(E, ind, "{ int64_t off_ = 0; %s\n", loc);
@@ -544,14 +550,14 @@ static void emit_inst(Emitter *E, IrInst *in, int ind) {
       const char *x = A(E, in, i);
       if (in->dst[i - 1] >= 0)
         out(E, ind + 1, "%s = rt_slice(ctx, %s, %lld, off_, off_ + %s->shape[%lld]);\n", D(E, in, i - 1), A(E, in, 0),
-            in->i[0], x, in->i[0]);
-      out(E, ind + 1, "off_ += %s->shape[%lld];\n", x, in->i[0]);
+            IR_I(in, DIM), x, IR_I(in, DIM));
+      out(E, ind + 1, "off_ += %s->shape[%lld];\n", x, IR_I(in, DIM));
     }
     out(E, ind, "}\n");
     return;
   }
   case IR_INDEX_ADD_SLOT:
-    out(E, ind, "%s = rt_index_add(ctx, %s, %s, %s); %s\n", varname(E, (int)in->i[0]), varname(E, (int)in->i[0]),
+    out(E, ind, "%s = rt_index_add(ctx, %s, %s, %s); %s\n", varname(E, (int)IR_I(in, SLOT)), varname(E, (int)IR_I(in, SLOT)),
         A(E, in, 1), A(E, in, 0), loc);
     return;
   case IR_INDEX_BWD:
@@ -576,22 +582,22 @@ static void emit_inst(Emitter *E, IrInst *in, int ind) {
   }
   case IR_VAR_SET:
     if (is_tensor(E, in->args[0])) {
-      out(E, ind, "rt_free(ctx, %s); %s = rt_retain(%s); %s\n", varname(E, (int)in->i[0]), varname(E, (int)in->i[0]),
+      out(E, ind, "rt_free(ctx, %s); %s = rt_retain(%s); %s\n", varname(E, (int)IR_I(in, SLOT)), varname(E, (int)IR_I(in, SLOT)),
           A(E, in, 0), loc);
-      if (E->f == E->p->main && E->slot_kind && E->slot_kind[in->i[0]] != MEM_SLOT_TEMP) /* docs/memory.md */
-        out(E, ind, "rt_mem_hold(ctx, %lld, %s, %s);\n", in->i[0], varname(E, (int)in->i[0]),
-            E->slot_kind[in->i[0]] == MEM_SLOT_PARAM ? "RT_MEM_PARAM" : "RT_MEM_OPT");
+      if (E->f == E->p->main && E->slot_kind && E->slot_kind[IR_I(in, SLOT)] != MEM_SLOT_TEMP) /* docs/memory.md */
+        out(E, ind, "rt_mem_hold(ctx, %lld, %s, %s);\n", IR_I(in, SLOT), varname(E, (int)IR_I(in, SLOT)),
+            E->slot_kind[IR_I(in, SLOT)] == MEM_SLOT_PARAM ? "RT_MEM_PARAM" : "RT_MEM_OPT");
     } else
-      out(E, ind, "%s = %s; %s\n", varname(E, (int)in->i[0]), A(E, in, 0), loc);
+      out(E, ind, "%s = %s; %s\n", varname(E, (int)IR_I(in, SLOT)), A(E, in, 0), loc);
     return;
   case IR_VAR_GET:
     if (is_tensor(E, in->dst[0]))
-      out(E, ind, "%s = rt_retain(%s);\n", D(E, in, 0), varname(E, (int)in->i[0]));
+      out(E, ind, "%s = rt_retain(%s);\n", D(E, in, 0), varname(E, (int)IR_I(in, SLOT)));
     else
-      out(E, ind, "%s = %s;\n", D(E, in, 0), varname(E, (int)in->i[0]));
+      out(E, ind, "%s = %s;\n", D(E, in, 0), varname(E, (int)IR_I(in, SLOT)));
     return;
   case IR_FOR: {
-    if (in->i[1]) /* a backward loop */
+    if (IR_I(in, BACKWARDS)) /* a backward loop */
       out(E, ind, "for (%s = %s - 1; %s >= %s; %s--) { %s\n", D(E, in, 0), A(E, in, 1), D(E, in, 0), A(E, in, 0),
           D(E, in, 0), loc);
     else
@@ -705,16 +711,16 @@ static void emit_at(Emitter *E, IrInst **insts, int k, const bool *special, int 
     bool reuse = dies_here(E, in->args[0]);
     out(E, ind, "%s = rt_all_reduce_start%s(ctx, %s, %s, %s); /* %s:%d: non-blocking%s, waited where first used */\n",
         D(E, in, 0), reuse ? "_reuse" : "", A(E, in, 0), axes_c(E, in),
-        reduce_c[in->i[0]],
+        reduce_c[IR_I(in, REDUCE)],
         source_file(E->c, in->span.file)->path, line,
         reuse ? arena_sprintf(&E->c->arena, ", in place: %s dies here", A(E, in, 0)) : "");
     E->started = true;
     return;
   }
   if (special[k]) {
-    const char *var = varname(E, (int)in->i[0]);
+    const char *var = varname(E, (int)IR_I(in, SLOT));
     out(E, ind, "%s = %s; %s = NULL; /* the last read before %s is set: moved */\n", D(E, in, 0), var, var,
-        E->f->vars[in->i[0]].name);
+        E->f->vars[IR_I(in, SLOT)].name);
     E->moved[in->dst[0]] = true;
     return;
   }
@@ -747,7 +753,7 @@ void emit_fused_body(Emitter *E, const FusedRegion *r, int ind) {
     const char *expr;
     if (in->op == IR_UNARY)
       expr = fused_spelling(E, sched_fused_unary(in->unop, t->dtype), x);
-    else if (in->op == IR_BINARY_SCALAR && in->i[1])
+    else if (in->op == IR_BINARY_SCALAR && IR_I(in, SCALAR_LEFT))
       expr = arena_sprintf(&E->c->arena, "%s %s %s", fused_operand(E, in->args[1], reg), fused_op(in), x);
     else
       expr = arena_sprintf(&E->c->arena, "%s %s %s", x, fused_op(in), fused_operand(E, in->args[1], reg));

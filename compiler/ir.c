@@ -1,4 +1,5 @@
 /* ir.c: building, printing (--dump-ir) and verifying the IR. */
+#include <stdlib.h>
 #include <string.h>
 
 #include "ir.h"
@@ -10,10 +11,42 @@ const char *const ir_op_name[IR_COUNT] = {
 };
 
 const IrOpInfo ir_op_info[IR_COUNT] = {
-#define IROP(id, name, min, max, diff, res, flags) [IR_##id] = {min, max, diff, res, flags},
+#define IROP(id, name, min, max, format, diff, res, flags) [IR_##id] = {min, max, diff, res, flags, format},
 #include "irops.def"
 #undef IROP
 };
+
+#define IR_OPERAND_NAME_(NAME, range, width) [IRO_##NAME] = #NAME,
+#define IR_OPERAND_RANGE_(NAME, range, width) [IRO_##NAME] = range,
+#define IR_OPERAND_WIDTH_(NAME, range, width) [IRO_##NAME] = width,
+const char *const ir_operand_name[IRO_COUNT] = {[IRO_NONE] = "NONE", IR_OPERANDS(IR_OPERAND_NAME_)};
+const IrRange ir_operand_range[IRO_COUNT] = {IR_OPERANDS(IR_OPERAND_RANGE_)};
+const int ir_operand_width[IRO_COUNT] = {IR_OPERANDS(IR_OPERAND_WIDTH_)};
+#undef IR_OPERAND_NAME_
+#undef IR_OPERAND_RANGE_
+#undef IR_OPERAND_WIDTH_
+_Static_assert((int)MAX_DIMS <= (int)IR_NIMM, "PERM takes a slot per dim");
+
+/* The first slot of operand o of op, or -1. */
+static int operand_slot(IrOp op, IrOperand o) {
+  const unsigned char *fmt = ir_op_info[op].format;
+  for (int j = 0, s = 0; j < IR_NIMM && fmt[j] != IRO_NONE && s < IR_NIMM; s += ir_operand_width[fmt[j++]])
+    if (fmt[j] == o)
+      return s;
+  return -1;
+}
+
+bool ir_declares(IrOp op, IrOperand o) { return o != IRO_NONE && operand_slot(op, o) >= 0; }
+
+long long *ir_imm(IrInst *in, IrOperand o, int k) {
+  int s = o == IRO_NONE ? -1 : operand_slot(in->op, o);
+  if (s < 0 || k < 0 || k >= ir_operand_width[o] || s + k >= IR_NIMM) {
+    fprintf(stderr, "spmdc: internal error: IR %s has no operand %s", ir_op_name[in->op], ir_operand_name[o]);
+    fprintf(stderr, k ? "[%d] (irops.def's format)\n" : " (irops.def's format)\n", k);
+    abort();
+  }
+  return &in->imm[s + k];
+}
 
 #define IR_UNARY_NAME_(NAME, name, f, d) [UN_##NAME] = #NAME,
 #define IR_BINARY_NAME_(NAME, name, f, da, db) [BIN_##NAME] = #NAME,
@@ -132,7 +165,7 @@ static void dump_block(Compiler *c, IrProgram *p, IrFn *f, IrBlock *b, int inden
       fputc(')', out);
     }
     if (in->op == IR_VAR_SET || in->op == IR_VAR_GET)
-      fprintf(out, " $%s", f->vars[in->i[0]].name);
+      fprintf(out, " $%s", f->vars[IR_I(in, SLOT)].name);
     int line, col;
     source_position(c, in->span, &line, &col);
     if (in->ndst && in->dst[0] >= 0 && in->dst[0] < f->nvalues)
@@ -158,8 +191,75 @@ void ir_dump(Compiler *c, IrProgram *p, FILE *out) {
   }
 }
 
+/* The rank of the tensor an instruction's dims index: its first
+ * argument's, or (IOTA) its type's; -1 if neither is a tensor. */
+static int dims_rank(IrFn *f, const IrInst *in) {
+  const Type *t = in->t;
+  if (in->nargs)
+    t = in->args[0] >= 0 && in->args[0] < f->nvalues ? f->values[in->args[0]].type : NULL;
+  return t && t->kind == TY_TENSOR ? t->ndim : -1;
+}
+
+/* Whether v is in the range of operand o of `in` (irops.def's format; ir.h's
+ * IR_OPERANDS): slot k of it, which starts at at[0]. */
+static bool operand_ok(IrFn *f, const IrInst *in, IrOperand o, int k, const long long *at) {
+  long long v = at[k];
+  int rank = dims_rank(f, in);
+  switch (ir_operand_range[o]) {
+  case IRR_ANY: return true;
+  case IRR_BOOL: return v == 0 || v == 1;
+  case IRR_HOST_OP: return v >= 0 && v < OP_COUNT;
+  case IRR_DTYPE: return v > DT_NONE && v <= DT_BF16;
+  case IRR_CE: return v >= CE_MEAN && v <= CE_NONE;
+  case IRR_REDUCE: return v >= RED_SUM && v <= RED_MIN;
+  case IRR_LTYPE: return v >= LTY_R && v <= LTY_P;
+  case IRR_REDUCTION: return v == IR_SUM || v == IR_MEAN || v == IR_AMAX;
+  case IRR_DIM: /* every dim: a reduction's (it has keepdim) and its backward's; the stacked form: a collective's or a cast's */
+    if (v == IR_ALL_DIMS)
+      return ir_declares(in->op, IRO_KEEPDIM) || ir_declares(in->op, IRO_FWD_OP);
+    if (v == IR_STACK)
+      return ir_has(in->op, IRF_COMM) || ir_declares(in->op, IRO_SRC);
+    return rank < 0 || (v >= 0 && v < rank);
+  case IRR_PERM: /* a permutation of the rank's dims, 0 after them */
+    if (rank < 0)
+      return true;
+    if (k >= rank)
+      return v == 0;
+    for (int j = 0; j < k; j++)
+      if (at[j] == v)
+        return false;
+    return v >= 0 && v < rank;
+  case IRR_SLOT: return v >= 0 && v < f->nvars;
+  }
+  return false;
+}
+
+/* The integer operands against the op's format: each declared one in its
+ * range, the slots after them 0. */
+static bool verify_operands(Compiler *c, IrFn *f, const IrInst *in) {
+  const unsigned char *fmt = ir_op_info[in->op].format;
+  bool ok = true;
+  int s = 0;
+  for (int j = 0; j < IR_NIMM && fmt[j] != IRO_NONE && s < IR_NIMM; s += ir_operand_width[fmt[j++]])
+    for (int k = 0; k < ir_operand_width[fmt[j]] && s + k < IR_NIMM; k++)
+      if (!operand_ok(f, in, fmt[j], k, &in->imm[s])) {
+        error_at(c, in->span, "internal error: IR %s in %s has %s%s = %lld, out of its range", ir_op_name[in->op],
+                 f->cname, ir_operand_name[fmt[j]], ir_operand_width[fmt[j]] > 1 ? arena_sprintf(&c->arena, "[%d]", k) : "",
+                 in->imm[s + k]);
+        ok = false;
+      }
+  for (; s < IR_NIMM; s++)
+    if (in->imm[s] != 0) {
+      error_at(c, in->span, "internal error: IR %s in %s has %lld in integer slot %d, which its format does not declare",
+               ir_op_name[in->op], f->cname, in->imm[s], s);
+      ok = false;
+    }
+  return ok;
+}
+
 /* Each value is defined once, before it is used, in an enclosing block;
- * each instruction has as many arguments as irops.def says. */
+ * each instruction has as many arguments as irops.def says, and integer
+ * operands as its format says. */
 static bool verify_block(Compiler *c, IrFn *f, IrBlock *b, char *defined) {
   bool ok = true;
   for (IrInst *in = b->head; in; in = in->next) {
@@ -168,6 +268,7 @@ static bool verify_block(Compiler *c, IrFn *f, IrBlock *b, char *defined) {
       error_at(c, in->span, "internal error: IR %s in %s has %d arguments", ir_op_name[in->op], f->cname, in->nargs);
       ok = false;
     }
+    ok &= verify_operands(c, f, in);
     for (int i = 0; i < in->nargs; i++)
       if (in->args[i] < 0 || in->args[i] >= f->nvalues || !defined[in->args[i]]) {
         error_at(c, in->span, "internal error: IR %s in %s uses %%%d before it is defined", ir_op_name[in->op],

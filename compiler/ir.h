@@ -41,6 +41,67 @@ typedef enum { LTY_R, LTY_I, LTY_V, LTY_P } IrLType;
 /* a collective's dim for the V (stacked) form instead of S(i) */
 #define IR_STACK (-1)
 
+/* ---- an instruction's integer operands (IrInst.imm), named ----
+ * irops.def's format column (IRI(...)) lists each op's, in slot order.
+ * IR_I(in, DIM) reads or writes one; an op that does not declare it stops
+ * the compiler (an internal error, ir_imm).  ir_verify checks that the
+ * slots an op does not declare are 0 and each declared one is in range.
+ *   X(NAME, range, width): range is what ir_verify checks (IRR_*), width
+ *   the slots it takes (PERM: one per dim, IR_PERM(in, k)). */
+#define IR_OPERANDS(X)                                                                                      \
+  X(VALUE, IRR_ANY, 1)          /* HOST_CONST: the int or bool literal (a float's is f) */                  \
+  X(HOST_OP, IRR_HOST_OP, 1)    /* HOST_BINARY: the OpKind */                                               \
+  X(SCALAR_LEFT, IRR_BOOL, 1)   /* BINARY_SCALAR: the host scalar is the left operand */                    \
+  X(DIM, IRR_DIM, 1)            /* a dim of the first argument (IOTA: of t), IR_ALL_DIMS, IR_STACK */       \
+  X(KEEPDIM, IRR_BOOL, 1)       /* SUM MEAN AMAX: keepdim= */                                               \
+  X(DIM0, IRR_DIM, 1)           /* TRANSPOSE: the two dims */                                               \
+  X(DIM1, IRR_DIM, 1)                                                                                       \
+  X(PERM, IRR_PERM, MAX_DIMS)   /* PERMUTE: the permutation, as long as the argument's rank */              \
+  X(START, IRR_ANY, 1)          /* SLICE: the range along DIM */                                            \
+  X(END, IRR_ANY, 1)                                                                                        \
+  X(DTYPE, IRR_DTYPE, 1)        /* ASTYPE: the DType */                                                     \
+  X(DETACH, IRR_BOOL, 1)        /* COPY: detach(x), no gradient flows through */                            \
+  X(MEAN_GIVEN, IRR_BOOL, 1)    /* RANDN: mean= was given (args[2]) */                                      \
+  X(CE_REDUCTION, IRR_CE, 1)    /* CROSS_ENTROPY(_BWD): the IrCeReduction */                                \
+  X(REDUCE, IRR_REDUCE, 1)      /* ALL_REDUCE: the IrReduceOp */                                            \
+  X(SRC_DIM, IRR_DIM, 1)        /* ALL_TO_ALL: the dims split and joined */                                 \
+  X(DST_DIM, IRR_DIM, 1)                                                                                    \
+  X(SRC, IRR_LTYPE, 1)          /* CONVERT, REINTERPRET: the IrLTypes, S(i) as V with DIM */                \
+  X(DST, IRR_LTYPE, 1)                                                                                      \
+  X(SHIFT, IRR_ANY, 1)          /* PPERMUTE: the shift along axes[0] */                                     \
+  X(FWD_OP, IRR_REDUCTION, 1)   /* REDUCE_BWD: the forward's IrOp (SUM MEAN AMAX) */                        \
+  X(HAS_WEIGHT, IRR_BOOL, 1)    /* LAYER_NORM_BWD, RMS_NORM_BWD: args[1] is w (else x again) */             \
+  X(SLOT, IRR_SLOT, 1)          /* VAR_SET, VAR_GET, INDEX_ADD_SLOT: the var slot */                        \
+  X(NITEMS, IRR_ANY, 1)         /* PRINT: strs' length (literals and values) */                             \
+  X(REMAT, IRR_BOOL, 1)         /* CALL: under remat() (SPEC 15) */                                         \
+  X(VALUE_WANTED, IRR_BOOL, 1)  /* VJP_CALL: value_and_grad (1) or grad (0) */                              \
+  X(BACKWARDS, IRR_BOOL, 1)     /* FOR: runs from hi - 1 down to lo (a backward's loop) */
+/* What ir_verify checks of an operand: nothing, 0 or 1, an enum's range,
+ * a dim of the first argument (IR_ALL_DIMS for a reduction, IR_STACK for a
+ * collective or a cast), a permutation of its dims, a var slot of the fn. */
+typedef enum {
+  IRR_ANY, IRR_BOOL, IRR_HOST_OP, IRR_DTYPE, IRR_CE, IRR_REDUCE, IRR_LTYPE, IRR_REDUCTION, IRR_DIM, IRR_PERM, IRR_SLOT
+} IrRange;
+typedef enum {
+  IRO_NONE,
+#define IR_OPERAND_ENUM_(NAME, range, width) IRO_##NAME,
+  IR_OPERANDS(IR_OPERAND_ENUM_)
+#undef IR_OPERAND_ENUM_
+  IRO_COUNT
+} IrOperand;
+/* irops.def's format column: IRI(DIM, KEEPDIM) is {IRO_DIM, IRO_KEEPDIM};
+ * IRI() (IRO_ ## nothing) is {IRO_NONE} */
+#define IRI(...) {IRI_PICK_(__VA_ARGS__, IRI3_, IRI2_, IRI1_, ~)(__VA_ARGS__)}
+#define IRI_PICK_(a, b, c, pick, ...) pick
+#define IRI1_(a) IRO_##a
+#define IRI2_(a, b) IRO_##a, IRO_##b
+#define IRI3_(a, b, c) IRO_##a, IRO_##b, IRO_##c
+#define IRO_ IRO_NONE
+extern const char *const ir_operand_name[IRO_COUNT]; /* "DIM" */
+extern const IrRange ir_operand_range[IRO_COUNT];
+extern const int ir_operand_width[IRO_COUNT];
+enum { IR_NIMM = 8 };   /* IrInst.imm's slots */
+
 typedef enum {
 #define IROP(id, name, ...) IR_##id,
 #include "irops.def"
@@ -48,6 +109,8 @@ typedef enum {
   IR_COUNT
 } IrOp;
 extern const char *const ir_op_name[IR_COUNT];
+
+typedef struct IrInst IrInst;
 
 /* irops.def's columns: argument sets and properties of each op */
 #define IRA(i) (1u << (i))  /* argument i */
@@ -67,13 +130,20 @@ typedef struct IrOpInfo {
   unsigned diff;          /* the arguments that carry a gradient */
   unsigned res;           /* the arguments its backward needs */
   unsigned flags;         /* IRF_* */
+  unsigned char format[IR_NIMM]; /* its integer operands (IrOperand) in slot order; IRO_NONE ends */
 } IrOpInfo;
 extern const IrOpInfo ir_op_info[IR_COUNT];
 static inline bool ir_has(IrOp op, unsigned flag) { return (ir_op_info[op].flags & flag) != 0; }
+/* Whether op declares operand o (irops.def's format column). */
+bool ir_declares(IrOp op, IrOperand o);
+/* Slot k of operand o of `in` (k < its width), an internal error (abort)
+ * if in's op does not declare it; IR_I and IR_PERM are lvalues of it. */
+long long *ir_imm(IrInst *in, IrOperand o, int k);
+#define IR_I(in, NAME) (*ir_imm((in), IRO_##NAME, 0))
+#define IR_PERM(in, k) (*ir_imm((in), IRO_PERM, (k)))
 /* Whether argument i is in an argument set of irops.def. */
 static inline bool ir_arg_in(unsigned set, int i) { return set == IRA_ALL || (i < 32 && (set >> i) & 1u); }
 
-typedef struct IrInst IrInst;
 typedef struct IrFn IrFn;
 /* What a function is: the lowering of a source function, or the forward
  * (pushes residuals on the tape) or backward (pops them) that autodiff
@@ -91,7 +161,7 @@ struct IrInst {
   int ndst, capdst;
   int *args;
   int nargs;
-  long long i[8];        /* small integer operands (dims, ops; at most MAX_DIMS used) */
+  long long imm[IR_NIMM]; /* integer operands, named by irops.def's format: IR_I(in, DIM) */
   IrUnary unop;          /* UNARY, UNARY_GRAD, UNARY_BWD, HOST_MATH with one argument */
   IrBinary binop;        /* BINARY, BINARY_SCALAR, BINARY_BWD, HOST_MATH with two */
   const char *wrt;       /* VJP_CALL: per argument, 1 if differentiated */

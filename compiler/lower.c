@@ -121,7 +121,7 @@ static Type *host_type(Lower *L, TypeKind kind) { return type_new(L->c, kind); }
 static int host_const(Lower *L, Span sp, TypeKind kind, long long iv, double fv) {
   IrInst *in = emit(L, IR_HOST_CONST, sp);
   in->t = host_type(L, kind);
-  in->i[0] = iv;
+  IR_I(in, VALUE) = iv;
   in->f = fv;
   in->dst[0] = value(L, in->t, NULL);
   in->ndst = 1;
@@ -186,7 +186,7 @@ static int lower_arith(Lower *L, Span sp, Type *rt, IrBinary op, OpKind hostop, 
   if (ha && hb) {
     IrInst *in = emit(L, IR_HOST_BINARY, sp);
     ir_set_args(L->c, in, 2, (int[]){va, vb});
-    in->i[0] = hostop;
+    IR_I(in, HOST_OP) = hostop;
     in->dst[0] = value(L, rt, NULL);
     in->ndst = 1;
     return in->dst[0];
@@ -195,7 +195,7 @@ static int lower_arith(Lower *L, Span sp, Type *rt, IrBinary op, OpKind hostop, 
     IrInst *in = emit(L, IR_BINARY_SCALAR, sp);
     ir_set_args(L->c, in, 2, ha ? (int[]){vb, va} : (int[]){va, vb});
     in->binop = op;
-    in->i[1] = ha;
+    IR_I(in, SCALAR_LEFT) = ha;
     in->dst[0] = value(L, rt, NULL);
     in->ndst = 1;
     return in->dst[0];
@@ -297,17 +297,17 @@ static int lower_plan(Lower *L, int v, Type *from, Type *to, Span sp, Expr *call
     if (call)
       set_wire(L, call, in);
     switch (st->op) {
-    case RS_ALL_REDUCE: in->i[0] = RED_SUM; break;
-    case RS_ALL_GATHER: in->i[0] = st->src_dim; break;
-    case RS_REDUCE_SCATTER: in->i[0] = st->dst_dim; break;
+    case RS_ALL_REDUCE: IR_I(in, REDUCE) = RED_SUM; break;
+    case RS_ALL_GATHER: IR_I(in, DIM) = st->src_dim; break;
+    case RS_REDUCE_SCATTER: IR_I(in, DIM) = st->dst_dim; break;
     case RS_ALL_TO_ALL:
-      in->i[0] = st->src_dim;
-      in->i[1] = st->dst_dim;
+      IR_I(in, SRC_DIM) = st->src_dim;
+      IR_I(in, DST_DIM) = st->dst_dim;
       break;
     case RS_CONVERT:
-      in->i[0] = ltype_ir((LType){st->src, 0});
-      in->i[1] = ltype_ir((LType){st->dst, 0});
-      in->i[2] = st->dst_dim >= 0 ? st->dst_dim : st->src_dim;
+      IR_I(in, SRC) = ltype_ir((LType){st->src, 0});
+      IR_I(in, DST) = ltype_ir((LType){st->dst, 0});
+      IR_I(in, DIM) = st->dst_dim >= 0 ? st->dst_dim : st->src_dim;
       break;
     }
     in->dst[0] = v = value(L, i + 1 == plan.nsteps ? to : st->out, NULL);
@@ -325,7 +325,7 @@ static int lower_collective(Lower *L, Expr *call, Builtin op) {
     IrInst *in = emit(L, IR_PPERMUTE, call->span);
     ir_set_args(L->c, in, 1, &vx);
     set_axes(in, axes->ty);
-    in->i[0] = int_arg(named(L, call, "shift"));
+    IR_I(in, SHIFT) = int_arg(named(L, call, "shift"));
     in->dst[0] = value(L, call->ty, NULL);
     in->ndst = 1;
     return in->dst[0];
@@ -347,21 +347,21 @@ static int lower_collective(Lower *L, Expr *call, Builtin op) {
   const char *on = o && o->kind == EX_NAME ? o->name : "sum";
   IrReduceOp red = !strcmp(on, "avg") ? RED_AVG : !strcmp(on, "max") ? RED_MAX : !strcmp(on, "min") ? RED_MIN : RED_SUM;
   switch (irop) {
-  case IR_ALL_REDUCE: in->i[0] = red; break;
-  case IR_ALL_GATHER: in->i[0] = sdim_of(src, nd); break;
+  case IR_ALL_REDUCE: IR_I(in, REDUCE) = red; break;
+  case IR_ALL_GATHER: IR_I(in, DIM) = sdim_of(src, nd); break;
   case IR_REDUCE_SCATTER:
-    in->i[0] = sdim_of(dst, nd);
-    in->i[1] = red;
+    IR_I(in, DIM) = sdim_of(dst, nd);
+    IR_I(in, REDUCE) = red;
     break;
   case IR_ALL_TO_ALL:
-    in->i[0] = sdim_of(src, nd);
-    in->i[1] = sdim_of(dst, nd);
+    IR_I(in, SRC_DIM) = sdim_of(src, nd);
+    IR_I(in, DST_DIM) = sdim_of(dst, nd);
     break;
   case IR_CONVERT:
   case IR_REINTERPRET:
-    in->i[0] = ltype_ir(ls);
-    in->i[1] = ltype_ir(ld);
-    in->i[2] = ld.kind == LT_S ? sdim_of(dst, nd) : ls.kind == LT_S ? sdim_of(src, nd) : IR_STACK;
+    IR_I(in, SRC) = ltype_ir(ls);
+    IR_I(in, DST) = ltype_ir(ld);
+    IR_I(in, DIM) = ld.kind == LT_S ? sdim_of(dst, nd) : ls.kind == LT_S ? sdim_of(src, nd) : IR_STACK;
     break;
   default: break;
   }
@@ -415,7 +415,7 @@ static int lower_select(Lower *L, Expr *call, Builtin op) {
   case BI_IOTA:
     in = emit(L, IR_IOTA, sp);
     in->t = rt;
-    in->i[0] = norm_dim(int_arg(named(L, call, "dim")), rt->ndim);
+    IR_I(in, DIM) = norm_dim(int_arg(named(L, call, "dim")), rt->ndim);
     break;
   case BI_WHERE: {
     int args[3] = {lower_expr(L, x), scalar_like(L, pos_arg(call, 1), rt), scalar_like(L, pos_arg(call, 2), rt)};
@@ -425,7 +425,7 @@ static int lower_select(Lower *L, Expr *call, Builtin op) {
     int args[2] = {lower_expr(L, x), lower_expr(L, pos_arg(call, 1))};
     in = emit(L, IR_TAKE_ALONG_DIM, sp);
     ir_set_args(L->c, in, 2, args);
-    in->i[0] = norm_dim(int_arg(named(L, call, "dim")), x->ty->ndim);
+    IR_I(in, DIM) = norm_dim(int_arg(named(L, call, "dim")), x->ty->ndim);
     break;
   }
   case BI_DROPOUT: {
@@ -490,8 +490,8 @@ static int lower_global_norm(Lower *L, Expr *call) {
       st->lt[a] = ft->lt[a] == LT_V ? LT_P : ft->lt[a];
     IrInst *in = emit(L, IR_SUM, sp);
     ir_set_args(L->c, in, 1, &u->dst[0]);
-    in->i[0] = IR_ALL_DIMS; /* every element */
-    in->i[1] = 0;
+    IR_I(in, DIM) = IR_ALL_DIMS; /* every element */
+    IR_I(in, KEEPDIM) = 0;
     in->dst[0] = value(L, st, NULL);
     in->ndst = 1;
     int g = 0;
@@ -524,11 +524,11 @@ static int lower_global_norm(Lower *L, Expr *call) {
         continue;
       ir_set_args(L->c, in, 1, &v);
       if (pass == 0) {
-        in->i[0] = 0; /* sum */
+        IR_I(in, REDUCE) = RED_SUM;
       } else {
-        in->i[0] = 0; /* R -> I (rt_ltype) */
-        in->i[1] = 1;
-        in->i[2] = -1;
+        IR_I(in, SRC) = LTY_R;
+        IR_I(in, DST) = LTY_I;
+        IR_I(in, DIM) = IR_STACK;
       }
       in->dst[0] = v = value(L, next, NULL);
       in->ndst = 1;
@@ -570,9 +570,9 @@ static int *lower_scale_by(Lower *L, Expr *call, int *n) {
     int sv = s;
     if (in) {
       ir_set_args(L->c, in, 1, &s);
-      in->i[0] = 1; /* I */
-      in->i[1] = 0; /* R */
-      in->i[2] = -1;
+      IR_I(in, SRC) = LTY_I;
+      IR_I(in, DST) = LTY_R;
+      IR_I(in, DIM) = IR_STACK;
       in->dst[0] = sv = value(L, su, NULL);
       in->ndst = 1;
     }
@@ -627,8 +627,9 @@ static int lower_builtin(Lower *L, Expr *call, Builtin op) {
     IrInst *in = emit(L, builtin_lowering[op].ir, sp);
     ir_set_args(L->c, in, 1, &v);
     int nd = x->ty->ndim;
-    in->i[0] = d ? norm_dim(int_arg(d), nd) : builtin_flags[op] & OPF_KEEPS_SHAPE ? nd - 1 : IR_ALL_DIMS;
-    in->i[1] = kd && kd->kind == EX_BOOL && kd->ival;
+    IR_I(in, DIM) = d ? norm_dim(int_arg(d), nd) : builtin_flags[op] & OPF_KEEPS_SHAPE ? nd - 1 : IR_ALL_DIMS;
+    if (ir_declares(in->op, IRO_KEEPDIM))
+      IR_I(in, KEEPDIM) = kd && kd->kind == EX_BOOL && kd->ival;
     in->dst[0] = value(L, rt, NULL);
     in->ndst = 1;
     return in->dst[0];
@@ -647,7 +648,7 @@ static int lower_builtin(Lower *L, Expr *call, Builtin op) {
     args = lower_args(L, call, &n);
     IrInst *in = emit(L, IR_CROSS_ENTROPY, sp);
     ir_set_args(L->c, in, 2, args);
-    in->i[0] = ce_reduction(named(L, call, "reduction"));
+    IR_I(in, CE_REDUCTION) = ce_reduction(named(L, call, "reduction"));
     in->dst[0] = value(L, rt, NULL);
     in->ndst = 1;
     return in->dst[0];
@@ -685,8 +686,8 @@ static int lower_builtin(Lower *L, Expr *call, Builtin op) {
     int v = lower_expr(L, x);
     IrInst *in = emit(L, IR_TRANSPOSE, sp);
     ir_set_args(L->c, in, 1, &v);
-    in->i[0] = norm_dim(int_arg(pos_arg(call, 1)), x->ty->ndim);
-    in->i[1] = norm_dim(int_arg(pos_arg(call, 2)), x->ty->ndim);
+    IR_I(in, DIM0) = norm_dim(int_arg(pos_arg(call, 1)), x->ty->ndim);
+    IR_I(in, DIM1) = norm_dim(int_arg(pos_arg(call, 2)), x->ty->ndim);
     in->dst[0] = value(L, rt, NULL);
     in->ndst = 1;
     return in->dst[0];
@@ -698,7 +699,7 @@ static int lower_builtin(Lower *L, Expr *call, Builtin op) {
     ir_set_args(L->c, in, 1, &v);
     int i = 0;
     for (Expr *d = pos_arg(call, 1)->elems; d && i < 7; d = d->next)
-      in->i[i++] = norm_dim(int_arg(d), x->ty->ndim);
+      IR_PERM(in, i++) = norm_dim(int_arg(d), x->ty->ndim);
     in->dst[0] = value(L, rt, NULL);
     in->ndst = 1;
     return in->dst[0];
@@ -723,7 +724,7 @@ static int lower_builtin(Lower *L, Expr *call, Builtin op) {
       args[n++] = lower_expr(L, x);
     IrInst *in = emit(L, IR_CONCAT, sp);
     ir_set_args(L->c, in, n, args);
-    in->i[0] = norm_dim(int_arg(named(L, call, "dim")), rt->ndim);
+    IR_I(in, DIM) = norm_dim(int_arg(named(L, call, "dim")), rt->ndim);
     in->dst[0] = value(L, rt, NULL);
     in->ndst = 1;
     return in->dst[0];
@@ -734,11 +735,11 @@ static int lower_builtin(Lower *L, Expr *call, Builtin op) {
     IrInst *in = emit(L, IR_SLICE, sp);
     ir_set_args(L->c, in, 1, &v);
     int d = norm_dim(int_arg(named(L, call, "dim")), x->ty->ndim);
-    in->i[0] = d;
-    in->i[1] = named(L, call, "start") ? int_arg(named(L, call, "start")) : 0;
+    IR_I(in, DIM) = d;
+    IR_I(in, START) = named(L, call, "start") ? int_arg(named(L, call, "start")) : 0;
     long long full = 0;
     size_is_int(x->ty->shape[d], &full);
-    in->i[2] = named(L, call, "end") ? int_arg(named(L, call, "end")) : full;
+    IR_I(in, END) = named(L, call, "end") ? int_arg(named(L, call, "end")) : full;
     in->dst[0] = value(L, rt, NULL);
     in->ndst = 1;
     return in->dst[0];
@@ -747,7 +748,7 @@ static int lower_builtin(Lower *L, Expr *call, Builtin op) {
     int v = lower_expr(L, pos_arg(call, 0));
     IrInst *in = emit(L, IR_ASTYPE, sp);
     ir_set_args(L->c, in, 1, &v);
-    in->i[0] = rt->dtype;
+    IR_I(in, DTYPE) = rt->dtype;
     in->dst[0] = value(L, rt, NULL);
     in->ndst = 1;
     return in->dst[0];
@@ -756,7 +757,7 @@ static int lower_builtin(Lower *L, Expr *call, Builtin op) {
     int v = lower_expr(L, pos_arg(call, 0));
     IrInst *in = emit(L, IR_COPY, sp);
     ir_set_args(L->c, in, 1, &v);
-    in->i[0] = 1; /* no gradient flows through */
+    IR_I(in, DETACH) = 1; /* no gradient flows through */
     in->dst[0] = value(L, rt, NULL);
     in->ndst = 1;
     return in->dst[0];
@@ -792,7 +793,8 @@ static int lower_builtin(Lower *L, Expr *call, Builtin op) {
     IrInst *in = emit(L, op == BI_RANDN ? IR_RANDN : IR_UNIFORM, sp);
     ir_set_args(L->c, in, 3, args);
     in->t = rt;
-    in->i[0] = e2 != NULL; /* randn: a mean was given */
+    if (op == BI_RANDN)
+      IR_I(in, MEAN_GIVEN) = e2 != NULL;
     in->dst[0] = value(L, rt, NULL);
     in->ndst = 1;
     return in->dst[0];
@@ -856,7 +858,7 @@ static int lower_builtin(Lower *L, Expr *call, Builtin op) {
       if (vals[j] >= 0)
         vals[nv++] = vals[j];
     ir_set_args(L->c, in, nv, vals);
-    in->i[0] = n;
+    IR_I(in, NITEMS) = n;
     return -1;
   }
   case BI_ASSERT_TYPE: return -1;
@@ -884,7 +886,7 @@ static int lower_builtin(Lower *L, Expr *call, Builtin op) {
     cin->op = IR_VJP_CALL;
     cin->span = sp;
     cin->wrt = mask;
-    cin->i[1] = op == BI_VALUE_AND_GRAD;
+    IR_I(cin, VALUE_WANTED) = op == BI_VALUE_AND_GRAD;
     for (int i = 0, nl = type_nleaves(rt); i < nl; i++)
       ir_add_dst(L->c, cin, value(L, type_leaf(rt, i), NULL));
     return cin->dst[0];
@@ -893,7 +895,7 @@ static int lower_builtin(Lower *L, Expr *call, Builtin op) {
     IrInst *cin = lower_call_inst(L, pos_arg(call, 0), true);
     if (!cin)
       return -1;
-    cin->i[0] = 1;
+    IR_I(cin, REMAT) = 1;
     return cin->ndst ? cin->dst[0] : -1;
   }
   default:
@@ -1004,7 +1006,7 @@ static int lower_expr(Lower *L, Expr *e) {
     if (!is_var)
       return id;
     IrInst *in = emit(L, IR_VAR_GET, e->span);
-    in->i[0] = id;
+    IR_I(in, SLOT) = id;
     in->dst[0] = value(L, L->f->vars[id].type, s->name);
     in->ndst = 1;
     return in->dst[0];
@@ -1166,7 +1168,7 @@ static int *lower_leaves(Lower *L, Expr *e, int *n) {
             continue;
           }
           IrInst *in = emit(L, IR_VAR_GET, e->span);
-          in->i[0] = got[i];
+          IR_I(in, SLOT) = got[i];
           in->dst[0] = ids[(*n)++] = value(L, L->f->vars[got[i]].type, L->f->vars[got[i]].name);
           in->ndst = 1;
         }
@@ -1264,7 +1266,7 @@ static void set_vars(Lower *L, const int *slots, const int *ids, int n, Span sp)
     int v = to_tensor(L, ids[i], L->f->vars[slots[i]].type, sp);
     IrInst *in = emit(L, IR_VAR_SET, sp);
     ir_set_args(L->c, in, 1, &v);
-    in->i[0] = slots[i];
+    IR_I(in, SLOT) = slots[i];
   }
 }
 
@@ -1286,7 +1288,7 @@ static void lower_stmt(Lower *L, Stmt *s) {
       slots[i] = ir_var(L->c, L->f, L->f->values[v].type, name);
       IrInst *in = emit(L, IR_VAR_SET, s->span);
       ir_set_args(L->c, in, 1, &v);
-      in->i[0] = slots[i];
+      IR_I(in, SLOT) = slots[i];
       if (!L->f->values[v].hint)
         L->f->values[v].hint = name;
     }
@@ -1325,12 +1327,12 @@ static void lower_stmt(Lower *L, Stmt *s) {
       for (int r = 0; r < n && r < L->nret_slots; r++) {
         IrInst *in = emit(L, IR_VAR_SET, s->span);
         ir_set_args(L->c, in, 1, &vals[r]);
-        in->i[0] = L->ret_slots[r];
+        IR_I(in, SLOT) = L->ret_slots[r];
       }
       int t = host_const(L, s->span, TY_BOOL, 1, 0);
       IrInst *in = emit(L, IR_VAR_SET, s->span);
       ir_set_args(L->c, in, 1, &t);
-      in->i[0] = L->done;
+      IR_I(in, SLOT) = L->done;
       return;
     }
     IrInst *in = emit(L, IR_RETURN, s->span);
@@ -1400,7 +1402,7 @@ static void lower_stmts(Lower *L, Stmt *s) {
     if (!L->slots || !s->next || !may_return(s))
       continue;
     IrInst *g = emit(L, IR_VAR_GET, s->span);
-    g->i[0] = L->done;
+    IR_I(g, SLOT) = L->done;
     g->dst[0] = value(L, host_type(L, TY_BOOL), NULL);
     g->ndst = 1;
     IrInst *not = emit(L, IR_HOST_NOT, s->span);
@@ -1495,14 +1497,14 @@ static void lower_instance(Checker *k, Instance *inst, void *arg) {
     int no = host_const(&L, fn->span, TY_BOOL, 0, 0);
     IrInst *in = ir_emit(c, &f->body, IR_VAR_SET, fn->span);
     ir_set_args(c, in, 1, &no);
-    in->i[0] = L.done;
+    IR_I(in, SLOT) = L.done;
   }
   lower_block(&L, fn->body);
   if (L.slots && L.nret_slots) {
     int *vals = arena_alloc(&c->arena, sizeof(int) * (size_t)L.nret_slots);
     for (int r = 0; r < L.nret_slots; r++) {
       IrInst *g = ir_emit(c, &f->body, IR_VAR_GET, last->span);
-      g->i[0] = L.ret_slots[r];
+      IR_I(g, SLOT) = L.ret_slots[r];
       g->dst[0] = vals[r] = ir_value(c, f, f->ret_types[r], NULL);
       g->ndst = 1;
     }

@@ -46,7 +46,7 @@ static void find_params(IrBlock *b, const int *get_slot, char *kind) {
 static void find_gets(IrBlock *b, int *get_slot) {
   for (IrInst *in = b->head; in; in = in->next) {
     if (in->op == IR_VAR_GET && in->ndst && in->dst[0] >= 0)
-      get_slot[in->dst[0]] = (int)in->i[0];
+      get_slot[in->dst[0]] = (int)IR_I(in, SLOT);
     find_gets(&in->body, get_slot);
     find_gets(&in->els, get_slot);
   }
@@ -64,8 +64,8 @@ const char *mem_slot_kinds(Compiler *c, IrFn *main) {
     for (int br = 0; br < 3; br++) {
       IrInst *x = br == 0 ? in : in->op != IR_IF ? NULL : br == 1 ? in->body.head : in->els.head;
       for (; x; x = br ? x->next : NULL)
-        if (x->op == IR_VAR_SET && !kind[x->i[0]] && main->vars[x->i[0]].type->kind == TY_TENSOR)
-          kind[x->i[0]] = MEM_SLOT_OPT;
+        if (x->op == IR_VAR_SET && !kind[IR_I(x, SLOT)] && main->vars[IR_I(x, SLOT)].type->kind == TY_TENSOR)
+          kind[IR_I(x, SLOT)] = MEM_SLOT_OPT;
     }
   return kind;
 }
@@ -425,9 +425,9 @@ static void set_host(Frame *F, int v, double x) {
 static double trunc_ll(double x) { return (double)(long long)x; }
 
 static void host_binary(Frame *F, IrInst *in) {
-  double a, b;
+  double a = 0, b = 0; /* set where host() says known */
   bool ka = host(F, in->args[0], &a), kb = host(F, in->args[1], &b);
-  OpKind op = (OpKind)in->i[0];
+  OpKind op = (OpKind)IR_I(in, HOST_OP);
   if (op == OP_AND && ((ka && a == 0) || (kb && b == 0))) {
     set_host(F, in->dst[0], 0);
     return;
@@ -486,14 +486,15 @@ static bool shares(Mem *M, Frame *F, IrInst *in) {
   switch (in->op) {
   case IR_COPY: case IR_REINTERPRET: return true;
   case IR_CONVERT:
-    return (in->i[0] == LTY_R || in->i[0] == LTY_I) && (in->i[1] == LTY_R || in->i[1] == LTY_I);
+    return (IR_I(in, SRC) == LTY_R || IR_I(in, SRC) == LTY_I) && (IR_I(in, DST) == LTY_R || IR_I(in, DST) == LTY_I);
   case IR_ALL_REDUCE: return one_rank(M, in);
-  case IR_ALL_GATHER: case IR_REDUCE_SCATTER: case IR_ALL_TO_ALL: return one_rank(M, in) && in->i[0] != IR_STACK;
+  case IR_ALL_GATHER: case IR_REDUCE_SCATTER: return one_rank(M, in) && IR_I(in, DIM) != IR_STACK;
+  case IR_ALL_TO_ALL: return one_rank(M, in) && IR_I(in, SRC_DIM) != IR_STACK;
   case IR_PPERMUTE: {
     long long n = 1;
     for (int i = 0; i < in->naxes; i++)
       n *= M->sizes[in->axes[i]];
-    return in->i[0] % n == 0;
+    return IR_I(in, SHIFT) % n == 0;
   }
   case IR_DROPOUT: return host(F, in->args[2], &p) && p == 0;
   default: return false;
@@ -685,7 +686,7 @@ static void run_inst(Mem *M, Frame *F, IrInst *in) {
   double x, y;
   switch (in->op) {
   case IR_HOST_CONST:
-    set_host(F, in->dst[0], in->t->kind == TY_FLOAT ? in->f : (double)in->i[0]);
+    set_host(F, in->dst[0], in->t->kind == TY_FLOAT ? in->f : (double)IR_I(in, VALUE));
     return;
   case IR_HOST_SIZE:
     set_host(F, in->dst[0], size_value(M, in->size));
@@ -707,7 +708,7 @@ static void run_inst(Mem *M, Frame *F, IrInst *in) {
     }
     return;
   case IR_VAR_SET: {
-    int s = (int)in->i[0], v = in->args[0];
+    int s = (int)IR_I(in, SLOT), v = in->args[0];
     if (f->values[v].type->kind == TY_TENSOR) {
       int old = F->vroot[s];
       F->vroot[s] = F->root[v];
@@ -721,7 +722,7 @@ static void run_inst(Mem *M, Frame *F, IrInst *in) {
     return;
   }
   case IR_VAR_GET: {
-    int s = (int)in->i[0], v = in->dst[0];
+    int s = (int)IR_I(in, SLOT), v = in->dst[0];
     if (f->values[v].type->kind == TY_TENSOR) {
       F->root[v] = F->vroot[s];
       retain(M, F->vroot[s]);
@@ -746,7 +747,7 @@ static void run_inst(Mem *M, Frame *F, IrInst *in) {
     int site = open_site(M, f, in);
     for (long long k = 0; k < runs; k++) {
       if (in->ndst && in->dst[0] >= 0)
-        set_host(F, in->dst[0], in->i[1] ? hi - 1 - (double)k : lo + (double)k);
+        set_host(F, in->dst[0], IR_I(in, BACKWARDS) ? hi - 1 - (double)k : lo + (double)k);
       run_block(M, F, &in->body);
     }
     close_site(M, site);
@@ -800,7 +801,7 @@ static void run_inst(Mem *M, Frame *F, IrInst *in) {
   case IR_CALL: {
     int site = open_site(M, f, in);
     run_call(M, F, in, in->callee);
-    if (in->i[0] && ir_uses_tape(f) && in->next && in->next->op == IR_PUSH) { /* remat: its arguments */
+    if (IR_I(in, REMAT) && ir_uses_tape(f) && in->next && in->next->op == IR_PUSH) { /* remat: its arguments */
       run_inst(M, F, in->next);
       M->skip = in->next;
     }
@@ -894,7 +895,7 @@ static void run_at(Mem *M, Frame *F, const Schedule *S, int k) {
   M->sched = S;
   M->cur_j = k;
   if (S->special[k] && in->op == IR_VAR_GET && F->f->values[in->dst[0]].type->kind == TY_TENSOR) {
-    int s = (int)in->i[0];
+    int s = (int)IR_I(in, SLOT);
     F->root[in->dst[0]] = F->vroot[s];
     F->vroot[s] = -1;
     return;
@@ -1035,7 +1036,7 @@ void memory_report(Compiler *c, IrProgram *p, FILE *out, const char *source_path
         what = arena_sprintf(&c->arena, "for %s", st->f->values[st->in->dst[0]].hint ? st->f->values[st->in->dst[0]].hint
                                                                                           : "loop");
       else
-        what = arena_sprintf(&c->arena, "%s%s", st->in->i[0] ? "remat " : "",
+        what = arena_sprintf(&c->arena, "%s%s", IR_I(st->in, REMAT) ? "remat " : "",
                              st->in->callee && st->in->callee->fn ? st->in->callee->fn->name : "?");
       const char *lab = arena_sprintf(&c->arena, "%*s%s (%s)", 2 * st->depth, "", what, where(&M, st->in->span));
       fprintf(out, "  %-52s %6.0fx %12.0f B  = %s\n", lab, st->count, st->bytes, poly_text(c, M.m, &st->sym));

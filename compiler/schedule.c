@@ -111,7 +111,7 @@ bool sched_transparent(const IrInst *in) { return ir_has(in->op, IRF_FUSE_THROUG
 /* Whether an instruction (or one nested in it) reads or writes var `slot`. */
 static void slots_touched(IrInst *in, bool *touched) {
   if (in->op == IR_VAR_GET || in->op == IR_VAR_SET || in->op == IR_INDEX_ADD_SLOT)
-    touched[in->i[0]] = true;
+    touched[IR_I(in, SLOT)] = true;
   for (IrInst *x = in->body.head; x; x = x->next)
     slots_touched(x, touched);
   for (IrInst *x = in->els.head; x; x = x->next)
@@ -130,10 +130,10 @@ static bool *var_moves(Compiler *c, IrFn *f, IrInst **insts, int n) {
   for (int k = n - 1; k >= 0; k--) {
     IrInst *in = insts[k];
     if (in->op == IR_VAR_GET) {
-      move[k] = next_set[in->i[0]] && (f->values[in->dst[0]].type->kind == TY_TENSOR);
-      next_set[in->i[0]] = false;
+      move[k] = next_set[IR_I(in, SLOT)] && (f->values[in->dst[0]].type->kind == TY_TENSOR);
+      next_set[IR_I(in, SLOT)] = false;
     } else if (in->op == IR_VAR_SET) {
-      next_set[in->i[0]] = true;
+      next_set[IR_I(in, SLOT)] = true;
     } else if (in->body.head || in->els.head || in->op == IR_INDEX_ADD_SLOT) {
       memset(touched, 0, sizeof(bool) * (size_t)(nv ? nv : 1));
       slots_touched(in, touched);
