@@ -342,6 +342,30 @@ void rt_coll_check_stack(rt_ctx *ctx, const rt_tensor *x, int n, const char *wha
              "%s: V form needs a leading dim of the group size %d", what, n);
 }
 
+int rt_all_gather_shape(rt_ctx *ctx, const rt_tensor *x, int dim, int n, int64_t *shape)
+{
+    if (dim != RT_STACK) {
+        memcpy(shape, x->shape, (size_t)x->ndim * sizeof *shape);
+        shape[dim] *= n;
+        return x->ndim;
+    }
+    RT_CHECK(ctx, x->ndim < RT_MAX_DIMS, "all_gather: result would exceed %d dims", RT_MAX_DIMS);
+    shape[0] = n;
+    memcpy(shape + 1, x->shape, (size_t)x->ndim * sizeof *shape);
+    return x->ndim + 1;
+}
+
+int64_t rt_all_to_all_shapes(rt_ctx *ctx, const rt_tensor *x, int si, int dj, int n,
+                             int64_t *chunk, int64_t *shape)
+{
+    int64_t m = rt_coll_split(ctx, x, dj, n, "all_to_all");
+    memcpy(chunk, x->shape, (size_t)x->ndim * sizeof *chunk);
+    chunk[dj] = m;
+    memcpy(shape, chunk, (size_t)x->ndim * sizeof *shape);
+    shape[si] *= n;
+    return m;
+}
+
 void rt_all_reduce_check(rt_ctx *ctx, const rt_tensor *x, rt_reduce_op op)
 {
     RT_CHECK(ctx, !(op == RT_RED_AVG && x->dtype == RT_I32), "all_reduce: op=avg needs a float tensor");

@@ -3,7 +3,8 @@
  * (on the target's rt_reduce_dim) and their backwards (rt_expand,
  * rt_binary, rt_scale), where's backward (rt_where, rt_sum_to_shape),
  * cross_entropy (the mean of rt_cross_entropy_reduce), transpose (a
- * permute), index_bwd and index_add (on rt_index_add_). */
+ * permute), index_bwd and index_add (on rt_index_add_), scale, and a binary
+ * op's backward (rt_binary_bwd_f64 over the target's rt_binary_grads). */
 #include <string.h>
 
 #include "rt_internal.h"

@@ -353,6 +353,14 @@ int rt_coll_check_dim(rt_ctx *ctx, const rt_tensor *x, int dim, const char *what
 int64_t rt_coll_split(rt_ctx *ctx, const rt_tensor *x, int dim, int n, const char *what);
 void rt_coll_check_stack(rt_ctx *ctx, const rt_tensor *x, int n, const char *what);
 void rt_all_reduce_check(rt_ctx *ctx, const rt_tensor *x, rt_reduce_op op);
+/* all_gather's result shape over n ranks (dim RT_STACK: a new leading dim
+ * of n, at most RT_MAX_DIMS in all); returns its ndim */
+int rt_all_gather_shape(rt_ctx *ctx, const rt_tensor *x, int dim, int n, int64_t *shape);
+/* all_to_all S(si) -> S(dj) over n ranks: the shape of the chunk sent to
+ * each rank (dim dj split in n) and of the result (dim si n times the
+ * chunk's); returns the chunk's size along dj */
+int64_t rt_all_to_all_shapes(rt_ctx *ctx, const rt_tensor *x, int si, int dj, int n,
+                             int64_t *chunk, int64_t *shape);
 void rt_all_to_all_check(rt_ctx *ctx, const rt_tensor *x, int *src_dim, int *dst_dim);
 
 /* shape ops: the row-major strides of shape; reshape's shape sh (a -1
