@@ -46,6 +46,57 @@ void rt_broadcast_strides(const rt_tensor *x, int ndim, const int64_t *shape, in
     }
 }
 
+rt_bcast rt_binary_broadcast(rt_ctx *ctx, const rt_tensor *a, const rt_tensor *b, const char *what)
+{
+    rt_bshape s = {0};
+    rt_broadcast_add(ctx, &s, a, what);
+    rt_broadcast_add(ctx, &s, b, what);
+    rt_bcast bc = {.ndim = s.ndim};
+    memcpy(bc.shape, s.shape, sizeof bc.shape);
+    rt_broadcast_strides(a, bc.ndim, bc.shape, bc.sa);
+    rt_broadcast_strides(b, bc.ndim, bc.shape, bc.sb);
+    return bc;
+}
+
+/* ---- elementwise */
+
+void rt_unary_bwd_check(rt_ctx *ctx, rt_unary_op op, const rt_tensor *x, const rt_tensor *dy)
+{
+    RT_CHECK(ctx, op >= 0 && op < RT_NUNARY, "unary_bwd: bad op %d", (int)op);
+    rt_check_float(ctx, x, rt_unary_name(op));
+    RT_CHECK(ctx, rt_same_shape(x, dy) && x->dtype == dy->dtype,
+             "%s backward: gradient shape or dtype differs from the input", rt_unary_name(op));
+}
+
+void rt_binary_check(rt_ctx *ctx, rt_binary_op op, const rt_tensor *a, const rt_tensor *b)
+{
+    RT_CHECK(ctx, op >= 0 && op < RT_NBINARY, "binary: bad op %d", (int)op);
+    RT_CHECK(ctx, a->dtype == b->dtype, "%s: dtypes differ (%s and %s); use astype",
+             rt_binary_name(op), rt_dtype_name(a->dtype), rt_dtype_name(b->dtype));
+    RT_CHECK(ctx, !(a->dtype == RT_I32 && (op == RT_DIV || op == RT_POW)),
+             "%s: needs a float dtype (f32, f64, bf16), got i32", rt_binary_name(op));
+}
+
+/* ---- random numbers */
+
+void rt_random_check(rt_ctx *ctx, rt_dtype dt, const rt_layout *l)
+{
+    rt_check_float(ctx, &(rt_tensor){.dtype = dt}, "random");
+    for (int d = l->ndim - 1; d >= 0; d--)
+        RT_CHECK(ctx, l->offset[d] + l->local[d] <= l->global[d],
+                 "random: block exceeds the global shape in dim %d", d);
+}
+
+void rt_dropout_check(rt_ctx *ctx, const rt_tensor *x, double p, const rt_layout *l)
+{
+    RT_CHECK(ctx, p >= 0 && p < 1, "dropout: p=%g is not in [0, 1)", p);
+    RT_CHECK(ctx, l->ndim == x->ndim, "dropout: the layout does not describe the tensor");
+    for (int d = 0; d < x->ndim; d++)
+        RT_CHECK(ctx, l->local[d] == x->shape[d] && l->offset[d] + l->local[d] <= l->global[d],
+                 "dropout: the layout does not describe the tensor (dim %d)", d);
+    rt_check_float(ctx, x, "dropout");
+}
+
 /* ---- where, take_along_dim */
 
 rt_bshape rt_where_check(rt_ctx *ctx, const rt_tensor *c, const rt_tensor *a, const rt_tensor *b)
@@ -289,6 +340,30 @@ void rt_coll_check_stack(rt_ctx *ctx, const rt_tensor *x, int n, const char *wha
 {
     RT_CHECK(ctx, x->ndim >= 1 && x->shape[0] == n,
              "%s: V form needs a leading dim of the group size %d", what, n);
+}
+
+int rt_all_gather_shape(rt_ctx *ctx, const rt_tensor *x, int dim, int n, int64_t *shape)
+{
+    if (dim != RT_STACK) {
+        memcpy(shape, x->shape, (size_t)x->ndim * sizeof *shape);
+        shape[dim] *= n;
+        return x->ndim;
+    }
+    RT_CHECK(ctx, x->ndim < RT_MAX_DIMS, "all_gather: result would exceed %d dims", RT_MAX_DIMS);
+    shape[0] = n;
+    memcpy(shape + 1, x->shape, (size_t)x->ndim * sizeof *shape);
+    return x->ndim + 1;
+}
+
+int64_t rt_all_to_all_shapes(rt_ctx *ctx, const rt_tensor *x, int si, int dj, int n,
+                             int64_t *chunk, int64_t *shape)
+{
+    int64_t m = rt_coll_split(ctx, x, dj, n, "all_to_all");
+    memcpy(chunk, x->shape, (size_t)x->ndim * sizeof *chunk);
+    chunk[dj] = m;
+    memcpy(shape, chunk, (size_t)x->ndim * sizeof *shape);
+    shape[si] *= n;
+    return m;
 }
 
 void rt_all_reduce_check(rt_ctx *ctx, const rt_tensor *x, rt_reduce_op op)

@@ -130,18 +130,11 @@ rt_tensor *rt_all_gather(rt_ctx *ctx, const rt_tensor *x, rt_axes axes, int dim)
         return rt_retain((rt_tensor *)x);
     rt_kspan ks_ = rt_kernel_begin(ctx);
     int64_t shape[RT_MAX_DIMS], outer, d, inner;
-    rt_tensor *y;
+    int ndim = rt_all_gather_shape(ctx, x, dim, g->size, shape);
+    rt_tensor *y = rt_empty(ctx, x->dtype, ndim, shape);
     if (dim == RT_STACK) {
-        RT_CHECK(ctx, x->ndim < RT_MAX_DIMS, "all_gather: result would exceed %d dims",
-                 RT_MAX_DIMS);
-        shape[0] = g->size;
-        memcpy(shape + 1, x->shape, (size_t)x->ndim * sizeof *shape);
-        y = rt_empty(ctx, x->dtype, x->ndim + 1, shape);
         gather_raw(ctx, g, x, y->data);
     } else {
-        memcpy(shape, x->shape, sizeof shape);
-        shape[dim] *= g->size;
-        y = rt_empty(ctx, x->dtype, x->ndim, shape);
         rt_split_dims(x, dim, &outer, &d, &inner);
         if (outer == 1) {
             gather_raw(ctx, g, x, y->data);
@@ -263,12 +256,8 @@ static rt_tensor *a2a_dims(rt_ctx *ctx, rt_group *g, const rt_tensor *x, int si,
 {
     int n = g->size;
     size_t esz = rt_dtype_size(x->dtype);
-    int64_t m = rt_coll_split(ctx, x, dj, n, "all_to_all");
     int64_t chunk[RT_MAX_DIMS], shape[RT_MAX_DIMS], oj, d, ij;
-    memcpy(chunk, x->shape, sizeof chunk);
-    chunk[dj] = m;
-    memcpy(shape, chunk, sizeof shape);
-    shape[si] *= n;
+    int64_t m = rt_all_to_all_shapes(ctx, x, si, dj, n, chunk, shape);
     rt_tensor *y = rt_empty(ctx, x->dtype, x->ndim, shape);
     int64_t blk = x->numel / n;
     rt_tensor *send = NULL, *recv = NULL;

@@ -3,7 +3,8 @@
  * (on the target's rt_reduce_dim) and their backwards (rt_expand,
  * rt_binary, rt_scale), where's backward (rt_where, rt_sum_to_shape),
  * cross_entropy (the mean of rt_cross_entropy_reduce), transpose (a
- * permute), index_bwd and index_add (on rt_index_add_). */
+ * permute), index_bwd and index_add (on rt_index_add_), scale, and a binary
+ * op's backward (rt_binary_bwd_f64 over the target's rt_binary_grads). */
 #include <string.h>
 
 #include "rt_internal.h"
@@ -168,4 +169,96 @@ rt_tensor *rt_index_add(rt_ctx *ctx, rt_tensor *acc, int64_t i, const rt_tensor 
     }
     rt_index_add_(ctx, acc, i, x);
     return acc;
+}
+
+rt_tensor *rt_scale(rt_ctx *ctx, const rt_tensor *x, double s)
+{
+    return rt_binary_scalar(ctx, RT_MUL, x, s, false);
+}
+
+/* ---- a binary op's backward (rt_internal.h) */
+
+static rt_tensor *as_f64_full(rt_ctx *ctx, const rt_tensor *x, const rt_bcast *bc)
+{
+    rt_tensor *e = rt_expand(ctx, x, bc->ndim, bc->shape);
+    rt_tensor *f = rt_astype(ctx, e, RT_F64);
+    rt_free(ctx, e);
+    return f;
+}
+
+/* g64 (consumed) summed to like's shape, in like's dtype */
+static rt_tensor *grad_to(rt_ctx *ctx, rt_tensor *g64, const rt_tensor *like)
+{
+    rt_tensor *s = rt_sum_to_shape(ctx, g64, like->ndim, like->shape);
+    rt_tensor *r = rt_astype(ctx, s, like->dtype);
+    rt_free(ctx, s);
+    rt_free(ctx, g64);
+    return r;
+}
+
+/* The common case of a backward without broadcasting: +, -, * of tensors of
+ * one shape need no f64 copies and no reduction. */
+static bool binary_bwd_same_shape(rt_ctx *ctx, rt_binary_op op, const rt_tensor *a,
+                                  const rt_tensor *b, const rt_tensor *dy, rt_tensor **da,
+                                  rt_tensor **db)
+{
+    if (!rt_same_shape(a, b) || !rt_same_shape(a, dy) || a->dtype != b->dtype ||
+        a->dtype != dy->dtype || (op != RT_ADD && op != RT_SUB && op != RT_MUL))
+        return false;
+    if (da)
+        *da = op == RT_MUL ? rt_binary(ctx, RT_MUL, dy, b) : rt_retain((rt_tensor *)dy);
+    if (db)
+        *db = op == RT_MUL ? rt_binary(ctx, RT_MUL, dy, a)
+            : op == RT_SUB ? rt_unary(ctx, RT_NEG, dy) : rt_retain((rt_tensor *)dy);
+    return true;
+}
+
+void rt_binary_bwd_f64(rt_ctx *ctx, rt_binary_op op, const rt_tensor *a, const rt_tensor *b,
+                       const rt_tensor *dy, rt_tensor **da, rt_tensor **db)
+{
+    RT_KERNEL(ctx, RT_K_ELEMENTWISE, rt_binary_bwd_name(op));
+    if (binary_bwd_same_shape(ctx, op, a, b, dy, da, db))
+        return;
+    if ((op == RT_ADD || op == RT_SUB) && a->dtype == b->dtype && a->dtype == dy->dtype) {
+        /* a bias or a position added to every row: each gradient is dy
+         * summed to the operand's shape (in f64, rounded once, as below),
+         * with no full-size f64 copies */
+        if (da)
+            *da = rt_sum_to_shape(ctx, dy, a->ndim, a->shape);
+        if (db) {
+            rt_tensor *s = rt_sum_to_shape(ctx, dy, b->ndim, b->shape);
+            *db = op == RT_SUB ? rt_unary(ctx, RT_NEG, s) : rt_retain(s);
+            rt_free(ctx, s);
+        }
+        return;
+    }
+    if (op == RT_MUL && a->dtype == b->dtype && a->dtype == dy->dtype &&
+        ((b->numel == 1 && !db && rt_same_shape(a, dy)) || (a->numel == 1 && !da && rt_same_shape(b, dy)))) {
+        /* x * s for a scalar s whose gradient nobody wants (a host number):
+         * dy * s; a product of two floats rounds the same in f32 as in f64 */
+        if (da)
+            *da = rt_binary(ctx, RT_MUL, dy, b);
+        if (db)
+            *db = rt_binary(ctx, RT_MUL, dy, a);
+        return;
+    }
+    rt_bcast bc = rt_binary_broadcast(ctx, a, b, rt_binary_name(op));
+    RT_CHECK(ctx, dy->ndim == bc.ndim && rt_numel_of(bc.ndim, bc.shape) == dy->numel,
+             "%s backward: gradient shape differs from the result", rt_binary_name(op));
+    rt_tensor *A = as_f64_full(ctx, a, &bc), *B = as_f64_full(ctx, b, &bc);
+    rt_tensor *DY = rt_astype(ctx, dy, RT_F64);
+    rt_tensor *GA = rt_empty(ctx, RT_F64, bc.ndim, bc.shape);
+    rt_tensor *GB = rt_empty(ctx, RT_F64, bc.ndim, bc.shape);
+    rt_binary_grads(ctx, op, A, B, DY, GA, GB);
+    rt_free(ctx, A);
+    rt_free(ctx, B);
+    rt_free(ctx, DY);
+    if (da)
+        *da = grad_to(ctx, GA, a);
+    else
+        rt_free(ctx, GA);
+    if (db)
+        *db = grad_to(ctx, GB, b);
+    else
+        rt_free(ctx, GB);
 }

@@ -1,44 +1,43 @@
-/* Host numbers: the elementwise built-ins applied to a host number, in
- * double (exp(0.5), pow(0.9, step), cos(pi * t) for schedules), and the
- * wall clock. */
-#include <math.h>
-
+/* The elementwise ops' names, and the ops applied to a host number in double
+ * (exp(0.5), pow(0.9, step), cos(pi * t) for schedules) from the X-lists of
+ * spmdrt.h with elementwise_formulas.h's helpers, so that a host number gets
+ * the bits of an f64 tensor's scalar kernel; and the wall clock. */
 #include "rt_internal.h"
+
+#include "elementwise_formulas.h"
+
+#define NAME_U(NAME, name, f, d) #name,
+#define NAME_B(NAME, name, f, da, db) #name,
+#define NAME_UB(NAME, name, f, d) #name "_bwd",
+#define NAME_UG(NAME, name, f, d) #name "_with_grad",
+#define NAME_BB(NAME, name, f, da, db) #name "_bwd",
+static const char *const unary_names[] = {RT_UNARY_OPS(NAME_U)};
+static const char *const binary_names[] = {RT_BINARY_OPS(NAME_B)};
+static const char *const unary_bwd_names[] = {RT_UNARY_OPS(NAME_UB)};
+static const char *const unary_grad_names[] = {RT_UNARY_OPS(NAME_UG)};
+static const char *const binary_bwd_names[] = {RT_BINARY_OPS(NAME_BB)};
+const char *rt_unary_name(rt_unary_op op) { return unary_names[op]; }
+const char *rt_binary_name(rt_binary_op op) { return binary_names[op]; }
+const char *rt_unary_bwd_name(rt_unary_op op) { return unary_bwd_names[op]; }
+const char *rt_unary_grad_name(rt_unary_op op) { return unary_grad_names[op]; }
+const char *rt_binary_bwd_name(rt_binary_op op) { return binary_bwd_names[op]; }
 
 double rt_host_unary(rt_unary_op op, double x)
 {
     switch (op) {
-    case RT_EXP: return exp(x);
-    case RT_LOG: return log(x);
-    case RT_SQRT: return sqrt(x);
-    case RT_RSQRT: return 1.0 / sqrt(x);
-    case RT_TANH: return tanh(x);
-    case RT_SIGMOID: return 1.0 / (1.0 + exp(-x));
-    case RT_RELU: return x > 0 ? x : 0.0;
-    case RT_GELU: return 0.5 * x * (1.0 + erf(x * M_SQRT1_2));
-    case RT_GELU_TANH: return 0.5 * x * (1.0 + tanh(0.7978845608028654 * (x + 0.044715 * x * x * x)));
-    case RT_SILU: return x / (1.0 + exp(-x));
-    case RT_ABS: return fabs(x);
-    case RT_SQUARE: return x * x;
-    case RT_SIN: return sin(x);
-    case RT_COS: return cos(x);
-    case RT_NEG: return -x;
-    default: return NAN;
+        RT_UNARY_OPS(RT_UNARY_F_CASE)
+    case RT_NUNARY: break;
     }
+    return NAN;
 }
 
 double rt_host_binary(rt_binary_op op, double a, double b)
 {
     switch (op) {
-    case RT_POW: return pow(a, b);
-    case RT_MAX: return a >= b ? a : b;
-    case RT_MIN: return a <= b ? a : b;
-    case RT_ADD: return a + b;
-    case RT_SUB: return a - b;
-    case RT_MUL: return a * b;
-    case RT_DIV: return a / b;
-    default: return NAN;
+        RT_BINARY_OPS(RT_BINARY_F_CASE)
+    case RT_NBINARY: break;
     }
+    return NAN;
 }
 
 /* Rank 0's clock, so that every rank has the same number (a value that may

@@ -7,71 +7,14 @@
 #include <string.h>
 #include <tgmath.h>
 
+#include "elementwise_formulas.h"
 #include "rt_cpu.h"
 #include "vmath.h"
 
-/* ---- helpers named in the op tables
- * Each has a float and a double version; the tables' formulas pick one by
- * the type of x (f32 tensors compute in float, as PyTorch does: about twice
- * as fast for erf and exp, within float rounding). */
-
-#define HELPERS(T, S, L)                                                                 \
-    static inline T rt_sigmoid_##S(T x)                                                  \
-    {                                                                                    \
-        return x >= 0 ? (T)1 / ((T)1 + exp(-x)) : exp(x) / ((T)1 + exp(x));             \
-    }                                                                                    \
-    static inline T rt_gelu_##S(T x) { return (T)0.5 * x * ((T)1 + erf(x * (T)M_SQRT1_2)); } \
-    static inline T rt_gelu_d_##S(T x)                                                   \
-    {                                                                                    \
-        return (T)0.5 * ((T)1 + erf(x * (T)M_SQRT1_2)) +                                 \
-               x * exp((T)-0.5 * x * x) * (T)(0.5 * M_2_SQRTPI * M_SQRT1_2);             \
-    }                                                                                    \
-    static inline T rt_gelu_tanh_##S(T x)                                                \
-    {                                                                                    \
-        return (T)0.5 * x * ((T)1 + tanh((T)GELU_C * (x + (T)0.044715 * x * x * x)));   \
-    }                                                                                    \
-    static inline T rt_gelu_tanh_d_##S(T x)                                              \
-    {                                                                                    \
-        T t = tanh((T)GELU_C * (x + (T)0.044715 * x * x * x));                           \
-        return (T)0.5 * ((T)1 + t) +                                                     \
-               (T)0.5 * x * ((T)1 - t * t) * (T)GELU_C * ((T)1 + (T)(3 * 0.044715) * x * x); \
-    }                                                                                    \
-    static inline T rt_silu_d_##S(T x)                                                   \
-    {                                                                                    \
-        T s = rt_sigmoid_##S(x);                                                         \
-        return s * ((T)1 + x * ((T)1 - s));                                              \
-    }
-#define GELU_C 0.7978845608028654 /* sqrt(2/pi) */
-HELPERS(float, f, F)
-HELPERS(double, d, D)
-#define PICK(name, x) _Generic((x), float: name##f, default: name##d)(x)
-#define rt_sigmoid_(x) PICK(rt_sigmoid_, x)
-#define rt_gelu_(x) PICK(rt_gelu_, x)
-#define rt_gelu_d_(x) PICK(rt_gelu_d_, x)
-#define rt_gelu_tanh_(x) PICK(rt_gelu_tanh_, x)
-#define rt_gelu_tanh_d_(x) PICK(rt_gelu_tanh_d_, x)
-#define rt_silu_d_(x) PICK(rt_silu_d_, x)
-
-static inline double rt_pow_db_(double a, double b)
-{
-    return a > 0 ? pow(a, b) * log(a) : 0.0;
-}
-
-/* ---- names */
-
-#define NAME_U(NAME, name, f, d) #name,
-#define NAME_B(NAME, name, f, da, db) #name,
-#define NAME_UB(NAME, name, f, d) #name "_bwd",
-#define NAME_UG(NAME, name, f, d) #name "_with_grad",
-#define NAME_BB(NAME, name, f, da, db) #name "_bwd",
-static const char *unary_names[] = {RT_UNARY_OPS(NAME_U)};
-static const char *binary_names[] = {RT_BINARY_OPS(NAME_B)};
-/* kernel names in --trace and --profile */
-static const char *unary_bwd_names[] = {RT_UNARY_OPS(NAME_UB)};
-static const char *unary_grad_names[] = {RT_UNARY_OPS(NAME_UG)};
-static const char *binary_bwd_names[] = {RT_BINARY_OPS(NAME_BB)};
-const char *rt_unary_name(rt_unary_op op) { return unary_names[op]; }
-const char *rt_binary_name(rt_binary_op op) { return binary_names[op]; }
+/* The helpers named in the op tables come from elementwise_formulas.h: f32
+ * tensors compute in float, as PyTorch does (about twice as fast for erf
+ * and exp, within float rounding). The ops' names and their kernels' names
+ * are host.c's. */
 
 /* ---- unary */
 
@@ -136,17 +79,16 @@ rt_tensor *rt_unary(rt_ctx *ctx, rt_unary_op op, const rt_tensor *x)
     RT_CHECK(ctx, op >= 0 && op < RT_NUNARY, "unary: bad op %d", (int)op);
     if (x->dtype == RT_BF16)
         return rt_bf16_unary(ctx, op, x);
-    RT_KERNEL(ctx, RT_K_ELEMENTWISE, unary_names[op]);
-    if (x->dtype == RT_I32 && (op == RT_NEG || op == RT_ABS || op == RT_SQUARE || op == RT_RELU)) {
+    RT_KERNEL(ctx, RT_K_ELEMENTWISE, rt_unary_name(op));
+    if (x->dtype == RT_I32 && rt_unary_has_i32(op)) {
         rt_tensor *y = rt_empty(ctx, RT_I32, x->ndim, x->shape);
         const int32_t *X = x->data;
         int32_t *Y = y->data;
         for (int64_t i = 0; i < x->numel; i++)
-            Y[i] = op == RT_NEG ? -X[i] : op == RT_ABS ? (X[i] < 0 ? -X[i] : X[i])
-                 : op == RT_SQUARE ? X[i] * X[i] : (X[i] > 0 ? X[i] : 0);
+            Y[i] = rt_unary_i32(op, X[i]);
         return y;
     }
-    rt_check_float(ctx, x, unary_names[op]);
+    rt_check_float(ctx, x, rt_unary_name(op));
     rt_tensor *y = rt_empty(ctx, x->dtype, x->ndim, x->shape);
     rt_vm_map v = ctx->tgt->vm ? ctx->tgt->vm->un[x->dtype == RT_F64][op] : NULL;
     (v ? v : (x->dtype == RT_F32 ? unary_f32 : unary_f64)[op])(x->data, y->data, x->numel);
@@ -158,10 +100,8 @@ rt_tensor *rt_unary_bwd(rt_ctx *ctx, rt_unary_op op, const rt_tensor *x, const r
     RT_CHECK(ctx, op >= 0 && op < RT_NUNARY, "unary_bwd: bad op %d", (int)op);
     if (x->dtype == RT_BF16)
         return rt_bf16_unary_bwd(ctx, op, x, dy);
-    rt_check_float(ctx, x, unary_names[op]);
-    RT_CHECK(ctx, rt_same_shape(x, dy) && x->dtype == dy->dtype,
-             "%s backward: gradient shape or dtype differs from the input", unary_names[op]);
-    RT_KERNEL(ctx, RT_K_ELEMENTWISE, unary_bwd_names[op]);
+    rt_unary_bwd_check(ctx, op, x, dy);
+    RT_KERNEL(ctx, RT_K_ELEMENTWISE, rt_unary_bwd_name(op));
     rt_tensor *dx = rt_empty(ctx, x->dtype, x->ndim, x->shape);
     rt_vm_bwd v = ctx->tgt->vm ? ctx->tgt->vm->unb[x->dtype == RT_F64][op] : NULL;
     (v ? v : (x->dtype == RT_F32 ? unary_bwd_f32 : unary_bwd_f64)[op])(x->data, dy->data,
@@ -177,8 +117,8 @@ void rt_unary_with_grad(rt_ctx *ctx, rt_unary_op op, const rt_tensor *x, rt_tens
         rt_bf16_unary_with_grad(ctx, op, x, y, dydx);
         return;
     }
-    rt_check_float(ctx, x, unary_names[op]);
-    RT_KERNEL(ctx, RT_K_ELEMENTWISE, unary_grad_names[op]);
+    rt_check_float(ctx, x, rt_unary_name(op));
+    RT_KERNEL(ctx, RT_K_ELEMENTWISE, rt_unary_grad_name(op));
     *y = rt_empty(ctx, x->dtype, x->ndim, x->shape);
     *dydx = rt_empty(ctx, x->dtype, x->ndim, x->shape);
     rt_vm_grad v = ctx->tgt->vm ? ctx->tgt->vm->ung[x->dtype == RT_F64][op] : NULL;
@@ -186,30 +126,7 @@ void rt_unary_with_grad(rt_ctx *ctx, rt_unary_op op, const rt_tensor *x, rt_tens
         x->data, (*y)->data, (*dydx)->data, x->numel);
 }
 
-rt_tensor *rt_scale(rt_ctx *ctx, const rt_tensor *x, double s)
-{
-    return rt_binary_scalar(ctx, RT_MUL, x, s, false);
-}
-
-/* ---- broadcasting */
-
-typedef struct bcast {
-    int ndim;
-    int64_t shape[RT_MAX_DIMS];
-    int64_t sa[RT_MAX_DIMS], sb[RT_MAX_DIMS]; /* element strides, 0 = broadcast */
-} bcast;
-
-static bcast broadcast(rt_ctx *ctx, const rt_tensor *a, const rt_tensor *b, const char *what)
-{
-    rt_bshape s = {0};
-    rt_broadcast_add(ctx, &s, a, what);
-    rt_broadcast_add(ctx, &s, b, what);
-    bcast bc = {.ndim = s.ndim};
-    memcpy(bc.shape, s.shape, sizeof bc.shape);
-    rt_broadcast_strides(a, bc.ndim, bc.shape, bc.sa);
-    rt_broadcast_strides(b, bc.ndim, bc.shape, bc.sb);
-    return bc;
-}
+/* ---- binary (NumPy broadcasting: rt_binary_broadcast) */
 
 typedef void (*binary_fn)(const void *a, int64_t sa, const void *b, int64_t sb, void *out,
                           int64_t n);
@@ -259,7 +176,7 @@ static const binary_fn binary_tab[3][RT_NBINARY] = {
     [RT_I32] = {RT_BINARY_OPS(BIN_I32)},
 };
 
-static void run_binary(binary_fn fn, const bcast *bc, size_t esz, const void *a, const void *b,
+static void run_binary(binary_fn fn, const rt_bcast *bc, size_t esz, const void *a, const void *b,
                        void *out)
 {
     int64_t n = rt_numel_of(bc->ndim, bc->shape);
@@ -290,15 +207,11 @@ static void run_binary(binary_fn fn, const bcast *bc, size_t esz, const void *a,
 
 rt_tensor *rt_binary(rt_ctx *ctx, rt_binary_op op, const rt_tensor *a, const rt_tensor *b)
 {
-    RT_CHECK(ctx, op >= 0 && op < RT_NBINARY, "binary: bad op %d", (int)op);
-    if (a->dtype == RT_BF16 || b->dtype == RT_BF16)
+    rt_binary_check(ctx, op, a, b);
+    if (a->dtype == RT_BF16)
         return rt_bf16_binary(ctx, op, a, b);
-    RT_CHECK(ctx, a->dtype == b->dtype, "%s: dtypes differ (%s and %s); use astype",
-             binary_names[op], rt_dtype_name(a->dtype), rt_dtype_name(b->dtype));
-    RT_CHECK(ctx, !(a->dtype == RT_I32 && (op == RT_DIV || op == RT_POW)),
-             "%s: needs a float dtype (f32, f64, bf16), got i32", binary_names[op]);
-    bcast bc = broadcast(ctx, a, b, binary_names[op]);
-    RT_KERNEL(ctx, RT_K_ELEMENTWISE, binary_names[op]);
+    rt_bcast bc = rt_binary_broadcast(ctx, a, b, rt_binary_name(op));
+    RT_KERNEL(ctx, RT_K_ELEMENTWISE, rt_binary_name(op));
     rt_tensor *y = rt_empty(ctx, a->dtype, bc.ndim, bc.shape);
     binary_fn fn = binary_tab[a->dtype][op];
     size_t esz = rt_dtype_size(a->dtype);
@@ -324,7 +237,8 @@ rt_tensor *rt_binary_scalar(rt_ctx *ctx, rt_binary_op op, const rt_tensor *a, do
     return y;
 }
 
-/* ---- binary backward: full-size f64 gradients, then summed to each shape */
+/* ---- binary backward (composite.c's rt_binary_bwd_f64): full-size f64
+ * gradients, then summed to each shape */
 
 #define GRAD_CASE(NAME, name, f, da_, db_)                       \
     case RT_##NAME:                                              \
@@ -336,102 +250,27 @@ rt_tensor *rt_binary_scalar(rt_ctx *ctx, rt_binary_op op, const rt_tensor *a, do
         }                                                        \
         break;
 
-static void binary_grads(rt_binary_op op, const double *A, const double *B, const double *DY,
-                         double *GA, double *GB, int64_t n)
+void rt_binary_grads(rt_ctx *ctx, rt_binary_op op, const rt_tensor *a, const rt_tensor *b,
+                     const rt_tensor *dy, rt_tensor *ga, rt_tensor *gb)
 {
+    (void)ctx;
+    const double *A = a->data, *B = b->data, *DY = dy->data;
+    double *GA = ga->data, *GB = gb->data;
+    int64_t n = ga->numel;
     switch (op) {
         RT_BINARY_OPS(GRAD_CASE)
     case RT_NBINARY: break;
     }
 }
 
-static rt_tensor *as_f64_full(rt_ctx *ctx, const rt_tensor *x, const bcast *bc)
-{
-    rt_tensor *e = rt_expand(ctx, x, bc->ndim, bc->shape);
-    rt_tensor *f = rt_astype(ctx, e, RT_F64);
-    rt_free(ctx, e);
-    return f;
-}
-
-static rt_tensor *grad_to(rt_ctx *ctx, rt_tensor *g64, const rt_tensor *like)
-{
-    rt_tensor *s = rt_sum_to_shape(ctx, g64, like->ndim, like->shape);
-    rt_tensor *r = rt_astype(ctx, s, like->dtype);
-    rt_free(ctx, s);
-    rt_free(ctx, g64);
-    return r;
-}
-
-/* The common case of a backward without broadcasting: +, -, * of tensors of
- * one shape need no f64 copies and no reduction. */
-static bool binary_bwd_same_shape(rt_ctx *ctx, rt_binary_op op, const rt_tensor *a,
-                                  const rt_tensor *b, const rt_tensor *dy, rt_tensor **da,
-                                  rt_tensor **db)
-{
-    if (!rt_same_shape(a, b) || !rt_same_shape(a, dy) || a->dtype != b->dtype ||
-        a->dtype != dy->dtype || (op != RT_ADD && op != RT_SUB && op != RT_MUL))
-        return false;
-    if (da)
-        *da = op == RT_MUL ? rt_binary(ctx, RT_MUL, dy, b) : rt_retain((rt_tensor *)dy);
-    if (db)
-        *db = op == RT_MUL ? rt_binary(ctx, RT_MUL, dy, a)
-            : op == RT_SUB ? rt_unary(ctx, RT_NEG, dy) : rt_retain((rt_tensor *)dy);
-    return true;
-}
-
 void rt_binary_bwd(rt_ctx *ctx, rt_binary_op op, const rt_tensor *a, const rt_tensor *b,
                    const rt_tensor *dy, rt_tensor **da, rt_tensor **db)
 {
-    rt_check_float(ctx, a, binary_names[op]);
-    if (a->dtype == RT_BF16) {
+    rt_check_float(ctx, a, rt_binary_name(op));
+    if (a->dtype == RT_BF16)
         rt_bf16_binary_bwd(ctx, op, a, b, dy, da, db);
-        return;
-    }
-    RT_KERNEL(ctx, RT_K_ELEMENTWISE, binary_bwd_names[op]);
-    if (binary_bwd_same_shape(ctx, op, a, b, dy, da, db))
-        return;
-    if ((op == RT_ADD || op == RT_SUB) && a->dtype == b->dtype && a->dtype == dy->dtype) {
-        /* a bias or a position added to every row: each gradient is dy
-         * summed to the operand's shape (in f64, rounded once, as below),
-         * with no full-size f64 copies */
-        if (da)
-            *da = rt_sum_to_shape(ctx, dy, a->ndim, a->shape);
-        if (db) {
-            rt_tensor *s = rt_sum_to_shape(ctx, dy, b->ndim, b->shape);
-            *db = op == RT_SUB ? rt_unary(ctx, RT_NEG, s) : rt_retain(s);
-            rt_free(ctx, s);
-        }
-        return;
-    }
-    if (op == RT_MUL && a->dtype == b->dtype && a->dtype == dy->dtype &&
-        ((b->numel == 1 && !db && rt_same_shape(a, dy)) || (a->numel == 1 && !da && rt_same_shape(b, dy)))) {
-        /* x * s for a scalar s whose gradient nobody wants (a host number):
-         * dy * s; a product of two floats rounds the same in f32 as in f64 */
-        if (da)
-            *da = rt_binary(ctx, RT_MUL, dy, b);
-        if (db)
-            *db = rt_binary(ctx, RT_MUL, dy, a);
-        return;
-    }
-    bcast bc = broadcast(ctx, a, b, binary_names[op]);
-    RT_CHECK(ctx, dy->ndim == bc.ndim && rt_numel_of(bc.ndim, bc.shape) == dy->numel,
-             "%s backward: gradient shape differs from the result", binary_names[op]);
-    rt_tensor *A = as_f64_full(ctx, a, &bc), *B = as_f64_full(ctx, b, &bc);
-    rt_tensor *DY = rt_astype(ctx, dy, RT_F64);
-    rt_tensor *GA = rt_empty(ctx, RT_F64, bc.ndim, bc.shape);
-    rt_tensor *GB = rt_empty(ctx, RT_F64, bc.ndim, bc.shape);
-    binary_grads(op, A->data, B->data, DY->data, GA->data, GB->data, GA->numel);
-    rt_free(ctx, A);
-    rt_free(ctx, B);
-    rt_free(ctx, DY);
-    if (da)
-        *da = grad_to(ctx, GA, a);
     else
-        rt_free(ctx, GA);
-    if (db)
-        *db = grad_to(ctx, GB, b);
-    else
-        rt_free(ctx, GB);
+        rt_binary_bwd_f64(ctx, op, a, b, dy, da, db);
 }
 
 rt_tensor *rt_sum_to_shape(rt_ctx *ctx, const rt_tensor *g, int ndim, const int64_t *shape)

@@ -269,6 +269,22 @@ void rt_broadcast_add(rt_ctx *ctx, rt_bshape *b, const rt_tensor *x, const char 
 /* element strides of x read at the broadcast shape [ndim] (0 along the
  * dims x broadcasts) */
 void rt_broadcast_strides(const rt_tensor *x, int ndim, const int64_t *shape, int64_t *str);
+/* a binary op's operands broadcast: the shape, and each operand's element
+ * strides at it */
+typedef struct rt_bcast {
+    int ndim;
+    int64_t shape[RT_MAX_DIMS];
+    int64_t sa[RT_MAX_DIMS], sb[RT_MAX_DIMS]; /* 0 along the dims it broadcasts */
+} rt_bcast;
+rt_bcast rt_binary_broadcast(rt_ctx *ctx, const rt_tensor *a, const rt_tensor *b, const char *what);
+/* unary_bwd: a known op, x a float, dy of x's shape and dtype */
+void rt_unary_bwd_check(rt_ctx *ctx, rt_unary_op op, const rt_tensor *x, const rt_tensor *dy);
+/* binary: a known op, one dtype, no i32 div or pow */
+void rt_binary_check(rt_ctx *ctx, rt_binary_op op, const rt_tensor *a, const rt_tensor *b);
+/* randn, uniform: a float dtype, the block inside the global shape */
+void rt_random_check(rt_ctx *ctx, rt_dtype dt, const rt_layout *l);
+/* dropout: p in [0, 1), l describes x (a float) */
+void rt_dropout_check(rt_ctx *ctx, const rt_tensor *x, double p, const rt_layout *l);
 /* where: the values' dtypes agree; the shape of the three broadcast */
 rt_bshape rt_where_check(rt_ctx *ctx, const rt_tensor *c, const rt_tensor *a, const rt_tensor *b);
 /* take_along_dim of x [xndim: xshape] (what: the op's name for *dim, which
@@ -339,6 +355,14 @@ int64_t rt_coll_split(rt_ctx *ctx, const rt_tensor *x, int dim, int n, const cha
 void rt_coll_check_stack(rt_ctx *ctx, const rt_tensor *x, int n, const char *what);
 void rt_all_reduce_check(rt_ctx *ctx, const rt_tensor *x, rt_reduce_op op);
 void rt_reduce_scatter_check(rt_ctx *ctx, const rt_tensor *x, rt_reduce_op op);
+/* all_gather's result shape over n ranks (dim RT_STACK: a new leading dim
+ * of n, at most RT_MAX_DIMS in all); returns its ndim */
+int rt_all_gather_shape(rt_ctx *ctx, const rt_tensor *x, int dim, int n, int64_t *shape);
+/* all_to_all S(si) -> S(dj) over n ranks: the shape of the chunk sent to
+ * each rank (dim dj split in n) and of the result (dim si n times the
+ * chunk's); returns the chunk's size along dj */
+int64_t rt_all_to_all_shapes(rt_ctx *ctx, const rt_tensor *x, int si, int dj, int n,
+                             int64_t *chunk, int64_t *shape);
 void rt_all_to_all_check(rt_ctx *ctx, const rt_tensor *x, int *src_dim, int *dst_dim);
 
 /* shape ops: the row-major strides of shape; reshape's shape sh (a -1
@@ -359,6 +383,26 @@ void rt_expand_check(rt_ctx *ctx, const rt_tensor *x, int ndim, const int64_t *s
 void rt_index_check(rt_ctx *ctx, const rt_tensor *x, int64_t i);
 void rt_add_check(rt_ctx *ctx, const rt_tensor *acc, const rt_tensor *x);
 void rt_index_add_check(rt_ctx *ctx, const rt_tensor *acc, int64_t i, const rt_tensor *x);
+
+/* host.c: the kernel names of the elementwise backwards in --trace and
+ * --profile ("exp_bwd", "exp_with_grad", "mul_bwd") */
+const char *rt_unary_bwd_name(rt_unary_op op);
+const char *rt_unary_grad_name(rt_unary_op op);
+const char *rt_binary_bwd_name(rt_binary_op op);
+
+/* composite.c: rt_binary_bwd through gradients in f64: +, -, * of one shape
+ * and dtype directly, a broadcast + or - as dy summed to each operand's
+ * shape, x * s for a scalar s without its gradient as dy * s; otherwise the
+ * target's rt_binary_grads on the operands and dy expanded to the result's
+ * shape in f64, each gradient summed to its operand's shape
+ * (rt_sum_to_shape) and rounded to its dtype once (every float dtype; the
+ * CPU target's bf16 widens to f32 first) */
+void rt_binary_bwd_f64(rt_ctx *ctx, rt_binary_op op, const rt_tensor *a, const rt_tensor *b,
+                       const rt_tensor *dy, rt_tensor **da, rt_tensor **db);
+/* The target's kernel of it, on f64 tensors of one shape: ga = dy * df/da,
+ * gb = dy * df/db (the X-list's derivatives) */
+void rt_binary_grads(rt_ctx *ctx, rt_binary_op op, const rt_tensor *a, const rt_tensor *b,
+                     const rt_tensor *dy, rt_tensor *ga, rt_tensor *gb);
 
 /* The target's reduction of x over dim (rt_reduce_check'ed there), each
  * result reduced in order in double: what composite.c's sum, mean and amax

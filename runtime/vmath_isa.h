@@ -5,16 +5,18 @@
  *   ADD##S SUB##S MUL##S DIV##S, NEG##S(x) (sign flip), GE0##S(x, a, b)
  *   (per lane x >= 0 ? a : b), and the SLEEF functions ERFD (f64 only) EXP##S
  *   LOG##S TANH##S SIN##S COS##S; and VM_TABLE, the table's name.
- * Each op's formula and derivative follow runtime/kernels.c's scalar helpers
- * operation by operation, in the tensor's own precision (vmath.h).
+ * Each op's formula and derivative follow the scalar ones (spmdrt.h's
+ * RT_UNARY_OPS, elementwise_formulas.h's helpers) operation by operation, in
+ * the tensor's own precision (vmath.h); VM_OPS names the ops that have
+ * vector kernels by the X-list's enum (the others run the scalar loop).
  * For the random numbers also: VI (WD lanes of 64 bits), SETI(c), ADDI,
  * ANDI, XORI, SRLI(v, n), MULU32(a, b) (the 64-bit products of the low 32
  * bits), IOTAI (0, 1, ...), TOD(v) (lanes under 2^31 to double), SQRTD. */
 #include <math.h>
 
+#include "elementwise_formulas.h" /* RT_GELU_C */
 #include "vmath.h"
 
-#define GELU_C_ 0.7978845608028654 /* sqrt(2/pi) */
 
 /* y = f(x) and *d = f'(x) for each op; unused results cost nothing (the
  * SLEEF functions are declared const, so dead calls are dropped) */
@@ -51,7 +53,7 @@
     }                                                                                     \
     static inline V gelu_tanh_fd_##S(V x, V *d)                                           \
     {                                                                                     \
-        V one = SET##S(1.0), half = SET##S(0.5), c = SET##S(GELU_C_);                     \
+        V one = SET##S(1.0), half = SET##S(0.5), c = SET##S(RT_GELU_C);                     \
         V cube = MUL##S(MUL##S(MUL##S(SET##S(0.044715), x), x), x);                       \
         V t = TANH##S(MUL##S(c, ADD##S(x, cube)));                                        \
         V hx = MUL##S(half, x);                                                           \
@@ -172,8 +174,8 @@ static void exp_f64_(const double *x, double *y, int64_t n)
     exp_un_D(x, y, n);
 }
 
-/* ---- random.c's samples: the same integer steps as rt_philox4x32 and
- * random.c's unit(), lane by lane; the floating point of unit() and of the
+/* ---- random.c's samples: the same integer steps as philox.h's rt_philox_ and
+ * rt_philox_unit_, lane by lane; the floating point of unit() and of the
  * uniform is exact, Box-Muller's log and cos are SLEEF's (vmath.h) */
 
 static inline void philox_v(uint64_t seed, VI g, uint32_t stream, VI r[4])
@@ -198,7 +200,7 @@ static inline void philox_v(uint64_t seed, VI g, uint32_t stream, VI r[4])
     r[3] = c3;
 }
 
-/* 53 random bits as a double in [0, 1), as random.c's unit(a, b) */
+/* 53 random bits as a double in [0, 1), as philox.h's rt_philox_unit_ */
 static inline VD unit_v(VI a, VI b)
 {
     return MULD(ADDD(MULD(TOD(SRLI(a, 5)), SETD(67108864.0)), TOD(SRLI(b, 6))),

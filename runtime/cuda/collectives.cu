@@ -328,11 +328,8 @@ rt_tensor *rt_all_gather(rt_ctx *ctx, const rt_tensor *x, rt_axes axes, int dim)
         return rt_retain((rt_tensor *)x);
     rt_kspan ks_ = rt_kernel_begin(ctx);
     ctx->tgt->op = "all_gather";
-    RT_CHECK(ctx, x->ndim < RT_MAX_DIMS, "all_gather: result would exceed %d dims", RT_MAX_DIMS);
-    int64_t st[RT_MAX_DIMS];
-    st[0] = g->size;
-    memcpy(st + 1, x->shape, (size_t)x->ndim * sizeof *st);
-    rt_tensor *y = rt_empty(ctx, x->dtype, x->ndim + 1, st);
+    int64_t st[RT_MAX_DIMS]; /* gathered as [n, x] */
+    rt_tensor *y = rt_empty(ctx, x->dtype, rt_all_gather_shape(ctx, x, RT_STACK, g->size, st), st);
     if (g->size == 1)
         rt_dev_d2d(ctx, y->data, x->data, bytes_of(x));
     else
@@ -340,8 +337,7 @@ rt_tensor *rt_all_gather(rt_ctx *ctx, const rt_tensor *x, rt_axes axes, int dim)
     if (dim != RT_STACK) {
         int64_t outer, d, inner, shape[RT_MAX_DIMS];
         rt_split_dims(x, dim, &outer, &d, &inner);
-        memcpy(shape, x->shape, sizeof shape);
-        shape[dim] *= g->size;
+        rt_all_gather_shape(ctx, x, dim, g->size, shape);
         if (outer == 1) {
             reshape_to(y, x->ndim, shape);
         } else { /* [n, outer, d, inner] -> [outer, n, d, inner] */
@@ -418,12 +414,8 @@ rt_tensor *rt_all_to_all(rt_ctx *ctx, const rt_tensor *x, rt_axes axes, int src_
         /* S(i) -> S(j): chunk k of dim j goes to block k; received chunks
          * concatenate on dim i */
         int si = src_dim, dj = dst_dim;
-        int64_t m = rt_coll_split(ctx, x, dj, n, "all_to_all");
         int64_t chunk[RT_MAX_DIMS], shape[RT_MAX_DIMS], oj, d, ij;
-        memcpy(chunk, x->shape, sizeof chunk);
-        chunk[dj] = m;
-        memcpy(shape, chunk, sizeof shape);
-        shape[si] *= n;
+        int64_t m = rt_all_to_all_shapes(ctx, x, si, dj, n, chunk, shape);
         rt_split_dims(x, dj, &oj, &d, &ij);
         rt_tensor *send = oj > 1 ? swap01(ctx, x, oj, n, m, ij) : NULL;
         rt_tensor *recv = rt_empty(ctx, x->dtype, 1, &x->numel);

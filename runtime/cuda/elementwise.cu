@@ -9,47 +9,16 @@
 
 #include "dev.h"
 
-/* ---- the helpers the X-lists name, for float and double */
-#define GELU_C 0.7978845608028654 /* sqrt(2/pi) */
-#define HELPERS(T)                                                                       \
-    RT_DEV_INLINE T rt_sigmoid_(T x)                                                     \
-    {                                                                                    \
-        return x >= 0 ? (T)1 / ((T)1 + exp(-x)) : exp(x) / ((T)1 + exp(x));              \
-    }                                                                                    \
-    RT_DEV_INLINE T rt_gelu_(T x) { return (T)0.5 * x * ((T)1 + erf(x * (T)M_SQRT1_2)); } \
-    RT_DEV_INLINE T rt_gelu_d_(T x)                                                      \
-    {                                                                                    \
-        return (T)0.5 * ((T)1 + erf(x * (T)M_SQRT1_2)) +                                 \
-               x * exp((T)-0.5 * x * x) * (T)(0.5 * M_2_SQRTPI * M_SQRT1_2);             \
-    }                                                                                    \
-    RT_DEV_INLINE T rt_gelu_tanh_(T x)                                                   \
-    {                                                                                    \
-        return (T)0.5 * x * ((T)1 + tanh((T)GELU_C * (x + (T)0.044715 * x * x * x)));    \
-    }                                                                                    \
-    RT_DEV_INLINE T rt_gelu_tanh_d_(T x)                                                 \
-    {                                                                                    \
-        T t = tanh((T)GELU_C * (x + (T)0.044715 * x * x * x));                           \
-        return (T)0.5 * ((T)1 + t) +                                                     \
-               (T)0.5 * x * ((T)1 - t * t) * (T)GELU_C * ((T)1 + (T)(3 * 0.044715) * x * x); \
-    }                                                                                    \
-    RT_DEV_INLINE T rt_silu_d_(T x)                                                      \
-    {                                                                                    \
-        T s = rt_sigmoid_(x);                                                            \
-        return s * ((T)1 + x * ((T)1 - s));                                              \
-    }
-HELPERS(float)
-HELPERS(double)
-
-RT_DEV_INLINE double rt_pow_db_(double a, double b) { return a > 0 ? pow(a, b) * log(a) : 0.0; }
+/* the helpers the X-lists name, as __host__ __device__ overloads for float
+ * and double */
+#define RT_EW_QUAL RT_DEV_INLINE
+#include "elementwise_formulas.h"
 
 /* f(x) and its derivative for op, in T */
 template <class T> RT_HD static inline T un_f(rt_unary_op op, T x)
 {
     switch (op) {
-#define UN_F(NAME, name, f, d) \
-    case RT_##NAME: return (T)(f);
-        RT_UNARY_OPS(UN_F)
-#undef UN_F
+        RT_UNARY_OPS(RT_UNARY_F_CASE)
     case RT_NUNARY: break;
     }
     return x;
@@ -58,10 +27,7 @@ template <class T> RT_HD static inline T un_d(rt_unary_op op, T x, T y)
 {
     (void)y;
     switch (op) {
-#define UN_D(NAME, name, f, d) \
-    case RT_##NAME: return (T)(d);
-        RT_UNARY_OPS(UN_D)
-#undef UN_D
+        RT_UNARY_OPS(RT_UNARY_D_CASE)
     case RT_NUNARY: break;
     }
     return x;
@@ -69,10 +35,7 @@ template <class T> RT_HD static inline T un_d(rt_unary_op op, T x, T y)
 RT_HD static inline double bin_f(rt_binary_op op, double a, double b)
 {
     switch (op) {
-#define BIN_F(NAME, name, f, da, db) \
-    case RT_##NAME: return (double)(f);
-        RT_BINARY_OPS(BIN_F)
-#undef BIN_F
+        RT_BINARY_OPS(RT_BINARY_F_CASE)
     case RT_NBINARY: break;
     }
     return a;
@@ -96,19 +59,6 @@ template <class T> RT_HD static inline T ld_t(const void *p, rt_dtype dt, int64_
 }
 
 extern "C" {
-
-#define NAME_U(NAME, name, f, d) #name,
-#define NAME_B(NAME, name, f, da, db) #name,
-#define NAME_UB(NAME, name, f, d) #name "_bwd",
-#define NAME_UG(NAME, name, f, d) #name "_with_grad",
-#define NAME_BB(NAME, name, f, da, db) #name "_bwd",
-static const char *unary_names[] = {RT_UNARY_OPS(NAME_U)};
-static const char *binary_names[] = {RT_BINARY_OPS(NAME_B)};
-static const char *unary_bwd_names[] = {RT_UNARY_OPS(NAME_UB)};
-static const char *unary_grad_names[] = {RT_UNARY_OPS(NAME_UG)};
-static const char *binary_bwd_names[] = {RT_BINARY_OPS(NAME_BB)};
-const char *rt_unary_name(rt_unary_op op) { return unary_names[op]; }
-const char *rt_binary_name(rt_binary_op op) { return binary_names[op]; }
 
 /* y = f(x), dydx = f'(x) (either may be NULL), dx = dy * f'(x) */
 static void unary_launch(rt_ctx *ctx, rt_unary_op op, const rt_tensor *x, const rt_tensor *dy,
@@ -137,19 +87,16 @@ static void unary_launch(rt_ctx *ctx, rt_unary_op op, const rt_tensor *x, const 
 rt_tensor *rt_unary(rt_ctx *ctx, rt_unary_op op, const rt_tensor *x)
 {
     RT_CHECK(ctx, op >= 0 && op < RT_NUNARY, "unary: bad op %d", (int)op);
-    RT_KERNEL(ctx, RT_K_ELEMENTWISE, unary_names[op]);
-    ctx->tgt->op = unary_names[op];
-    if (x->dtype == RT_I32 && (op == RT_NEG || op == RT_ABS || op == RT_SQUARE || op == RT_RELU)) {
+    RT_KERNEL(ctx, RT_K_ELEMENTWISE, rt_unary_name(op));
+    ctx->tgt->op = rt_unary_name(op);
+    if (x->dtype == RT_I32 && rt_unary_has_i32(op)) {
         rt_tensor *y = rt_empty(ctx, RT_I32, x->ndim, x->shape);
         const int32_t *X = (const int32_t *)x->data;
         int32_t *Y = (int32_t *)y->data;
-        rt_launch(ctx, x->numel, [=] RT_HD(int64_t i) {
-            Y[i] = op == RT_NEG ? -X[i] : op == RT_ABS ? (X[i] < 0 ? -X[i] : X[i])
-                 : op == RT_SQUARE ? X[i] * X[i] : (X[i] > 0 ? X[i] : 0);
-        });
+        rt_launch(ctx, x->numel, [=] RT_HD(int64_t i) { Y[i] = rt_unary_i32(op, X[i]); });
         return y;
     }
-    rt_check_float(ctx, x, unary_names[op]);
+    rt_check_float(ctx, x, rt_unary_name(op));
     rt_tensor *y = rt_empty(ctx, x->dtype, x->ndim, x->shape);
     unary_launch(ctx, op, x, NULL, y, NULL);
     return y;
@@ -157,12 +104,9 @@ rt_tensor *rt_unary(rt_ctx *ctx, rt_unary_op op, const rt_tensor *x)
 
 rt_tensor *rt_unary_bwd(rt_ctx *ctx, rt_unary_op op, const rt_tensor *x, const rt_tensor *dy)
 {
-    RT_CHECK(ctx, op >= 0 && op < RT_NUNARY, "unary_bwd: bad op %d", (int)op);
-    rt_check_float(ctx, x, unary_names[op]);
-    RT_CHECK(ctx, rt_same_shape(x, dy) && x->dtype == dy->dtype,
-             "%s backward: gradient shape or dtype differs from the input", unary_names[op]);
-    RT_KERNEL(ctx, RT_K_ELEMENTWISE, unary_bwd_names[op]);
-    ctx->tgt->op = unary_bwd_names[op];
+    rt_unary_bwd_check(ctx, op, x, dy);
+    RT_KERNEL(ctx, RT_K_ELEMENTWISE, rt_unary_bwd_name(op));
+    ctx->tgt->op = rt_unary_bwd_name(op);
     rt_tensor *dx = rt_empty(ctx, x->dtype, x->ndim, x->shape);
     unary_launch(ctx, op, x, dy, NULL, dx);
     return dx;
@@ -172,54 +116,22 @@ void rt_unary_with_grad(rt_ctx *ctx, rt_unary_op op, const rt_tensor *x, rt_tens
                         rt_tensor **dydx)
 {
     RT_CHECK(ctx, op >= 0 && op < RT_NUNARY, "unary: bad op %d", (int)op);
-    rt_check_float(ctx, x, unary_names[op]);
-    RT_KERNEL(ctx, RT_K_ELEMENTWISE, unary_grad_names[op]);
-    ctx->tgt->op = unary_grad_names[op];
+    rt_check_float(ctx, x, rt_unary_name(op));
+    RT_KERNEL(ctx, RT_K_ELEMENTWISE, rt_unary_grad_name(op));
+    ctx->tgt->op = rt_unary_grad_name(op);
     *y = rt_empty(ctx, x->dtype, x->ndim, x->shape);
     *dydx = rt_empty(ctx, x->dtype, x->ndim, x->shape);
     unary_launch(ctx, op, x, NULL, *y, *dydx);
-}
-
-rt_tensor *rt_scale(rt_ctx *ctx, const rt_tensor *x, double s)
-{
-    return rt_binary_scalar(ctx, RT_MUL, x, s, false);
-}
-
-/* ---- broadcasting */
-
-typedef struct bcast {
-    int ndim;
-    int64_t shape[RT_MAX_DIMS];
-    int64_t sa[RT_MAX_DIMS], sb[RT_MAX_DIMS]; /* element strides, 0 = broadcast */
-} bcast;
-
-static bcast broadcast(rt_ctx *ctx, const rt_tensor *a, const rt_tensor *b, const char *what)
-{
-    rt_bshape s;
-    memset(&s, 0, sizeof s);
-    rt_broadcast_add(ctx, &s, a, what);
-    rt_broadcast_add(ctx, &s, b, what);
-    bcast bc;
-    memset(&bc, 0, sizeof bc);
-    bc.ndim = s.ndim;
-    memcpy(bc.shape, s.shape, sizeof bc.shape);
-    rt_broadcast_strides(a, bc.ndim, bc.shape, bc.sa);
-    rt_broadcast_strides(b, bc.ndim, bc.shape, bc.sb);
-    return bc;
 }
 
 /* bf16 binary ops: both operands as f32 (exact), the f32 kernel's result
  * (computed in double, rounded to f32), then rounded to bf16 */
 rt_tensor *rt_binary(rt_ctx *ctx, rt_binary_op op, const rt_tensor *a, const rt_tensor *b)
 {
-    RT_CHECK(ctx, op >= 0 && op < RT_NBINARY, "binary: bad op %d", (int)op);
-    RT_CHECK(ctx, a->dtype == b->dtype, "%s: dtypes differ (%s and %s); use astype",
-             binary_names[op], rt_dtype_name(a->dtype), rt_dtype_name(b->dtype));
-    RT_CHECK(ctx, !(a->dtype == RT_I32 && (op == RT_DIV || op == RT_POW)),
-             "%s: needs a float dtype (f32, f64, bf16), got i32", binary_names[op]);
-    bcast bc = broadcast(ctx, a, b, binary_names[op]);
-    RT_KERNEL(ctx, RT_K_ELEMENTWISE, binary_names[op]);
-    ctx->tgt->op = binary_names[op];
+    rt_binary_check(ctx, op, a, b);
+    rt_bcast bc = rt_binary_broadcast(ctx, a, b, rt_binary_name(op));
+    RT_KERNEL(ctx, RT_K_ELEMENTWISE, rt_binary_name(op));
+    ctx->tgt->op = rt_binary_name(op);
     rt_tensor *y = rt_empty(ctx, a->dtype, bc.ndim, bc.shape);
     rt_dshape sh = rt_dshape_of(bc.ndim, bc.shape), sa = rt_dshape_of(bc.ndim, bc.sa),
               sb = rt_dshape_of(bc.ndim, bc.sb);
@@ -251,94 +163,30 @@ rt_tensor *rt_binary_scalar(rt_ctx *ctx, rt_binary_op op, const rt_tensor *a, do
     return y;
 }
 
-/* ---- binary backward: full-size f64 gradients, then summed to each shape
- * (the CPU's decomposition, so the same sums in the same order) */
+/* ---- binary backward (composite.c's rt_binary_bwd_f64): full-size f64
+ * gradients, then summed to each shape (the CPU's decomposition, so the
+ * same sums in the same order) */
 
-static rt_tensor *as_f64_full(rt_ctx *ctx, const rt_tensor *x, const bcast *bc)
+void rt_binary_grads(rt_ctx *ctx, rt_binary_op op, const rt_tensor *a, const rt_tensor *b,
+                     const rt_tensor *dy, rt_tensor *ga, rt_tensor *gb)
 {
-    rt_tensor *e = rt_expand(ctx, x, bc->ndim, bc->shape);
-    rt_tensor *f = rt_astype(ctx, e, RT_F64);
-    rt_free(ctx, e);
-    return f;
-}
-
-static rt_tensor *grad_to(rt_ctx *ctx, rt_tensor *g64, const rt_tensor *like)
-{
-    rt_tensor *s = rt_sum_to_shape(ctx, g64, like->ndim, like->shape);
-    rt_tensor *r = rt_astype(ctx, s, like->dtype);
-    rt_free(ctx, s);
-    rt_free(ctx, g64);
-    return r;
-}
-
-static bool binary_bwd_same_shape(rt_ctx *ctx, rt_binary_op op, const rt_tensor *a,
-                                  const rt_tensor *b, const rt_tensor *dy, rt_tensor **da,
-                                  rt_tensor **db)
-{
-    if (!rt_same_shape(a, b) || !rt_same_shape(a, dy) || a->dtype != b->dtype ||
-        a->dtype != dy->dtype || (op != RT_ADD && op != RT_SUB && op != RT_MUL))
-        return false;
-    if (da)
-        *da = op == RT_MUL ? rt_binary(ctx, RT_MUL, dy, b) : rt_retain((rt_tensor *)dy);
-    if (db)
-        *db = op == RT_MUL ? rt_binary(ctx, RT_MUL, dy, a)
-            : op == RT_SUB ? rt_unary(ctx, RT_NEG, dy) : rt_retain((rt_tensor *)dy);
-    return true;
+    ctx->tgt->op = rt_binary_bwd_name(op);
+    const double *pa = (const double *)a->data, *pb = (const double *)b->data,
+                 *pdy = (const double *)dy->data;
+    double *pga = (double *)ga->data, *pgb = (double *)gb->data;
+    rt_launch(ctx, ga->numel, [=] RT_HD(int64_t i) {
+        double gda, gdb;
+        bin_d(op, pa[i], pb[i], &gda, &gdb);
+        pga[i] = pdy[i] * gda;
+        pgb[i] = pdy[i] * gdb;
+    });
 }
 
 void rt_binary_bwd(rt_ctx *ctx, rt_binary_op op, const rt_tensor *a, const rt_tensor *b,
                    const rt_tensor *dy, rt_tensor **da, rt_tensor **db)
 {
-    rt_check_float(ctx, a, binary_names[op]);
-    RT_KERNEL(ctx, RT_K_ELEMENTWISE, binary_bwd_names[op]);
-    if (binary_bwd_same_shape(ctx, op, a, b, dy, da, db))
-        return;
-    if ((op == RT_ADD || op == RT_SUB) && a->dtype == b->dtype && a->dtype == dy->dtype) {
-        if (da)
-            *da = rt_sum_to_shape(ctx, dy, a->ndim, a->shape);
-        if (db) {
-            rt_tensor *s = rt_sum_to_shape(ctx, dy, b->ndim, b->shape);
-            *db = op == RT_SUB ? rt_unary(ctx, RT_NEG, s) : rt_retain(s);
-            rt_free(ctx, s);
-        }
-        return;
-    }
-    if (op == RT_MUL && a->dtype == b->dtype && a->dtype == dy->dtype &&
-        ((b->numel == 1 && !db && rt_same_shape(a, dy)) || (a->numel == 1 && !da && rt_same_shape(b, dy)))) {
-        if (da)
-            *da = rt_binary(ctx, RT_MUL, dy, b);
-        if (db)
-            *db = rt_binary(ctx, RT_MUL, dy, a);
-        return;
-    }
-    bcast bc = broadcast(ctx, a, b, binary_names[op]);
-    RT_CHECK(ctx, dy->ndim == bc.ndim && rt_numel_of(bc.ndim, bc.shape) == dy->numel,
-             "%s backward: gradient shape differs from the result", binary_names[op]);
-    ctx->tgt->op = binary_bwd_names[op];
-    rt_tensor *A = as_f64_full(ctx, a, &bc), *B = as_f64_full(ctx, b, &bc);
-    rt_tensor *DY = rt_astype(ctx, dy, RT_F64);
-    rt_tensor *GA = rt_empty(ctx, RT_F64, bc.ndim, bc.shape);
-    rt_tensor *GB = rt_empty(ctx, RT_F64, bc.ndim, bc.shape);
-    const double *pa = (const double *)A->data, *pb = (const double *)B->data,
-                 *pdy = (const double *)DY->data;
-    double *pga = (double *)GA->data, *pgb = (double *)GB->data;
-    rt_launch(ctx, GA->numel, [=] RT_HD(int64_t i) {
-        double ga, gb;
-        bin_d(op, pa[i], pb[i], &ga, &gb);
-        pga[i] = pdy[i] * ga;
-        pgb[i] = pdy[i] * gb;
-    });
-    rt_free(ctx, A);
-    rt_free(ctx, B);
-    rt_free(ctx, DY);
-    if (da)
-        *da = grad_to(ctx, GA, a);
-    else
-        rt_free(ctx, GA);
-    if (db)
-        *db = grad_to(ctx, GB, b);
-    else
-        rt_free(ctx, GB);
+    rt_check_float(ctx, a, rt_binary_name(op));
+    rt_binary_bwd_f64(ctx, op, a, b, dy, da, db);
 }
 
 rt_tensor *rt_sum_to_shape(rt_ctx *ctx, const rt_tensor *g, int ndim, const int64_t *shape)

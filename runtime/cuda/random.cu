@@ -1,36 +1,13 @@
 /* The CUDA target's counter-based random numbers: Philox4x32-10 keyed by
- * the seed with the global element index as the counter (random.c's
- * generator, instantiated for the device): uniform samples and dropout
+ * the seed with the global element index as the counter (philox.h, the
+ * CPU's generator, instantiated for the device): uniform samples and dropout
  * masks are the CPU's bits; normal samples use Box-Muller with the
  * device's log and cos (the CPU's are SLEEF's, both within 1 ulp in double:
  * an f32 sample almost always rounds to the same bits). */
 #include "dev.h"
 
-RT_DEV_INLINE void philox(uint64_t seed, uint64_t counter, uint32_t stream, uint32_t out[4])
-{
-    uint32_t c[4] = {(uint32_t)counter, (uint32_t)(counter >> 32), stream, 0};
-    uint32_t k[2] = {(uint32_t)seed, (uint32_t)(seed >> 32)};
-    for (int r = 0; r < 10; r++) {
-        uint64_t p0 = (uint64_t)0xD2511F53u * c[0], p1 = (uint64_t)0xCD9E8D57u * c[2];
-        uint32_t hi0 = (uint32_t)(p0 >> 32), lo0 = (uint32_t)p0;
-        uint32_t hi1 = (uint32_t)(p1 >> 32), lo1 = (uint32_t)p1;
-        uint32_t n0 = hi1 ^ c[1] ^ k[0], n2 = hi0 ^ c[3] ^ k[1];
-        c[0] = n0;
-        c[1] = lo1;
-        c[2] = n2;
-        c[3] = lo0;
-        k[0] += 0x9E3779B9u;
-        k[1] += 0xBB67AE85u;
-    }
-    for (int i = 0; i < 4; i++)
-        out[i] = c[i];
-}
-
-/* 53 random bits as a double in [0, 1) */
-RT_DEV_INLINE double unit(uint32_t a, uint32_t b)
-{
-    return ((double)(a >> 5) * 67108864.0 + (double)(b >> 6)) * (1.0 / 9007199254740992.0);
-}
+#define RT_PHILOX_QUAL RT_DEV_INLINE
+#include "philox.h"
 
 /* the global row-major index of local element k of layout l */
 RT_DEV_INLINE uint64_t global_index(const rt_layout &l, int64_t k)
@@ -49,29 +26,24 @@ extern "C" {
 
 void rt_philox4x32(uint64_t seed, uint64_t counter, uint32_t stream, uint32_t out[4])
 {
-    philox(seed, counter, stream, out);
+    rt_philox_(seed, counter, stream, out);
 }
 
 static rt_tensor *fill(rt_ctx *ctx, rt_dtype dt, const rt_layout *lp, uint64_t seed,
                        uint32_t stream, double p0, double p1)
 {
-    rt_tensor probe;
-    probe.dtype = dt;
-    rt_check_float(ctx, &probe, "random");
+    rt_random_check(ctx, dt, lp);
     RT_KERNEL(ctx, RT_K_RANDOM, stream ? "uniform" : "randn");
     ctx->tgt->op = stream ? "uniform" : "randn";
-    for (int d = lp->ndim - 1; d >= 0; d--)
-        RT_CHECK(ctx, lp->offset[d] + lp->local[d] <= lp->global[d],
-                 "random: block exceeds the global shape in dim %d", d);
     rt_tensor *t = rt_empty(ctx, dt, lp->ndim, lp->local);
     rt_layout l = *lp;
     void *T = t->data;
     rt_launch(ctx, t->numel, [=] RT_HD(int64_t k) {
         uint32_t r[4];
-        philox(seed, global_index(l, k), stream, r);
-        double v = stream ? p0 + (p1 - p0) * unit(r[0], r[1])
-                          : p0 * sqrt(-2.0 * log(1.0 - unit(r[0], r[1]))) *
-                                cos(6.283185307179586 * unit(r[2], r[3]));
+        rt_philox_(seed, global_index(l, k), stream, r);
+        double v = stream ? p0 + (p1 - p0) * rt_philox_unit_(r[0], r[1])
+                          : p0 * sqrt(-2.0 * log(1.0 - rt_philox_unit_(r[0], r[1]))) *
+                                cos(6.283185307179586 * rt_philox_unit_(r[2], r[3]));
         rt_st(T, dt, k, v);
     });
     return t;
@@ -91,12 +63,7 @@ rt_tensor *rt_uniform(rt_ctx *ctx, rt_dtype dt, const rt_layout *l, uint64_t see
 rt_tensor *rt_dropout(rt_ctx *ctx, const rt_tensor *x, double p, int64_t seed,
                       const rt_layout *l, rt_axes stack)
 {
-    RT_CHECK(ctx, p >= 0 && p < 1, "dropout: p=%g is not in [0, 1)", p);
-    RT_CHECK(ctx, l->ndim == x->ndim, "dropout: the layout does not describe the tensor");
-    for (int d = 0; d < x->ndim; d++)
-        RT_CHECK(ctx, l->local[d] == x->shape[d] && l->offset[d] + l->local[d] <= l->global[d],
-                 "dropout: the layout does not describe the tensor (dim %d)", d);
-    rt_check_float(ctx, x, "dropout");
+    rt_dropout_check(ctx, x, p, l);
     if (p == 0)
         return rt_retain((rt_tensor *)x);
     RT_KERNEL(ctx, RT_K_RANDOM, "dropout");
@@ -112,8 +79,8 @@ rt_tensor *rt_dropout(rt_ctx *ctx, const rt_tensor *x, double p, int64_t seed,
     rt_dtype dt = x->dtype;
     rt_launch(ctx, x->numel, [=] RT_HD(int64_t k) {
         uint32_t r[4];
-        philox((uint64_t)seed, base + global_index(lc, k), 2, r);
-        rt_st(Y, dt, k, unit(r[0], r[1]) < p ? 0.0 : rt_ld(X, dt, k) * scale);
+        rt_philox_((uint64_t)seed, base + global_index(lc, k), 2, r);
+        rt_st(Y, dt, k, rt_philox_unit_(r[0], r[1]) < p ? 0.0 : rt_ld(X, dt, k) * scale);
     });
     return y;
 }
