@@ -49,6 +49,14 @@ Expr *ast_unary(Compiler *c, OpKind op, Expr *x, Span sp) {
   return ast_bound(c, e);
 }
 
+/* The positional argument pos (0, 1, ...) of a call, or NULL. */
+Arg *call_arg(Expr *call, int pos) {
+  for (Arg *a = call->args; a; a = a->next)
+    if (!a->name && pos-- == 0)
+      return a;
+  return NULL;
+}
+
 const char *dtype_name(DType dt) {
   switch (dt) {
   case DT_F32: return "f32";

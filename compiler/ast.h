@@ -261,6 +261,7 @@ Expr *ast_expr(Compiler *c, ExprKind kind, Span sp);
 Expr *ast_binary(Compiler *c, OpKind op, Expr *l, Expr *r, Span sp);
 Expr *ast_unary(Compiler *c, OpKind op, Expr *e, Span sp);
 Expr *ast_bound(Compiler *c, Expr *e);
+Arg *call_arg(Expr *call, int pos); /* the positional argument pos of a call, or NULL */
 void ast_dump_module(Compiler *c, Module *m, FILE *out);
 const char *ast_type_str(Compiler *c, TypeExpr *t);
 const char *ast_ltype_str(LType lt);

@@ -1,12 +1,22 @@
-/* check.h: the type checker (SPEC sections 4-6, 9-10).  check_program()
+/* check.h: the type checker (SPEC sections 4-7, 9, 10, 13).  check_program()
  * checks `main`, every function whose signature fixes every mesh axis, and
  * every function instance reachable from those (functions are checked per
  * call site, with the caller's types on the axes their signature leaves
- * open).  Internal to the checker: the Checker context shared by
- * check_local.c (expressions, statements, functions, the R/I/V/P rules),
- * check_select.c (SPEC 13's host values, masks, selection and losses),
- * shardprop.c (the global shard-propagation rules, shardprop.h) and
- * check_collectives.c (collectives and casts). */
+ * open).  Internal to the checker: the Checker context, and the checker's
+ * layers, each calling only those below it (but for the rules' calls of
+ * check_expr(), the expression checker's recursion):
+ *   check.c            the driver: expressions, statements, functions and
+ *                      their instances, local_map blocks, the program
+ *   check_<family>.c   the built-in rules, found by the op's name in
+ *                      ops.def's rule column: check_elementwise.c,
+ *                      check_nn.c, check_create.c, check_select.c,
+ *                      check_record.c (and records), check_io.c,
+ *                      check_collectives.c, check_autodiff.c
+ *   check_rules.c      the rules' shared helpers: arguments, written types,
+ *                      combine() (the R/I/V/P rules), elementwise(),
+ *                      out_partial_axes=
+ *   shardprop.c        the global shard-propagation rules (shardprop.h)
+ *   check_diag.c       the messages: check_error(), notes, help lines */
 #ifndef SPMDC_CHECK_H
 #define SPMDC_CHECK_H
 
@@ -96,45 +106,91 @@ typedef struct Operand {
 
 static inline const char *axis_name(const Checker *k, int a) { return k->mesh->axes[a].name; }
 
-/* check_local.c */
-/* note: the operands and their types, after a rule was broken. */
-void note_operands(Checker *k, const Operand *ops, int n);
-/* note: where the pending sum (P on axis a) that expression pe holds was made, if known. */
-void note_p_origin(Checker *k, Expr *pe, int a);
+/* ---- check_diag.c: messages ---- */
 void check_error(Checker *k, Span sp, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+/* check_error for a message with no words of its own in fmt ("%s"). */
 void check_error_rule(Checker *k, const char *rule, Span sp, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
+/* note: the call chain of the last error, after its own notes and help. */
 void check_flush_chain(Checker *k);
-/* Inside a library function checked for a call from the main module: that
- * call's instance (its call, its call_expr), else NULL. */
-Inst *check_user_call(Checker *k);
-Type *check_expr(Checker *k, Expr *e);
-Type *check_type_expr(Checker *k, TypeExpr *te, bool named[MAX_MESH_AXES]);
-bool check_always_returns(Stmt *block);
 const char *ck_type(Checker *k, const Type *t);     /* a record: its struct's name */
 const char *ck_type_vs(Checker *k, const Type *t, const Type *other); /* and the field where they differ */
-Arg *call_arg(Expr *call, int pos);
-Arg *call_named(Checker *k, Expr *call, const char *name);
-bool is_scalar_like(const Type *t);
-Size axes_size(Checker *k, const Type *axes);
-const char *axes_text(Checker *k, const Type *axes);
 const char *src_text(Checker *k, Expr *e); /* an expression's source, for help lines */
 bool src_exact(Checker *k, Expr *e);        /* src_text is e's own text, usable in a fix */
 /* A help line msg whose code replaces expression e (a fix), when the code was
  * built from e's exact text; else a plain help line. */
 void help_wrap(Checker *k, Expr *e, const char *code, const char *msg);
-/* Whether `actual` fits the written tensor type `want` on the axes it
- * names (named[]) and in shape; reports why not, naming `what`, with the
- * value's source text xtext in the fix. */
-bool check_fits(Checker *k, Span sp, const Type *want, const bool named[MAX_MESH_AXES], const Type *actual,
-                const char *what, const char *xtext, Expr *fix_at);
-/* A host number used as a tensor: a scalar literal. */
-Type *check_as_tensor(Checker *k, Expr *e, Type *t);
+/* note: the operands and their types, after a rule was broken. */
+void note_operands(Checker *k, const Operand *ops, int n);
+/* note: where the pending sum (P on axis a) that expression pe holds was made, if known. */
+void note_p_origin(Checker *k, Expr *pe, int a);
+/* A P operand pe (on axis a) of an error in a library function checked for
+ * the user's call: notes tracing it to the user's argument and a help line
+ * there; false when it cannot be traced (the caller gives its own help). */
+bool explain_at_user(Checker *k, Expr *pe, int a);
+Expr *final_return(Stmt *block); /* a block's last statement, a return of one value: that value */
+Symbol *gradient_in(Expr *e);    /* the gradient variable (Symbol.grad_of) an expression reads */
+/* The text of a src=/dst= argument: S(d), or the letter. */
+const char *ltype_text(Compiler *c, LType lt);
+/* The call that moves the value written `x` on axes `ax` from src to dst
+ * (the seed's state-transition table), as source text for help lines. */
+const char *transition_fix(Checker *k, const char *x, const char *ax, LType src, LType dst);
+/* The letter for rules: S(i) is V. */
+static inline LTypeKind ltype_base(LType lt) { return lt.kind == LT_S ? LT_V : lt.kind; }
+
+/* ---- check_rules.c: the rules' shared helpers ---- */
+/* A host value's type (int, float, bool, string, void): shared, never mutated. */
+Type *check_host_type(TypeKind kind);
 /* Whether mesh axis a has local semantics at this point (SPEC 7: local fn,
  * local_map ... over (axes)); every other axis is global. */
 bool check_axis_local(const Checker *k, int a);
 /* Whether every axis is local here (types then print and lay out as local). */
 bool check_all_local(const Checker *k);
+/* A call's arguments (call_arg, the positional ones, is in ast.c). */
+Arg *call_named(Checker *k, Expr *call, const char *name);
+/* ops.def's named-argument and arity columns for built-in op. */
+bool check_named_args(Checker *k, Expr *call, Builtin op);
+bool want_args(Checker *k, Expr *call, Builtin op, int lo, int hi);
+bool host_int(Checker *k, Expr *e, long long *v); /* an integer constant */
+bool named_int(Checker *k, Expr *call, const char *name, long long *v, bool *given);
+/* A dim argument, negative counting from the end as in PyTorch. */
+bool check_norm_dim(Checker *k, Span sp, long long d, int ndim, int *out);
+Type *arg_tensor(Checker *k, Expr *call, int pos); /* positional argument pos, checked, as a tensor */
+/* Written types: a size, a mesh axis (-1: none), a tensor type (named[a]
+ * set for the axes it names; NULL after an error). */
+bool size_of(Checker *k, Expr *e, Size *out);
+int axis_of(AxisRef *a);
+Type *check_type_expr(Checker *k, TypeExpr *te, bool named[MAX_MESH_AXES]);
+/* A type that makes a value must determine every mesh axis. */
+bool determines_all(Checker *k, Span sp, const bool named[MAX_MESH_AXES], const char *what);
+/* Whether `actual` fits the written tensor type `want` on the axes it
+ * names (named[]) and in shape; reports why not, naming `what`, with the
+ * value's source text xtext in the fix. */
+bool check_fits(Checker *k, Span sp, const Type *want, const bool named[MAX_MESH_AXES], const Type *actual,
+                const char *what, const char *xtext, Expr *fix_at);
+/* The local R/I/V/P rules of an op's class (SPEC 5), for combine(). */
+typedef enum { RULE_NONLINEAR, RULE_LINEAR, RULE_MULTILINEAR, RULE_DIVIDE } Rule;
+/* The result's letter on each axis of an op of rule `rule` over ops, or
+ * false after reporting why not (literals adopt, except beside P). */
+bool combine(Checker *k, Rule rule, const char *opname, Span sp, Operand *ops, int n, LTypeKind out[MAX_MESH_AXES]);
+bool is_scalar_like(const Type *t);
+/* A host number used as a tensor: a scalar literal. */
+Type *check_as_tensor(Checker *k, Expr *e, Type *t);
+/* Shapes, then combine(), then the layouts (shard_broadcast). */
+Type *elementwise(Checker *k, Span sp, const char *opname, Rule rule, Operand *ops, int n);
+/* out_partial_axes= of a reduction or contraction: the listed axes become P. */
+bool apply_out_partial(Checker *k, Expr *call, Type *r, const bool contracted[MAX_MESH_AXES]);
+
+/* ---- check.c: the driver ---- */
+Type *check_expr(Checker *k, Expr *e);
+
+/* ---- the built-in rules: ops.def's rule column, Type *rule(Checker *,
+ * Expr *call, Builtin op), each in the file of its family (see above) ---- */
+#define OP(id, name, cls, named, lo, hi, rule, lowers, flags, dflt) Type *rule(Checker *k, Expr *call, Builtin op);
+#include "ops.def"
+#undef OP
+/* check_nn.c: matmul's rule, which '@' shares. */
+Type *check_matmul(Checker *k, Expr *call, Expr *ea, Expr *eb, const char *opname);
 
 /* check_record.c: records (SPEC 13) */
 /* A written type: a tensor type, or a struct's declared type (a record of
@@ -153,54 +209,14 @@ Type *check_record_index(Checker *k, Expr *e);
 /* e applied field by field: *slots[i] are its operands (checked; records
  * of one struct, or scalars that go with every field).  Sets e->map. */
 Type *record_map(Checker *k, Expr *e, Expr **slots[], int n, const char *opname);
-/* global_norm(x, squared=): a 0-d tensor, each field reduced over the axes
- * where it is V; scale_by(x, s): every field times a 0-d R/I factor. */
-Type *check_global_norm(Checker *k, Expr *call, Builtin op);
-Type *check_scale_by(Checker *k, Expr *call, Builtin op);
 
-/* The local R/I/V/P rules of an op's class (SPEC 5), for combine(). */
-typedef enum { RULE_NONLINEAR, RULE_LINEAR, RULE_MULTILINEAR, RULE_DIVIDE } Rule;
-/* The result's letter on each axis of an op of rule `rule` over ops, or
- * false after reporting why not (literals adopt, except beside P). */
-bool combine(Checker *k, Rule rule, const char *opname, Span sp, Operand *ops, int n, LTypeKind out[MAX_MESH_AXES]);
-/* NumPy broadcasting of the operands' shapes and dtypes, built in *r. */
-Type *broadcast(Checker *k, Span sp, const char *opname, Operand *ops, int n, Type *r);
-/* Shapes, then combine(), then the layouts (shard_broadcast). */
-Type *elementwise(Checker *k, Span sp, const char *opname, Rule rule, Operand *ops, int n);
-/* out_partial_axes= of a reduction or contraction: the listed axes become P. */
-bool apply_out_partial(Checker *k, Expr *call, Type *r, const bool contracted[MAX_MESH_AXES]);
-/* zeros/ones/full/randn/uniform/load/iota: the type argument, which must
- * name every axis and (but for zeros) not be P. */
-Type *check_creation(Checker *k, Expr *call, Builtin op);
-bool named_int(Checker *k, Expr *call, const char *name, long long *v, bool *given);
-/* A dim argument, negative counting from the end as in PyTorch. */
-bool check_norm_dim(Checker *k, Span sp, long long d, int ndim, int *out);
-
-/* check_select.c: SPEC 13's host values, masks, selection and losses */
-Type *check_item(Checker *k, Expr *call, Builtin op);
-Type *check_axis_size(Checker *k, Expr *call, Builtin op);
-Type *check_axis_index(Checker *k, Expr *call, Builtin op);
-Type *check_iota(Checker *k, Expr *call, Builtin op);
-Type *check_where(Checker *k, Expr *call, Builtin op);
-Type *check_take_along_dim(Checker *k, Expr *call, Builtin op);
-Type *check_dropout(Checker *k, Expr *call, Builtin op);
-Type *check_cross_entropy(Checker *k, Expr *call, Builtin op);
-
-/* check_io.c: save, load, exists */
+/* check_io.c: save, load and exists */
 bool check_io_path(Checker *k, Expr *call, Builtin op); /* the path: a string literal, first */
-Type *check_save(Checker *k, Expr *call, Builtin op);
 Type *check_load_record(Checker *k, Expr *call, StructDecl *st);
 
 /* check_collectives.c */
-Type *check_collective(Checker *k, Expr *call, Builtin op);
 struct RsPlan;
 Type *redistribute_target(Checker *k, Span sp, const char *xs, const Type *x, TypeExpr *te, const char *what,
                           struct RsPlan *plan);
-Type *check_ppermute(Checker *k, Expr *call, Builtin op);
-/* The call that moves the value written `x` on axes `ax` from src to dst
- * (the seed's state-transition table), as source text for help lines. */
-const char *transition_fix(Checker *k, const char *x, const char *ax, LType src, LType dst);
-/* The form of t on one axis: S(d) when the axis shards dim d, else its letter. */
-LType ltype_on(const Type *t, int axis);
 
 #endif

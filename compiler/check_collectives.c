@@ -16,9 +16,6 @@ static Form form_of(LType lt) {
   return lt.kind == LT_S ? FORM_SHARD : lt.kind == LT_V ? FORM_STACK : FORM_WHOLE;
 }
 
-/* The letter for rules: S(i) is V. */
-static LTypeKind base(LType lt) { return lt.kind == LT_S ? LT_V : lt.kind; }
-
 typedef enum { NO, YES, EXPERT } Allowed;
 
 /* Whether op allows src -> dst over R I V P (V covers S(i)): the seed's
@@ -29,55 +26,6 @@ static Allowed allowed(Builtin op, LTypeKind s, LTypeKind d) {
     return transition_redistribute(s, d) ? YES : NO;
   const Transition *t = transition(op, s, d);
   return !t ? NO : t->expert ? EXPERT : YES;
-}
-
-/* The text of a src=/dst= argument: S(d), or V for the stacked form. */
-static const char *form_text(Compiler *c, LType lt) {
-  return lt.kind == LT_S ? arena_sprintf(&c->arena, "S(%d)", lt.sdim) : lt_name(lt.kind);
-}
-
-/* The call that does src -> dst on the value written `x` (the seed's
- * state-transition table, as source text for help lines).  A V side is
- * S(d) when its dim is known, the stacked form V otherwise. */
-const char *transition_fix(Checker *k, const char *x, const char *ax, LType src, LType dst) {
-  Compiler *c = k->c;
-  LTypeKind s = base(src), d = base(dst);
-  const char *fs = form_text(c, src), *fd = form_text(c, dst);
-  if (d == LT_V && dst.kind != LT_S)
-    fd = "S(0)";
-#define T(a, b) (s == LT_##a && d == LT_##b)
-  if (T(R, I))
-    return arena_sprintf(&c->arena, "reinterpret(%s, %s, src=R, dst=I, expert=true)", x, ax);
-  if (T(R, V) || T(I, V))
-    return arena_sprintf(&c->arena, "convert(%s, %s, src=%s, dst=%s)", x, ax, lt_name(s), fd);
-  if (T(R, P))
-    return arena_sprintf(&c->arena, "convert(%s, %s, src=R, dst=P)", x, ax);
-  if (T(I, R))
-    return arena_sprintf(&c->arena, "convert(%s, %s, src=I, dst=R)", x, ax);
-  if (T(I, P))
-    return arena_sprintf(&c->arena, "convert(convert(%s, %s, src=I, dst=R), %s, src=R, dst=P)", x, ax, ax);
-  if (T(V, R) || T(V, I))
-    return arena_sprintf(&c->arena, "all_gather(%s, %s, src=%s, dst=%s)", x, ax, fs, lt_name(d));
-  if (T(V, V))
-    return arena_sprintf(&c->arena, "all_to_all(%s, %s, src=%s, dst=%s)", x, ax, fs,
-                         dst.kind == LT_S ? fd : src.kind == LT_S && src.sdim == 0 ? "S(1)" : "S(0)");
-  if (T(V, P))
-    return arena_sprintf(&c->arena, "reinterpret(%s, %s, src=%s, dst=P)", x, ax, fs);
-  if (T(P, R) || T(P, I))
-    return arena_sprintf(&c->arena, "all_reduce(%s, %s, src=P, dst=%s)", x, ax, lt_name(d));
-  if (T(P, V))
-    return arena_sprintf(&c->arena, "reduce_scatter(%s, %s, src=P, dst=%s)", x, ax, fd);
-#undef T
-  return arena_sprintf(&c->arena, "%s", x);
-}
-
-/* The form a value of type t has on axis a, for src=: S(d) if the axis
- * shards a dim (global code), else its letter. */
-LType ltype_on(const Type *t, int axis) {
-  int d;
-  if (!t->local && type_spec_has(t, axis, &d))
-    return (LType){LT_S, d};
-  return (LType){t->lt[axis], 0};
 }
 
 /* One sentence on why an op does not make a transition, or why it is
@@ -120,13 +68,13 @@ static const char *transition_why(Builtin op, LTypeKind s, LTypeKind d) {
 static const char *expert_alternative(Checker *k, Builtin op, LType src, LType dst, const char *x, const char *ax,
                                       const char **code) {
   Compiler *c = k->c;
-  LTypeKind s = base(src), d = base(dst);
+  LTypeKind s = ltype_base(src), d = ltype_base(dst);
   if (s == LT_R && d == LT_P) {
     *code = arena_sprintf(&c->arena, "convert(%s, %s, src=R, dst=P)", x, ax);
     return arena_sprintf(&c->arena, "to keep the value (reinterpret multiplies it by the size of '%s'): %s", ax, *code);
   }
   if (s == LT_R && d == LT_V) {
-    *code = arena_sprintf(&c->arena, "convert(%s, %s, src=R, dst=%s)", x, ax, dst.kind == LT_S ? form_text(c, dst) : "S(0)");
+    *code = arena_sprintf(&c->arena, "convert(%s, %s, src=R, dst=%s)", x, ax, dst.kind == LT_S ? ltype_text(c, dst) : "S(0)");
     return arena_sprintf(&c->arena, "to shard a replicated value: %s", *code);
   }
   if (s == LT_R && d == LT_I)
@@ -136,12 +84,8 @@ static const char *expert_alternative(Checker *k, Builtin op, LType src, LType d
     return *code = arena_sprintf(&c->arena, "convert(convert(%s, %s, src=I, dst=R), %s, src=R, dst=P)", x, ax, ax);
   if (s == LT_V && d == LT_P && op == BI_CONVERT)
     return arena_sprintf(&c->arena, "to sum the parts: reinterpret(%s, %s, src=%s, dst=P); to assemble the value: all_gather(%s, %s, src=%s, dst=R)",
-                         x, ax, form_text(c, src), x, ax, src.kind == LT_S ? form_text(c, src) : "V");
+                         x, ax, ltype_text(c, src), x, ax, src.kind == LT_S ? ltype_text(c, src) : "V");
   return "";
-}
-
-static const char *lt_text(Compiler *c, LType lt) {
-  return lt.kind == LT_S ? arena_sprintf(&c->arena, "S(%d)", lt.sdim) : lt_name(lt.kind);
 }
 
 /* A help line whose code replaces the whole call (help_fix), when that loses
@@ -175,7 +119,7 @@ static bool get_ltype(Checker *k, Expr *call, const char *name, LType *out, bool
   return true;
 }
 
-Size axes_size(Checker *k, const Type *axes) {
+static Size axes_size(Checker *k, const Type *axes) {
   Size n = size_int(1);
   for (int i = 0; i < axes->naxes; i++)
     n = size_mul(n, size_axis(axes->axes[i]));
@@ -183,7 +127,7 @@ Size axes_size(Checker *k, const Type *axes) {
   return n;
 }
 
-const char *axes_text(Checker *k, const Type *axes) {
+static const char *axes_text(Checker *k, const Type *axes) {
   if (axes->naxes == 1)
     return k->mesh->axes[axes->axes[0]].name;
   StrBuf sb;
@@ -242,7 +186,7 @@ static Type *relayout(Checker *k, Expr *call, Builtin op, const Type *x, const T
         type_spec_add(r, dst.sdim, axes->axes[i]);
     }
     for (int i = 0; i < axes->naxes; i++)
-      r->lt[axes->axes[i]] = base(dst);
+      r->lt[axes->axes[i]] = ltype_base(dst);
     return r;
   }
   if (op == BI_ALL_REDUCE || op == BI_REDUCE_SCATTER)
@@ -320,7 +264,7 @@ static Type *relayout(Checker *k, Expr *call, Builtin op, const Type *x, const T
     }
   }
   for (int i = 0; i < axes->naxes; i++)
-    r->lt[axes->axes[i]] = base(dst);
+    r->lt[axes->axes[i]] = ltype_base(dst);
   return r;
 }
 
@@ -395,14 +339,14 @@ static bool check_wire_dtypes(Checker *k, Expr *call, Builtin op, const Type *x,
 static bool check_global_pvary(Checker *k, Expr *call, Expr *x, const Type *axes, LType dst) {
   const char *xs = src_text(k, x), *as = axes_text(k, axes);
   check_error(k, call->span, "reinterpret(I -> %s) in global code claims the copies of '%s' on %s differ",
-              lt_text(k->c, dst), xs, as);
+              ltype_text(k->c, dst), xs, as);
   note_at(k->c, (Span){0, 0, 0},
           "a V value without a layout is one value per rank: a later sum or gather would see '%s' once per rank, "
           "so the result would depend on the mesh", xs);
   const char *code = arena_sprintf(&k->c->arena, "convert(%s, %s, src=I, dst=S(0))", xs, as);
   help_call(k, call, x, NULL, code, arena_sprintf(&k->c->arena, "to shard the value: %s", code));
   help(k->c, "as JAX's pvary, write it inside local_map (...) over (%s), or if it is meant: "
-       "reinterpret(%s, %s, src=I, dst=%s, expert=true)", as, xs, as, lt_text(k->c, dst));
+       "reinterpret(%s, %s, src=I, dst=%s, expert=true)", as, xs, as, ltype_text(k->c, dst));
   return false;
 }
 
@@ -424,10 +368,10 @@ static bool check_reduce_op_of_p(Checker *k, Expr *call, Expr *x, const Type *ax
     note_at(k->c, (Span){0, 0, 0},
             "a pending sum's per-rank parts are not its value: their %s would depend on how the mesh splits the sum", o);
   note_p_origin(k, x, axes->axes[0]);
-  const char *code = arena_sprintf(&k->c->arena, "all_reduce(%s, %s, src=P, dst=%s)", xs, as, lt_text(k->c, dst));
+  const char *code = arena_sprintf(&k->c->arena, "all_reduce(%s, %s, src=P, dst=%s)", xs, as, ltype_text(k->c, dst));
   help_call(k, call, x, "op", code, arena_sprintf(&k->c->arena, "reduce the sum first: %s", code));
   help(k->c, "to take the %s over ranks of one value per rank, reduce a V value: all_reduce(v, %s, src=V, dst=%s, op=%s)",
-       avg ? "mean" : o, as, lt_text(k->c, dst), o);
+       avg ? "mean" : o, as, ltype_text(k->c, dst), o);
   if (avg)
     help(k->c, "if the sum over the axis size is meant, say so: %s / axis_size(%s)", code, as);
   return false;
@@ -450,10 +394,10 @@ static bool check_reduce_scatter_op(Checker *k, Expr *call, Expr *x, LType src, 
     if (minmax) {
       note_at(k->c, (Span){0, 0, 0}, "the %s of the blocks is all_reduce's op=%s followed by this rank's block", o, o);
       help(k->c, "convert(all_reduce(%s, %s, src=V, dst=R, op=%s), %s, src=R, dst=%s)", xs, as, o, as,
-           lt_text(k->c, dst));
+           ltype_text(k->c, dst));
     } else {
       const char *code = arena_sprintf(&k->c->arena, "reduce_scatter(%s, %s, src=%s, dst=%s, op=sum)", xs, as,
-                                       lt_text(k->c, src), lt_text(k->c, dst));
+                                       ltype_text(k->c, src), ltype_text(k->c, dst));
       help_call(k, call, x, "op", code, code);
     }
     return false;
@@ -463,7 +407,7 @@ static bool check_reduce_scatter_op(Checker *k, Expr *call, Expr *x, LType src, 
                 "its value", as);
     note_at(k->c, (Span){0, 0, 0}, "averaging the parts gives the value divided by the number of ranks, which differs "
             "from mesh to mesh; op=avg averages values that are V on %s", as);
-    const char *code = arena_sprintf(&k->c->arena, "reduce_scatter(%s, %s, src=P, dst=%s)", xs, as, lt_text(k->c, dst));
+    const char *code = arena_sprintf(&k->c->arena, "reduce_scatter(%s, %s, src=P, dst=%s)", xs, as, ltype_text(k->c, dst));
     help_call(k, call, x, "op", code,
               arena_sprintf(&k->c->arena, "finish the sum: %s; to average per-rank values, pass the V value they "
                             "came from with src=V, op=avg", code));
@@ -506,8 +450,8 @@ Type *check_collective(Checker *k, Expr *call, Builtin op) {
     check_error(k, call->span, "%s() needs %s", name, !has_src && !has_dst ? "src= and dst=" : !has_src ? "src=" : "dst=");
     note_at(k->c, (Span){0, 0, 0}, "the source type is always written down, so that erasing the types leaves a program with the same meaning");
     const char *code = arena_sprintf(&k->c->arena, "%s(%s, %s, src=%s, dst=%s)", name, src_text(k, xa->value),
-                                     axes_text(k, axes), lt_text(k->c, has_src ? src : ltype_on(x, axes->axes[0])),
-                                     has_dst ? lt_text(k->c, dst) : "R");
+                                     axes_text(k, axes), ltype_text(k->c, has_src ? src : ltype_on(x, axes->axes[0])),
+                                     has_dst ? ltype_text(k->c, dst) : "R");
     help_call(k, call, xa->value, NULL, code, code);
     return type_error();
   }
@@ -560,27 +504,27 @@ Type *check_collective(Checker *k, Expr *call, Builtin op) {
   for (int i = 0; i < axes->naxes; i++) {
     int a = axes->axes[i];
     LTypeKind have = x->lt[a];
-    if (have != base(src)) {
-      check_error(k, xa->value->span, "src=%s, but '%s' is %s on mesh axis '%s'", lt_text(k->c, src), xs,
-                  lt_text(k->c, ltype_on(x, a)), k->mesh->axes[a].name);
+    if (have != ltype_base(src)) {
+      check_error(k, xa->value->span, "src=%s, but '%s' is %s on mesh axis '%s'", ltype_text(k->c, src), xs,
+                  ltype_text(k->c, ltype_on(x, a)), k->mesh->axes[a].name);
       note_at(k->c, (Span){0, 0, 0}, "'%s' is %s", xs, ck_type(k, x));
       if (axes->naxes > 1) {
         note_at(k->c, (Span){0, 0, 0}, "a collective over %s needs the same type on every listed axis", as);
         const char *code = transition_fix(k, xs, k->mesh->axes[a].name, ltype_on(x, a), src);
         help_fix(k->c, xa->value->span, src_exact(k, xa->value) ? code : NULL, "bring '%s' to %s first: %s",
-                 k->mesh->axes[a].name, lt_name(base(src)), code);
-      } else if (have == base(dst) && have != LT_V) {
+                 k->mesh->axes[a].name, lt_name(ltype_base(src)), code);
+      } else if (have == ltype_base(dst) && have != LT_V) {
         help_call(k, call, xa->value, NULL, xs,
                   arena_sprintf(&k->c->arena, "'%s' is %s on '%s' already: drop the call", xs, lt_name(have), as));
-      } else if (allowed(op, have, base(dst)) == NO) {
+      } else if (allowed(op, have, ltype_base(dst)) == NO) {
         const char *code = transition_fix(k, xs, as, ltype_on(x, a), dst);
         help_call(k, call, xa->value, NULL, code,
-                  arena_sprintf(&k->c->arena, "for %s -> %s write %s", lt_name(have), lt_text(k->c, dst), code));
+                  arena_sprintf(&k->c->arena, "for %s -> %s write %s", lt_name(have), ltype_text(k->c, dst), code));
       } else {
         const char *code = arena_sprintf(&k->c->arena, "%s(%s, %s, src=%s, dst=%s)", name, xs, as,
-                                         lt_text(k->c, ltype_on(x, a)), lt_text(k->c, dst));
+                                         ltype_text(k->c, ltype_on(x, a)), ltype_text(k->c, dst));
         help_call(k, call, xa->value, NULL, code,
-                  arena_sprintf(&k->c->arena, "write src=%s: %s", lt_text(k->c, ltype_on(x, a)), code));
+                  arena_sprintf(&k->c->arena, "write src=%s: %s", ltype_text(k->c, ltype_on(x, a)), code));
       }
       return type_error();
     }
@@ -591,7 +535,7 @@ Type *check_collective(Checker *k, Expr *call, Builtin op) {
                 src.sdim, xs, as);
     note_at(k->c, (Span){0, 0, 0}, "'%s' is %s", xs, ck_type(k, x));
     if (type_spec_has(x, axes->axes[0], &d) && spec_ends_with(x, d, axes)) {
-      const char *code = arena_sprintf(&k->c->arena, "%s(%s, %s, src=S(%d), dst=%s)", name, xs, as, d, lt_text(k->c, dst));
+      const char *code = arena_sprintf(&k->c->arena, "%s(%s, %s, src=S(%d), dst=%s)", name, xs, as, d, ltype_text(k->c, dst));
       help_call(k, call, xa->value, NULL, code, arena_sprintf(&k->c->arena, "write src=S(%d): %s", d, code));
     }
     else if (type_spec_has(x, axes->axes[0], &d))
@@ -607,7 +551,7 @@ Type *check_collective(Checker *k, Expr *call, Builtin op) {
         check_error(k, call->span, "src=V, but '%s' is S(%d) on mesh axis '%s'", xs, d, k->mesh->axes[axes->axes[i]].name);
         note_at(k->c, (Span){0, 0, 0}, "in global code the source names its layout, so that the global shape is known");
         const char *code = arena_sprintf(&k->c->arena, "%s(%s, %s, src=S(%d), dst=%s)", name, xs, as, d,
-                                         lt_text(k->c, dst));
+                                         ltype_text(k->c, dst));
         help_call(k, call, xa->value, NULL, code, arena_sprintf(&k->c->arena, "write src=S(%d): %s", d, code));
         return type_error();
       }
@@ -620,7 +564,7 @@ Type *check_collective(Checker *k, Expr *call, Builtin op) {
                     k->mesh->axes[axes->axes[i]].name);
         note_at(k->c, (Span){0, 0, 0}, "summing the blocks of a sharded dim changes its global size; say so with a reinterpret");
         const char *code = arena_sprintf(&k->c->arena, "%s(reinterpret(%s, %s, src=S(%d), dst=P), %s, src=P, dst=%s)",
-                                         name, xs, as, d, as, lt_text(k->c, dst));
+                                         name, xs, as, d, as, ltype_text(k->c, dst));
         help_call(k, call, xa->value, NULL, code,
                   arena_sprintf(&k->c->arena, "declare the blocks terms of a sum first: %s", code));
         return type_error();
@@ -629,7 +573,7 @@ Type *check_collective(Checker *k, Expr *call, Builtin op) {
   if (src.kind == LT_S && (op == BI_ALL_REDUCE || op == BI_REDUCE_SCATTER)) {
     check_error(k, call->span, "%s() takes src=P or src=V, not src=S(%d)", name, src.sdim);
     note_at(k->c, (Span){0, 0, 0}, "it sums one whole value per rank; S(i) would say the values are blocks of one tensor");
-    const char *code = arena_sprintf(&k->c->arena, "%s(%s, %s, src=V, dst=%s)", name, xs, as, lt_text(k->c, dst));
+    const char *code = arena_sprintf(&k->c->arena, "%s(%s, %s, src=V, dst=%s)", name, xs, as, ltype_text(k->c, dst));
     help_call(k, call, xa->value, NULL, code, arena_sprintf(&k->c->arena, "write src=V: %s", code));
     return type_error();
   }
@@ -641,7 +585,7 @@ Type *check_collective(Checker *k, Expr *call, Builtin op) {
   rt->ndim = x->ndim;
   if (!resolve_sdim(k, call->span, &dst, x->ndim + (src.kind == LT_V && dst.kind == LT_S ? 1 : 0)))
     return type_error();
-  Allowed ok = allowed(op, base(src), base(dst));
+  Allowed ok = allowed(op, ltype_base(src), ltype_base(dst));
   if (op == BI_ALL_GATHER && dst.kind == LT_S) /* its result is whole on every rank */
     ok = NO;
   if (op == BI_ALL_REDUCE && (src.kind == LT_R || src.kind == LT_I)) {
@@ -650,43 +594,43 @@ Type *check_collective(Checker *k, Expr *call, Builtin op) {
     const char *code =
         src.kind == LT_R
             ? arena_sprintf(&k->c->arena, "all_reduce(reinterpret(%s, %s, src=R, dst=P, expert=true), %s, src=P, dst=%s)",
-                            xs, as, as, lt_text(k->c, dst))
+                            xs, as, as, ltype_text(k->c, dst))
             : arena_sprintf(&k->c->arena, "all_reduce(reinterpret(%s, %s, src=I, dst=V), %s, src=V, dst=%s)", xs, as,
-                            as, lt_text(k->c, dst));
+                            as, ltype_text(k->c, dst));
     help_call(k, call, xa->value, NULL, code,
               arena_sprintf(&k->c->arena, "if that sum is meant, make the copies terms of a sum first: %s", code));
     return type_error();
   }
-  if (global && op == BI_REINTERPRET && base(src) == LT_I && base(dst) == LT_V && !expert &&
+  if (global && op == BI_REINTERPRET && ltype_base(src) == LT_I && ltype_base(dst) == LT_V && !expert &&
       !check_global_pvary(k, call, xa->value, axes, dst))
     return type_error();
   if (ok == NO) {
-    check_error(k, call->span, "%s() cannot go from %s to %s", name, lt_text(k->c, src), lt_text(k->c, dst));
-    if (op == BI_ALL_GATHER && base(src) == LT_V && dst.kind == LT_S) {
-      note_at(k->c, (Span){0, 0, 0}, "%s", transition_why(op, base(src), base(dst)));
+    check_error(k, call->span, "%s() cannot go from %s to %s", name, ltype_text(k->c, src), ltype_text(k->c, dst));
+    if (op == BI_ALL_GATHER && ltype_base(src) == LT_V && dst.kind == LT_S) {
+      note_at(k->c, (Span){0, 0, 0}, "%s", transition_why(op, ltype_base(src), ltype_base(dst)));
       const char *code = transition_fix(k, xs, as, src, dst);
       help(k->c, "to move the split to dim %d: %s; to gather the whole value%s: all_gather(%s, %s, src=%s, dst=%s)",
-           dst.sdim, code, global ? "" : " and keep it typed V", xs, as, lt_text(k->c, src), global ? "R" : "V");
-    } else if (base(src) != base(dst) || base(src) == LT_V) {
-      note_at(k->c, (Span){0, 0, 0}, "%s", transition_why(op, base(src), base(dst)));
+           dst.sdim, code, global ? "" : " and keep it typed V", xs, as, ltype_text(k->c, src), global ? "R" : "V");
+    } else if (ltype_base(src) != ltype_base(dst) || ltype_base(src) == LT_V) {
+      note_at(k->c, (Span){0, 0, 0}, "%s", transition_why(op, ltype_base(src), ltype_base(dst)));
       const char *code = transition_fix(k, xs, as, src, dst);
       help_call(k, call, xa->value, NULL, code,
-                arena_sprintf(&k->c->arena, "for %s -> %s write %s", lt_name(base(src)), lt_name(base(dst)), code));
+                arena_sprintf(&k->c->arena, "for %s -> %s write %s", lt_name(ltype_base(src)), lt_name(ltype_base(dst)), code));
     } else {
-      note_at(k->c, (Span){0, 0, 0}, "'%s' is already %s on %s", xs, lt_name(base(src)), as);
+      note_at(k->c, (Span){0, 0, 0}, "'%s' is already %s on %s", xs, lt_name(ltype_base(src)), as);
       help_call(k, call, xa->value, NULL, xs, arena_sprintf(&k->c->arena, "drop the call and use '%s' as it is", xs));
     }
     return type_error();
   }
   if (ok == EXPERT && !expert) {
     check_error(k, call->span, "%s(%s -> %s) is rarely meant in forward code; it needs expert=true", name,
-                lt_text(k->c, src), lt_text(k->c, dst));
-    note_at(k->c, (Span){0, 0, 0}, "%s", transition_why(op, base(src), base(dst)));
+                ltype_text(k->c, src), ltype_text(k->c, dst));
+    note_at(k->c, (Span){0, 0, 0}, "%s", transition_why(op, ltype_base(src), ltype_base(dst)));
     const char *code = NULL;
     const char *alt = expert_alternative(k, op, src, dst, xs, as, &code);
     if (!*alt) {
-      code = arena_sprintf(&k->c->arena, "%s(%s, %s, src=%s, dst=%s, expert=true)", name, xs, as, lt_text(k->c, src),
-                           lt_text(k->c, dst));
+      code = arena_sprintf(&k->c->arena, "%s(%s, %s, src=%s, dst=%s, expert=true)", name, xs, as, ltype_text(k->c, src),
+                           ltype_text(k->c, dst));
       alt = arena_sprintf(&k->c->arena, "if it is meant: %s", code);
     }
     help_call(k, call, xa->value, "expert", code, alt);
@@ -699,12 +643,12 @@ Type *check_collective(Checker *k, Expr *call, Builtin op) {
       if (strcmp(o, "sum") && strcmp(o, "avg") && strcmp(o, "max") && strcmp(o, "min")) {
         check_error(k, opa->value->span, "op= takes sum, avg, max or min");
         const char *code =
-            arena_sprintf(&k->c->arena, "all_reduce(%s, %s, src=%s, dst=%s, op=sum)", xs, as, lt_text(k->c, src),
-                          lt_text(k->c, dst));
+            arena_sprintf(&k->c->arena, "all_reduce(%s, %s, src=%s, dst=%s, op=sum)", xs, as, ltype_text(k->c, src),
+                          ltype_text(k->c, dst));
         help_call(k, call, xa->value, "op", code, code);
         return type_error();
       }
-      if (strcmp(o, "sum") && base(src) == LT_P && !check_reduce_op_of_p(k, call, xa->value, axes, o, dst))
+      if (strcmp(o, "sum") && ltype_base(src) == LT_P && !check_reduce_op_of_p(k, call, xa->value, axes, o, dst))
         return type_error();
     }
   }
@@ -715,7 +659,7 @@ Type *check_collective(Checker *k, Expr *call, Builtin op) {
                 "global tensor, and the gathered value is every rank's whole value");
     note_at(k->c, (Span){0, 0, 0}, "dst=V (JAX's all_gather of a varying value) types the whole value V, so that the "
             "backward sums the ranks' cotangents; it belongs in local code");
-    const char *code = arena_sprintf(&k->c->arena, "all_gather(%s, %s, src=%s, dst=R)", xs, as, lt_text(k->c, src));
+    const char *code = arena_sprintf(&k->c->arena, "all_gather(%s, %s, src=%s, dst=R)", xs, as, ltype_text(k->c, src));
     help_call(k, call, xa->value, NULL, code,
               arena_sprintf(&k->c->arena, "gather to R, whose backward is the same reduce-scatter: %s; or gather "
                             "inside local_map (...) over (%s)", code, as));
@@ -725,8 +669,8 @@ Type *check_collective(Checker *k, Expr *call, Builtin op) {
   Type *res = relayout(k, call, op, x, axes, src, dst, global);
   if (res->kind == TY_ERROR)
     return res;
-  bool red = bwd_reduces(op, base(src), base(dst));
-  bool rs = op == BI_ALL_GATHER || (op == BI_REDISTRIBUTE && base(src) == LT_V);
+  bool red = bwd_reduces(op, ltype_base(src), ltype_base(dst));
+  bool rs = op == BI_ALL_GATHER || (op == BI_REDISTRIBUTE && ltype_base(src) == LT_V);
   if (!check_wire_dtypes(k, call, op, x, red, rs ? "a reduce-scatter" : "an all-reduce"))
     return type_error();
   return res;

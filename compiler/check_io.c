@@ -140,3 +140,9 @@ Type *check_load_record(Checker *k, Expr *call, StructDecl *st) {
   }
   return ok ? t : type_error();
 }
+
+/* exists(path): a host bool, the same on every rank. */
+Type *check_exists(Checker *k, Expr *call, Builtin op) {
+  check_io_path(k, call, op);
+  return check_host_type(TY_BOOL);
+}

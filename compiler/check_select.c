@@ -1,10 +1,11 @@
 /* check_select.c: the local typing rules of SPEC 13's host values, masks,
  * selection and losses, one check_<op>() each: item, axis_size,
- * axis_index, iota, where, take_along_dim, dropout, cross_entropy.  Each
- * checks shapes, then the local R/I/V/P rules (combine() in check_local.c,
- * with the op's own rule for a condition or indices), then, in global
- * code, the op's shard rule shard_<op>() in shardprop.c.  The backwards are
- * the IR_<OP> cases of bwd_rule() in autodiff.c. */
+ * axis_index, wall_time, iota, where, take_along_dim, dropout,
+ * cross_entropy.  Each checks shapes, then the local R/I/V/P rules
+ * (combine() in check_rules.c, with the op's own rule for a condition or
+ * indices), then, in global code, the op's shard rule shard_<op>() in
+ * shardprop.c.  The backwards are the IR_<OP> cases of bwd_rule() in
+ * autodiff.c. */
 #include <string.h>
 
 #include "check.h"
@@ -97,6 +98,12 @@ Type *check_axis_index(Checker *k, Expr *call, Builtin op) {
   r->lt[a] = LT_V;
   r->local = check_all_local(k);
   return r;
+}
+
+/* wall_time(): seconds since the start, rank 0's clock. */
+Type *check_wall_time(Checker *k, Expr *call, Builtin op) {
+  (void)k, (void)call, (void)op;
+  return check_host_type(TY_FLOAT);
 }
 
 /* ---- iota ---- */

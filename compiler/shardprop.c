@@ -2,7 +2,7 @@
  * docs/global_rules.md).  In global code every op also maps its operands'
  * partition specs to its result's, and is accepted only when running it on
  * each rank's blocks computes the single-device meaning.  The local R/I/V/P
- * rules come first (combine() in check_local.c); each op's check there calls
+ * rules come first (combine() in check_rules.c); each op's check calls
  * its shard rule here, named after the op:
  *
  *   + - * / and comparisons, max/min/pow,
@@ -28,9 +28,9 @@
  *   x[i]                                     shard_index
  *
  * Not here: creation ops (zeros, ones, randn, uniform, full, load, iota) take the
- * spec of their written type, which type_from() in check_local.c reads
+ * spec of their written type, which check_type_expr() in check_rules.c reads
  * (section 1 of docs/global_rules.md); local_map's local view of a spec
- * (localize(), local_map_result()) is in check_local.c; the collectives'
+ * (localize(), local_map_result()) is in check.c; the collectives'
  * and casts' specs (relayout()) are in check_collectives.c, and
  * redistribute's plans in redistribute.c. */
 #include <string.h>
@@ -56,7 +56,7 @@ const char *dim_axes_text(Checker *k, const Type *t, int d) {
 }
 
 /* The text for "sharded on ..." in messages: 'tp' or (dp, tp). */
-const char *dim_axes_quoted(Checker *k, const Type *t, int d) {
+static const char *dim_axes_quoted(Checker *k, const Type *t, int d) {
   const char *s = dim_axes_text(k, t, d);
   return s[0] == '(' ? s : arena_sprintf(&k->c->arena, "'%s'", s);
 }
@@ -185,7 +185,7 @@ bool shard_broadcast(Checker *k, Span sp, const char *opname, const Operand *ops
       bool bcast = d < 0 || (size_is_int(t->shape[d], &one) && one == 1);
       if (i == ref || t->literal)
         continue;
-      /* the sizes line up: broadcast() in check_local.c checked them */
+      /* the sizes line up: broadcast() in check_rules.c checked them */
       if (!bcast && memcmp(r->spec[rd], t->spec[d], sizeof r->spec[rd]) != 0) {
         const Operand *o = &ops[i], *re = &ops[ref];
         if (t->spec[d][0] < 0)

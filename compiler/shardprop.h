@@ -1,6 +1,6 @@
 /* shardprop.h: the global shard-propagation rules (SPEC section 7,
  * docs/global_rules.md), one or a few functions per op, named shard_<op>.
- * Called by the ops' checks in check_local.c after their shape and local
+ * Called by the ops' checks in check_<family>.c after their shape and local
  * R/I/V/P rules (the order of docs/global_rules.md section 8: shapes, then
  * the local rules, then layouts).  Each returns false after reporting why
  * the op's layouts do not compute its single-device meaning.  See the
@@ -10,9 +10,8 @@
 
 #include "check.h"
 
-/* "sharded on ..." in messages: tp or (dp, tp); quoted: 'tp' or (dp, tp). */
+/* "sharded on ..." in messages: tp or (dp, tp). */
 const char *dim_axes_text(Checker *k, const Type *t, int d);
-const char *dim_axes_quoted(Checker *k, const Type *t, int d);
 
 /* Elementwise ops (NumPy broadcasting).  The operand whose dim rd gives
  * the result's (rndim dims): the first with a size other than 1 there,

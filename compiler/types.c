@@ -205,6 +205,15 @@ bool type_spec_has(const Type *t, int axis, int *dim) {
   return false;
 }
 
+/* The form a value of type t has on axis a, for src=: S(d) if the axis
+ * shards a dim (global code), else its letter. */
+LType ltype_on(const Type *t, int axis) {
+  int d;
+  if (!t->local && type_spec_has(t, axis, &d))
+    return (LType){LT_S, d};
+  return (LType){t->lt[axis], 0};
+}
+
 void type_spec_remove(Type *t, int axis) {
   for (int d = 0; d < t->ndim; d++) {
     int n = 0;

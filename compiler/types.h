@@ -94,6 +94,9 @@ Type *type_error(void);
 Type *type_scalar(Compiler *c, DType dt, int naxes, LTypeKind lt);
 bool type_same(const Type *a, const Type *b, int naxes);
 bool type_spec_has(const Type *t, int axis, int *dim);
+/* The form of t on one axis, as src= writes it: S(d) when the axis shards
+ * dim d (global code), else its letter. */
+LType ltype_on(const Type *t, int axis);
 void type_spec_remove(Type *t, int axis);
 void type_spec_add(Type *t, int dim, int axis);
 const char *type_str(Compiler *c, const Mesh *m, const Type *t);

@@ -20,8 +20,10 @@ BEGIN, END = '<!-- rules begin: scripts/diag_rules.py --update -->', '<!-- rules
 
 # The same tables as compiler/diag.c.
 PHASES = {'lexer.re': 'syntax', 'parser.y': 'syntax', 'ast.c': 'syntax', 'resolve.c': 'resolve',
-          'check_local.c': 'type', 'check_collectives.c': 'type', 'check_record.c': 'type', 'check_io.c': 'type', 'shardprop.c': 'type', 'redistribute.c': 'type',
-          'check_select.c': 'type',
+          'check.c': 'type', 'check_diag.c': 'type', 'check_rules.c': 'type', 'check_elementwise.c': 'type',
+          'check_nn.c': 'type', 'check_create.c': 'type', 'check_autodiff.c': 'type', 'check_record.c': 'type',
+          'check_select.c': 'type', 'check_io.c': 'type', 'check_collectives.c': 'type', 'shardprop.c': 'type',
+          'redistribute.c': 'type',
           'types.c': 'type', 'lower.c': 'lower', 'ir.c': 'lower', 'autodiff.c': 'autodiff', 'emit_c.c': 'codegen',
           'main.c': 'driver', 'source.c': 'driver'}
 FILLER = {'a', 'an', 'the', 'is', 'are', 'be', 'of', 'to', 'in', 'on', 'at', 'as', 'by', 'and', 'or', 'it',
