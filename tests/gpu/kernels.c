@@ -146,6 +146,14 @@ static void elementwise(void)
     out("sum_to_shape_1", "f32", rt_sum_to_shape(C, g, SH(1)));
     out("scale", "bits", rt_scale(C, g, 0.25));
     rt_free(C, g);
+    /* only dims of size 1 reduced (a [4, 5] operand broadcast against a
+     * [1, 4, 5] one): the simulation's general loop, which the runs above
+     * do not reach (tests/mutate.sh's sim_sum_to_shape_off_by_one) */
+    rt_tensor *g1 = input(RT_F32, SH(1, 4, 5), -1, 1), *g2 = input(RT_F64, SH(1, 1, 3, 2), -1, 1);
+    out("sum_to_shape_size1_lead", "bits", rt_sum_to_shape(C, g1, SH(4, 5)));
+    out("sum_to_shape_size1_two", "bits", rt_sum_to_shape(C, g2, SH(1, 3, 2)));
+    rt_free(C, g1);
+    rt_free(C, g2);
 }
 
 static void shapes(void)
@@ -544,8 +552,11 @@ static void collectives(void)
     out("all_reduce_sum", "f32", rt_all_reduce(C, v, x, RT_RED_SUM));
     out("all_reduce_avg", "f32", rt_all_reduce(C, v, x, RT_RED_AVG));
     out("all_reduce_max", "bits", rt_all_reduce(C, v, x, RT_RED_MAX));
+    out("all_reduce_min", "bits", rt_all_reduce(C, v, x, RT_RED_MIN)); /* mutate.sh's sim_allreduce_op */
     rt_tensor *vb = rt_astype(C, v, RT_BF16);
     out("all_reduce_bf16", "bf16", rt_all_reduce(C, vb, x, RT_RED_SUM));
+    out("all_reduce_bf16_max", "bits", rt_all_reduce(C, vb, x, RT_RED_MAX));
+    out("all_reduce_bf16_min", "bits", rt_all_reduce(C, vb, x, RT_RED_MIN));
     out("all_gather_0", "bits", rt_all_gather(C, v, x, 0));
     out("all_gather_1", "bits", rt_all_gather(C, v, x, 1));
     out("all_gather_stack", "bits", rt_all_gather(C, v, x, RT_STACK));
