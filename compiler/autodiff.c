@@ -227,8 +227,9 @@ static int adjoint(Rev *r, int v, Span sp) {
 static int residuals(IrInst *in, int *out) {
   int n = 0;
   const IrOpInfo *info = &ir_op_info[in->op];
-  if (info->flags & IRF_RES_RESULT)
-    out[n++] = in->dst[0];
+  for (int d = 0; (info->flags & IRF_RES_RESULT) && d < in->ndst; d++)
+    if (in->dst[d] >= 0)
+      out[n++] = in->dst[d];
   for (int i = 0; i < in->nargs; i++)
     if (ir_arg_in(info->res, i))
       out[n++] = in->args[i];
@@ -399,6 +400,14 @@ static void bwd_rule(Rev *r, IrInst *in, IrBlock *here, int dy, const int *res_f
     IR_I(b, HAS_WEIGHT) = in->nargs > 1;
     b->f = in->f;
     grads_per_arg(r, here, b, in, in->op == IR_LAYER_NORM ? 3 : 2);
+    return;
+  }
+  case IR_ATTENTION: { /* dq, dk, dv from q, k, v, the output and each row's log-sum-exp */
+    int args[6] = {RES(a0), RES(in->args[1]), RES(in->args[2]), RES(in->dst[0]), RES(in->dst[1]), dy};
+    IrInst *b = bemit(r, IR_ATTENTION_BWD, sp, 6, args);
+    IR_I(b, CAUSAL) = IR_I(in, CAUSAL);
+    b->f = in->f;
+    grads_per_arg(r, here, b, in, 3);
     return;
   }
   case IR_CROSS_ENTROPY: {
@@ -693,8 +702,8 @@ static void reverse_inst(Rev *r, IrInst *in, IrBlock *fb) {
     return;
   }
   /* residuals come off the tape in reverse order */
-  int *res_f = arena_alloc(&c->arena, sizeof(int) * (size_t)(in->nargs + 1));
-  int *res_b = arena_alloc(&c->arena, sizeof(int) * (size_t)(in->nargs + 1));
+  int *res_f = arena_alloc(&c->arena, sizeof(int) * (size_t)(in->nargs + in->ndst + 1));
+  int *res_b = arena_alloc(&c->arena, sizeof(int) * (size_t)(in->nargs + in->ndst + 1));
   int nres = residuals(in, res_f);
   if (nres) {
     IrInst *pop = bemit(r, IR_POP, sp, 0, NULL);
@@ -765,7 +774,7 @@ static IrBlock clone_with_pushes(Rev *r, IrBlock *src, bool keep) {
       }
       continue;
     }
-    int *res = arena_alloc(&c->arena, sizeof(int) * (size_t)(in->nargs + 1));
+    int *res = arena_alloc(&c->arena, sizeof(int) * (size_t)(in->nargs + in->ndst + 1));
     int nres = residuals(in, res);
     if (in->op == IR_UNARY && !unary_recomputes(r, in)) { /* compute f'(x) with f(x) and keep it */
       n->op = IR_UNARY_GRAD;

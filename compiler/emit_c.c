@@ -303,6 +303,13 @@ static void emit_inst(Emitter *E, IrInst *in, int ind) {
     out(E, ind, "%s = rt_rms_norm(ctx, %s, %s, %s); %s\n", D(E, in, 0), A(E, in, 0),
         in->nargs > 1 ? A(E, in, 1) : "NULL", num(E, in->f), loc);
     return;
+  case IR_ATTENTION: { /* each row's log-sum-exp only where the backward keeps it */
+    bool lse = in->ndst > 1 && in->dst[1] >= 0 && E->nuses[in->dst[1]] > 0;
+    out(E, ind, "%s = rt_attention(ctx, %s, %s, %s, %s, %s, %s); %s\n", D(E, in, 0), A(E, in, 0), A(E, in, 1),
+        A(E, in, 2), IR_I(in, CAUSAL) ? "true" : "false", num(E, in->f),
+        lse ? arena_sprintf(&E->c->arena, "&%s", D(E, in, 1)) : "NULL", loc);
+    return;
+  }
   case IR_CROSS_ENTROPY:
     out(E, ind, "%s = rt_cross_entropy_reduce(ctx, %s, %s, %s); %s\n", D(E, in, 0), A(E, in, 0), A(E, in, 1),
         ce_reduction_c[IR_I(in, CE_REDUCTION)], loc);
@@ -478,6 +485,13 @@ static void emit_inst(Emitter *E, IrInst *in, int ind) {
   case IR_SUM_TO_SHAPE:
     out(E, ind, "%s = rt_sum_to_shape(ctx, %s, %s->ndim, %s->shape); %s\n", D(E, in, 0), A(E, in, 0), A(E, in, 1),
         A(E, in, 1), loc);
+    return;
+  case IR_ATTENTION_BWD:
+    out(E, ind, "rt_attention_bwd(ctx, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s); %s\n", A(E, in, 0), A(E, in, 1),
+        A(E, in, 2), A(E, in, 3), A(E, in, 4), A(E, in, 5), IR_I(in, CAUSAL) ? "true" : "false", num(E, in->f),
+        in->dst[0] >= 0 ? arena_sprintf(&E->c->arena, "&%s", D(E, in, 0)) : "NULL",
+        in->dst[1] >= 0 ? arena_sprintf(&E->c->arena, "&%s", D(E, in, 1)) : "NULL",
+        in->dst[2] >= 0 ? arena_sprintf(&E->c->arena, "&%s", D(E, in, 2)) : "NULL", loc);
     return;
   case IR_MATMUL_BWD:
     out(E, ind, "rt_matmul_bwd(ctx, %s, %s, %s, %s, %s); %s\n", A(E, in, 0), A(E, in, 1), A(E, in, 2),

@@ -6,6 +6,7 @@
  * Records are lowered away here: a record is its leaf tensors (depth
  * first), as parameters, results, variables and call arguments, each named
  * after its field path (m_attn_wo), so the IR and the C know no records. */
+#include <math.h>
 #include <string.h>
 
 #include "ir.h"
@@ -642,6 +643,25 @@ static int lower_builtin(Lower *L, Expr *call, Builtin op) {
     in->f = num_arg(named(L, call, "eps"), builtin_default[op]);
     in->dst[0] = value(L, rt, NULL);
     in->ndst = 1;
+    return in->dst[0];
+  }
+  case BI_ATTENTION: { /* out, and each row's log-sum-exp (kept for the backward) */
+    args = lower_args(L, call, &n);
+    IrInst *in = emit(L, IR_ATTENTION, sp);
+    ir_set_args(L->c, in, 3, args);
+    const Type *q = pos_arg(call, 0)->ty;
+    Expr *ca = named(L, call, "causal"), *sc = named(L, call, "scale");
+    long long e = 1;
+    size_is_int(q->shape[q->ndim - 1], &e);
+    IR_I(in, CAUSAL) = ca && ca->kind == EX_BOOL && ca->ival;
+    in->f = sc ? num_arg(sc, 0) : 1.0 / sqrt((double)e);
+    Type *lse = type_clone(L->c, rt);
+    lse->ndim--;
+    lse->dtype = q->dtype == DT_F64 ? DT_F64 : DT_F32;
+    ir_reserve_dst(L->c, in, 2);
+    in->dst[0] = value(L, rt, NULL);
+    in->dst[1] = value(L, lse, NULL);
+    in->ndst = 2;
     return in->dst[0];
   }
   case BI_CROSS_ENTROPY: {

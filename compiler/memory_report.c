@@ -842,6 +842,8 @@ static void run_inst(Mem *M, Frame *F, IrInst *in) {
     int v = in->dst[d];
     if (v < 0 || f->values[v].type->kind != TY_TENSOR)
       continue;
+    if (in->op == IR_ATTENTION && d == 1 && fn_uses(M, f)->nuses[v] == 0)
+      continue; /* the log-sum-exp is made only for a backward (emit_c.c) */
     if (share && d == 0 && F->root[in->args[0]] >= 0) {
       F->root[v] = F->root[in->args[0]];
       retain(M, F->root[v]);

@@ -512,3 +512,45 @@ void rt_index_add_check(rt_ctx *ctx, const rt_tensor *acc, int64_t i, const rt_t
         RT_CHECK(ctx, acc->shape[d + 1] == x->shape[d], "index_add_: shape mismatch in dim %d",
                  d);
 }
+
+/* ---- attention */
+
+rt_dtype rt_attention_lse_dtype(rt_dtype q) { return q == RT_F64 ? RT_F64 : RT_F32; }
+
+void rt_attention_check(rt_ctx *ctx, const rt_tensor *q, const rt_tensor *k, const rt_tensor *v,
+                        const rt_tensor *out, const rt_tensor *lse, const rt_tensor *dout,
+                        rt_attn_dims *d)
+{
+    const char *what = dout ? "attention backward" : "attention";
+    rt_check_float(ctx, q, what);
+    RT_CHECK(ctx, k->dtype == q->dtype && v->dtype == q->dtype, "%s: q, k and v must have one dtype", what);
+    RT_CHECK(ctx, (q->ndim == 4 || q->ndim == 5) && k->ndim == 4 && v->ndim == 4,
+             "%s: q must be [B, H, T, E] or [B, Hkv, G, T, E] and k, v [B, Hkv, S, E]", what);
+    bool grouped = q->ndim == 5;
+    d->b = q->shape[0];
+    d->hkv = k->shape[1];
+    d->t = q->shape[q->ndim - 2];
+    d->e = q->shape[q->ndim - 1];
+    d->s = k->shape[2];
+    d->ev = v->shape[3];
+    d->h = grouped ? q->shape[1] * q->shape[2] : q->shape[1];
+    RT_CHECK(ctx, k->shape[0] == d->b && v->shape[0] == d->b && v->shape[1] == d->hkv && v->shape[2] == d->s &&
+                      k->shape[3] == d->e && (!grouped || q->shape[1] == d->hkv),
+             "%s: q, k and v disagree on the batch, the key/value heads, the key length or the head size", what);
+    RT_CHECK(ctx, d->hkv > 0 ? d->h % d->hkv == 0 : d->h == 0,
+             "%s: %lld query heads are not a multiple of %lld key/value heads", what, (long long)d->h,
+             (long long)d->hkv);
+    d->g = d->hkv ? d->h / d->hkv : 0;
+    if (out) {
+        bool ok = out->ndim == q->ndim && out->dtype == q->dtype && out->shape[q->ndim - 1] == d->ev;
+        for (int i = 0; ok && i < q->ndim - 1; i++)
+            ok = out->shape[i] == q->shape[i];
+        RT_CHECK(ctx, ok, "%s: the output's shape or dtype differs from the forward's", what);
+        RT_CHECK(ctx, dout && rt_same_shape(out, dout) && dout->dtype == out->dtype,
+                 "%s: the gradient's shape or dtype differs from the output's", what);
+        ok = lse && lse->ndim == q->ndim - 1 && lse->dtype == rt_attention_lse_dtype(q->dtype);
+        for (int i = 0; ok && i < q->ndim - 1; i++)
+            ok = lse->shape[i] == q->shape[i];
+        RT_CHECK(ctx, ok, "%s: the log-sum-exp's shape or dtype differs from the forward's", what);
+    }
+}

@@ -319,6 +319,17 @@ void rt_softmax_check(rt_ctx *ctx, const rt_tensor *a, const rt_tensor *b, int *
  * NULL): weight and bias [d] of x's dtype; x as rows [rows, d] */
 void rt_norm_check(rt_ctx *ctx, const rt_tensor *x, const rt_tensor *w, const rt_tensor *b,
                    const rt_tensor *dy, const char *what, int64_t *rows, int64_t *d);
+/* attention's operands (rt_attention): q, k, v of one float dtype and
+ * matching shapes; with out, lse and dout (the backward's, or NULL) of the
+ * forward's shapes.  The sizes of the heads loop, the same on both targets. */
+typedef struct rt_attn_dims {
+    int64_t b, h, hkv, g, t, s, e, ev; /* h = hkv * g query heads */
+} rt_attn_dims;
+void rt_attention_check(rt_ctx *ctx, const rt_tensor *q, const rt_tensor *k, const rt_tensor *v,
+                        const rt_tensor *out, const rt_tensor *lse, const rt_tensor *dout,
+                        rt_attn_dims *d);
+/* the log-sum-exp's dtype for q's */
+rt_dtype rt_attention_lse_dtype(rt_dtype q);
 /* cross_entropy's ignored target (PyTorch's ignore_index) */
 #define RT_IGNORE_INDEX (-100)
 /* logits [..., C] and i32 targets [...] */

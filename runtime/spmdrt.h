@@ -399,6 +399,22 @@ rt_tensor *rt_cross_entropy_reduce(rt_ctx *ctx, const rt_tensor *logits,
 rt_tensor *rt_cross_entropy_reduce_bwd(rt_ctx *ctx, const rt_tensor *logits,
                                        const rt_tensor *targets, const rt_tensor *dy,
                                        rt_ce_reduction red);
+/* Fused attention: softmax(q k^T * scale) v per head, without the scores.
+ * q [B, H, T, E] with k [B, Hkv, S, E], v [B, Hkv, S, Ev] (query head h
+ * reads key/value head h / (H / Hkv)), or q [B, Hkv, G, T, E] (the same
+ * memory order); out has q's shape with Ev last.  causal: query i sees keys
+ * j <= i + S - T (aligned bottom-right, as decoding with a cache needs); a
+ * row that sees no key gives 0.  f32, bf16 (f32 inside) or f64.  *lse
+ * (unless lse is NULL): each row's log-sum-exp of its scaled scores, f32
+ * (f64 for f64) of q's shape without its last dim, which the backward
+ * reads instead of the scores.  Deterministic: a fixed order of every sum. */
+rt_tensor *rt_attention(rt_ctx *ctx, const rt_tensor *q, const rt_tensor *k, const rt_tensor *v,
+                        bool causal, double scale, rt_tensor **lse);
+/* dq, dk, dv (NULL: not wanted) from the forward's q, k, v, out, lse and
+ * dout, out's gradient */
+void rt_attention_bwd(rt_ctx *ctx, const rt_tensor *q, const rt_tensor *k, const rt_tensor *v,
+                      const rt_tensor *out, const rt_tensor *lse, const rt_tensor *dout, bool causal,
+                      double scale, rt_tensor **dq, rt_tensor **dk, rt_tensor **dv);
 /* table [V, D], i32 ids [...] -> [..., D] */
 rt_tensor *rt_embedding(rt_ctx *ctx, const rt_tensor *table, const rt_tensor *ids);
 rt_tensor *rt_embedding_bwd(rt_ctx *ctx, const rt_tensor *ids, const rt_tensor *dy,

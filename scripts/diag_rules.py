@@ -22,7 +22,7 @@ BEGIN, END = '<!-- rules begin: scripts/diag_rules.py --update -->', '<!-- rules
 PHASES = {'lexer.re': 'syntax', 'parser.y': 'syntax', 'ast.c': 'syntax', 'resolve.c': 'resolve',
           'check.c': 'type', 'check_diag.c': 'type', 'check_rules.c': 'type', 'check_elementwise.c': 'type',
           'check_nn.c': 'type', 'check_create.c': 'type', 'check_autodiff.c': 'type', 'check_record.c': 'type',
-          'check_select.c': 'type', 'check_io.c': 'type', 'check_collectives.c': 'type', 'shardprop.c': 'type',
+          'check_select.c': 'type', 'check_attention.c': 'type', 'check_io.c': 'type', 'check_collectives.c': 'type', 'shardprop.c': 'type',
           'redistribute.c': 'type',
           'types.c': 'type', 'lower.c': 'lower', 'ir.c': 'lower', 'autodiff.c': 'autodiff', 'emit_c.c': 'codegen',
           'main.c': 'driver', 'source.c': 'driver'}
