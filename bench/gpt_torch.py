@@ -235,9 +235,13 @@ def make_loss(P, c, tp=None, attn="einsum", device=None, compute="f32"):
     def attention(q, k, v):                                                  # [b, h, T, e]
         if attn == "sdpa":
             return F.scaled_dot_product_attention(q, k, v, is_causal=True)
+        # the program's fused attention op computes in f32 from bf16 q, k, v
+        # and rounds its output once (runtime/kernels_attention.c)
+        dt = q.dtype
+        q, k, v = (t.float() if dt == torch.bfloat16 else t for t in (q, k, v))
         s = torch.einsum("bhte,bhse->bhts", q, k) * (1.0 / math.sqrt(HD))
         s = torch.where(causal, s, torch.full_like(s, -1e9))
-        return torch.einsum("bhts,bhse->bhte", torch.softmax(s, dim=-1), v)
+        return torch.einsum("bhts,bhse->bhte", torch.softmax(s, dim=-1), v).to(dt)
 
     def forward(ids, tgt):
         b = P
