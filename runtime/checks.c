@@ -554,3 +554,21 @@ void rt_attention_check(rt_ctx *ctx, const rt_tensor *q, const rt_tensor *k, con
         RT_CHECK(ctx, ok, "%s: the log-sum-exp's shape or dtype differs from the forward's", what);
     }
 }
+
+rt_tensor *rt_attention_outputs(rt_ctx *ctx, const rt_tensor *q, const rt_attn_dims *d, bool want_lse,
+                                rt_tensor **lse)
+{
+    int64_t shape[RT_MAX_DIMS];
+    memcpy(shape, q->shape, sizeof shape);
+    shape[q->ndim - 1] = d->ev;
+    *lse = want_lse ? rt_empty(ctx, rt_attention_lse_dtype(q->dtype), q->ndim - 1, q->shape) : NULL;
+    return rt_empty(ctx, q->dtype, q->ndim, shape);
+}
+
+void rt_hand_over(rt_ctx *ctx, rt_tensor *t, rt_tensor **out)
+{
+    if (out)
+        *out = t;
+    else
+        rt_free(ctx, t);
+}

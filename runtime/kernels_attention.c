@@ -146,12 +146,8 @@ rt_tensor *rt_attention(rt_ctx *ctx, const rt_tensor *q, const rt_tensor *k, con
     rt_attn_dims d;
     rt_attention_check(ctx, q, k, v, NULL, NULL, NULL, &d);
     RT_KERNEL(ctx, RT_K_NN, "attention");
-    int64_t shape[RT_MAX_DIMS];
-    memcpy(shape, q->shape, sizeof shape);
-    shape[q->ndim - 1] = d.ev;
-    rt_tensor *o = rt_empty(ctx, q->dtype, q->ndim, shape);
+    rt_tensor *L, *o = rt_attention_outputs(ctx, q, &d, lse != NULL, &L);
     rt_dtype ct = q->dtype == RT_F64 ? RT_F64 : RT_F32;
-    rt_tensor *L = lse ? rt_empty(ctx, rt_attention_lse_dtype(q->dtype), q->ndim - 1, q->shape) : NULL;
     bool bf = q->dtype == RT_BF16;
     /* scratch: a score tile, the output rows of a query tile, the running
      * max and sum; for bf16 the staged q, k, v and output slabs */
@@ -235,16 +231,7 @@ void rt_attention_bwd(rt_ctx *ctx, const rt_tensor *q, const rt_tensor *k, const
     rt_free(ctx, dp);
     rt_free(ctx, drow);
     rt_free(ctx, st);
-    if (dq)
-        *dq = DQ;
-    else
-        rt_free(ctx, DQ);
-    if (dk)
-        *dk = DK;
-    else
-        rt_free(ctx, DK);
-    if (dv)
-        *dv = DV;
-    else
-        rt_free(ctx, DV);
+    rt_hand_over(ctx, DQ, dq);
+    rt_hand_over(ctx, DK, dk);
+    rt_hand_over(ctx, DV, dv);
 }

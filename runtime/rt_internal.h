@@ -330,6 +330,12 @@ void rt_attention_check(rt_ctx *ctx, const rt_tensor *q, const rt_tensor *k, con
                         rt_attn_dims *d);
 /* the log-sum-exp's dtype for q's */
 rt_dtype rt_attention_lse_dtype(rt_dtype q);
+/* attention's output (q's shape with Ev last) and, if wanted, its
+ * log-sum-exp (else *lse = NULL), both uninitialised */
+rt_tensor *rt_attention_outputs(rt_ctx *ctx, const rt_tensor *q, const rt_attn_dims *d, bool want_lse,
+                                rt_tensor **lse);
+/* *out = t, the caller's reference; with out NULL (not wanted) t is freed */
+void rt_hand_over(rt_ctx *ctx, rt_tensor *t, rt_tensor **out);
 /* cross_entropy's ignored target (PyTorch's ignore_index) */
 #define RT_IGNORE_INDEX (-100)
 /* logits [..., C] and i32 targets [...] */

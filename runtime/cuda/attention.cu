@@ -37,11 +37,7 @@ rt_tensor *rt_attention(rt_ctx *ctx, const rt_tensor *q, const rt_tensor *k, con
     rt_attention_check(ctx, q, k, v, NULL, NULL, NULL, &d);
     RT_KERNEL(ctx, RT_K_NN, "attention");
     ctx->tgt->op = "attention";
-    int64_t shape[RT_MAX_DIMS];
-    memcpy(shape, q->shape, sizeof shape);
-    shape[q->ndim - 1] = d.ev;
-    rt_tensor *o = rt_empty(ctx, q->dtype, q->ndim, shape);
-    rt_tensor *L = lse ? rt_empty(ctx, rt_attention_lse_dtype(q->dtype), q->ndim - 1, q->shape) : NULL;
+    rt_tensor *L, *o = rt_attention_outputs(ctx, q, &d, lse != NULL, &L);
     int64_t rows = d.b * d.h * d.t, na = rows * d.ev;
     rt_tensor *acc = rt_empty(ctx, RT_F64, 1, &na);
     const void *Q = q->data, *K = k->data, *V = v->data;
@@ -147,18 +143,9 @@ void rt_attention_bwd(rt_ctx *ctx, const rt_tensor *q, const rt_tensor *k, const
             rt_st(dV, dt, kr * d.ev + x, gv);
     });
     rt_free(ctx, drow);
-    if (dq)
-        *dq = DQ;
-    else
-        rt_free(ctx, DQ);
-    if (dk)
-        *dk = DK;
-    else
-        rt_free(ctx, DK);
-    if (dv)
-        *dv = DV;
-    else
-        rt_free(ctx, DV);
+    rt_hand_over(ctx, DQ, dq);
+    rt_hand_over(ctx, DK, dk);
+    rt_hand_over(ctx, DV, dv);
 }
 
 } /* extern "C" */
