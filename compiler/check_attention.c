@@ -30,7 +30,7 @@ static bool named_number(Checker *k, Expr *call, const char *name, double *v, bo
     *v = neg ? -d : d;
     return true;
   }
-  check_error(k, e->span, "%s= takes a number or a constant", name);
+  check_error(k, e->span, "attention()'s %s= takes a number or a constant", name);
   help(k->c, "compute it as a constant: const SCALE = ...; then %s=SCALE", name);
   return false;
 }
@@ -50,23 +50,64 @@ static bool whole_dim(Checker *k, Expr *call, const Operand *o, int d, const cha
   return false;
 }
 
-/* Dim dq of q and dim dk of k (or v) must be sharded alike. */
-static bool same_layout(Checker *k, Expr *call, const Operand *q, int dq, const Operand *o, int dk, const char *what) {
+/* How dim d of t is laid out, in words: "whole", "sharded on 'tp'". */
+static const char *dim_layout(Checker *k, const Type *t, int d) {
+  if (t->spec[d][0] < 0)
+    return "whole";
+  StrBuf sb;
+  sb_init(&sb, &k->c->arena);
+  sb_puts(&sb, "sharded on ");
+  for (int i = 0; i < MAX_MESH_AXES && t->spec[d][i] >= 0; i++)
+    sb_printf(&sb, "%s'%s'", i ? ", " : "", axis_name(k, t->spec[d][i]));
+  return sb.data;
+}
+
+/* Dim dq of q and dim dk of k (or v) must be sharded alike; the help is
+ * the redistribute that gives o q's layout of that dim. */
+static bool same_layout(Checker *k, Expr *call, const Operand *q, int dq, const Operand *o, int dk, const char *what,
+                        const char *oname) {
   if (q->t->local || o->t->local || memcmp(q->t->spec[dq], o->t->spec[dk], sizeof q->t->spec[dq]) == 0)
     return true;
-  check_error(k, call->span, "attention() needs the %s dim sharded alike in '%s' and '%s'", what, src_text(k, q->e),
-              src_text(k, o->e));
-  note_at(k->c, (Span){0, 0, 0}, "'%s' is %s, '%s' is %s", src_text(k, q->e), ck_type(k, q->t), src_text(k, o->e),
-          ck_type(k, o->t));
-  help(k->c, "redistribute one of them to the other's layout of that dim: redistribute(%s, T)", src_text(k, o->e));
+  const char *qs = src_text(k, q->e), *os = src_text(k, o->e);
+  const char *ql = dim_layout(k, q->t, dq), *ol = dim_layout(k, o->t, dk);
+  if (dq == dk)
+    check_error(k, call->span, "attention() needs the %s dim sharded alike in '%s' and '%s': dim %d is %s in '%s', %s "
+                "in '%s'", what, qs, os, dq, ql, qs, ol, os);
+  else
+    check_error(k, call->span, "attention() needs the %s dim sharded alike in '%s' and '%s': dim %d of '%s' is %s, "
+                "dim %d of '%s' %s", what, qs, os, dq, qs, ql, dk, os, ol);
+  note_at(k->c, (Span){0, 0, 0}, "'%s'%s is %s, '%s'%s is %s", qs, strcmp(qs, "q") ? " (q)" : "", ck_type(k, q->t), os,
+          strcmp(os, oname) ? arena_sprintf(&k->c->arena, " (%s)", oname) : "", ck_type(k, o->t));
+  /* o with q's axes on dim dk (when none of them shards another dim of o) */
+  Type *want = type_clone(k->c, o->t);
+  bool clean = true;
+  for (int i = 0; i < MAX_MESH_AXES && o->t->spec[dk][i] >= 0; i++) {
+    type_spec_remove(want, o->t->spec[dk][i]);
+    want->lt[o->t->spec[dk][i]] = LT_R;
+  }
+  for (int i = 0; i < MAX_MESH_AXES && q->t->spec[dq][i] >= 0; i++) {
+    int a = q->t->spec[dq][i];
+    clean &= !type_spec_has(want, a, NULL) && o->t->lt[a] != LT_P;
+    type_spec_add(want, dk, a);
+    want->lt[a] = LT_V;
+  }
+  if (clean)
+    help(k->c, "give '%s' the layout of '%s' there: redistribute(%s, %s)%s", os, qs, os, ck_type(k, want),
+         q->t->ndim == 4 && dq == 1 && o->t->spec[dk][0] < 0
+             ? "; or, to keep few key/value heads whole, the grouped layout q: [B, Hkv, G, T, E] with G sharded"
+             : "");
+  else
+    help(k->c, "redistribute '%s' (or '%s') so that dim %d of one is laid out as dim %d of the other", os, qs, dk, dq);
   return false;
 }
 
-static bool same_size(Checker *k, Expr *call, Size a, Size b, const char *what) {
+/* Sizes a (of operand an) and b (of bn) must be equal. */
+static bool same_size(Checker *k, Expr *call, Size a, Size b, const char *what, const char *an, const char *bn) {
   if (size_eq(a, b))
     return true;
-  check_error(k, call->span, "attention() needs one %s in q, k and v: %s and %s differ", what,
-              size_str(k->c, k->mesh, a), size_str(k->c, k->mesh, b));
+  const char *as = size_str(k->c, k->mesh, a), *bs = size_str(k->c, k->mesh, b);
+  check_error(k, call->span, "attention() needs one %s in %s and %s: %s in %s, %s in %s", what, an, bn, as, an, bs, bn);
+  note_at(k->c, (Span){0, 0, 0}, "q is [B, H, T, E] (or [B, Hkv, G, T, E]), k [B, Hkv, S, E] and v [B, Hkv, S, Ev]");
   return false;
 }
 
@@ -86,7 +127,16 @@ Type *check_attention(Checker *k, Expr *call, Builtin op) {
     check_error(k, ca ? ca->value->span : call->span, "attention() needs causal=true or causal=false");
     note_at(k->c, (Span){0, 0, 0}, "PyTorch's scaled_dot_product_attention defaults to is_causal=False, a decoder "
             "wants true: the choice is written down");
-    help(k->c, "attention(%s, %s, %s, causal=true)", src_text(k, o[0].e), src_text(k, o[1].e), src_text(k, o[2].e));
+    if (ca) {
+      help_fix(k->c, ca->value->span, "true", "write causal=true (a decoder) or causal=false, a bool literal");
+      return type_error();
+    }
+    Arg *sa = call_named(k, call, "scale");
+    const char *fix = arena_sprintf(&k->c->arena, "attention(%s, %s, %s, causal=true%s%s)", src_text(k, o[0].e),
+                                    src_text(k, o[1].e), src_text(k, o[2].e), sa ? ", scale=" : "",
+                                    sa ? src_text(k, sa->value) : "");
+    bool exact = src_exact(k, o[0].e) && src_exact(k, o[1].e) && src_exact(k, o[2].e) && (!sa || src_exact(k, sa->value));
+    help_fix(k->c, call->span, exact ? fix : NULL, "%s (or causal=false)", fix);
     return type_error();
   }
   double scale = 0;
@@ -94,7 +144,9 @@ Type *check_attention(Checker *k, Expr *call, Builtin op) {
   if (!named_number(k, call, "scale", &scale, &has_scale))
     return type_error();
   if (has_scale && !(scale > 0) ) {
-    check_error(k, call_named(k, call, "scale")->value->span, "attention()'s scale= must be positive");
+    check_error(k, call_named(k, call, "scale")->value->span, "attention()'s scale= must be positive, got %g", scale);
+    help(k->c, "the scores are q k^T * scale: leave scale= out for 1/sqrt(E), or give a positive number, as in "
+         "scale=0.125");
     return type_error();
   }
   for (int i = 0; i < 3; i++)
@@ -112,19 +164,25 @@ Type *check_attention(Checker *k, Expr *call, Builtin op) {
     return type_error();
   }
   int qt = grouped ? 3 : 2; /* q's sequence dim */
-  if (!same_size(k, call, q->shape[0], kt->shape[0], "batch size") ||
-      !same_size(k, call, kt->shape[0], vt->shape[0], "batch size") ||
-      !same_size(k, call, kt->shape[1], vt->shape[1], "number of key/value heads") ||
-      !same_size(k, call, kt->shape[2], vt->shape[2], "key length") ||
-      !same_size(k, call, q->shape[qt + 1], kt->shape[3], "head size (q and k)"))
+  if (!same_size(k, call, q->shape[0], kt->shape[0], "batch size", "q", "k") ||
+      !same_size(k, call, kt->shape[0], vt->shape[0], "batch size", "k", "v") ||
+      !same_size(k, call, kt->shape[1], vt->shape[1], "number of key/value heads", "k", "v") ||
+      !same_size(k, call, kt->shape[2], vt->shape[2], "key length", "k", "v") ||
+      !same_size(k, call, q->shape[qt + 1], kt->shape[3], "head size", "q", "k"))
     return type_error();
-  if (grouped && !same_size(k, call, q->shape[1], kt->shape[1], "number of key/value heads"))
+  if (grouped && !same_size(k, call, q->shape[1], kt->shape[1], "number of key/value heads", "q", "k"))
     return type_error();
   long long h, hkv;
   if (!grouped && size_is_int(q->shape[1], &h) && size_is_int(kt->shape[1], &hkv) && (hkv <= 0 || h % hkv)) {
     check_error(k, call->span, "attention() needs the query heads (%lld) a multiple of the key/value heads (%lld)", h,
                 hkv);
     note_at(k->c, (Span){0, 0, 0}, "query head h reads key/value head h / (H / Hkv)");
+    StrBuf sb;
+    sb_init(&sb, &k->c->arena);
+    for (long long d = 1, n = 0; d <= h; d++)
+      if (h % d == 0)
+        sb_printf(&sb, "%s%lld", n++ ? ", " : "", d);
+    help(k->c, "give k and v a number of heads that divides %lld: one of %s", h, sb.data);
     return type_error();
   }
   /* whole sequences and head sizes; batch and heads sharded alike */
@@ -134,8 +192,8 @@ Type *check_attention(Checker *k, Expr *call, Builtin op) {
   for (int i = 1; i < 3; i++)
     if (!whole_dim(k, call, &o[i], 2, "key sequence", names[i]) ||
         !whole_dim(k, call, &o[i], 3, "head size", names[i]) ||
-        !same_layout(k, call, &o[0], 0, &o[i], 0, "batch") ||
-        !same_layout(k, call, &o[0], 1, &o[i], 1, grouped ? "key/value head" : "head"))
+        !same_layout(k, call, &o[0], 0, &o[i], 0, "batch", names[i]) ||
+        !same_layout(k, call, &o[0], 1, &o[i], 1, grouped ? "key/value head" : "head", names[i]))
       return type_error();
   Type *r = type_clone(k->c, q);
   r->shape[r->ndim - 1] = vt->shape[3];

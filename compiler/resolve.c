@@ -275,6 +275,122 @@ static bool report_foreign_member(Resolver *r, Expr *e) {
   return true;
 }
 
+/* PyTorch's and JAX's fused attention: their arguments and layouts differ
+ * from attention()'s, so the help rewrites the whole call (a fix replacing
+ * it) rather than the name.  PyTorch: scaled_dot_product_attention(query,
+ * key, value, attn_mask, dropout_p, is_causal, scale, enable_gqa), the same
+ * [B, H, T, E] layout, is_causal=False by default; JAX:
+ * dot_product_attention(query, key, value, bias, mask, *, scale, is_causal,
+ * ...), [B, T, N, H].  An argument attention() has no counterpart of
+ * (a mask, a bias, dropout) leaves the help without a fix. */
+static void resolve_expr(Resolver *r, Expr *e);
+
+static const char *span_text(Resolver *r, Span sp) {
+  return arena_strndup(&r->c->arena, source_file(r->c, sp.file)->text + sp.begin, sp.end - sp.begin);
+}
+
+static bool text_is(const char *t, const char *const *set) {
+  for (; *set; set++)
+    if (strcmp(t, *set) == 0)
+      return true;
+  return false;
+}
+
+static bool report_foreign_attention(Resolver *r, Expr *call) {
+  static const char *const torch_pos[] = {"query", "key", "value", "attn_mask", "dropout_p", "is_causal", "scale",
+                                          "enable_gqa"};
+  static const char *const jax_pos[] = {"query", "key", "value", "bias", "mask"};
+  Expr *f = call->lhs;
+  if (f->kind != EX_NAME && f->kind != EX_FIELD)
+    return false;
+  bool torch = strcmp(f->name, "scaled_dot_product_attention") == 0;
+  if (!torch && strcmp(f->name, "dot_product_attention") != 0)
+    return false;
+  Expr *root = f;
+  while (root->kind == EX_FIELD)
+    root = root->lhs;
+  if (root->kind != EX_NAME)
+    return false;
+  Symbol *rs = lookup(r, root->name);
+  if (f->kind == EX_NAME) {
+    if (rs)
+      return false;
+    error_at(r->c, f->span, "undefined name '%s'", f->name);
+  } else if (!rs) {
+    bool known = strcmp(root->name, "jax") == 0;
+    for (size_t i = 0; i < sizeof foreign_modules / sizeof *foreign_modules; i++)
+      known |= strcmp(root->name, foreign_modules[i]) == 0;
+    if (!known)
+      return false;
+    error_at(r->c, root->span, "undefined name '%s'", root->name);
+  } else {
+    /* `import jax;` then jax.nn.dot_product_attention: jax has no nn */
+    Expr *first = f;
+    while (first->lhs != root)
+      first = first->lhs;
+    if (rs->kind != SYM_MODULE || module_lookup(rs->module, first->name))
+      return false;
+    error_at(r->c, first->span, "module '%s' has no function, constant or struct '%s'", rs->name, first->name);
+  }
+  /* the arguments by their Python names */
+  const char *const *pos = torch ? torch_pos : jax_pos;
+  int npos = torch ? (int)(sizeof torch_pos / sizeof *torch_pos) : (int)(sizeof jax_pos / sizeof *jax_pos);
+  const char *qkv[3] = {NULL, NULL, NULL}, *causal = "false", *scale = NULL, *blocker = NULL;
+  int i = 0;
+  for (Arg *a = call->args; a; a = a->next) {
+    const char *name = a->name ? a->name : i < npos ? pos[i] : "";
+    if (!a->name)
+      i++;
+    const char *t = span_text(r, a->value->span);
+    if (strcmp(name, "query") == 0 || strcmp(name, "key") == 0 || strcmp(name, "value") == 0) {
+      resolve_expr(r, a->value);
+      qkv[name[0] == 'q' ? 0 : name[0] == 'k' ? 1 : 2] = t;
+    } else if (strcmp(name, "is_causal") == 0) {
+      if (text_is(t, (const char *const[]){"True", "true", NULL}))
+        causal = "true";
+      else if (!text_is(t, (const char *const[]){"False", "false", NULL}))
+        blocker = blocker ? blocker : "is_causal= that is not True or False";
+    } else if (strcmp(name, "scale") == 0) {
+      if (strcmp(t, "None") != 0) {
+        resolve_expr(r, a->value);
+        scale = t;
+      }
+    } else if (strcmp(name, "enable_gqa") == 0 || strcmp(name, "implementation") == 0) {
+      ; /* grouped-query heads need no switch here; one implementation */
+    } else if (strcmp(name, "dropout_p") == 0) {
+      if (!text_is(t, (const char *const[]){"0", "0.0", "0.", NULL}))
+        blocker = blocker ? blocker : "dropout_p=";
+    } else if (strcmp(t, "None") != 0 || !*name) {
+      blocker = blocker ? blocker : *name ? arena_sprintf(&r->c->arena, "%s=", name) : "that many arguments";
+    }
+  }
+  if (!qkv[0] || !qkv[1] || !qkv[2]) {
+    help(r->c, "the built-in is attention(q, k, v, causal=true) (or causal=false): docs/ops.md, attention");
+    return true;
+  }
+  StrBuf sb;
+  sb_init(&sb, &r->c->arena);
+  if (torch)
+    sb_printf(&sb, "attention(%s, %s, %s, causal=%s", qkv[0], qkv[1], qkv[2], causal);
+  else
+    sb_printf(&sb, "permute(attention(permute(%s, [0, 2, 1, 3]), permute(%s, [0, 2, 1, 3]), permute(%s, [0, 2, 1, 3]), "
+              "causal=%s", qkv[0], qkv[1], qkv[2], causal);
+  if (scale)
+    sb_printf(&sb, ", scale=%s", scale);
+  sb_puts(&sb, torch ? ")" : "), [0, 2, 1, 3])");
+  const char *layout = torch ? "the same [B, H, T, E] layout" : "attention() takes [B, N, T, H], JAX [B, T, N, H]";
+  const char *lib = torch ? "PyTorch" : "JAX";
+  if (blocker) {
+    help(r->c, "attention() has no %s (only causal= and scale=): write it out with einsum, softmax (where(mask, scores, "
+         "-1e9) for a mask; dropout) and einsum, or leave it out: %s (%s)", blocker, sb.data, layout);
+    return true;
+  }
+  help_fix(r->c, call->span, sb.data,
+           "rewrite the call as %s: %s; causal= is required (%s's is_causal defaults to False), and with more keys "
+           "than queries the causal mask is aligned bottom-right (%s's top-left)", sb.data, layout, lib, lib);
+  return true;
+}
+
 /* ---- mesh axes ---- */
 
 static void resolve_axis(Resolver *r, AxisRef *a) {
@@ -421,6 +537,8 @@ static bool call_takes_axes(Expr *call) {
 static bool calls_builtin(Expr *call) { return call->lhs->sym && call->lhs->sym->kind == SYM_BUILTIN; }
 
 static void resolve_call(Resolver *r, Expr *e) {
+  if (report_foreign_attention(r, e))
+    return;
   resolve_expr(r, e->lhs);
   int pos = 0;
   for (Arg *a = e->args; a; a = a->next) {
