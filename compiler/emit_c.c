@@ -1215,7 +1215,10 @@ static void emit_exports(Emitter *E) {
       fputs("  RT_CHECK(ctx, tape_.n == 0, \"internal error: autodiff tape not empty\");\n", fp);
       fputs("  free(tape_.t);\n  free(tape_.h);\n}\n\n", fp);
     }
-    fprintf(fp, "static void %s_a(rt_ctx *ctx, const rt_tensor *const *args, rt_tensor **out) {\n  %s(ctx", n, n);
+    fprintf(fp, "static void %s_a(rt_ctx *ctx, const rt_tensor *const *args, rt_tensor **out) {\n", n);
+    if (!f->nparams)
+      fputs("  (void)args;\n", fp);
+    fprintf(fp, "  %s(ctx", n);
     for (int i = 0; i < f->nparams; i++)
       fprintf(fp, ", args[%d]", i);
     if (f->nret == 1)

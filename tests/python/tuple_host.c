@@ -21,7 +21,7 @@ static int fails;
 int main(int argc, char **argv) {
   rt_ctx *ctx = rt_init(&argc, &argv, spmd_mesh_naxes, spmd_mesh_names, spmd_mesh_sizes);
   const spmd_export_info *info = &step_info;
-  EXPECT(spmd_exports[0] == &step_info && spmd_exports[1] == &eval_loss_info && !spmd_exports[2]);
+  EXPECT(spmd_exports[0] == &step_info && spmd_exports[1] == &eval_loss_info && spmd_exports[2] == &init_info);
   EXPECT(info->nargs == 6 && info->nresults == 5 && info->vjp == NULL);
   EXPECT(eval_loss_info.nresults == 1 && eval_loss_info.vjp != NULL);
   static const char *const paths[] = {"0", "1.w1", "1.w2", "2.w1", "2.w2"};
