@@ -833,6 +833,7 @@ static IrFn *remat_fn(AD *ad, Variant *v, Span at) {
   m->role = IRFN_PLAIN;
   m->is_main = false;
   m->vjp_fwd = m->vjp_bwd = m->exp_fwd = m->exp_bwd = NULL;
+  m->exported = false;
   m->exp_mask = NULL;
   m->emitted = false;
   m->next = NULL;
@@ -1053,10 +1054,16 @@ void ad_differentiate(Compiler *c, IrProgram *p) {
   AD ad = {.c = c, .p = p};
   for (IrFn *f = p->fns; f; f = f->next)
     rewrite_calls(&ad, &f->body);
-  /* an export fn gets NAME_vjp: its gradient for every float parameter */
+  /* an export fn gets C entry points; with a single result also NAME_vjp:
+   * its gradient for every float parameter (a tuple or record result, a
+   * training step's, has no vjp) */
   for (IrFn *f = p->fns; f; f = f->next) {
-    if (!f->fn || !(f->fn->flags & FN_EXPORT) || f->nret != 1 || f->vjp_fwd || ir_uses_tape(f) || f->inst->id != 0)
+    if (!f->fn || !(f->fn->flags & FN_EXPORT) || f->vjp_fwd || ir_uses_tape(f) || f->inst->id != 0)
       continue;
+    if (f->nret != 1) {
+      f->exported = true;
+      continue;
+    }
     char *mask = arena_alloc(&c->arena, (size_t)f->nparams + 1);
     for (int i = 0; i < f->nparams; i++)
       mask[i] = f->values[f->params[i]].type->dtype != DT_I32;
@@ -1064,6 +1071,7 @@ void ad_differentiate(Compiler *c, IrProgram *p) {
     f->exp_fwd = v->fwd;
     f->exp_bwd = v->bwd;
     f->exp_mask = mask;
+    f->exported = true; /* after variant(), whose copies of f are not exported */
   }
   if (!ad.new_fns)
     return;

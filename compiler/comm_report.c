@@ -385,14 +385,14 @@ static const char *fn_title(Report *R, IrFn *f) {
     return arena_sprintf(&R->c->arena, "%s (forward of %s, keeping what its backward needs)", f->cname, name);
   if (f->is_main)
     return arena_sprintf(&R->c->arena, "%s (main)", f->cname);
-  if (f->exp_fwd)
+  if (f->exported)
     return arena_sprintf(&R->c->arena, "%s (export fn %s)", f->cname, name);
   return arena_sprintf(&R->c->arena, "%s (fn %s)", f->cname, name);
 }
 
 static void print_fn(Report *R, IrFn *f) {
   bool bwd = is_backward(f);
-  if (!block_has(R, &f->body) && !f->is_main && !f->exp_fwd)
+  if (!block_has(R, &f->body) && !f->is_main && !f->exported)
     return;
   fprintf(R->out, "\nfn %s\n", fn_title(R, f));
   print_block(R, f, &f->body, 1, bwd);
@@ -421,7 +421,7 @@ void comm_report(Compiler *c, IrProgram *p, FILE *out, const char *source_path) 
   if (p->main)
     reach(&R, p->main);
   for (IrFn *f = p->fns; f; f = f->next)
-    if (f->exp_fwd)
+    if (f->exported)
       reach(&R, f);
   bool library = R.nfns == 0;
   if (library)
@@ -465,12 +465,14 @@ void comm_report(Compiler *c, IrProgram *p, FILE *out, const char *source_path) 
     print_cost_line(&R, 0, arena_sprintf(&c->arena, "program total per run (%s)", p->main->cname), &tot);
   }
   for (IrFn *f = p->fns; f; f = f->next)
-    if (f->exp_fwd && info(&R, f)) {
+    if (f->exported && info(&R, f)) {
       CommCost a = {0}, b = {0};
       fn_total(&R, f, &a);
+      print_cost_line(&R, 0, arena_sprintf(&c->arena, "export %s per call", f->fn->name), &a);
+      if (!f->exp_fwd)
+        continue;
       fn_total(&R, f->exp_fwd, &b);
       fn_total(&R, f->exp_bwd, &b);
-      print_cost_line(&R, 0, arena_sprintf(&c->arena, "export %s per call", f->fn->name), &a);
       print_cost_line(&R, 0, arena_sprintf(&c->arena, "export %s_vjp per call", f->fn->name), &b);
     }
 }

@@ -1054,7 +1054,7 @@ static void mark_reachable(IrFn *f);
 
 bool ir_has_exports(IrProgram *p) {
   for (IrFn *f = p->fns; f; f = f->next)
-    if (f->exp_fwd)
+    if (f->exported)
       return true;
   return false;
 }
@@ -1076,15 +1076,55 @@ static const char *grad_decls(IrFn *f, Compiler *c, bool names) {
   return sb.data;
 }
 
+/* Result r of an export fn: its C out-parameter's name (out for a single
+ * result, else out_ and its path: out_0, out_1_w1) and its path in the
+ * source's tuple or record ("", "0", "1.w1"). */
+static const char *result_name(Compiler *c, IrFn *f, int r) {
+  if (f->nret == 1)
+    return "out";
+  return arena_sprintf(&c->arena, "out_%s", type_leaf_path(c, f->inst->ret, r, "_"));
+}
+
+static const char *result_path(Compiler *c, IrFn *f, int r) {
+  return f->inst->ret ? type_leaf_path(c, f->inst->ret, r, ".") : "";
+}
+
+/* Parameter leaf i's path: the parameter's name and the field path of a
+ * record parameter's leaf ("x", "m.blocks.w1"). */
+static const char *param_path(Compiler *c, IrFn *f, int leaf) {
+  int i = 0;
+  for (Param *p = f->fn->params; p; p = p->next, i++) {
+    if (p->type && p->type->is_axis)
+      continue;
+    const Type *t = f->inst->args[i];
+    int nl = type_nleaves(t);
+    if (leaf < nl) {
+      const char *sub = type_leaf_path(c, t, leaf, ".");
+      return *sub ? arena_sprintf(&c->arena, "%s.%s", p->name->name, sub) : p->name->name;
+    }
+    leaf -= nl;
+  }
+  return "";
+}
+
+static const char *result_decls(Emitter *E, IrFn *f, bool names) {
+  StrBuf sb;
+  sb_init(&sb, &E->c->arena);
+  for (int r = 0; r < f->nret; r++)
+    sb_printf(&sb, ", rt_tensor **%s", names ? result_name(E->c, f, r) : "");
+  return sb.data;
+}
+
 /* The C prototypes of an export fn, for the header and the definitions. */
 static void export_protos(Emitter *E, IrFn *f, bool names, const char *end) {
   const char *n = f->fn->name;
-  fprintf(E->out, "void %s(rt_ctx *ctx%s, rt_tensor **%s)%s", n, param_decls(E, f, names), names ? "out" : "", end);
-  fprintf(E->out, "void %s_vjp(rt_ctx *ctx%s, const rt_tensor *%s%s)%s", n, param_decls(E, f, names),
-          names ? "dout" : "", grad_decls(f, E->c, names), end);
+  fprintf(E->out, "void %s(rt_ctx *ctx%s%s)%s", n, param_decls(E, f, names), result_decls(E, f, names), end);
+  if (f->exp_fwd)
+    fprintf(E->out, "void %s_vjp(rt_ctx *ctx%s, const rt_tensor *%s%s)%s", n, param_decls(E, f, names),
+            names ? "dout" : "", grad_decls(f, E->c, names), end);
 }
 
-static void emit_arg_info(Emitter *E, const Type *t, const char *name, bool diff) {
+static void emit_arg_info(Emitter *E, const Type *t, const char *name, bool diff, const char *path) {
   Mesh *m = E->p->mesh;
   fprintf(E->out, "{\"%s\", %s, %d, {", name, dtype_c(t->dtype), t->ndim);
   for (int d = 0; d < t->ndim; d++) {
@@ -1107,18 +1147,18 @@ static void emit_arg_info(Emitter *E, const Type *t, const char *name, bool diff
   static const char *const lt[] = {"RT_R", "RT_R", "RT_I", "RT_V", "RT_P"};
   for (int a = 0; a < m->naxes; a++)
     fprintf(E->out, "%s%s", a ? ", " : "", lt[t->lt[a]]);
-  fprintf(E->out, "}, %s}", diff ? "true" : "false");
+  fprintf(E->out, "}, %s, \"%s\"}", diff ? "true" : "false", path);
 }
 
 /* The errors the emitter would find in p, found before anything is
  * written: spmdc runs this after autodiff in every mode that goes past the
  * checker (--check included), so a program --check accepts is one -S
  * accepts.  An export fn's C entry points take its parameters' sizes as
- * integers. */
+ * integers (signatures name tensor types only: no host numbers). */
 bool emit_check(Compiler *c, IrProgram *p) {
   int before = c->nerrors;
   for (IrFn *f = p->fns; f; f = f->next) {
-    if (!f->exp_fwd)
+    if (!f->exported)
       continue;
     int bad = -1, dim = 0;
     for (int i = 0; i < f->nparams && bad < 0; i++) {
@@ -1142,63 +1182,92 @@ static void emit_exports(Emitter *E) {
   FILE *fp = E->out;
   int nexp = 0;
   for (IrFn *f = E->p->fns; f; f = f->next) {
-    if (!f->exp_fwd)
+    if (!f->exported)
       continue;
     nexp++;
     E->f = f;
     const char *n = f->fn->name;
     fprintf(fp, "/* export fn %s */\n", n);
-    fprintf(fp, "void %s(rt_ctx *ctx%s, rt_tensor **out) {\n", n, param_decls(E, f, true));
+    fprintf(fp, "void %s(rt_ctx *ctx%s%s) {\n", n, param_decls(E, f, true), result_decls(E, f, true));
     fprintf(fp, "  f_%s(ctx", f->cname);
     for (int i = 0; i < f->nparams; i++)
       fprintf(fp, ", (rt_tensor *)%s", f->values[f->params[i]].hint);
-    fputs(", out);\n}\n\n", fp);
-    fprintf(fp, "void %s_vjp(rt_ctx *ctx%s, const rt_tensor *dout%s) {\n", n, param_decls(E, f, true),
-            grad_decls(f, E->c, true));
-    fputs("  tape_t tape_ = {0};\n  rt_tensor *value_ = NULL;\n", fp);
-    fprintf(fp, "  f_%s(ctx, &tape_", f->exp_fwd->cname);
-    for (int i = 0; i < f->nparams; i++)
-      fprintf(fp, ", (rt_tensor *)%s", f->values[f->params[i]].hint);
-    fputs(", &value_);\n  rt_free(ctx, value_);\n", fp);
-    fprintf(fp, "  f_%s(ctx, &tape_, (rt_tensor *)dout", f->exp_bwd->cname);
-    for (int i = 0; i < f->nparams; i++)
-      if (f->exp_mask[i])
-        fprintf(fp, ", d_%s", f->values[f->params[i]].hint);
-    fputs(");\n", fp);
-    for (int i = 0; i < f->nparams; i++) /* gradients leave complete */
-      if (f->exp_mask[i])
-        fprintf(fp, "  if (d_%s)\n    rt_wait(ctx, *d_%s);\n", f->values[f->params[i]].hint,
-                f->values[f->params[i]].hint);
-    fputs("  RT_CHECK(ctx, tape_.n == 0, \"internal error: autodiff tape not empty\");\n", fp);
-    fputs("  free(tape_.t);\n  free(tape_.h);\n}\n\n", fp);
-    fprintf(fp, "static void %s_a(rt_ctx *ctx, const rt_tensor *const *args, rt_tensor **out) {\n  %s(ctx", n, n);
-    for (int i = 0; i < f->nparams; i++)
-      fprintf(fp, ", args[%d]", i);
-    fputs(", out);\n}\n\n", fp);
-    fprintf(fp, "static void %s_vjp_a(rt_ctx *ctx, const rt_tensor *const *args, const rt_tensor *dout, rt_tensor **grads) {\n  %s_vjp(ctx", n, n);
-    for (int i = 0; i < f->nparams; i++)
-      fprintf(fp, ", args[%d]", i);
-    fputs(", dout", fp);
-    for (int i = 0; i < f->nparams; i++)
-      if (f->exp_mask[i])
-        fprintf(fp, ", &grads[%d]", i);
+    for (int r = 0; r < f->nret; r++)
+      fprintf(fp, ", %s", result_name(E->c, f, r));
     fputs(");\n}\n\n", fp);
+    if (f->exp_fwd) {
+      fprintf(fp, "void %s_vjp(rt_ctx *ctx%s, const rt_tensor *dout%s) {\n", n, param_decls(E, f, true),
+              grad_decls(f, E->c, true));
+      fputs("  tape_t tape_ = {0};\n  rt_tensor *value_ = NULL;\n", fp);
+      fprintf(fp, "  f_%s(ctx, &tape_", f->exp_fwd->cname);
+      for (int i = 0; i < f->nparams; i++)
+        fprintf(fp, ", (rt_tensor *)%s", f->values[f->params[i]].hint);
+      fputs(", &value_);\n  rt_free(ctx, value_);\n", fp);
+      fprintf(fp, "  f_%s(ctx, &tape_, (rt_tensor *)dout", f->exp_bwd->cname);
+      for (int i = 0; i < f->nparams; i++)
+        if (f->exp_mask[i])
+          fprintf(fp, ", d_%s", f->values[f->params[i]].hint);
+      fputs(");\n", fp);
+      for (int i = 0; i < f->nparams; i++) /* gradients leave complete */
+        if (f->exp_mask[i])
+          fprintf(fp, "  if (d_%s)\n    rt_wait(ctx, *d_%s);\n", f->values[f->params[i]].hint,
+                  f->values[f->params[i]].hint);
+      fputs("  RT_CHECK(ctx, tape_.n == 0, \"internal error: autodiff tape not empty\");\n", fp);
+      fputs("  free(tape_.t);\n  free(tape_.h);\n}\n\n", fp);
+    }
+    fprintf(fp, "static void %s_a(rt_ctx *ctx, const rt_tensor *const *args, rt_tensor **out) {\n", n);
+    if (!f->nparams)
+      fputs("  (void)args;\n", fp);
+    fprintf(fp, "  %s(ctx", n);
+    for (int i = 0; i < f->nparams; i++)
+      fprintf(fp, ", args[%d]", i);
+    if (f->nret == 1)
+      fputs(", out", fp);
+    else
+      for (int r = 0; r < f->nret; r++)
+        fprintf(fp, ", &out[%d]", r);
+    fputs(");\n}\n\n", fp);
+    if (f->exp_fwd) {
+      fprintf(fp, "static void %s_vjp_a(rt_ctx *ctx, const rt_tensor *const *args, const rt_tensor *dout, rt_tensor **grads) {\n  %s_vjp(ctx", n, n);
+      for (int i = 0; i < f->nparams; i++)
+        fprintf(fp, ", args[%d]", i);
+      fputs(", dout", fp);
+      for (int i = 0; i < f->nparams; i++)
+        if (f->exp_mask[i])
+          fprintf(fp, ", &grads[%d]", i);
+      fputs(");\n}\n\n", fp);
+    }
     fprintf(fp, "static const spmd_export_arg %s_args[] = {", n);
     for (int i = 0; i < f->nparams; i++) {
       fputs(i ? ",\n  " : "\n  ", fp);
-      emit_arg_info(E, f->values[f->params[i]].type, f->values[f->params[i]].hint, f->exp_mask[i]);
+      emit_arg_info(E, f->values[f->params[i]].type, f->values[f->params[i]].hint, f->exp_mask && f->exp_mask[i],
+                    param_path(E->c, f, i));
     }
     fprintf(fp, "%s};\n", f->nparams ? "" : "{0}");
+    fprintf(fp, "static const spmd_export_arg %s_results[] = {", n);
+    for (int r = 0; r < f->nret; r++) {
+      fputs(r ? ",\n  " : "\n  ", fp);
+      emit_arg_info(E, f->ret_types[r], f->nret == 1 ? "result" : result_name(E->c, f, r) + 4, false,
+                    result_path(E->c, f, r));
+    }
+    fprintf(fp, "%s};\n", f->nret ? "" : "{0}");
     fprintf(fp, "const spmd_export_info %s_info = {\"%s\", %d, %s_args,\n  ", n, n, f->nparams, n);
-    emit_arg_info(E, f->ret_types[0], "result", false);
-    fprintf(fp, ",\n  %s_a, %s_vjp_a};\n\n", n, n);
+    if (f->nret)
+      emit_arg_info(E, f->ret_types[0], f->nret == 1 ? "result" : result_name(E->c, f, 0) + 4, false,
+                    result_path(E->c, f, 0));
+    else
+      fputs("{0}", fp);
+    if (f->exp_fwd)
+      fprintf(fp, ",\n  %s_a, %s_vjp_a, %d, %s_results};\n\n", n, n, f->nret, n);
+    else
+      fprintf(fp, ",\n  %s_a, NULL, %d, %s_results};\n\n", n, f->nret, n);
   }
   if (!nexp)
     return;
   Mesh *m = E->p->mesh;
   fputs("const spmd_export_info *const spmd_exports[] = {", fp);
   for (IrFn *f = E->p->fns; f; f = f->next)
-    if (f->exp_fwd)
+    if (f->exported)
       fprintf(fp, "&%s_info, ", f->fn->name);
   fputs("NULL};\n", fp);
   fprintf(fp, "const int spmd_mesh_naxes = %d;\nconst char *const spmd_mesh_names[] = {", m->naxes);
@@ -1214,7 +1283,9 @@ static const char export_types[] =
     "#ifndef SPMD_EXPORT_TYPES_H\n"
     "#define SPMD_EXPORT_TYPES_H\n"
     "/* One parameter or result of an export fn: its global shape, the mesh\n"
-    " * axes sharding each dim, and its local SPMD type on each mesh axis. */\n"
+    " * axes sharding each dim, and its local SPMD type on each mesh axis;\n"
+    " * path is its place in the source (\"x\", \"m.blocks.w1\" of a record\n"
+    " * parameter; a tuple or record result's \"0\", \"1.w1\"). */\n"
     "typedef struct spmd_export_arg {\n"
     "  const char *name;\n"
     "  rt_dtype dtype;\n"
@@ -1223,10 +1294,13 @@ static const char export_types[] =
     "  rt_axes dim_axes[RT_MAX_DIMS];\n"
     "  rt_ltype ltype[RT_MAX_AXES];\n"
     "  bool differentiable;\n"
+    "  const char *path;\n"
     "} spmd_export_arg;\n"
     "\n"
     "/* An export fn, for generic hosts: its signature and array-form entry\n"
-    " * points (grads[i] is left NULL for a parameter that has no gradient). */\n"
+    " * points.  fn writes out[0..nresults-1] (a tuple or record result is one\n"
+    " * tensor per leaf; result is results[0]); vjp is NULL unless there is\n"
+    " * one result (grads[i] is left NULL for a parameter without gradient). */\n"
     "typedef struct spmd_export_info {\n"
     "  const char *name;\n"
     "  int nargs;\n"
@@ -1234,6 +1308,8 @@ static const char export_types[] =
     "  spmd_export_arg result;\n"
     "  void (*fn)(rt_ctx *ctx, const rt_tensor *const *args, rt_tensor **out);\n"
     "  void (*vjp)(rt_ctx *ctx, const rt_tensor *const *args, const rt_tensor *dout, rt_tensor **grads);\n"
+    "  int nresults;\n"
+    "  const spmd_export_arg *results;  /* nresults of them */\n"
     "} spmd_export_info;\n"
     "#endif\n\n";
 
@@ -1246,7 +1322,7 @@ bool emit_header(Compiler *c, IrProgram *p, FILE *fp, const char *source_path, c
   fprintf(fp, "#ifndef %s\n#define %s\n\n#include <stdbool.h>\n#include \"spmdrt.h\"\n\n", guard, guard);
   fputs(export_types, fp);
   for (IrFn *f = p->fns; f; f = f->next) {
-    if (!f->exp_fwd)
+    if (!f->exported)
       continue;
     E.f = f;
     int line, col;
@@ -1296,7 +1372,7 @@ bool emit_program(Compiler *c, IrProgram *p, const Target *tgt, FILE *fp, FILE *
   if (p->main)
     mark_reachable(p->main);
   for (IrFn *f = p->fns; f; f = f->next)
-    if (f->exp_fwd)
+    if (f->exported)
       mark_reachable(f);
   fprintf(fp, "/* Generated by spmdc %s from %s.  Do not edit. */\n", SPMDC_VERSION, source_path);
   fputs(prelude, fp);

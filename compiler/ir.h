@@ -212,7 +212,9 @@ struct IrFn {
   /* a value_and_grad wrapper: runs vjp_fwd, seeds 1.0, runs vjp_bwd */
   IrFn *vjp_fwd, *vjp_bwd;
   int vjp_ngrads;
-  /* an export fn: its forward and backward for NAME_vjp */
+  /* an export fn: C entry points NAME (and NAME_vjp when exp_fwd: a
+   * single result); exp_fwd and exp_bwd are its forward and backward */
+  bool exported;
   IrFn *exp_fwd, *exp_bwd;
   const char *exp_mask;  /* per parameter: 1 if NAME_vjp gives its gradient */
   IrFn *next;

@@ -17,7 +17,7 @@
 
 typedef enum {
   MODE_COMPILE, MODE_CHECK, MODE_DUMP_AST, MODE_DUMP_TYPES, MODE_DUMP_IR, MODE_COMM_REPORT, MODE_MEMORY_REPORT,
-  MODE_EMIT_C, MODE_RUN
+  MODE_EMIT_C, MODE_RUN, MODE_SHARED
 } Mode;
 
 typedef struct Driver {
@@ -52,6 +52,9 @@ static const char usage_text[] =
     "modes:\n"
     "  -o FILE           write the executable (or with -S, the C file) to FILE\n"
     "  -S                emit C only (with --target=cuda, also the kernels: FILE.cu beside FILE.c)\n"
+    "  --shared          build a shared library of the export fns (-o libNAME.so, default\n"
+    "                    libFILE.so) and its header (libNAME.h), for hosts such as\n"
+    "                    Python's spmdc module (docs/python.md)\n"
     "  --check           run every check that -S runs (types, lowering, autodiff), write nothing\n"
     "  --dump-ast        print the syntax tree\n"
     "  --dump-types      print every binding with its inferred type\n"
@@ -181,6 +184,8 @@ static void parse_args(Driver *d, Compiler *c, int argc, char **argv) {
       d->mesh = a[6] == '=' ? a + 7 : option_value(argc, argv, &i, "--mesh");
     } else if (strcmp(a, "-S") == 0) {
       set_mode(d, MODE_EMIT_C, a);
+    } else if (strcmp(a, "--shared") == 0) {
+      set_mode(d, MODE_SHARED, a);
     } else if (strncmp(a, "-o", 2) == 0) {
       d->output = option_value(argc, argv, &i, "-o");
     } else if (strncmp(a, "-D", 2) == 0) {
@@ -249,8 +254,8 @@ static void parse_args(Driver *d, Compiler *c, int argc, char **argv) {
     return;
   if (!d->input)
     usage_error("%s", "no input file");
-  if ((d->depfile || d->depfile_md) && d->mode != MODE_COMPILE && d->mode != MODE_EMIT_C)
-    usage_error("%s", "--depfile and -MD describe an output: use them with -S or when building an executable");
+  if ((d->depfile || d->depfile_md) && d->mode != MODE_COMPILE && d->mode != MODE_EMIT_C && d->mode != MODE_SHARED)
+    usage_error("%s", "--depfile and -MD describe an output: use them with -S, --shared or when building an executable");
   if (d->mesh && d->mode != MODE_MEMORY_REPORT)
     usage_error("%s", "--mesh gives the mesh of --memory-report (a program takes its own --mesh when it runs)");
   if (d->mode == MODE_RUN && d->nprocs == 0)
@@ -388,10 +393,13 @@ static void put_header(Compiler *c, IrProgram *prog, FILE *fp, const void *arg) 
   emit_header(c, prog, fp, h->source, h->guard);
 }
 
-/* NAME.h beside NAME.c: the C entry points of the export fns. */
-static bool write_header(Compiler *c, IrProgram *prog, const char *cpath, const char *source) {
+/* NAME.h beside NAME.c (or libNAME.so): the C entry points of the export
+ * fns.  Returns the header's path, or NULL. */
+static const char *write_header(Compiler *c, IrProgram *prog, const char *cpath, const char *source) {
   size_t n = strlen(cpath);
-  const char *base = n > 2 && strcmp(cpath + n - 2, ".c") == 0 ? arena_strndup(&c->arena, cpath, n - 2) : cpath;
+  const char *base = n > 2 && strcmp(cpath + n - 2, ".c") == 0    ? arena_strndup(&c->arena, cpath, n - 2)
+                     : n > 3 && strcmp(cpath + n - 3, ".so") == 0 ? arena_strndup(&c->arena, cpath, n - 3)
+                                                                  : cpath;
   const char *path = arena_sprintf(&c->arena, "%s.h", base);
   const char *file = strrchr(base, '/') ? strrchr(base, '/') + 1 : base;
   StrBuf guard;
@@ -401,7 +409,7 @@ static bool write_header(Compiler *c, IrProgram *prog, const char *cpath, const 
     sb_putc(&guard, (char)((*p >= 'a' && *p <= 'z') ? *p - 32 : ((*p >= 'A' && *p <= 'Z') || (*p >= '0' && *p <= '9')) ? *p : '_'));
   sb_puts(&guard, "_H");
   HeaderArgs h = {source, guard.data};
-  return write_atomic(c, path, put_header, prog, &h);
+  return write_atomic(c, path, put_header, prog, &h) ? path : NULL;
 }
 
 /* nvcc's flags for the kernels (also printed by --print-paths, for tests) */
@@ -508,10 +516,47 @@ static int add_rt_cflags(Compiler *c, char **argv, int n, int cap) {
   return n;
 }
 
+/* A shared library (spmdc --shared): what compile_c and compile_cuda add.
+ * The generated C and the host interface (spmdrt_host.c, beside spmdrt.h)
+ * compiled with -fPIC and -include of the program's header, linked with
+ * the shared runtime (libspmdrt.so beside libspmdrt.a), found at run time
+ * through an rpath. */
+typedef struct Shared {
+  const char *header;  /* NULL: an executable */
+  const char *target;  /* "cpu" or "cuda" */
+} Shared;
+
+static int add_shared_flags(Compiler *c, const Paths *paths, const Shared *sh, char **argv, int n) {
+  if (!sh || !sh->header)
+    return n;
+  argv[n++] = "-fPIC";
+  argv[n++] = "-shared";
+  argv[n++] = "-D_POSIX_C_SOURCE=200809L"; /* spmdrt_host.c: clock_gettime, nanosleep, open_memstream */
+  /* the library's calls of its own functions bind to them: an export fn
+   * named like a symbol loaded before (glibc's `step`) is not interposed */
+  argv[n++] = "-Wl,-Bsymbolic";
+  argv[n++] = arena_sprintf(&c->arena, "-DSPMD_HOST_TARGET=\"%s\"", sh->target);
+  argv[n++] = "-include";
+  argv[n++] = (char *)sh->header;
+  argv[n++] = arena_sprintf(&c->arena, "%s/spmdrt_host.c", paths->rt_include);
+  return n;
+}
+
+/* the shared runtime beside the static one, and its rpath */
+static int add_shared_runtime(Compiler *c, const Paths *paths, char **argv, int n) {
+  const char *slash = strrchr(paths->rt_lib, '/');
+  const char *dir = slash ? arena_strndup(&c->arena, paths->rt_lib, (size_t)(slash - paths->rt_lib)) : ".";
+  argv[n++] = arena_sprintf(&c->arena, "%s/libspmdrt.so", dir);
+  argv[n++] = arena_sprintf(&c->arena, "-Wl,-rpath,%s", dir);
+  return n;
+}
+
 /* mpicc the generated C (and obj, if not NULL: the simulated kernels) into
- * an executable linked with libspmdrt and BLAS. */
-static bool compile_c(Compiler *c, const Paths *paths, const char *cfile, const char *obj, const char *exe, int opt) {
-  char *argv[32];
+ * an executable (or with sh, a shared library) linked with libspmdrt and
+ * BLAS. */
+static bool compile_c(Compiler *c, const Paths *paths, const char *cfile, const char *obj, const char *exe, int opt,
+                      const Shared *sh) {
+  char *argv[48];
   int n = 0;
   argv[n++] = (char *)env_or("SPMDC_CC", "mpicc");
   argv[n++] = "-std=c17";
@@ -528,11 +573,15 @@ static bool compile_c(Compiler *c, const Paths *paths, const char *cfile, const 
     argv[n++] = (char *)extra;
   argv[n++] = arena_sprintf(&c->arena, "-I%s", paths->rt_include);
   argv[n++] = (char *)cfile;
+  n = add_shared_flags(c, paths, sh, argv, n);
   if (obj)
     argv[n++] = (char *)obj;
   argv[n++] = "-o";
   argv[n++] = (char *)exe;
-  argv[n++] = (char *)paths->rt_lib;
+  if (sh && sh->header)
+    n = add_shared_runtime(c, paths, argv, n);
+  else
+    argv[n++] = (char *)paths->rt_lib;
   argv[n++] = (char *)paths->blas_lib;
   argv[n++] = (char *)paths->dnnl_lib; /* bf16 GEMM */
   argv[n++] = (char *)paths->gomp_lib;
@@ -553,7 +602,7 @@ static bool compile_c(Compiler *c, const Paths *paths, const char *cfile, const 
  * rounding as the CPU's loops (-ffp-contract=off), linked with the CPU
  * runtime. */
 static bool compile_cuda_sim(Compiler *c, const Paths *paths, const char *cfile, const char *cufile, const char *exe,
-                             int opt) {
+                             int opt, const Shared *sh) {
   const char *obj = arena_sprintf(&c->arena, "%s.o", cufile);
   char *argv[24];
   int n = 0;
@@ -567,6 +616,8 @@ static bool compile_cuda_sim(Compiler *c, const Paths *paths, const char *cfile,
   argv[n++] = "-fno-math-errno";
   argv[n++] = "-ffp-contract=off";
   argv[n++] = "-DSPMD_CUDA_SIM";
+  if (sh && sh->header)
+    argv[n++] = "-fPIC";
   n = add_rt_cflags(c, argv, n, 18);
   argv[n++] = arena_sprintf(&c->arena, "-I%s", paths->rt_include);
   argv[n++] = "-c";
@@ -579,7 +630,7 @@ static bool compile_cuda_sim(Compiler *c, const Paths *paths, const char *cfile,
     diag_tool_error(c, "the C++ compiler failed (exit %d) on %s", rc, cufile);
     return false;
   }
-  bool ok = compile_c(c, paths, cfile, obj, exe, opt);
+  bool ok = compile_c(c, paths, cfile, obj, exe, opt, sh);
   remove(obj);
   return ok;
 }
@@ -589,9 +640,9 @@ static bool compile_cuda_sim(Compiler *c, const Paths *paths, const char *cfile,
  * (-fmad=false), IEEE division and square root (nvcc's defaults), no fast
  * math; code for sm_90 and PTX for later GPUs. */
 static bool compile_cuda(Compiler *c, const Paths *paths, const char *cfile, const char *cufile, const char *exe,
-                         int opt) {
+                         int opt, const Shared *sh) {
   if (getenv("SPMDC_CUDA_SIM") && *getenv("SPMDC_CUDA_SIM") && strcmp(getenv("SPMDC_CUDA_SIM"), "0"))
-    return compile_cuda_sim(c, paths, cfile, cufile, exe, opt);
+    return compile_cuda_sim(c, paths, cfile, cufile, exe, opt, sh);
   if (!*paths->nvcc || !*paths->rt_cuda_lib) {
     diag_tool_error(c, "this spmdc has no CUDA runtime (libspmdrt_cuda, built with SPMD_CUDA where nvcc is found); "
                     "spmdc --target=cuda -S writes the C and the kernels");
@@ -606,6 +657,10 @@ static bool compile_cuda(Compiler *c, const Paths *paths, const char *cfile, con
   char *flags = arena_sprintf(&c->arena, "%s", NVCC_FLAGS);
   for (char *tok = strtok(flags, " "); tok && n < 24; tok = strtok(NULL, " "))
     nv[n++] = tok;
+  if (sh && sh->header) {
+    nv[n++] = "-Xcompiler";
+    nv[n++] = "-fPIC";
+  }
   nv[n++] = arena_sprintf(&c->arena, "-I%s", paths->rt_include);
   nv[n++] = (char *)cufile;
   nv[n++] = "-o";
@@ -616,7 +671,7 @@ static bool compile_cuda(Compiler *c, const Paths *paths, const char *cfile, con
     diag_tool_error(c, "nvcc failed (exit %d) on %s", rc, cufile);
     return false;
   }
-  char *argv[32];
+  char *argv[48];
   n = 0;
   argv[n++] = (char *)env_or("SPMDC_CC", "mpicc");
   argv[n++] = "-std=c17";
@@ -628,12 +683,13 @@ static bool compile_cuda(Compiler *c, const Paths *paths, const char *cfile, con
     argv[n++] = (char *)extra;
   argv[n++] = arena_sprintf(&c->arena, "-I%s", paths->rt_include);
   argv[n++] = (char *)cfile;
+  n = add_shared_flags(c, paths, sh, argv, n);
   argv[n++] = (char *)obj;
   argv[n++] = "-o";
   argv[n++] = (char *)exe;
   argv[n++] = (char *)paths->rt_cuda_lib;
   char *link = arena_sprintf(&c->arena, "%s", SPMD_CUDA_LINK);
-  for (char *tok = strtok(link, " "); tok && n < 30; tok = strtok(NULL, " "))
+  for (char *tok = strtok(link, " "); tok && n < 46; tok = strtok(NULL, " "))
     argv[n++] = tok;
   argv[n] = NULL;
   rc = run_command(argv);
@@ -699,8 +755,8 @@ static int run_program(Compiler *c, Driver *d, const Paths *paths, IrProgram *pr
   const char *base = arena_sprintf(&c->arena, "%s/%s-%08x", cache, stem(c, d->input), h);
   const char *cfile = arena_sprintf(&c->arena, "%s.c", base);
   const char *exe = base;
-  if (d->cuda ? !write_cuda(c, prog, cfile, d->input) || !compile_cuda(c, paths, cfile, cu_path(c, cfile), exe, d->opt_level)
-             : !write_c(c, prog, cfile, d->input) || !compile_c(c, paths, cfile, NULL, exe, d->opt_level))
+  if (d->cuda ? !write_cuda(c, prog, cfile, d->input) || !compile_cuda(c, paths, cfile, cu_path(c, cfile), exe, d->opt_level, NULL)
+             : !write_c(c, prog, cfile, d->input) || !compile_c(c, paths, cfile, NULL, exe, d->opt_level, NULL))
     return 1;
   char **argv = arena_alloc(&c->arena, sizeof(char *) * (size_t)(d->nrun_args + 12));
   int n = 0;
@@ -717,6 +773,32 @@ static int run_program(Compiler *c, Driver *d, const Paths *paths, IrProgram *pr
   argv[n] = NULL;
   fflush(stdout);
   return run_command(argv);
+}
+
+/* spmdc --shared: libNAME.so and libNAME.h (the header of its export fns;
+ * the generated C is removed unless SPMDC_KEEP_C is set). */
+static int build_shared(Compiler *c, Driver *d, const Paths *paths, IrProgram *prog) {
+  if (!ir_has_exports(prog)) {
+    diag_tool_error(c, "%s has no `export fn`, so a shared library would have nothing to call", d->input);
+    return 1;
+  }
+  const char *lib = d->output ? d->output : arena_sprintf(&c->arena, "lib%s.so", stem(c, d->input));
+  const char *header = write_header(c, prog, lib, d->input);
+  if (!header)
+    return 1;
+  const char *cfile = arena_sprintf(&c->arena, "%s.spmdc.%ld.c", lib, (long)getpid());
+  Shared sh = {header, d->cuda ? "cuda" : "cpu"};
+  bool ok = d->cuda ? write_cuda(c, prog, cfile, d->input) &&
+                          compile_cuda(c, paths, cfile, cu_path(c, cfile), lib, d->opt_level, &sh)
+                    : write_c(c, prog, cfile, d->input) && compile_c(c, paths, cfile, NULL, lib, d->opt_level, &sh);
+  if (!getenv("SPMDC_KEEP_C")) {
+    remove(cfile);
+    if (d->cuda)
+      remove(cu_path(c, cfile));
+  }
+  if (ok && (d->depfile || d->depfile_md))
+    ok = write_depfile(c, d, lib);
+  return ok ? 0 : 1;
 }
 
 int main(int argc, char **argv) {
@@ -777,6 +859,8 @@ int main(int argc, char **argv) {
         status = 2;
       else
         memory_report(c, &prog, stdout, d.input, sizes);
+    } else if (d.mode == MODE_SHARED) {
+      status = build_shared(c, &d, &paths, &prog);
     } else if (!prog.main && d.mode != MODE_EMIT_C) {
       diag_tool_error(c, "%s has no `fn main()`, so there is no program to build", d.input);
       status = 1;
@@ -797,9 +881,9 @@ int main(int argc, char **argv) {
       const char *cfile = arena_sprintf(&c->arena, "%s.spmdc.%ld.c", exe, (long)getpid());
       if (d.cuda)
         status = write_cuda(c, &prog, cfile, d.input) &&
-                 compile_cuda(c, &paths, cfile, cu_path(c, cfile), exe, d.opt_level) ? 0 : 1;
+                 compile_cuda(c, &paths, cfile, cu_path(c, cfile), exe, d.opt_level, NULL) ? 0 : 1;
       else
-        status = write_c(c, &prog, cfile, d.input) && compile_c(c, &paths, cfile, NULL, exe, d.opt_level) ? 0 : 1;
+        status = write_c(c, &prog, cfile, d.input) && compile_c(c, &paths, cfile, NULL, exe, d.opt_level, NULL) ? 0 : 1;
       if (!getenv("SPMDC_KEEP_C")) {
         remove(cfile);
         if (d.cuda)

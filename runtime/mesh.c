@@ -125,21 +125,24 @@ static void set_malloc_policy(void)
         mallopt(M_TRIM_THRESHOLD, (int)RT_TRIM_THRESHOLD);
 }
 
-rt_ctx *rt_init(int *argc, char ***argv, int naxes, const char *const *names,
-                const int *sizes)
+/* The start every context shares: MPI (initialised if nobody has), the
+ * mesh (from the declared sizes and mesh_arg), the target. */
+static void start(rt_ctx *ctx, int *argc, char ***argv, int naxes, const char *const *names,
+                  const int *sizes, const char *mesh_arg, bool from_argv)
 {
-    set_malloc_policy();
-    rt_ctx *ctx = ctx_new();
     ctx->mpi = true;
     int inited = 0;
     MPI_Initialized(&inited);
-    if (!inited)
+    if (!inited) {
         RT_CALL_MPI(ctx, MPI_Init(argc, argv));
+        ctx->own_mpi = true;
+    }
     MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
     RT_CALL_MPI(ctx, MPI_Comm_rank(MPI_COMM_WORLD, &ctx->rank));
     RT_CALL_MPI(ctx, MPI_Comm_size(MPI_COMM_WORLD, &ctx->world));
-    const char *mesh = argc && argv ? parse_args(ctx, argc, *argv) : NULL;
-    rt_mesh_setup(ctx, naxes, names, sizes, mesh);
+    if (from_argv)
+        mesh_arg = argc && argv ? parse_args(ctx, argc, *argv) : NULL;
+    rt_mesh_setup(ctx, naxes, names, sizes, mesh_arg);
     rt_wait_setup(ctx);
     rt_target_setup(ctx);
     /* the GEMM timing's tensors are the runtime's, not the program's */
@@ -147,6 +150,23 @@ rt_ctx *rt_init(int *argc, char ***argv, int naxes, const char *const *names,
     RT_CALL_MPI(ctx, MPI_Barrier(MPI_COMM_WORLD));
     ctx->t_start = rt_now();
     rt_profile_start(ctx);
+}
+
+rt_ctx *rt_init(int *argc, char ***argv, int naxes, const char *const *names,
+                const int *sizes)
+{
+    set_malloc_policy();
+    rt_ctx *ctx = ctx_new();
+    start(ctx, argc, argv, naxes, names, sizes, NULL, true);
+    return ctx;
+}
+
+rt_ctx *rt_init_lib(int naxes, const char *const *names, const int *sizes, const char *mesh,
+                    rt_error_hook hook, void *user)
+{
+    rt_ctx *ctx = ctx_new();
+    rt_set_error_hook(ctx, hook, user);
+    start(ctx, NULL, NULL, naxes, names, sizes, mesh && *mesh ? mesh : NULL, false);
     return ctx;
 }
 
@@ -163,8 +183,10 @@ int rt_finalize(rt_ctx *ctx)
     rt_trace_free(ctx);
     rt_profile_free(ctx);
     free(ctx->trace_path);
+    bool own = ctx->own_mpi;
     free(ctx);
-    MPI_Finalize();
+    if (own)
+        MPI_Finalize();
     return 0;
 }
 

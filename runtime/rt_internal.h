@@ -92,6 +92,7 @@ typedef void (*rt_async_hook)(rt_ctx *ctx, rt_async_event ev, rt_tensor *t);
 
 struct rt_ctx {
     bool mpi;           /* false for rt_ctx_serial */
+    bool own_mpi;       /* rt_init or rt_init_lib called MPI_Init: rt_finalize finalises */
     int rank, world;
     int naxes;
     char names[RT_MAX_AXES][RT_NAME_MAX];

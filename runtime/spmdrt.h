@@ -91,6 +91,10 @@ rt_tensor *rt_scalar(rt_ctx *ctx, rt_dtype dt, double v);          /* 0-d */
 rt_tensor *rt_from_data(rt_ctx *ctx, rt_dtype dt, int ndim, const int64_t *shape,
                         const void *data);                          /* copies */
 rt_tensor *rt_copy(rt_ctx *ctx, const rt_tensor *x);
+/* Host memory in and out, on any target (a GPU's tensors are copied):
+ * a new tensor holding data, and x's elements into data. */
+rt_tensor *rt_from_host(rt_ctx *ctx, rt_dtype dt, int ndim, const int64_t *shape, const void *data);
+void rt_to_host(rt_ctx *ctx, const rt_tensor *x, void *data);
 rt_tensor *rt_retain(rt_tensor *x); /* new reference to the same tensor */
 /* The result buffer of an elementwise op whose operand x dies at it: x
  * itself (a new reference) when the caller's is its only reference, so the
@@ -144,6 +148,15 @@ void rt_pool_release(rt_ctx *ctx, void *p, size_t cap);
  * Consumes --mesh a=n,..., --trace FILE.json and --profile from argv. */
 rt_ctx *rt_init(int *argc, char ***argv, int naxes, const char *const *names,
                 const int *sizes);
+/* For a library a host loads (spmdc --shared, docs/python.md): MPI_Init
+ * only if nobody has initialised MPI yet (mpi4py, say), and then
+ * rt_finalize finalises it (never an MPI it did not initialise); the world
+ * is MPI_COMM_WORLD. No argv; mesh is "a=n,..." as --mesh (NULL: none).
+ * The malloc policy is left alone. hook (may be NULL) is set before the
+ * mesh is checked, so a bad mesh reaches it. */
+typedef void (*rt_error_hook)(void *user, const char *msg); /* may longjmp */
+rt_ctx *rt_init_lib(int naxes, const char *const *names, const int *sizes, const char *mesh,
+                    rt_error_hook hook, void *user);
 /* Whether rt_init sets the runtime's malloc policy (the default: mmap
  * threshold fixed at 4 MiB, trim threshold at 8 MiB, each unless its glibc
  * tunable MALLOC_MMAP_THRESHOLD_ / MALLOC_TRIM_THRESHOLD_ is set; see
@@ -151,8 +164,9 @@ rt_ctx *rt_init(int *argc, char ***argv, int naxes, const char *const *names,
  * hand-written baselines (bench/hand_common.h) turn it off and run on
  * glibc's defaults. */
 void rt_set_malloc_policy(bool on);
-/* Writes the trace, prints the profile, frees everything, MPI_Finalize.
- * Returns 0 (the program's exit status). */
+/* Writes the trace, prints the profile, frees everything, MPI_Finalize
+ * (when rt_init or rt_init_lib initialised MPI). Returns 0 (the program's
+ * exit status). */
 int rt_finalize(rt_ctx *ctx);
 /* A context without MPI (one rank, no mesh): for kernels and unit tests. */
 rt_ctx *rt_ctx_serial(void);
@@ -544,8 +558,8 @@ void rt_kernel_end(rt_ctx *ctx, rt_kspan *s, rt_kind kind, const char *name);
 __attribute__((noreturn, format(printf, 2, 3)))
 #endif
 void rt_fail(rt_ctx *ctx, const char *fmt, ...);
-/* For in-process tests: called with the message before stopping. */
-typedef void (*rt_error_hook)(void *user, const char *msg);
+/* For in-process tests and hosts (rt_error_hook, above): called with the
+ * message before stopping. */
 void rt_set_error_hook(rt_ctx *ctx, rt_error_hook hook, void *user);
 void rt_fail_mpi(rt_ctx *ctx, int code, const char *call, const char *file, int line);
 

@@ -105,6 +105,25 @@ rt_tensor *rt_scalar(rt_ctx *ctx, rt_dtype dt, double v)
     return rt_full(ctx, dt, 0, NULL, v);
 }
 
+/* host memory in and out, through the target's staging (files' way) */
+rt_tensor *rt_from_host(rt_ctx *ctx, rt_dtype dt, int ndim, const int64_t *shape, const void *data)
+{
+    rt_tensor *t = rt_empty(ctx, dt, ndim, shape);
+    void *buf = rt_host_buffer(ctx, t);
+    if (t->numel)
+        memcpy(buf, data, (size_t)t->numel * rt_dtype_size(dt));
+    rt_host_commit(ctx, t, buf);
+    return t;
+}
+
+void rt_to_host(rt_ctx *ctx, const rt_tensor *x, void *data)
+{
+    rt_wait(ctx, x);
+    const void *src = rt_host_view(ctx, x);
+    if (x->numel)
+        memcpy(data, src, (size_t)x->numel * rt_dtype_size(x->dtype));
+}
+
 rt_tensor *rt_retain(rt_tensor *x)
 {
     x->refs++;

@@ -13,8 +13,9 @@ SPMD_PACKAGES="cmake make gcc re2c bison libopenmpi-dev openmpi-bin libcriterion
 missing=()
 # the test suite's: clang and libFuzzer (the clang build, tests/fuzz), ip
 # (tests/multihost), unshare (tests/faults); GNU time (/usr/bin/time -v: peak
-# memory per rank in bench/tp_mlp_startup_mem.sh)
-SPMD_PACKAGES="$SPMD_PACKAGES clang libclang-rt-14-dev iproute2 util-linux time"
+# memory per rank in bench/tp_mlp_startup_mem.sh); python3-mpi4py (the
+# Python module's tests under mpirun python3, tests/python)
+SPMD_PACKAGES="$SPMD_PACKAGES clang libclang-rt-14-dev iproute2 util-linux time python3-mpi4py"
 if [ "${1:-}" = "--test" ]; then
   SPMD_PACKAGES="$SPMD_PACKAGES python3-torch"
 fi
