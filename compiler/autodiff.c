@@ -416,6 +416,15 @@ static void bwd_rule(Rev *r, IrInst *in, IrBlock *here, int dy, const int *res_f
     grad_of_first(r, here, b, in);
     return;
   }
+  case IR_CROSS_ENTROPY_VP: { /* the loss is R on the axes: its cotangent (P) is all-reduced over them first */
+    IrInst *ar = coll(r, IR_ALL_REDUCE, in, dy, ftype(r, in->dst[0]));
+    IR_I(ar, REDUCE) = RED_SUM;
+    int args[4] = {RES(a0), RES(in->args[1]), RES(in->dst[1]), ar->dst[0]};
+    IrInst *b = bemit(r, IR_CROSS_ENTROPY_VP_BWD, sp, 4, args);
+    IR_I(b, CE_REDUCTION) = IR_I(in, CE_REDUCTION);
+    grad_of_first(r, here, b, in);
+    return;
+  }
   case IR_WHERE: { /* the gradient goes to the selected operand */
     IrInst *b = bemit(r, IR_WHERE_BWD, sp, 4, (int[]){RES(a0), RES(in->args[1]), RES(in->args[2]), dy});
     ir_reserve_dst(r->ad->c, b, 2);

@@ -92,6 +92,14 @@ static void price(Report *R, IrFn *f, IrInst *in, CommCost *cost, double mult) {
   Type *t = in->op == IR_ALL_GATHER && y ? y : x;
   if (!t || t->kind != TY_TENSOR)
     return;
+  if (in->op == IR_CROSS_ENTROPY_VP) { /* all-reduces of 3 f64 per row: the maximum, the sum, the target's logit */
+    t = type_clone(R->c, t);
+    t->dtype = DT_F64;
+    t->shape[t->ndim - 1] = size_int(3);
+    t->spec[t->ndim - 1][0] = -1;
+    comm_cost_add(R->c, cost, 2 * mult, group_of(in), comm_local_bytes(t), comm_local_bytes_text(R->c, R->m, t));
+    return;
+  }
   if (in->wire != DT_NONE && in->wire != t->dtype) { /* dtype=: the wire's bytes */
     t = type_clone(R->c, t);
     t->dtype = in->wire;
@@ -257,6 +265,7 @@ static const char *op_text(Report *R, IrFn *f, IrInst *in, bool bwd) {
     break;
   case IR_PPERMUTE: what = arena_sprintf(&c->arena, " shift=%lld", IR_I(in, SHIFT)); break;
   case IR_COPY: return "no communication (the layout is already the target's)";
+  case IR_CROSS_ENTROPY_VP: what = " (each row's maximum, sum of exponentials and target logit, f64)"; break;
   default: what = ""; break;
   }
   const char *letters = "";

@@ -314,6 +314,16 @@ static void emit_inst(Emitter *E, IrInst *in, int ind) {
     out(E, ind, "%s = rt_cross_entropy_reduce(ctx, %s, %s, %s); %s\n", D(E, in, 0), A(E, in, 0), A(E, in, 1),
         ce_reduction_c[IR_I(in, CE_REDUCTION)], loc);
     return;
+  case IR_CROSS_ENTROPY_VP: { /* the class offset from the logits' layout; lse only for a backward */
+    bool lse = in->ndst > 1 && in->dst[1] >= 0 && E->nuses[in->dst[1]] > 0;
+    out(E, ind, "{ %s\n", loc);
+    emit_shape(E, ind + 1, E->f->values[in->args[0]].type, "cross_entropy");
+    out(E, ind + 1, "%s = rt_cross_entropy_vp(ctx, %s, %s, %s, &layout_, %s, %s);\n", D(E, in, 0), A(E, in, 0),
+        A(E, in, 1), ce_reduction_c[IR_I(in, CE_REDUCTION)], axes_c(E, in),
+        lse ? arena_sprintf(&E->c->arena, "&%s", D(E, in, 1)) : "NULL");
+    out(E, ind, "}\n");
+    return;
+  }
   case IR_AXIS_INDEX:
     out(E, ind, "%s = rt_scalar(ctx, RT_I32, (double)rt_axis_index(ctx, %d)); %s\n", D(E, in, 0), in->axes[0], loc);
     return;
@@ -541,6 +551,17 @@ static void emit_inst(Emitter *E, IrInst *in, int ind) {
     out(E, ind, "%s = rt_cross_entropy_reduce_bwd(ctx, %s, %s, %s, %s); %s\n", D(E, in, 0), A(E, in, 0), A(E, in, 1),
         A(E, in, 2), ce_reduction_c[IR_I(in, CE_REDUCTION)], loc);
     return;
+  case IR_CROSS_ENTROPY_VP_BWD: { /* logits that die here: the gradient in their buffer (rt_reuse's rule) */
+    bool reuse = dies_here(E, in->args[0]);
+    out(E, ind, "{ %s\n", loc);
+    emit_shape(E, ind + 1, E->f->values[in->args[0]].type, "cross_entropy");
+    out(E, ind + 1, "%s = rt_cross_entropy_vp_bwd%s(ctx, %s, %s, %s, %s, %s, &layout_);%s\n", D(E, in, 0),
+        reuse ? "_reuse" : "", A(E, in, 0), A(E, in, 1), A(E, in, 2), A(E, in, 3),
+        ce_reduction_c[IR_I(in, CE_REDUCTION)],
+        reuse ? arena_sprintf(&E->c->arena, " /* in place: %s dies here */", A(E, in, 0)) : "");
+    out(E, ind, "}\n");
+    return;
+  }
   case IR_WHERE_BWD:
     out(E, ind, "rt_where_bwd(ctx, %s, %s, %s, %s, %s, %s); %s\n", A(E, in, 0), A(E, in, 1), A(E, in, 2), A(E, in, 3),
         in->dst[0] >= 0 ? arena_sprintf(&E->c->arena, "&%s", D(E, in, 0)) : "NULL",

@@ -62,7 +62,7 @@ typedef enum { LTY_R, LTY_I, LTY_V, LTY_P } IrLType;
   X(DTYPE, IRR_DTYPE, 1)        /* ASTYPE: the DType */                                                     \
   X(DETACH, IRR_BOOL, 1)        /* COPY: detach(x), no gradient flows through */                            \
   X(MEAN_GIVEN, IRR_BOOL, 1)    /* RANDN: mean= was given (args[2]) */                                      \
-  X(CE_REDUCTION, IRR_CE, 1)    /* CROSS_ENTROPY(_BWD): the IrCeReduction */                                \
+  X(CE_REDUCTION, IRR_CE, 1)    /* CROSS_ENTROPY(_VP)(_BWD): the IrCeReduction */                                \
   X(CAUSAL, IRR_BOOL, 1)        /* ATTENTION(_BWD): causal=, query i sees keys j <= i + S - T */            \
   X(REDUCE, IRR_REDUCE, 1)      /* ALL_REDUCE: the IrReduceOp */                                            \
   X(SRC_DIM, IRR_DIM, 1)        /* ALL_TO_ALL: the dims split and joined */                                 \

@@ -666,11 +666,29 @@ static int lower_builtin(Lower *L, Expr *call, Builtin op) {
   }
   case BI_CROSS_ENTROPY: {
     args = lower_args(L, call, &n);
-    IrInst *in = emit(L, IR_CROSS_ENTROPY, sp);
+    const Type *x = pos_arg(call, 0)->ty;
+    int cd = x->ndim - 1;
+    bool vp = x->spec[cd][0] >= 0; /* the classes split: vocabulary parallel */
+    IrInst *in = emit(L, vp ? IR_CROSS_ENTROPY_VP : IR_CROSS_ENTROPY, sp);
     ir_set_args(L->c, in, 2, args);
     IR_I(in, CE_REDUCTION) = ce_reduction(named(L, call, "reduction"));
+    if (!vp) {
+      in->dst[0] = value(L, rt, NULL);
+      in->ndst = 1;
+      return in->dst[0];
+    }
+    /* the all-reduces' axes; each row's log-sum-exp, f64, R on them */
+    Type *lse = type_clone(L->c, x);
+    lse->ndim--;
+    lse->dtype = DT_F64;
+    for (int j = 0; j < MAX_MESH_AXES && x->spec[cd][j] >= 0; j++) {
+      in->axes[in->naxes++] = x->spec[cd][j];
+      lse->lt[x->spec[cd][j]] = LT_R;
+    }
+    ir_reserve_dst(L->c, in, 2);
     in->dst[0] = value(L, rt, NULL);
-    in->ndst = 1;
+    in->dst[1] = value(L, lse, NULL);
+    in->ndst = 2;
     return in->dst[0];
   }
   case BI_ITEM:

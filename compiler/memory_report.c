@@ -823,9 +823,10 @@ static void run_inst(Mem *M, Frame *F, IrInst *in) {
     release(M, wout);
     return;
   }
-  if (in->op == IR_ALL_REDUCE && dies_here(M, in->args[0]) && F->root[in->args[0]] >= 0) {
-    /* rt_all_reduce_reuse (and _start_reuse): in the operand's buffer when
-     * the block's reference is its only one */
+  if ((in->op == IR_ALL_REDUCE || in->op == IR_CROSS_ENTROPY_VP_BWD) && dies_here(M, in->args[0]) &&
+      F->root[in->args[0]] >= 0) {
+    /* rt_all_reduce_reuse (and _start_reuse), rt_cross_entropy_vp_bwd_reuse:
+     * in the operand's buffer when the block's reference is its only one */
     Root *o = &M->roots[F->root[in->args[0]]];
     if (o->refs == 1 && o->tape == 0) {
       F->root[in->dst[0]] = F->root[in->args[0]];
@@ -842,7 +843,7 @@ static void run_inst(Mem *M, Frame *F, IrInst *in) {
     int v = in->dst[d];
     if (v < 0 || f->values[v].type->kind != TY_TENSOR)
       continue;
-    if (in->op == IR_ATTENTION && d == 1 && fn_uses(M, f)->nuses[v] == 0)
+    if ((in->op == IR_ATTENTION || in->op == IR_CROSS_ENTROPY_VP) && d == 1 && fn_uses(M, f)->nuses[v] == 0)
       continue; /* the log-sum-exp is made only for a backward (emit_c.c) */
     if (share && d == 0 && F->root[in->args[0]] >= 0) {
       F->root[v] = F->root[in->args[0]];

@@ -420,15 +420,21 @@ bool shard_norm(Checker *k, Expr *call, Builtin op, const Operand *x) {
 
 bool shard_cross_entropy(Checker *k, Expr *call, const Operand ops[2], int red, Type *res,
                          bool contracted[MAX_MESH_AXES]) {
-  const Type *x = ops[0].t;
+  const Type *x = ops[0].t, *tg = ops[1].t;
   int cd = x->ndim - 1;
-  if (x->spec[cd][0] >= 0) {
-    check_error(k, call->span, "cross_entropy() takes a softmax over the class dim, which is sharded on %s",
-                dim_axes_quoted(k, x, cd));
-    note_at(k->c, (Span){0, 0, 0}, "each rank holds only some of the classes of each row");
-    help(k->c, "gather the classes first: all_gather(%s, %s, src=S(%d), dst=R), or write a vocab-parallel loss in "
-         "local code", src_text(k, ops[0].e), dim_axes_text(k, x, cd), cd);
-    return false;
+  /* the classes split (vocabulary parallel): each row's statistics are
+   * all-reduced over the class dim's axes, so every rank of them gets the
+   * whole loss (R); the targets, global class ids, must be R there too */
+  for (int j = 0; j < MAX_MESH_AXES && x->spec[cd][j] >= 0; j++) {
+    int a = x->spec[cd][j];
+    if (tg->lt[a] != LT_R) {
+      check_error(k, call->span, "cross_entropy() with the classes sharded on '%s' takes targets that are R on '%s', "
+                  "got %s", axis_name(k, a), axis_name(k, a), ck_type(k, tg));
+      note_at(k->c, (Span){0, 0, 0}, "each rank of '%s' holds some classes of every row and needs every row's target",
+              axis_name(k, a));
+      return false;
+    }
+    res->lt[a] = LT_R;
   }
   for (int d = 0; d < cd; d++)
     if (!same_spec(k, "cross_entropy()", call->span, arena_sprintf(&k->c->arena, "dim %d", d), &ops[0], d, &ops[1], d))

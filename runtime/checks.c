@@ -262,14 +262,36 @@ void rt_cross_entropy_check(rt_ctx *ctx, const rt_tensor *logits, const rt_tenso
 int64_t rt_cross_entropy_check_targets(rt_ctx *ctx, const rt_tensor *logits,
                                        const rt_tensor *targets)
 {
+    return rt_cross_entropy_check_targets_n(ctx, targets, logits->shape[logits->ndim - 1]);
+}
+
+int64_t rt_cross_entropy_check_targets_n(rt_ctx *ctx, const rt_tensor *targets, int64_t c)
+{
     const int32_t *t = targets->numel ? rt_host_view(ctx, targets) : NULL;
-    int64_t c = logits->shape[logits->ndim - 1], kept = 0;
+    int64_t kept = 0;
     for (int64_t r = 0; r < targets->numel; r++) {
         if (!(t[r] == RT_IGNORE_INDEX || (t[r] >= 0 && t[r] < c)))
             rt_cross_entropy_target_fail(ctx, "", t[r], r, c);
         kept += t[r] != RT_IGNORE_INDEX;
     }
     return kept;
+}
+
+void rt_cross_entropy_vp_check(rt_ctx *ctx, const rt_tensor *logits, const rt_tensor *targets,
+                               const rt_layout *l, const rt_tensor *lse, int64_t *first,
+                               int64_t *classes)
+{
+    rt_cross_entropy_check(ctx, logits, targets);
+    int last = logits->ndim - 1;
+    RT_CHECK(ctx, l && l->ndim == logits->ndim && l->local[last] == logits->shape[last] &&
+                  l->offset[last] >= 0 && l->offset[last] + l->local[last] <= l->global[last],
+             "cross_entropy: the layout's class block differs from the logits' %lld classes",
+             (long long)logits->shape[last]);
+    if (lse)
+        RT_CHECK(ctx, lse->dtype == RT_F64 && lse->numel == targets->numel,
+                 "cross_entropy_bwd: the log-sum-exp needs one f64 per row");
+    *first = l->offset[last];
+    *classes = l->global[last];
 }
 
 void rt_cross_entropy_target_fail(rt_ctx *ctx, const char *at, int64_t t, int64_t row,

@@ -2,7 +2,8 @@
  * kernels of their own: sum, mean and amax over a dim or over everything
  * (on the target's rt_reduce_dim) and their backwards (rt_expand,
  * rt_binary, rt_scale), where's backward (rt_where, rt_sum_to_shape),
- * cross_entropy (the mean of rt_cross_entropy_reduce), transpose (a
+ * cross_entropy (the mean of rt_cross_entropy_reduce; the vocabulary-
+ * parallel one: its kernels around two all-reduces), transpose (a
  * permute), index_bwd and index_add (on rt_index_add_), scale, and a binary
  * op's backward (rt_binary_bwd_f64 over the target's rt_binary_grads). */
 #include <string.h>
@@ -137,6 +138,57 @@ rt_tensor *rt_cross_entropy_bwd(rt_ctx *ctx, const rt_tensor *logits, const rt_t
                                 const rt_tensor *dy)
 {
     return rt_cross_entropy_reduce_bwd(ctx, logits, targets, dy, RT_CE_MEAN);
+}
+
+/* The vocabulary-parallel cross-entropy: the target's kernels around two
+ * all-reduces of per-row statistics (f64, in the group's fixed order): the
+ * maximum, then the sums of exponentials with the targets' logits.  What
+ * they make and free here is the op's scratch, not counted as tensors
+ * (docs/memory.md); the loss and lse are. */
+rt_tensor *rt_cross_entropy_vp(rt_ctx *ctx, const rt_tensor *logits, const rt_tensor *targets,
+                               rt_ce_reduction red, const rt_layout *l, rt_axes axes,
+                               rt_tensor **lse)
+{
+    int64_t first, classes;
+    rt_cross_entropy_vp_check(ctx, logits, targets, l, NULL, &first, &classes);
+    ctx->mem_off++;
+    rt_tensor *mx = rt_ce_vp_rowmax(ctx, logits);
+    rt_tensor *m = rt_all_reduce_reuse(ctx, mx, axes, RT_RED_MAX);
+    rt_free(ctx, mx);
+    rt_tensor *sx = rt_ce_vp_rowsums(ctx, logits, targets, m, first);
+    rt_tensor *sums = rt_all_reduce_reuse(ctx, sx, axes, RT_RED_SUM);
+    rt_free(ctx, sx);
+    ctx->mem_off--;
+    rt_tensor *y = rt_ce_vp_finish(ctx, targets, m, sums, classes, red, logits->dtype, lse);
+    rt_free(ctx, m);
+    rt_free(ctx, sums);
+    return y;
+}
+
+rt_tensor *rt_cross_entropy_vp_bwd(rt_ctx *ctx, const rt_tensor *logits,
+                                   const rt_tensor *targets, const rt_tensor *lse,
+                                   const rt_tensor *dy, rt_ce_reduction red,
+                                   const rt_layout *l)
+{
+    int64_t first, classes;
+    rt_cross_entropy_vp_check(ctx, logits, targets, l, lse, &first, &classes);
+    rt_cross_entropy_bwd_check(ctx, targets, dy, red);
+    rt_tensor *dx = rt_empty(ctx, logits->dtype, logits->ndim, logits->shape);
+    rt_ce_vp_grad(ctx, logits, targets, lse, dy, red, first, classes, dx);
+    return dx;
+}
+
+rt_tensor *rt_cross_entropy_vp_bwd_reuse(rt_ctx *ctx, rt_tensor *logits,
+                                         const rt_tensor *targets, const rt_tensor *lse,
+                                         const rt_tensor *dy, rt_ce_reduction red,
+                                         const rt_layout *l)
+{
+    int64_t first, classes;
+    rt_cross_entropy_vp_check(ctx, logits, targets, l, lse, &first, &classes);
+    rt_cross_entropy_bwd_check(ctx, targets, dy, red);
+    rt_tensor *dx = rt_reuse(ctx, logits);
+    rt_ce_vp_grad(ctx, logits, targets, lse, dy, red, first, classes, dx);
+    return dx;
 }
 
 rt_tensor *rt_transpose(rt_ctx *ctx, const rt_tensor *x, int d0, int d1)

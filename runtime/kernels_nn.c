@@ -520,6 +520,122 @@ rt_tensor *rt_cross_entropy_reduce_bwd(rt_ctx *ctx, const rt_tensor *logits,
     return dx;
 }
 
+/* ---- the vocabulary-parallel cross-entropy's kernels (rt_cross_entropy_vp
+ * in composite.c runs them around its all-reduces): row by row through one
+ * row of scratch, so nothing logits-sized is made but the gradient */
+
+rt_tensor *rt_ce_vp_rowmax(rt_ctx *ctx, const rt_tensor *logits)
+{
+    RT_KERNEL(ctx, RT_K_NN, "cross_entropy");
+    int64_t c = logits->shape[logits->ndim - 1], n = 1;
+    for (int d = 0; d < logits->ndim - 1; d++) /* rows (also where this rank has no class) */
+        n *= logits->shape[d];
+    rt_tensor *m = rt_empty(ctx, RT_F64, 1, &n);
+    double *M = (double *)m->data;
+    size_t cap;
+    double *row = rt_scratch(ctx, c, &cap);
+    for (int64_t r = 0; r < n; r++) {
+        rt_load_f64(logits, r * c, c, row);
+        M[r] = lane_max(row, c);
+    }
+    rt_pool_release(ctx, row, cap);
+    return m;
+}
+
+rt_tensor *rt_ce_vp_rowsums(rt_ctx *ctx, const rt_tensor *logits, const rt_tensor *targets,
+                            const rt_tensor *m, int64_t first)
+{
+    RT_KERNEL(ctx, RT_K_NN, "cross_entropy");
+    int64_t c = logits->shape[logits->ndim - 1], n = targets->numel;
+    rt_tensor *s = rt_empty(ctx, RT_F64, 2, (int64_t[]){n, 2});
+    double *S = (double *)s->data;
+    const double *M = (const double *)m->data;
+    const int32_t *T = (const int32_t *)targets->data;
+    size_t cap;
+    double *row = rt_scratch(ctx, c, &cap);
+    for (int64_t r = 0; r < n; r++) {
+        rt_load_f64(logits, r * c, c, row);
+        int64_t j = (int64_t)T[r] - first; /* the target's column here */
+        double picked = j >= 0 && j < c ? row[j] : 0.0, sum = 0;
+        for (int64_t k = 0; k < c; k++)
+            row[k] -= M[r];
+        lane_exp(ctx->tgt->vm, row, row, c);
+        for (int64_t k = 0; k < c; k++)
+            sum += row[k];
+        S[2 * r] = sum;
+        S[2 * r + 1] = picked;
+    }
+    rt_pool_release(ctx, row, cap);
+    return s;
+}
+
+rt_tensor *rt_ce_vp_finish(rt_ctx *ctx, const rt_tensor *targets, const rt_tensor *m,
+                           const rt_tensor *sums, int64_t classes, rt_ce_reduction red,
+                           rt_dtype dt, rt_tensor **lse)
+{
+    int64_t kept = rt_cross_entropy_check_targets_n(ctx, targets, classes);
+    RT_KERNEL(ctx, RT_K_NN, "cross_entropy");
+    int64_t n = targets->numel;
+    const double *M = (const double *)m->data, *S = (const double *)sums->data;
+    const int32_t *T = (const int32_t *)targets->data;
+    size_t cap;
+    double *loss = rt_scratch(ctx, n, &cap), total = 0;
+    double *L = NULL;
+    if (lse) {
+        *lse = rt_empty(ctx, RT_F64, 1, &n);
+        L = (double *)(*lse)->data;
+    }
+    for (int64_t r = 0; r < n; r++) {
+        double z = M[r] + log(S[2 * r]);
+        if (L)
+            L[r] = z;
+        loss[r] = T[r] == IGNORE_INDEX ? 0.0 : z - S[2 * r + 1];
+        total += loss[r];
+    }
+    rt_tensor *y;
+    if (red == RT_CE_NONE) {
+        y = rt_empty(ctx, dt, targets->ndim, targets->shape);
+        rt_store_f64(y, 0, n, loss);
+    } else {
+        y = rt_scalar(ctx, dt, red == RT_CE_SUM ? total : kept ? total / (double)kept : NAN);
+    }
+    rt_pool_release(ctx, loss, cap);
+    return y;
+}
+
+void rt_ce_vp_grad(rt_ctx *ctx, const rt_tensor *logits, const rt_tensor *targets,
+                   const rt_tensor *lse, const rt_tensor *dy, rt_ce_reduction red, int64_t first,
+                   int64_t classes, rt_tensor *dx)
+{
+    int64_t kept = rt_cross_entropy_check_targets_n(ctx, targets, classes);
+    RT_KERNEL(ctx, RT_K_NN, "cross_entropy_bwd");
+    int64_t n = targets->numel, c = logits->shape[logits->ndim - 1];
+    double scale = red == RT_CE_NONE ? 1.0
+                 : red == RT_CE_SUM  ? rt_item(ctx, dy)
+                 : kept              ? rt_item(ctx, dy) / (double)kept
+                                     : 0.0;
+    const double *L = (const double *)lse->data;
+    const int32_t *T = (const int32_t *)targets->data;
+    size_t cap;
+    double *row = rt_scratch(ctx, c, &cap);
+    for (int64_t r = 0; r < n; r++) {
+        int64_t t = T[r], j = t - first;
+        if (t == IGNORE_INDEX) {
+            memset(row, 0, (size_t)c * sizeof *row);
+        } else {
+            double sr = red == RT_CE_NONE ? rt_get(dy, r) : scale;
+            rt_load_f64(logits, r * c, c, row);
+            for (int64_t k = 0; k < c; k++)
+                row[k] -= L[r];
+            lane_exp(ctx->tgt->vm, row, row, c);
+            for (int64_t k = 0; k < c; k++)
+                row[k] = sr * (row[k] - (k == j));
+        }
+        rt_store_f64(dx, r * c, c, row);
+    }
+    rt_pool_release(ctx, row, cap);
+}
+
 /* ---- embedding */
 
 rt_tensor *rt_embedding(rt_ctx *ctx, const rt_tensor *table, const rt_tensor *ids)

@@ -266,6 +266,9 @@ static rt_tensor *einsum2(rt_ctx *ctx, const char *eq, const eqn *e, const rt_te
     char la[RT_MAX_DIMS + 1], lb[RT_MAX_DIMS + 1];
     strcpy(la, e->in[0]);
     strcpy(lb, e->in[1]);
+    /* the operands summed and permuted for the GEMM are the kernel's scratch,
+     * not counted as tensors (docs/memory.md: --memory-report cannot see them) */
+    ctx->mem_off++;
     rt_tensor *A = sum_labels(ctx, a, la, e->out, lb), *B = sum_labels(ctx, b, lb, e->out, la);
     char batch[RT_MAX_DIMS + 1] = "", fa[RT_MAX_DIMS + 1] = "", fb[RT_MAX_DIMS + 1] = "",
          con[RT_MAX_DIMS + 1] = "";
@@ -295,6 +298,7 @@ static rt_tensor *einsum2(rt_ctx *ctx, const char *eq, const eqn *e, const rt_te
     for (int i = 0; i < nfb; i++) N *= shape[nd++] = label_size(B, lb, fb[i]);
     for (int i = 0; i < ncon; i++) K *= label_size(A, la, con[i]);
     rt_tensor *PA = permute_labels(ctx, A, la, pa), *PB = permute_labels(ctx, B, lb, pb);
+    ctx->mem_off--;
     rt_tensor A3 = view(PA, 3, (int64_t[]){bt, M, K}), B3 = view(PB, 3, (int64_t[]){bt, K, N});
     rt_tensor *C = bmm(ctx, &A3, false, &B3, false);
     C->ndim = nd; /* [bt, M, N] seen as [batch..., fa..., fb...] */

@@ -348,6 +348,39 @@ int64_t rt_cross_entropy_check_targets(rt_ctx *ctx, const rt_tensor *logits,
 /* after rt_cross_entropy_check: dy has the loss's size */
 void rt_cross_entropy_bwd_check(rt_ctx *ctx, const rt_tensor *targets, const rt_tensor *dy,
                                 rt_ce_reduction red);
+/* the same check for `classes` classes (the vocabulary-parallel loss: the
+ * global count); returns the rows not ignored */
+int64_t rt_cross_entropy_check_targets_n(rt_ctx *ctx, const rt_tensor *targets, int64_t classes);
+/* rt_cross_entropy_vp(_bwd)'s operands: rt_cross_entropy_check's, a layout
+ * whose last dim's block is the logits' (offset + local within global), lse
+ * (or NULL) f64 with a value per row; the block's first class and the
+ * global number of classes */
+void rt_cross_entropy_vp_check(rt_ctx *ctx, const rt_tensor *logits, const rt_tensor *targets,
+                               const rt_layout *l, const rt_tensor *lse, int64_t *first,
+                               int64_t *classes);
+/* The vocabulary-parallel cross-entropy's kernels, one per target
+ * (kernels_nn.c, cuda/nn.cu; rt_cross_entropy_vp in composite.c runs them
+ * around its all-reduces).  rows: the targets' count; c: the logits' last
+ * dim (this rank's classes), first: the first one's global id.
+ *   rowmax: each row's maximum over this rank's classes, f64 [rows] (-inf
+ *     when it holds none);
+ *   rowsums: f64 [rows, 2]: sum(exp(logit - m[r])) over this rank's
+ *     classes, and the target's logit where this rank holds it (else 0);
+ *   finish: from the all-reduced m and sums, the loss (dtype dt, reduced
+ *     as red) and, when lse is not NULL, each row's m + log(sum), f64;
+ *     checks the targets against `classes` (the CPU's message);
+ *   grad: d logits = dy_r * (exp(logit - lse[r]) - onehot), row by row,
+ *     into dx (the logits' shape and dtype; may be the logits: each row is
+ *     read before it is written). */
+rt_tensor *rt_ce_vp_rowmax(rt_ctx *ctx, const rt_tensor *logits);
+rt_tensor *rt_ce_vp_rowsums(rt_ctx *ctx, const rt_tensor *logits, const rt_tensor *targets,
+                            const rt_tensor *m, int64_t first);
+rt_tensor *rt_ce_vp_finish(rt_ctx *ctx, const rt_tensor *targets, const rt_tensor *m,
+                           const rt_tensor *sums, int64_t classes, rt_ce_reduction red,
+                           rt_dtype dt, rt_tensor **lse);
+void rt_ce_vp_grad(rt_ctx *ctx, const rt_tensor *logits, const rt_tensor *targets,
+                   const rt_tensor *lse, const rt_tensor *dy, rt_ce_reduction red, int64_t first,
+                   int64_t classes, rt_tensor *dx);
 /* embedding: a table [V, D] and i32 ids; the backward: i32 ids, dy float
  * [..., D] with a row per id */
 void rt_embedding_check(rt_ctx *ctx, const rt_tensor *table, const rt_tensor *ids);

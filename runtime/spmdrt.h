@@ -413,6 +413,31 @@ rt_tensor *rt_cross_entropy_reduce(rt_ctx *ctx, const rt_tensor *logits,
 rt_tensor *rt_cross_entropy_reduce_bwd(rt_ctx *ctx, const rt_tensor *logits,
                                        const rt_tensor *targets, const rt_tensor *dy,
                                        rt_ce_reduction red);
+/* The same with the classes split over `axes` (vocabulary parallel): this
+ * rank holds classes [o, o + C) of the global last dim, o and C from l (the
+ * logits' global layout: l->offset and l->local of the last dim, so any
+ * block sizes work), the targets are global class ids, the same on every
+ * rank of the group.  Each row's maximum and sum of exponentials (and the
+ * target's logit, from the rank that holds it) are all-reduced over axes in
+ * f64; every rank of the group gets the whole loss.  lse (when not NULL):
+ * each row's log-sum-exp, f64 [rows], what the backward needs besides the
+ * logits.  The backward gives this rank's block of the gradient from it,
+ * row by row, without the softmax; its dy is the whole cotangent (the
+ * caller all-reduces a pending one over axes first). */
+rt_tensor *rt_cross_entropy_vp(rt_ctx *ctx, const rt_tensor *logits, const rt_tensor *targets,
+                               rt_ce_reduction red, const rt_layout *l, rt_axes axes,
+                               rt_tensor **lse);
+rt_tensor *rt_cross_entropy_vp_bwd(rt_ctx *ctx, const rt_tensor *logits,
+                                   const rt_tensor *targets, const rt_tensor *lse,
+                                   const rt_tensor *dy, rt_ce_reduction red,
+                                   const rt_layout *l);
+/* ... for logits that die at it (the caller frees them right after): the
+ * gradient in the logits' buffer when the caller's reference is its only
+ * one (rt_reuse), row by row, so the backward makes nothing logits-sized */
+rt_tensor *rt_cross_entropy_vp_bwd_reuse(rt_ctx *ctx, rt_tensor *logits,
+                                         const rt_tensor *targets, const rt_tensor *lse,
+                                         const rt_tensor *dy, rt_ce_reduction red,
+                                         const rt_layout *l);
 /* Fused attention: softmax(q k^T * scale) v per head, without the scores.
  * q [B, H, T, E] with k [B, Hkv, S, E], v [B, Hkv, S, Ev] (query head h
  * reads key/value head h / (H / Hkv)), or q [B, Hkv, G, T, E] (the same

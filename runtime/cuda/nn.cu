@@ -369,6 +369,130 @@ rt_tensor *rt_cross_entropy_reduce_bwd(rt_ctx *ctx, const rt_tensor *logits,
     return dx;
 }
 
+/* ---- the vocabulary-parallel cross-entropy's kernels (composite.c's
+ * rt_cross_entropy_vp runs them around its all-reduces): a warp per row,
+ * nothing logits-sized made but the gradient; the targets are checked on
+ * the device against the global number of classes (check_ids) */
+
+rt_tensor *rt_ce_vp_rowmax(rt_ctx *ctx, const rt_tensor *logits)
+{
+    RT_KERNEL(ctx, RT_K_NN, "cross_entropy");
+    ctx->tgt->op = "cross_entropy";
+    int64_t c = logits->shape[logits->ndim - 1], n = 1;
+    for (int d = 0; d < logits->ndim - 1; d++)
+        n *= logits->shape[d];
+    rt_tensor *m = rt_empty(ctx, RT_F64, 1, &n);
+    const void *L = logits->data;
+    double *M = (double *)m->data;
+    rt_dtype dt = logits->dtype;
+    rt_launch_rows(ctx, n, [=] RT_HD(const rt_warp &w, int64_t r) {
+        double v = w.max(c, [&](int64_t j) { return rt_ld(L, dt, r * c + j); });
+        if (w.leader())
+            M[r] = v;
+    });
+    return m;
+}
+
+rt_tensor *rt_ce_vp_rowsums(rt_ctx *ctx, const rt_tensor *logits, const rt_tensor *targets,
+                            const rt_tensor *m, int64_t first)
+{
+    RT_KERNEL(ctx, RT_K_NN, "cross_entropy");
+    ctx->tgt->op = "cross_entropy";
+    int64_t c = logits->shape[logits->ndim - 1], n = targets->numel;
+    int64_t shape[2] = {n, 2};
+    rt_tensor *s = rt_empty(ctx, RT_F64, 2, shape);
+    const void *L = logits->data;
+    const double *M = (const double *)m->data;
+    const int32_t *T = (const int32_t *)targets->data;
+    double *S = (double *)s->data;
+    rt_dtype dt = logits->dtype;
+    rt_launch_rows(ctx, n, [=] RT_HD(const rt_warp &w, int64_t r) {
+        int64_t off = r * c, j = (int64_t)T[r] - first; /* the target's column here */
+        double mr = M[r];
+        double sum = w.sum(c, [&](int64_t k) { return exp(rt_ld(L, dt, off + k) - mr); });
+        if (w.leader()) {
+            S[2 * r] = sum;
+            S[2 * r + 1] = j >= 0 && j < c ? rt_ld(L, dt, off + j) : 0.0;
+        }
+    });
+    return s;
+}
+
+rt_tensor *rt_ce_vp_finish(rt_ctx *ctx, const rt_tensor *targets, const rt_tensor *m,
+                           const rt_tensor *sums, int64_t classes, rt_ce_reduction red,
+                           rt_dtype dt, rt_tensor **lse)
+{
+    RT_KERNEL(ctx, RT_K_NN, "cross_entropy");
+    ctx->tgt->op = "cross_entropy";
+    int64_t n = targets->numel;
+    rt_tensor *kept = red == RT_CE_MEAN ? rt_empty(ctx, RT_F64, 0, NULL) : NULL;
+    double *K = kept ? (double *)kept->data : NULL;
+    check_ids(ctx, targets, classes, RT_DEVERR_TARGET, K);
+    rt_tensor *loss = rt_empty(ctx, RT_F64, targets->ndim, targets->shape);
+    double *LS = (double *)loss->data, *LZ = NULL;
+    if (lse) {
+        *lse = rt_empty(ctx, RT_F64, 1, &n);
+        LZ = (double *)(*lse)->data;
+    }
+    const double *M = (const double *)m->data, *S = (const double *)sums->data;
+    const int32_t *T = (const int32_t *)targets->data;
+    rt_launch(ctx, n, [=] RT_HD(int64_t r) {
+        double z = M[r] + log(S[2 * r]);
+        if (LZ)
+            LZ[r] = z;
+        int32_t t = T[r];
+        LS[r] = t == IGNORE_INDEX ? 0.0 : target_ok(t, classes) ? z - S[2 * r + 1] : NAN;
+    });
+    rt_tensor *y;
+    if (red == RT_CE_NONE) {
+        y = rt_astype(ctx, loss, dt);
+    } else { /* the kept rows' losses added on one warp */
+        y = rt_empty(ctx, dt, 0, NULL);
+        void *Y = y->data;
+        const double *CK = K;
+        rt_launch_rows(ctx, 1, [=] RT_HD(const rt_warp &w, int64_t) {
+            double total = w.sum(n, [&](int64_t r) { return T[r] != IGNORE_INDEX ? LS[r] : 0.0; });
+            if (w.leader())
+                rt_st(Y, dt, 0, red == RT_CE_SUM ? total : CK[0] != 0 ? total / CK[0] : NAN);
+        });
+    }
+    rt_free(ctx, loss);
+    rt_free(ctx, kept);
+    return y;
+}
+
+void rt_ce_vp_grad(rt_ctx *ctx, const rt_tensor *logits, const rt_tensor *targets,
+                   const rt_tensor *lse, const rt_tensor *dy, rt_ce_reduction red, int64_t first,
+                   int64_t classes, rt_tensor *dx)
+{
+    RT_KERNEL(ctx, RT_K_NN, "cross_entropy_bwd");
+    ctx->tgt->op = "cross_entropy_bwd";
+    int64_t n = targets->numel, c = logits->shape[logits->ndim - 1];
+    rt_tensor *kept = red == RT_CE_MEAN ? rt_empty(ctx, RT_F64, 0, NULL) : NULL;
+    double *K = kept ? (double *)kept->data : NULL;
+    check_ids(ctx, targets, classes, RT_DEVERR_TARGET, K);
+    const void *L = logits->data, *DY = dy->data;
+    const double *LZ = (const double *)lse->data, *CK = K;
+    const int32_t *T = (const int32_t *)targets->data;
+    void *DX = dx->data;
+    rt_dtype dt = logits->dtype, ddt = dy->dtype;
+    /* d logits[r] = dy_r * (exp(logits[r] - lse[r]) - onehot(t[r] - first)) */
+    rt_launch_rows(ctx, n, [=] RT_HD(const rt_warp &w, int64_t r) {
+        int32_t t = T[r];
+        double sr = red == RT_CE_NONE ? rt_ld(DY, ddt, r)
+                  : red == RT_CE_SUM  ? rt_ld(DY, ddt, 0)
+                  : CK[0] != 0        ? rt_ld(DY, ddt, 0) / CK[0]
+                                      : 0.0;
+        int64_t off = r * c, j = (int64_t)t - first;
+        double z = LZ[r];
+        w.each(c, [&](int64_t k) {
+            double p = exp(rt_ld(L, dt, off + k) - z);
+            rt_st(DX, dt, off + k, t == IGNORE_INDEX ? 0.0 : sr * (p - (double)(k == j)));
+        });
+    });
+    rt_free(ctx, kept);
+}
+
 /* ---- embedding */
 
 rt_tensor *rt_embedding(rt_ctx *ctx, const rt_tensor *table, const rt_tensor *ids)

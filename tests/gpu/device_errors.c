@@ -4,7 +4,9 @@
  * given by rt_at; the op itself does not wait for the device.
  *   device_errors CASE   (under mpirun; CASE: ce, ce_bwd, embedding,
  *                         embedding_bwd, first: two bad ops, the first
- *                         one's message)
+ *                         one's message; ce_vp, ce_vp_bwd: the
+ *                         vocabulary-parallel loss, 5 classes a rank of 5
+ *                         per rank, the message naming all of them)
  * Each case prints "after the op" on stderr once the bad op has returned,
  * then reads a value (a synchronisation); it exits 0 only if no error
  * stopped it, which the tests count as a failure. */
@@ -43,6 +45,21 @@ int main(int argc, char **argv)
     } else if (strcmp(c, "embedding_bwd") == 0) {
         rt_at(C, "bad.spmd:4");
         r = rt_embedding_bwd(C, ids, edy, 3);
+    } else if (strcmp(c, "ce_vp") == 0 || strcmp(c, "ce_vp_bwd") == 0) {
+        int n = rt_group_size(C, RT_AXES(0));
+        rt_axes axes[2] = {RT_NO_AXES, RT_AXES(0)};
+        rt_layout l = rt_layout_of(C, "logits", 2, (int64_t[]){3, 5 * (int64_t)n}, axes);
+        int32_t vv[3] = {1, -100, 5 * n + 3};
+        rt_tensor *tvp = rt_from_data(C, RT_I32, 1, (int64_t[]){3}, vv);
+        if (strcmp(c, "ce_vp") == 0) {
+            rt_at(C, "bad.spmd:9");
+            r = rt_cross_entropy_vp(C, logits, tvp, RT_CE_MEAN, &l, RT_AXES(0), NULL);
+        } else {
+            double z[3] = {0, 0, 0};
+            rt_tensor *lse = rt_from_data(C, RT_F64, 1, (int64_t[]){3}, z);
+            rt_at(C, "bad.spmd:10");
+            r = rt_cross_entropy_vp_bwd(C, logits, tvp, lse, dy, RT_CE_MEAN, &l);
+        }
     } else if (strcmp(c, "first") == 0) {
         rt_at(C, "bad.spmd:3");
         rt_free(C, rt_embedding(C, table, ids));

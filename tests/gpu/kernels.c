@@ -346,6 +346,30 @@ static void rows(void)
                 out(NAME(what), cl,
                     rt_cross_entropy_reduce_bwd(C, x, t, r == 2 ? none_dy : sdy, (rt_ce_reduction)r));
             }
+            /* the vocabulary-parallel loss: x this rank's block of d classes
+             * of d * ranks (its layout's), the targets global ids; lse, the
+             * backward, and the backward in the logits' buffer */
+            int nr = rt_group_size(C, RT_AXES(0));
+            rt_axes vax[2] = {RT_NO_AXES, RT_AXES(0)};
+            rt_layout vl = rt_layout_of(C, "logits", 2, (int64_t[]){5, d * nr}, vax);
+            for (int r = 0; r < 3; r++) {
+                char what[40];
+                rt_tensor *lse = NULL;
+                snprintf(what, sizeof what, "cross_entropy_vp_%s", reds[r]);
+                out(NAME(what), cl, rt_cross_entropy_vp(C, x, t, (rt_ce_reduction)r, &vl, RT_AXES(0), &lse));
+                snprintf(what, sizeof what, "cross_entropy_vp_lse_%s", reds[r]);
+                rt_tensor *lse2 = rt_retain(lse);
+                out(NAME(what), "f32", lse);
+                snprintf(what, sizeof what, "cross_entropy_vp_bwd_%s", reds[r]);
+                out(NAME(what), cl, rt_cross_entropy_vp_bwd(C, x, t, lse2, r == 2 ? none_dy : sdy,
+                                                            (rt_ce_reduction)r, &vl));
+                snprintf(what, sizeof what, "cross_entropy_vp_bwd_reuse_%s", reds[r]);
+                rt_tensor *xc = rt_copy(C, x);
+                out(NAME(what), cl, rt_cross_entropy_vp_bwd_reuse(C, xc, t, lse2, r == 2 ? none_dy : sdy,
+                                                                  (rt_ce_reduction)r, &vl));
+                rt_free(C, xc);
+                rt_free(C, lse2);
+            }
             /* softmax over the middle dim: inner != 1 */
             rt_tensor *x3 = input(dt, SH(2, d, 3), -3, 3), *dy3 = input(dt, SH(2, d, 3), -1, 1);
             rt_tensor *y3 = rt_softmax(C, x3, 1), *ly3 = rt_log_softmax(C, x3, 1);

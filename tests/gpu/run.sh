@@ -58,6 +58,8 @@ if [ "$worker" = errors-worker ]; then
   p=0 f=0
   for spec in "ce|cross_entropy (bad.spmd:7): target 7 at row 2 is out of range for 5 classes" \
               "ce_bwd|cross_entropy (bad.spmd:8): target 7 at row 2 is out of range for 5 classes" \
+              "ce_vp|cross_entropy (bad.spmd:9): target 13 at row 2 is out of range for 10 classes" \
+              "ce_vp_bwd|cross_entropy (bad.spmd:10): target 13 at row 2 is out of range for 10 classes" \
               "embedding|embedding (bad.spmd:3): id 9 at position 2 is out of range for 3 rows" \
               "embedding_bwd|embedding (bad.spmd:4): id 9 at position 2 is out of range for 3 rows" \
               "first|embedding (bad.spmd:3): id 9 at position 2 is out of range for 3 rows"; do
