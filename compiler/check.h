@@ -152,6 +152,8 @@ Arg *call_named(Checker *k, Expr *call, const char *name);
 bool check_named_args(Checker *k, Expr *call, Builtin op);
 bool want_args(Checker *k, Expr *call, Builtin op, int lo, int hi);
 bool host_int(Checker *k, Expr *e, long long *v); /* an integer constant */
+/* its value without a message (the lowering reads it again) */
+bool const_int_expr(const Expr *e, long long *v, bool *symbolic);
 bool named_int(Checker *k, Expr *call, const char *name, long long *v, bool *given);
 /* A dim argument, negative counting from the end as in PyTorch. */
 bool check_norm_dim(Checker *k, Span sp, long long d, int ndim, int *out);

@@ -94,22 +94,89 @@ bool want_args(Checker *k, Expr *call, Builtin op, int lo, int hi) {
   return false;
 }
 
+/* The value of an integer expression known when the program is compiled:
+ * integers, constants, the sizes of the instance being checked (or
+ * lowered), + - * / % on them and the immutable `let`s bound to such an
+ * expression (`let half = HD / 2;`). *symbolic is set when a size that is
+ * still a symbol was needed (a function checked on its own, SPEC 3). */
+bool const_int_expr(const Expr *e, long long *v, bool *symbolic) {
+  for (int depth = 0; e && depth < 64; depth++) {
+    switch (e->kind) {
+    case EX_INT: *v = e->ival; return true;
+    case EX_UNARY: {
+      long long x;
+      if (e->op != OP_NEG || !const_int_expr(e->lhs, &x, symbolic) || x == -__LONG_LONG_MAX__ - 1)
+        return false;
+      *v = -x;
+      return true;
+    }
+    case EX_BINARY: {
+      long long a, b;
+      if (!const_int_expr(e->lhs, &a, symbolic) || !const_int_expr(e->rhs, &b, symbolic))
+        return false;
+      switch (e->op) {
+      case OP_ADD: return !__builtin_add_overflow(a, b, v);
+      case OP_SUB: return !__builtin_sub_overflow(a, b, v);
+      case OP_MUL: return !__builtin_mul_overflow(a, b, v);
+      case OP_DIV:
+      case OP_MOD:
+        if (b == 0 || (a == -__LONG_LONG_MAX__ - 1 && b == -1))
+          return false;
+        *v = e->op == OP_DIV ? a / b : a % b;
+        return true;
+      default: return false;
+      }
+    }
+    case EX_NAME:
+    case EX_FIELD: {
+      const Symbol *s = e->sym;
+      if (!s)
+        return false;
+      if (s->kind == SYM_CONST) {
+        if (!s->evaluated || s->is_float)
+          return false;
+        *v = s->ival;
+        return true;
+      }
+      if (s->kind == SYM_SHAPEVAR) {
+        if (!s->info || s->is_rest)
+          return false;
+        if (size_is_int(*(const Size *)s->info, v))
+          return true;
+        *symbolic |= size_has_symbol(*(const Size *)s->info);
+        return false;
+      }
+      if (s->kind == SYM_LET && s->def) {
+        e = s->def;
+        continue;
+      }
+      return false;
+    }
+    default: return false;
+    }
+  }
+  return false;
+}
+
 /* A host integer argument (dims, sizes, seeds). */
 bool host_int(Checker *k, Expr *e, long long *v) {
-  if (e->kind == EX_INT) {
-    *v = e->ival;
+  bool symbolic = false;
+  if (const_int_expr(e, v, &symbolic))
     return true;
-  }
-  if (e->kind == EX_UNARY && e->op == OP_NEG && e->lhs->kind == EX_INT) {
-    *v = -e->lhs->ival;
-    return true;
-  }
-  if ((e->kind == EX_NAME || e->kind == EX_FIELD) && e->sym && e->sym->kind == SYM_CONST &&
-      e->sym->evaluated && !e->sym->is_float) {
-    *v = e->sym->ival;
-    return true;
-  }
+  k->value_dependent |= symbolic;
   check_error(k, e->span, "expected an integer constant here");
+  const Symbol *s = (e->kind == EX_NAME || e->kind == EX_FIELD) ? e->sym : NULL;
+  if (s && s->kind == SYM_VAR)
+    help(k->c, "'%s' is a var; a value known when the program is compiled is needed here: bind it with "
+               "`let %s = ...;` to integers, constants and sizes",
+         s->name, s->name);
+  else if (s && s->kind == SYM_LET)
+    help(k->c, "'%s' is only known when the program runs; a value known when it is compiled is needed here: "
+               "integers, constants, sizes and + - * / %% on them (`let half = HD / 2;`)",
+         s->name);
+  else if (s && s->kind == SYM_LOOP)
+    help(k->c, "a loop's variable is only known when the program runs; a value known when it is compiled is "
+               "needed here");
   return false;
 }
 

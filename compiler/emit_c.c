@@ -209,6 +209,69 @@ static const char *host_op(OpKind op) {
   }
 }
 
+/* The runtime names the .spmd line of a failing op (rt_at; an error in a
+ * callee also names the line of each call, rt_call_begin): an instruction
+ * that runs a tensor op tells it its line when that changed. Host
+ * arithmetic, vars and the tape cannot fail. */
+/* What a runtime error calls a value without a name: its expression as
+ * written, on one line, at most 48 characters ("randn(f32[V@tp, D], ...").
+ * Quotes and backslashes are dropped: it is put in a C string. */
+static const char *source_text(Emitter *E, Span sp) {
+  if (!sp.file || sp.end <= sp.begin)
+    return "tensor";
+  const char *t = source_file(E->c, sp.file)->text + sp.begin;
+  size_t n = sp.end - sp.begin, k = 0;
+  char buf[64];
+  for (size_t i = 0; i < n && k < 48; i++) {
+    char ch = t[i] == '\n' || t[i] == '\t' || t[i] == '\r' ? ' ' : t[i];
+    if (ch == '"' || ch == '\\' || (ch == ' ' && k && buf[k - 1] == ' '))
+      continue;
+    buf[k++] = ch;
+  }
+  if (k == 48)
+    memcpy(buf + 44, "...", 3), k = 47;
+  return arena_strndup(&E->c->arena, buf, k);
+}
+
+static bool runs_tensor_op(const IrInst *in) {
+  switch (in->op) {
+  case IR_HOST_CONST:
+  case IR_HOST_BINARY:
+  case IR_HOST_NEG:
+  case IR_HOST_NOT:
+  case IR_HOST_SIZE:
+  case IR_HOST_MATH:
+  case IR_HOST_WALL_TIME:
+  case IR_VAR_SET:
+  case IR_VAR_GET:
+  case IR_FOR:
+  case IR_IF:
+  case IR_RETURN:
+  case IR_PUSH:
+  case IR_POP:
+  case IR_FREE: return false;
+  default: return true;
+  }
+}
+
+static const char *loc_string(Emitter *E, Span sp, int *line) {
+  int col;
+  source_position(E->c, sp, line, &col);
+  return c_string(E, arena_sprintf(&E->c->arena, "%s:%d", source_file(E->c, sp.file)->path, *line));
+}
+
+static void emit_loc(Emitter *E, const IrInst *in, int ind) {
+  if (!in->span.file || !runs_tensor_op(in))
+    return;
+  int line;
+  const char *loc = loc_string(E, in->span, &line);
+  if (in->op == IR_CALL || in->op == IR_VJP_CALL || (in->span.file == E->at_file && line == E->at_line))
+    return; /* a call says its line itself */
+  out(E, ind, "rt_at(ctx, %s);\n", loc);
+  E->at_file = in->span.file;
+  E->at_line = line;
+}
+
 static void emit_block(Emitter *E, IrBlock *b, int ind);
 
 
@@ -381,7 +444,7 @@ static void emit_inst(Emitter *E, IrInst *in, int ind) {
   case IR_RANDN:
   case IR_UNIFORM:
   case IR_LOAD: {
-    const char *name = E->f->values[in->dst[0]].hint ? E->f->values[in->dst[0]].hint : "tensor";
+    const char *name = E->f->values[in->dst[0]].hint ? E->f->values[in->dst[0]].hint : source_text(E, in->span);
     if (in->op == IR_LOAD && in->strs) /* a record's field: its path */
       name = in->strs[0];
     out(E, ind, "{ %s\n", loc);
@@ -586,12 +649,20 @@ static void emit_inst(Emitter *E, IrInst *in, int ind) {
     return;
   case IR_CALL:
   case IR_VJP_CALL: {
+    int cline = 0;
+    if (in->span.file) { /* rt_call_end restores the line after it */
+      out(E, ind, "rt_call_begin(ctx, %s);\n", loc_string(E, in->span, &cline));
+      E->at_file = in->span.file;
+      E->at_line = cline;
+    }
     out(E, ind, "f_%s(ctx%s", in->callee->cname, ir_uses_tape(in->callee) ? ", tape" : "");
     for (int i = 0; i < in->nargs; i++)
       fprintf(E->out, ", %s", A(E, in, i));
     for (int i = 0; i < in->ndst; i++)
       fprintf(E->out, ", %s", in->dst[i] >= 0 ? arena_sprintf(&E->c->arena, "&%s", D(E, in, i)) : "NULL");
     fprintf(E->out, "); %s\n", loc);
+    if (in->span.file)
+      out(E, ind, "rt_call_end(ctx);\n");
     return;
   }
   case IR_VAR_SET:
@@ -631,6 +702,7 @@ static void emit_inst(Emitter *E, IrInst *in, int ind) {
     if (step)
       out(E, ind + 1, "rt_trace_end(ctx);\n");
     out(E, ind, "}\n");
+    E->at_line = 0;
     return;
   }
   case IR_IF:
@@ -641,6 +713,7 @@ static void emit_inst(Emitter *E, IrInst *in, int ind) {
       emit_block(E, &in->els, ind + 1);
     }
     out(E, ind, "}\n");
+    E->at_line = 0;
     return;
   case IR_RETURN:
     for (int i = 0; i < in->nargs; i++)
@@ -881,6 +954,7 @@ static void emit_gemm_epilogue(Emitter *E, const Schedule *S, int j, int ind) {
 
 /* Emits a block; each tensor it defines is freed after its last use in it. */
 static void emit_block(Emitter *E, IrBlock *b, int ind) {
+  E->at_line = 0; /* a loop's body runs after its end, a branch after the other */
   Schedule S;
   schedule_block(E->c, E->f, b, ++E->nblocks, E->nuses, E->lastuse, E->defblk, &S);
   IrInst **insts = S.insts;
@@ -892,6 +966,7 @@ static void emit_block(Emitter *E, IrBlock *b, int ind) {
     for (int k = j; k < j + (run ? run : 1); k++)
       for (int v = wait_head[k]; v >= 0; v = wait_next[v])
         out(E, ind, "rt_wait(ctx, %s); /* a collective started early: done before its first use */\n", vname(E, v));
+    emit_loc(E, insts[j], ind);
     if (S.gemm[j])
       emit_gemm_epilogue(E, &S, j, ind);
     else if (run)
