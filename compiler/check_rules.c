@@ -408,7 +408,14 @@ bool check_fits(Checker *k, Span sp, const Type *want, const bool named[MAX_MESH
       LType have = ltype_on(actual, a), need = ltype_on(want, a);
       if (want->local && need.kind == LT_V)
         need.kind = LT_S, need.sdim = 0;
-      if (have.kind == LT_NONE || need.kind == LT_NONE)
+      long long one = 0;
+      if (ws && size_is_int(want->shape[wd], &one) && one == 1) { /* no layout change makes this fit */
+        note_at(k->c, (Span){0, 0, 0}, "dim %d of the expected type has size 1: one row cannot be split over '%s'", wd,
+                axis_name(k, a));
+        help(k->c, "a dim split over '%s' needs a size that is a multiple of the ranks on '%s': for a batch in "
+                   "microbatches, each must hold a multiple of them (fewer microbatches: at most B / %s)",
+             axis_name(k, a), axis_name(k, a), axis_name(k, a));
+      } else if (have.kind == LT_NONE || need.kind == LT_NONE)
         help(k->c, "give the value a type on '%s'", axis_name(k, a));
       else if (have.kind == LT_R && need.kind == LT_I)
         help(k->c, "make it I where it is reduced (all_reduce(..., %s, src=P, dst=I) rather than dst=R); if the copies are "
