@@ -775,8 +775,8 @@ int main(int argc, char **argv) {
       long long sizes[MAX_MESH_AXES] = {0};
       if (d.mesh && !parse_mesh(c, &mesh, d.mesh, sizes))
         status = 2;
-      else
-        memory_report(c, &prog, stdout, d.input, sizes);
+      else if (!memory_report(c, &prog, stdout, d.input, sizes))
+        status = 1;
     } else if (!prog.main && d.mode != MODE_EMIT_C) {
       diag_tool_error(c, "%s has no `fn main()`, so there is no program to build", d.input);
       status = 1;
