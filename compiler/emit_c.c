@@ -81,6 +81,8 @@ static const char *size_c(Emitter *E, Size s) {
   return sb.data;
 }
 
+static const char *c_string(Emitter *E, const char *s);
+
 /* Declares shape_[] (local shape) and, for global types, the layout. */
 static void emit_shape(Emitter *E, int ind, const Type *t, const char *name) {
   out(E, ind, "int64_t global_[%d] = {", t->ndim ? t->ndim : 1);
@@ -102,7 +104,7 @@ static void emit_shape(Emitter *E, int ind, const Type *t, const char *name) {
     fputs(n ? "}}" : "}", E->out);
   }
   fprintf(E->out, "%s};\n", t->ndim ? "" : "{.n = 0}");
-  out(E, ind, "rt_layout layout_ = rt_layout_of(ctx, \"%s\", %d, global_, axes_);\n", name, t->ndim);
+  out(E, ind, "rt_layout layout_ = rt_layout_of(ctx, %s, %d, global_, axes_);\n", c_string(E, name), t->ndim);
 }
 
 /* The shortest text that reads back as exactly v. */
@@ -124,7 +126,7 @@ static const char *c_string(Emitter *E, const char *s) {
   sb_putc(&sb, '"');
   for (; *s; s++) {
     unsigned char ch = (unsigned char)*s;
-    if (ch == '"' || ch == '\\')
+    if (ch == '"' || ch == '\\' || ch == '?') /* '?': no trigraph */
       sb_printf(&sb, "\\%c", ch);
     else if (ch == '\n')
       sb_puts(&sb, "\\n");
@@ -214,8 +216,8 @@ static const char *host_op(OpKind op) {
  * that runs a tensor op tells it its line when that changed. Host
  * arithmetic, vars and the tape cannot fail. */
 /* What a runtime error calls a value without a name: its expression as
- * written, on one line, at most 48 characters ("randn(f32[V@tp, D], ...").
- * Quotes and backslashes are dropped: it is put in a C string. */
+ * written, on one line, at most 48 characters ("randn(f32[V@tp, D], ..."),
+ * for a C string (c_string). */
 static const char *source_text(Emitter *E, Span sp) {
   if (!sp.file || sp.end <= sp.begin)
     return "tensor";
@@ -224,7 +226,7 @@ static const char *source_text(Emitter *E, Span sp) {
   char buf[64];
   for (size_t i = 0; i < n && k < 48; i++) {
     char ch = t[i] == '\n' || t[i] == '\t' || t[i] == '\r' ? ' ' : t[i];
-    if (ch == '"' || ch == '\\' || (ch == ' ' && k && buf[k - 1] == ' '))
+    if (ch == ' ' && k && buf[k - 1] == ' ')
       continue;
     buf[k++] = ch;
   }
@@ -260,14 +262,37 @@ static const char *loc_string(Emitter *E, Span sp, int *line) {
   return c_string(E, arena_sprintf(&E->c->arena, "%s:%d", source_file(E->c, sp.file)->path, *line));
 }
 
+/* An op that checks the values of its ids, targets or indices: its error
+ * names the expression too (the ids' variable), "m.spmd:10: in 'embedding(ids, table)'". */
+static bool checks_indices(const IrInst *in) {
+  switch (in->op) {
+  case IR_EMBEDDING:
+  case IR_EMBEDDING_BWD:
+  case IR_CROSS_ENTROPY:
+  case IR_CROSS_ENTROPY_BWD:
+  case IR_TAKE_ALONG_DIM:
+  case IR_TAKE_ALONG_DIM_BWD:
+  case IR_INDEX:
+  case IR_INDEX_BWD: return true;
+  default: return false;
+  }
+}
+
 static void emit_loc(Emitter *E, const IrInst *in, int ind) {
-  if (!in->span.file || !runs_tensor_op(in))
-    return;
-  int line;
-  const char *loc = loc_string(E, in->span, &line);
-  if (in->op == IR_CALL || in->op == IR_VJP_CALL || (in->span.file == E->at_file && line == E->at_line))
+  if (!in->span.file || !runs_tensor_op(in) || in->op == IR_CALL || in->op == IR_VJP_CALL)
     return; /* a call says its line itself */
-  out(E, ind, "rt_at(ctx, %s);\n", loc);
+  int line, col;
+  source_position(E->c, in->span, &line, &col);
+  if (checks_indices(in)) {
+    const char *loc = arena_sprintf(&E->c->arena, "%s:%d: in '%s'", source_file(E->c, in->span.file)->path, line,
+                                    source_text(E, in->span));
+    out(E, ind, "rt_at(ctx, %s);\n", c_string(E, loc));
+    E->at_line = 0; /* the next op says its plain line */
+    return;
+  }
+  if (in->span.file == E->at_file && line == E->at_line)
+    return;
+  out(E, ind, "rt_at(ctx, %s);\n", loc_string(E, in->span, &line));
   E->at_file = in->span.file;
   E->at_line = line;
 }
