@@ -120,6 +120,9 @@ bool src_exact(Checker *k, Expr *e);        /* src_text is e's own text, usable 
 /* A help line msg whose code replaces expression e (a fix), when the code was
  * built from e's exact text; else a plain help line. */
 void help_wrap(Checker *k, Expr *e, const char *code, const char *msg);
+/* An error at `at` in a library function checked for the user's call: the
+ * help names the call's arguments (not an edit of the library); true if given. */
+bool help_library_call(Checker *k, Span at);
 /* note: the operands and their types, after a rule was broken. */
 void note_operands(Checker *k, const Operand *ops, int n);
 /* note: where the pending sum (P on axis a) that expression pe holds was made, if known. */

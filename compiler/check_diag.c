@@ -194,13 +194,17 @@ static void help_caller_args(Checker *k, Inst *u) {
          sb.data);
 }
 
-void help_wrap(Checker *k, Expr *e, const char *code, const char *msg) {
+bool help_library_call(Checker *k, Span at) {
   Inst *u = check_user_call(k);
-  if (u && u->call_expr && e->span.file && e->span.file != u->call.file) {
-    help_caller_args(k, u);
-    return;
-  }
-  help_fix(k->c, e->span, src_exact(k, e) ? code : NULL, "%s", msg);
+  if (!u || !u->call_expr || !at.file || at.file == u->call.file)
+    return false;
+  help_caller_args(k, u);
+  return true;
+}
+
+void help_wrap(Checker *k, Expr *e, const char *code, const char *msg) {
+  if (!help_library_call(k, e->span))
+    help_fix(k->c, e->span, src_exact(k, e) ? code : NULL, "%s", msg);
 }
 
 /* ---- notes after a broken R/I/V/P rule ---- */

@@ -427,7 +427,7 @@ bool check_fits(Checker *k, Span sp, const Type *want, const bool named[MAX_MESH
             arena_sprintf(&k->c->arena, "to get %s on '%s': %s", lt_name(ltype_base(need)), axis_name(k, a), code);
         if (fix_at)
           help_wrap(k, fix_at, code, msg);
-        else
+        else if (!help_library_call(k, sp))
           help(k->c, "%s", msg);
       }
       return false;
