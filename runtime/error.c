@@ -129,9 +129,13 @@ void rt_fail_all(rt_ctx *ctx, const char *raw)
         ctx->hook(ctx->hook_user, msg); /* may longjmp */
     fprintf(stderr, "spmd: error: [rank %d] %s\n", ctx ? ctx->rank : 0, msg);
     fflush(stderr);
-    /* every rank is here: each has printed; all end together, without an abort */
+    /* every rank is here: each has printed; all end together, without an
+     * abort (with collectives in flight, which MPI_Finalize would wait
+     * for, as a failure of one rank) */
     if (mpi_live(ctx)) {
         MPI_Barrier(MPI_COMM_WORLD);
+        if (ctx->async)
+            stop(ctx);
         MPI_Finalize();
     }
     exit(1);
