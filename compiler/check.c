@@ -267,7 +267,8 @@ static int trial_fit(Checker *k, FnDecl *fn, Type **args, Expr **argx, bool *fit
   Compiler *c = k->c;
   int nerrors = c->nerrors, nfailed = k->nfailed, nfit = 0, i = 0;
   size_t nseen = k->nseen;
-  bool mute = c->mute;
+  bool mute = c->mute, suppress = c->suppress, dependent = k->value_dependent;
+  Inst *chain = k->chain;
   c->mute = true;
   forget_shapes(fn);
   for (Param *p = fn->params; p; p = p->next, i++)
@@ -286,10 +287,12 @@ static int trial_fit(Checker *k, FnDecl *fn, Type **args, Expr **argx, bool *fit
     nfit += fits[i];
   }
   c->mute = mute;
-  c->suppress = false;
+  c->suppress = suppress;
   c->nerrors = nerrors;
   k->nfailed = nfailed;
   k->nseen = nseen;
+  k->value_dependent = dependent;
+  k->chain = chain;
   return nfit;
 }
 
