@@ -248,6 +248,99 @@ static void bind_shapes(Checker *k, TypeExpr *te, const Type *actual) {
   }
 }
 
+/* forget the shape variables of fn's signature (an earlier instance's) */
+static void forget_shapes(FnDecl *fn) {
+  for (Param *p = fn->params; p; p = p->next)
+    for (Dim *d = p->type ? p->type->dims : NULL; d; d = d->next)
+      if (d->size->kind == EX_NAME && d->size->sym && d->size->sym->kind == SYM_SHAPEVAR)
+        d->size->sym->info = NULL;
+  for (TypeExpr *t = fn->ret; t; t = t->next)
+    for (Dim *d = t->dims; d; d = d->next)
+      if (d->size->kind == EX_NAME && d->size->sym && d->size->sym->kind == SYM_SHAPEVAR)
+        d->size->sym->info = NULL;
+}
+
+/* A trial binding of fn's parameters to args, nothing reported: how many
+ * parameters take their argument; fits[i] for each. The shape variables
+ * are left bound by args. */
+static int trial_fit(Checker *k, FnDecl *fn, Type **args, Expr **argx, bool *fits) {
+  Compiler *c = k->c;
+  int nerrors = c->nerrors, nfailed = k->nfailed, nfit = 0, i = 0;
+  size_t nseen = k->nseen;
+  bool mute = c->mute, suppress = c->suppress, dependent = k->value_dependent;
+  Inst *chain = k->chain;
+  c->mute = true;
+  forget_shapes(fn);
+  for (Param *p = fn->params; p; p = p->next, i++)
+    if (p->type && !p->type->is_axis)
+      bind_shapes(k, p->type, args[i]);
+  i = 0;
+  for (Param *p = fn->params; p; p = p->next, i++) {
+    fits[i] = true;
+    if (p->type && !is_axis_param(p) && args[i]->kind != TY_AXES) {
+      bool named[MAX_MESH_AXES];
+      Inst *saved = k->inst;
+      Type *want = check_written_type(k, p->type, named);
+      fits[i] = want && check_fits_any(k, argx[i]->span, want, named, args[i], p->name->name, "", argx[i]);
+      k->inst = saved;
+    }
+    nfit += fits[i];
+  }
+  c->mute = mute;
+  c->suppress = suppress;
+  c->nerrors = nerrors;
+  k->nfailed = nfailed;
+  k->nseen = nseen;
+  k->value_dependent = dependent;
+  k->chain = chain;
+  return nfit;
+}
+
+/* Two arguments that fit their parameters only the other way round (`wk`
+ * passed for `wq` and `wq` for `wk`): reported as a swap, once, instead of
+ * an error on each and false ones on the arguments whose shapes they bind.
+ * True when reported. */
+static bool report_swapped_args(Checker *k, Expr *call, FnDecl *fn, Type **args, Expr **argx, int n) {
+  if (n < 2 || n > 64)
+    return false;
+  bool fits[65], swapped[65];
+  int nfit = trial_fit(k, fn, args, argx, fits);
+  if (nfit == n)
+    return false;
+  Param *params[65];
+  int np = 0;
+  for (Param *p = fn->params; p && np < n; p = p->next)
+    params[np++] = p;
+  for (int i = 0; i < n; i++)
+    for (int j = i + 1; j < n; j++) {
+      /* with shape variables the swapped pair may fit and the arguments
+       * whose sizes they bound not: every pair is tried when there are few */
+      if ((n > 16 && fits[i] && fits[j]) || is_axis_param(params[i]) || is_axis_param(params[j]) ||
+          !params[i]->type || !params[j]->type || args[i]->kind != TY_TENSOR || args[j]->kind != TY_TENSOR ||
+          type_same(args[i], args[j], k->naxes))
+        continue;
+      Type *t = args[i];
+      Expr *x = argx[i];
+      args[i] = args[j], argx[i] = argx[j], args[j] = t, argx[j] = x;
+      bool all = trial_fit(k, fn, args, argx, swapped) == n;
+      args[j] = args[i], argx[j] = argx[i], args[i] = t, argx[i] = x;
+      if (!all)
+        continue;
+      const char *a = src_text(k, argx[i]), *b = src_text(k, argx[j]);
+      check_error(k, call->span, "arguments %d and %d of '%s' fit its parameters '%s' and '%s' only the other way round",
+                  i + 1, j + 1, fn->name, params[j]->name->name, params[i]->name->name);
+      StrBuf sb;
+      sb_init(&sb, &k->c->arena);
+      sb_printf(&sb, "%s(", fn->name);
+      for (int m = 0; m < n; m++)
+        sb_printf(&sb, "%s%s", m ? ", " : "", src_text(k, argx[m == i ? j : m == j ? i : m]));
+      sb_putc(&sb, ')');
+      help_fix(k->c, call->span, sb.len <= 60 ? sb.data : NULL, "did you swap '%s' and '%s'? %s", a, b, sb.data);
+      return true;
+    }
+  return false;
+}
+
 static Type *check_fn_call(Checker *k, Expr *call, FnDecl *fn) {
   for (Inst *i = k->inst; i; i = i->parent)
     if (i->fn == fn) {
@@ -367,21 +460,20 @@ static Type *check_fn_call(Checker *k, Expr *call, FnDecl *fn) {
       *ax = args[i]->axes[0];
       p->name->sym->info = ax;
     }
-  /* forget shape variables of an earlier instance */
-  for (Param *p = fn->params; p; p = p->next)
-    for (Dim *d = p->type ? p->type->dims : NULL; d; d = d->next)
-      if (d->size->kind == EX_NAME && d->size->sym && d->size->sym->kind == SYM_SHAPEVAR)
-        d->size->sym->info = NULL;
-  for (TypeExpr *t = fn->ret; t; t = t->next)
-    for (Dim *d = t->dims; d; d = d->next)
-      if (d->size->kind == EX_NAME && d->size->sym && d->size->sym->kind == SYM_SHAPEVAR)
-        d->size->sym->info = NULL;
   LocalSave saved_local;
   bool all_axes[MAX_MESH_AXES];
   memset(all_axes, 1, sizeof all_axes);
   enter_local(k, all_axes, &saved_local);
   if (!(fn->flags & FN_LOCAL)) /* a plain fn runs with its caller's axes */
     leave_local(k, &saved_local);
+  if (report_swapped_args(k, call, fn, args, argx, n)) {
+    leave_local(k, &saved_local);
+    note_at(k->c, fn->span, "'%s' is declared here", fn->name);
+    self->ok = false;
+    return type_error();
+  }
+  /* forget shape variables of an earlier instance (or of the trial) */
+  forget_shapes(fn);
   i = 0;
   for (Param *p = fn->params; p; p = p->next, i++)
     if (p->type && !p->type->is_axis)

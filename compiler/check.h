@@ -120,6 +120,9 @@ bool src_exact(Checker *k, Expr *e);        /* src_text is e's own text, usable 
 /* A help line msg whose code replaces expression e (a fix), when the code was
  * built from e's exact text; else a plain help line. */
 void help_wrap(Checker *k, Expr *e, const char *code, const char *msg);
+/* An error at `at` in a library function checked for the user's call: the
+ * help names the call's arguments (not an edit of the library); true if given. */
+bool help_library_call(Checker *k, Span at);
 /* note: the operands and their types, after a rule was broken. */
 void note_operands(Checker *k, const Operand *ops, int n);
 /* note: where the pending sum (P on axis a) that expression pe holds was made, if known. */
@@ -152,6 +155,8 @@ Arg *call_named(Checker *k, Expr *call, const char *name);
 bool check_named_args(Checker *k, Expr *call, Builtin op);
 bool want_args(Checker *k, Expr *call, Builtin op, int lo, int hi);
 bool host_int(Checker *k, Expr *e, long long *v); /* an integer constant */
+/* its value without a message (the lowering reads it again) */
+bool const_int_expr(const Expr *e, long long *v, bool *symbolic);
 bool named_int(Checker *k, Expr *call, const char *name, long long *v, bool *given);
 /* A dim argument, negative counting from the end as in PyTorch. */
 bool check_norm_dim(Checker *k, Span sp, long long d, int ndim, int *out);

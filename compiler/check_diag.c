@@ -162,8 +162,49 @@ bool src_exact(Checker *k, Expr *e) {
 
 /* A help line whose code replaces expression e (help_fix), when the code
  * was built from e's exact text; else a plain help line. */
+/* After an error found in a library function checked for the user's call
+ * u: the help names the call's arguments and the parameters they are
+ * read as, not an edit of the library (which would make a wrong call
+ * type-check: nn.rotary given [B, T, H, HD] for [..Bt, Sq, HD]). */
+static void help_caller_args(Checker *k, Inst *u) {
+  StrBuf sb;
+  sb_init(&sb, &k->c->arena);
+  Arg *a = u->call_expr->args;
+  for (Param *p = u->fn->params; p && a; p = p->next, a = a->next) {
+    const Type *t = a->value->ty;
+    if (!p->type || p->type->is_axis || !t || t->kind != TY_TENSOR || t->literal || !p->type->span.file)
+      continue;
+    const char *text = source_file(k->c, p->type->span.file)->text + p->type->span.begin;
+    sb_printf(&sb, "%s'%s' is %s for %s: %.*s", sb.len ? "; " : "", src_text(k, a->value), ck_type(k, t),
+              p->name->name, (int)(p->type->span.end - p->type->span.begin), text);
+    const char *sep = " (here ";
+    for (Dim *d = p->type->dims; d; d = d->next) {
+      Symbol *v = d->size && d->size->kind == EX_NAME ? d->size->sym : NULL;
+      long long n;
+      if (v && v->kind == SYM_SHAPEVAR && v->info && !v->is_rest && size_is_int(*(Size *)v->info, &n)) {
+        sb_printf(&sb, "%s%s = %lld", sep, v->name, n);
+        sep = ", ";
+      }
+    }
+    if (sep[0] == ',')
+      sb_putc(&sb, ')');
+  }
+  if (sb.len)
+    help(k->c, "change this call's arguments, not '%s': are their dims laid out as it reads them? %s", u->fn->name,
+         sb.data);
+}
+
+bool help_library_call(Checker *k, Span at) {
+  Inst *u = check_user_call(k);
+  if (!u || !u->call_expr || !at.file || at.file == u->call.file)
+    return false;
+  help_caller_args(k, u);
+  return true;
+}
+
 void help_wrap(Checker *k, Expr *e, const char *code, const char *msg) {
-  help_fix(k->c, e->span, src_exact(k, e) ? code : NULL, "%s", msg);
+  if (!help_library_call(k, e->span))
+    help_fix(k->c, e->span, src_exact(k, e) ? code : NULL, "%s", msg);
 }
 
 /* ---- notes after a broken R/I/V/P rule ---- */

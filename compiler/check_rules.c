@@ -94,22 +94,89 @@ bool want_args(Checker *k, Expr *call, Builtin op, int lo, int hi) {
   return false;
 }
 
+/* The value of an integer expression known when the program is compiled:
+ * integers, constants, the sizes of the instance being checked (or
+ * lowered), + - * / % on them and the immutable `let`s bound to such an
+ * expression (`let half = HD / 2;`). *symbolic is set when a size that is
+ * still a symbol was needed (a function checked on its own, SPEC 3). */
+bool const_int_expr(const Expr *e, long long *v, bool *symbolic) {
+  for (int depth = 0; e && depth < 64; depth++) {
+    switch (e->kind) {
+    case EX_INT: *v = e->ival; return true;
+    case EX_UNARY: {
+      long long x;
+      if (e->op != OP_NEG || !const_int_expr(e->lhs, &x, symbolic) || x == -__LONG_LONG_MAX__ - 1)
+        return false;
+      *v = -x;
+      return true;
+    }
+    case EX_BINARY: {
+      long long a, b;
+      if (!const_int_expr(e->lhs, &a, symbolic) || !const_int_expr(e->rhs, &b, symbolic))
+        return false;
+      switch (e->op) {
+      case OP_ADD: return !__builtin_add_overflow(a, b, v);
+      case OP_SUB: return !__builtin_sub_overflow(a, b, v);
+      case OP_MUL: return !__builtin_mul_overflow(a, b, v);
+      case OP_DIV:
+      case OP_MOD:
+        if (b == 0 || (a == -__LONG_LONG_MAX__ - 1 && b == -1))
+          return false;
+        *v = e->op == OP_DIV ? a / b : a % b;
+        return true;
+      default: return false;
+      }
+    }
+    case EX_NAME:
+    case EX_FIELD: {
+      const Symbol *s = e->sym;
+      if (!s)
+        return false;
+      if (s->kind == SYM_CONST) {
+        if (!s->evaluated || s->is_float)
+          return false;
+        *v = s->ival;
+        return true;
+      }
+      if (s->kind == SYM_SHAPEVAR) {
+        if (!s->info || s->is_rest)
+          return false;
+        if (size_is_int(*(const Size *)s->info, v))
+          return true;
+        *symbolic |= size_has_symbol(*(const Size *)s->info);
+        return false;
+      }
+      if (s->kind == SYM_LET && s->def) {
+        e = s->def;
+        continue;
+      }
+      return false;
+    }
+    default: return false;
+    }
+  }
+  return false;
+}
+
 /* A host integer argument (dims, sizes, seeds). */
 bool host_int(Checker *k, Expr *e, long long *v) {
-  if (e->kind == EX_INT) {
-    *v = e->ival;
+  bool symbolic = false;
+  if (const_int_expr(e, v, &symbolic))
     return true;
-  }
-  if (e->kind == EX_UNARY && e->op == OP_NEG && e->lhs->kind == EX_INT) {
-    *v = -e->lhs->ival;
-    return true;
-  }
-  if ((e->kind == EX_NAME || e->kind == EX_FIELD) && e->sym && e->sym->kind == SYM_CONST &&
-      e->sym->evaluated && !e->sym->is_float) {
-    *v = e->sym->ival;
-    return true;
-  }
+  k->value_dependent |= symbolic;
   check_error(k, e->span, "expected an integer constant here");
+  const Symbol *s = (e->kind == EX_NAME || e->kind == EX_FIELD) ? e->sym : NULL;
+  if (s && s->kind == SYM_VAR)
+    help(k->c, "'%s' is a var; a value known when the program is compiled is needed here: bind it with "
+               "`let %s = ...;` to integers, constants and sizes",
+         s->name, s->name);
+  else if (s && s->kind == SYM_LET)
+    help(k->c, "'%s' is only known when the program runs; a value known when it is compiled is needed here: "
+               "integers, constants, sizes and + - * / %% on them (`let half = HD / 2;`)",
+         s->name);
+  else if (s && s->kind == SYM_LOOP)
+    help(k->c, "a loop's variable is only known when the program runs; a value known when it is compiled is "
+               "needed here");
   return false;
 }
 
@@ -341,7 +408,14 @@ bool check_fits(Checker *k, Span sp, const Type *want, const bool named[MAX_MESH
       LType have = ltype_on(actual, a), need = ltype_on(want, a);
       if (want->local && need.kind == LT_V)
         need.kind = LT_S, need.sdim = 0;
-      if (have.kind == LT_NONE || need.kind == LT_NONE)
+      long long one = 0;
+      if (ws && size_is_int(want->shape[wd], &one) && one == 1) { /* no layout change makes this fit */
+        note_at(k->c, (Span){0, 0, 0}, "dim %d of the expected type has size 1: one row cannot be split over '%s'", wd,
+                axis_name(k, a));
+        help(k->c, "a dim split over '%s' needs a size that is a multiple of the ranks on '%s': for a batch in "
+                   "microbatches, each must hold a multiple of them (fewer microbatches: at most B / %s)",
+             axis_name(k, a), axis_name(k, a), axis_name(k, a));
+      } else if (have.kind == LT_NONE || need.kind == LT_NONE)
         help(k->c, "give the value a type on '%s'", axis_name(k, a));
       else if (have.kind == LT_R && need.kind == LT_I)
         help(k->c, "make it I where it is reduced (all_reduce(..., %s, src=P, dst=I) rather than dst=R); if the copies are "
@@ -353,7 +427,7 @@ bool check_fits(Checker *k, Span sp, const Type *want, const bool named[MAX_MESH
             arena_sprintf(&k->c->arena, "to get %s on '%s': %s", lt_name(ltype_base(need)), axis_name(k, a), code);
         if (fix_at)
           help_wrap(k, fix_at, code, msg);
-        else
+        else if (!help_library_call(k, sp))
           help(k->c, "%s", msg);
       }
       return false;

@@ -32,6 +32,8 @@ typedef struct Emitter {
   bool started;     /* the function started a collective early (then rt_flush) */
   int nblocks;      /* blocks numbered so far in the current function */
   const char *slot_kind; /* per var slot of main: a MemSlot (memory_report.h) */
+  uint32_t at_file;  /* the .spmd line the program last told the runtime (rt_at), */
+  int at_line;       /* or at_line 0: none known here */
 } Emitter;
 
 /* A fused elementwise region, its outputs allocated by the host program:

@@ -81,6 +81,8 @@ static const char *size_c(Emitter *E, Size s) {
   return sb.data;
 }
 
+static const char *c_string(Emitter *E, const char *s);
+
 /* Declares shape_[] (local shape) and, for global types, the layout. */
 static void emit_shape(Emitter *E, int ind, const Type *t, const char *name) {
   out(E, ind, "int64_t global_[%d] = {", t->ndim ? t->ndim : 1);
@@ -102,7 +104,7 @@ static void emit_shape(Emitter *E, int ind, const Type *t, const char *name) {
     fputs(n ? "}}" : "}", E->out);
   }
   fprintf(E->out, "%s};\n", t->ndim ? "" : "{.n = 0}");
-  out(E, ind, "rt_layout layout_ = rt_layout_of(ctx, \"%s\", %d, global_, axes_);\n", name, t->ndim);
+  out(E, ind, "rt_layout layout_ = rt_layout_of(ctx, %s, %d, global_, axes_);\n", c_string(E, name), t->ndim);
 }
 
 /* The shortest text that reads back as exactly v. */
@@ -124,7 +126,7 @@ static const char *c_string(Emitter *E, const char *s) {
   sb_putc(&sb, '"');
   for (; *s; s++) {
     unsigned char ch = (unsigned char)*s;
-    if (ch == '"' || ch == '\\')
+    if (ch == '"' || ch == '\\' || ch == '?') /* '?': no trigraph */
       sb_printf(&sb, "\\%c", ch);
     else if (ch == '\n')
       sb_puts(&sb, "\\n");
@@ -207,6 +209,92 @@ static const char *host_op(OpKind op) {
   case OP_OR: return "||";
   default: return op_spelling[op];
   }
+}
+
+/* The runtime names the .spmd line of a failing op (rt_at; an error in a
+ * callee also names the line of each call, rt_call_begin): an instruction
+ * that runs a tensor op tells it its line when that changed. Host
+ * arithmetic, vars and the tape cannot fail. */
+/* What a runtime error calls a value without a name: its expression as
+ * written, on one line, at most 48 characters ("randn(f32[V@tp, D], ..."),
+ * for a C string (c_string). */
+static const char *source_text(Emitter *E, Span sp) {
+  if (!sp.file || sp.end <= sp.begin)
+    return "tensor";
+  const char *t = source_file(E->c, sp.file)->text + sp.begin;
+  size_t n = sp.end - sp.begin, k = 0;
+  char buf[64];
+  for (size_t i = 0; i < n && k < 48; i++) {
+    char ch = t[i] == '\n' || t[i] == '\t' || t[i] == '\r' ? ' ' : t[i];
+    if (ch == ' ' && k && buf[k - 1] == ' ')
+      continue;
+    buf[k++] = ch;
+  }
+  if (k == 48)
+    memcpy(buf + 44, "...", 3), k = 47;
+  return arena_strndup(&E->c->arena, buf, k);
+}
+
+static bool runs_tensor_op(const IrInst *in) {
+  switch (in->op) {
+  case IR_HOST_CONST:
+  case IR_HOST_BINARY:
+  case IR_HOST_NEG:
+  case IR_HOST_NOT:
+  case IR_HOST_SIZE:
+  case IR_HOST_MATH:
+  case IR_HOST_WALL_TIME:
+  case IR_VAR_SET:
+  case IR_VAR_GET:
+  case IR_FOR:
+  case IR_IF:
+  case IR_RETURN:
+  case IR_PUSH:
+  case IR_POP:
+  case IR_FREE: return false;
+  default: return true;
+  }
+}
+
+static const char *loc_string(Emitter *E, Span sp, int *line) {
+  int col;
+  source_position(E->c, sp, line, &col);
+  return c_string(E, arena_sprintf(&E->c->arena, "%s:%d", source_file(E->c, sp.file)->path, *line));
+}
+
+/* An op that checks the values of its ids, targets or indices: its error
+ * names the expression too (the ids' variable), "m.spmd:10: in 'embedding(ids, table)'". */
+static bool checks_indices(const IrInst *in) {
+  switch (in->op) {
+  case IR_EMBEDDING:
+  case IR_EMBEDDING_BWD:
+  case IR_CROSS_ENTROPY:
+  case IR_CROSS_ENTROPY_BWD:
+  case IR_TAKE_ALONG_DIM:
+  case IR_TAKE_ALONG_DIM_BWD:
+  case IR_INDEX:
+  case IR_INDEX_BWD: return true;
+  default: return false;
+  }
+}
+
+static void emit_loc(Emitter *E, const IrInst *in, int ind) {
+  if (!in->span.file || !runs_tensor_op(in) || in->op == IR_CALL || in->op == IR_VJP_CALL)
+    return; /* a call says its line itself */
+  int line, col;
+  source_position(E->c, in->span, &line, &col);
+  if (checks_indices(in)) {
+    const char *loc = arena_sprintf(&E->c->arena, "%s:%d: in '%s'", source_file(E->c, in->span.file)->path, line,
+                                    source_text(E, in->span));
+    out(E, ind, "rt_at(ctx, %s);\n", c_string(E, loc));
+    E->at_line = 0; /* the next op says its plain line */
+    return;
+  }
+  if (in->span.file == E->at_file && line == E->at_line)
+    return;
+  out(E, ind, "rt_at(ctx, %s);\n", loc_string(E, in->span, &line));
+  E->at_file = in->span.file;
+  E->at_line = line;
 }
 
 static void emit_block(Emitter *E, IrBlock *b, int ind);
@@ -391,7 +479,7 @@ static void emit_inst(Emitter *E, IrInst *in, int ind) {
   case IR_RANDN:
   case IR_UNIFORM:
   case IR_LOAD: {
-    const char *name = E->f->values[in->dst[0]].hint ? E->f->values[in->dst[0]].hint : "tensor";
+    const char *name = E->f->values[in->dst[0]].hint ? E->f->values[in->dst[0]].hint : source_text(E, in->span);
     if (in->op == IR_LOAD && in->strs) /* a record's field: its path */
       name = in->strs[0];
     out(E, ind, "{ %s\n", loc);
@@ -607,12 +695,20 @@ static void emit_inst(Emitter *E, IrInst *in, int ind) {
     return;
   case IR_CALL:
   case IR_VJP_CALL: {
+    int cline = 0;
+    if (in->span.file) { /* rt_call_end restores the line after it */
+      out(E, ind, "rt_call_begin(ctx, %s);\n", loc_string(E, in->span, &cline));
+      E->at_file = in->span.file;
+      E->at_line = cline;
+    }
     out(E, ind, "f_%s(ctx%s", in->callee->cname, ir_uses_tape(in->callee) ? ", tape" : "");
     for (int i = 0; i < in->nargs; i++)
       fprintf(E->out, ", %s", A(E, in, i));
     for (int i = 0; i < in->ndst; i++)
       fprintf(E->out, ", %s", in->dst[i] >= 0 ? arena_sprintf(&E->c->arena, "&%s", D(E, in, i)) : "NULL");
     fprintf(E->out, "); %s\n", loc);
+    if (in->span.file)
+      out(E, ind, "rt_call_end(ctx);\n");
     return;
   }
   case IR_VAR_SET:
@@ -652,6 +748,7 @@ static void emit_inst(Emitter *E, IrInst *in, int ind) {
     if (step)
       out(E, ind + 1, "rt_trace_end(ctx);\n");
     out(E, ind, "}\n");
+    E->at_line = 0;
     return;
   }
   case IR_IF:
@@ -662,6 +759,7 @@ static void emit_inst(Emitter *E, IrInst *in, int ind) {
       emit_block(E, &in->els, ind + 1);
     }
     out(E, ind, "}\n");
+    E->at_line = 0;
     return;
   case IR_RETURN:
     for (int i = 0; i < in->nargs; i++)
@@ -902,6 +1000,7 @@ static void emit_gemm_epilogue(Emitter *E, const Schedule *S, int j, int ind) {
 
 /* Emits a block; each tensor it defines is freed after its last use in it. */
 static void emit_block(Emitter *E, IrBlock *b, int ind) {
+  E->at_line = 0; /* a loop's body runs after its end, a branch after the other */
   Schedule S;
   schedule_block(E->c, E->f, b, ++E->nblocks, E->nuses, E->lastuse, E->defblk, &S);
   IrInst **insts = S.insts;
@@ -913,6 +1012,7 @@ static void emit_block(Emitter *E, IrBlock *b, int ind) {
     for (int k = j; k < j + (run ? run : 1); k++)
       for (int v = wait_head[k]; v >= 0; v = wait_next[v])
         out(E, ind, "rt_wait(ctx, %s); /* a collective started early: done before its first use */\n", vname(E, v));
+    emit_loc(E, insts[j], ind);
     if (S.gemm[j])
       emit_gemm_epilogue(E, &S, j, ind);
     else if (run)

@@ -130,13 +130,9 @@ static int host_const(Lower *L, Span sp, TypeKind kind, long long iv, double fv)
 }
 
 static long long int_arg(Expr *e) {
-  if (e->kind == EX_INT)
-    return e->ival;
-  if (e->kind == EX_UNARY && e->lhs->kind == EX_INT)
-    return -e->lhs->ival;
-  if (e->sym && e->sym->kind == SYM_CONST)
-    return e->sym->ival;
-  return 0;
+  long long v = 0;
+  bool symbolic = false;
+  return const_int_expr(e, &v, &symbolic) ? v : 0;
 }
 
 static int norm_dim(long long d, int ndim) { return (int)(d < 0 ? d + ndim : d); }
@@ -1225,8 +1221,12 @@ static int *lower_leaves(Lower *L, Expr *e, int *n) {
             int fi = type_field(t, f->name), off = 0;
             for (int i = 0; i < fi; i++)
               off += type_nleaves(t->elems[i]);
-            for (int i = 0; i < k; i++)
-              ids[(*n)++] = to_tensor(L, v[i], type_leaf(t, off + i), a->value->span);
+            for (int i = 0; i < k; i++) {
+              int id = to_tensor(L, v[i], type_leaf(t, off + i), a->value->span);
+              if (id >= 0 && !L->f->values[id].hint) /* a runtime error names the field */
+                L->f->values[id].hint = leaf_name(L, f->name, t->elems[fi], i);
+              ids[(*n)++] = id;
+            }
           }
       return ids;
     }

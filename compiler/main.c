@@ -857,8 +857,8 @@ int main(int argc, char **argv) {
       long long sizes[MAX_MESH_AXES] = {0};
       if (d.mesh && !parse_mesh(c, &mesh, d.mesh, sizes))
         status = 2;
-      else
-        memory_report(c, &prog, stdout, d.input, sizes);
+      else if (!memory_report(c, &prog, stdout, d.input, sizes))
+        status = 1;
     } else if (d.mode == MODE_SHARED) {
       status = build_shared(c, &d, &paths, &prog);
     } else if (!prog.main && d.mode != MODE_EMIT_C) {

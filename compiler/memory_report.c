@@ -240,6 +240,14 @@ typedef struct Mem {
    * arrays schedule_block keeps up to date (FnUses by IrFn) */
   PtrTable scheds, uses;
   bool guessed_if, capped_loop, unknown_loop;
+  /* the first tensor whose sharded dim the mesh does not divide: the run
+   * would stop there (rt_check_divisible) */
+  bool impossible;
+  Span bad_at;
+  const char *bad_name;
+  int bad_dim;
+  long long bad_size, bad_group;
+  int bad_axes[MAX_MESH_AXES], bad_naxes;
 } Mem;
 
 static double size_value(Mem *M, Size s) {
@@ -285,7 +293,34 @@ static void settle(Mem *M, int id) {
   account(M, to, r, 1);
 }
 
-static int new_root(Mem *M, Type *t) {
+/* A sharded dim of t that the mesh does not divide: recorded (the first),
+ * named by name (a value's hint) or, without one, by its line. */
+static void check_divisible(Mem *M, const Type *t, const char *name) {
+  if (M->impossible || t->kind != TY_TENSOR || t->local)
+    return;
+  for (int d = 0; d < t->ndim; d++) {
+    long long n = 1;
+    int k = 0;
+    while (k < MAX_MESH_AXES && t->spec[d][k] >= 0)
+      n *= M->sizes[t->spec[d][k++]];
+    double g = size_value(M, t->shape[d]);
+    if (n <= 1 || t->shape[d].unknown || (g == (double)(long long)g && (long long)g % n == 0))
+      continue;
+    M->impossible = true;
+    M->bad_at = M->at;
+    M->bad_name = name;
+    M->bad_dim = d;
+    M->bad_size = (long long)g;
+    M->bad_group = n;
+    M->bad_naxes = k;
+    for (int j = 0; j < k; j++)
+      M->bad_axes[j] = t->spec[d][j];
+    return;
+  }
+}
+
+static int new_root(Mem *M, Type *t, const char *name) {
+  check_divisible(M, t, name);
   if (M->nroots == M->caproots) {
     int cap = M->caproots ? 2 * M->caproots : 1024;
     Root *n = arena_alloc(&M->c->arena, sizeof(Root) * (size_t)cap);
@@ -611,7 +646,7 @@ static void run_vjp(Mem *M, Frame *F, IrInst *in) {
   close_site(M, site);
   M->recording -= first;
   int value = fo.nret ? fo.ret[0] : -1;
-  int seed = new_root(M, w->vjp_fwd->ret_types[0]);
+  int seed = new_root(M, w->vjp_fwd->ret_types[0], NULL);
   int sr[1] = {seed};
   double sh[1] = {0};
   char sk[1] = {0};
@@ -635,7 +670,7 @@ static void give(Mem *M, Frame *F, int v, int r) {
     F->root[v] = r;
     retain(M, r);
   } else {
-    F->root[v] = new_root(M, F->f->values[v].type);
+    F->root[v] = new_root(M, F->f->values[v].type, F->f->values[v].hint);
   }
 }
 
@@ -666,7 +701,7 @@ static void run_grad_to_shape(Mem *M, Frame *F, IrInst *in) {
       if (in->binop == BIN_ADD) {
         give(M, F, in->dst[1], same ? rdy : -1);
       } else { /* the sum, then its negation */
-        int s = same ? rdy : new_root(M, f->values[in->dst[1]].type);
+        int s = same ? rdy : new_root(M, f->values[in->dst[1]].type, f->values[in->dst[1]].hint);
         if (same)
           retain(M, s);
         give(M, F, in->dst[1], -1);
@@ -817,8 +852,8 @@ static void run_inst(Mem *M, Frame *F, IrInst *in) {
      * collective in the wire dtype, the result converted back */
     Type *wt = type_with_dtype(M->c, f->values[in->args[0]].type, in->wire);
     Type *ot = type_with_dtype(M->c, f->values[in->dst[0]].type, in->wire);
-    int win = new_root(M, wt), wout = shares(M, F, in) ? (retain(M, win), win) : new_root(M, ot);
-    F->root[in->dst[0]] = new_root(M, f->values[in->dst[0]].type);
+    int win = new_root(M, wt, NULL), wout = shares(M, F, in) ? (retain(M, win), win) : new_root(M, ot, NULL);
+    F->root[in->dst[0]] = new_root(M, f->values[in->dst[0]].type, f->values[in->dst[0]].hint);
     release(M, win);
     release(M, wout);
     return;
@@ -849,7 +884,7 @@ static void run_inst(Mem *M, Frame *F, IrInst *in) {
       F->root[v] = F->root[in->args[0]];
       retain(M, F->root[v]);
     } else {
-      F->root[v] = new_root(M, f->values[v].type);
+      F->root[v] = new_root(M, f->values[v].type, f->values[v].hint);
     }
   }
 }
@@ -866,7 +901,7 @@ static void run_region(Mem *M, Frame *F, const Schedule *S, int j) {
   M->at_fn = f;
   if (S->gemm[j]) {
     int v = S->insts[end - 1]->dst[0];
-    F->root[v] = new_root(M, f->values[v].type);
+    F->root[v] = new_root(M, f->values[v].type, f->values[v].hint);
     return;
   }
   for (int k = j; k < end; k++) /* the host work and var reads, before the loop */
@@ -884,7 +919,7 @@ static void run_region(Mem *M, Frame *F, const Schedule *S, int j) {
       F->root[v] = r;
       retain(M, r);
     } else {
-      F->root[v] = new_root(M, f->values[v].type);
+      F->root[v] = new_root(M, f->values[v].type, f->values[v].hint);
     }
   }
 }
@@ -990,25 +1025,180 @@ static const char *fn_role(Mem *M, IrFn *f) {
   return arena_sprintf(&M->c->arena, "%s%s", name, role);
 }
 
-static void line(Mem *M, FILE *out, const char *label, double v, const Poly *p) {
-  fprintf(out, "  %-16s %14.0f B  = %s\n", label, v, poly_text(M->c, M->m, p));
+/* The formula's value on the mesh of M. */
+static double poly_value(Mem *M, const Poly *p) {
+  double v = 0;
+  for (int i = 0; i < p->n; i++)
+    v += size_value(M, p->t[i]);
+  return v;
 }
 
-void memory_report(Compiler *c, IrProgram *p, FILE *out, const char *source_path, const long long *sizes) {
+/* The abstract run of p's main on the mesh `sizes` (0: the declared size,
+ * 1 when undeclared). */
+static void mem_run(Compiler *c, IrProgram *p, const long long *sizes, Mem *M) {
+  *M = (Mem){.c = c, .p = p, .m = p->mesh, .scheds = {.vsize = sizeof(Schedule), .first = 256},
+             .uses = {.vsize = sizeof(FnUses), .first = 64}};
+  for (int a = 0; a < p->mesh->naxes; a++)
+    M->sizes[a] = sizes && sizes[a] > 0 ? sizes[a] : p->mesh->axes[a].size > 0 ? p->mesh->axes[a].size : 1;
+  M->slot_kind = mem_slot_kinds(c, p->main);
+  M->held = arena_alloc(&c->arena, sizeof(int) * (size_t)(p->main->nvars + 1));
+  for (int s = 0; s <= p->main->nvars; s++)
+    M->held[s] = -1;
+  Frame F;
+  run_fn(M, p->main, NULL, NULL, NULL, &F);
+}
+
+/* The formulas of a report: the components at the total's high-water and
+ * the total, each component's own high-water, each site's residuals.  A
+ * formula is checked on other meshes (below): mask has the axes whose size
+ * it holds for only. */
+enum { F_AT = 0, F_TOTAL = NCOMP, F_OWN = NCOMP + 1, F_SITES = 2 * NCOMP + 1 };
+
+typedef struct Formulas {
+  int n;
+  const Poly **poly;
+  double *value;
+  unsigned *mask;
+} Formulas;
+
+static Formulas formulas_of(Mem *M, const Poly *total) {
+  Formulas fs = {.n = F_SITES + M->nsites};
+  fs.poly = arena_alloc(&M->c->arena, sizeof(Poly *) * (size_t)fs.n);
+  fs.value = arena_alloc(&M->c->arena, sizeof(double) * (size_t)fs.n);
+  fs.mask = arena_alloc(&M->c->arena, sizeof(unsigned) * (size_t)fs.n);
+  for (int k = 0; k < NCOMP; k++) {
+    fs.poly[F_AT + k] = &M->pat_peak[k];
+    fs.value[F_AT + k] = M->at_peak[k];
+    fs.poly[F_OWN + k] = &M->ppeak[k];
+    fs.value[F_OWN + k] = M->peak[k];
+  }
+  fs.poly[F_TOTAL] = total;
+  fs.value[F_TOTAL] = M->peak_total;
+  for (int s = 0; s < M->nsites; s++) {
+    fs.poly[F_SITES + s] = &M->sites[s].sym;
+    fs.value[F_SITES + s] = M->sites[s].bytes;
+  }
+  return fs;
+}
+
+/* the components in the order the report prints them */
+static const int order[] = {C_PARAM, C_OPT, C_RESID, C_TEMP};
+
+static Poly total_of(Mem *M) {
+  Poly total = {0};
+  for (int i = 0; i < NCOMP; i++)
+    for (int j = 0; j < M->pat_peak[order[i]].n; j++)
+      poly_add(M->c, &total, M->pat_peak[order[i]].t[j], 1);
+  return total;
+}
+
+/* Each formula of the report of M evaluated on other meshes against the
+ * report there: every axis alone at 1, 2, 4, 8 and twice its size here,
+ * on the meshes the program can run on. A formula that differs gets the
+ * axis in its mask. *tried: the meshes compared. */
+static void check_formulas(Compiler *c, IrProgram *p, Mem *M, Formulas *fs, int *tried) {
+  *tried = 0;
+  for (int a = 0; a < p->mesh->naxes; a++) {
+    long long cand[] = {1, 2, 4, 8, 2 * M->sizes[a]};
+    for (size_t ci = 0; ci < sizeof cand / sizeof *cand; ci++) {
+      bool seen = cand[ci] == M->sizes[a];
+      for (size_t cj = 0; cj < ci; cj++)
+        seen |= cand[cj] == cand[ci];
+      if (seen)
+        continue;
+      long long sizes[MAX_MESH_AXES];
+      memcpy(sizes, M->sizes, sizeof sizes);
+      sizes[a] = cand[ci];
+      Mem *Q = arena_alloc(&c->arena, sizeof(Mem));
+      mem_run(c, p, sizes, Q);
+      if (Q->impossible)
+        continue;
+      ++*tried;
+      Poly qtotal = total_of(Q);
+      Formulas qs = formulas_of(Q, &qtotal);
+      /* M's formulas at Q's sizes */
+      Mem at = *M;
+      memcpy(at.sizes, sizes, sizeof at.sizes);
+      for (int i = 0; i < fs->n; i++) {
+        double want;
+        if (i < F_SITES) {
+          want = qs.value[i];
+        } else {
+          int s = i - F_SITES, q = 0;
+          while (q < Q->nsites && !(Q->sites[q].in == M->sites[s].in && Q->sites[q].f == M->sites[s].f))
+            q++;
+          if (q == Q->nsites) { /* the site is not run there */
+            fs->mask[i] |= 1u << a;
+            continue;
+          }
+          want = Q->sites[q].bytes;
+        }
+        double got = poly_value(&at, fs->poly[i]);
+        if (got - want > 0.5 || want - got > 0.5)
+          fs->mask[i] |= 1u << a;
+      }
+    }
+  }
+}
+
+/* "  [holds for n_pp=4]": the sizes a formula holds for only */
+static const char *holds_for(Mem *M, unsigned mask) {
+  if (!mask)
+    return "";
+  StrBuf sb;
+  sb_init(&sb, &M->c->arena);
+  sb_puts(&sb, "  [holds for");
+  const char *sep = " ";
+  for (int a = 0; a < M->m->naxes; a++)
+    if (mask & (1u << a)) {
+      sb_printf(&sb, "%sn_%s=%lld", sep, M->m->axes[a].name, M->sizes[a]);
+      sep = ", ";
+    }
+  sb_putc(&sb, ']');
+  return sb.data;
+}
+
+static void line(Mem *M, FILE *out, const char *label, double v, const Poly *p, unsigned mask) {
+  fprintf(out, "  %-16s %14.0f B  = %s%s\n", label, v, poly_text(M->c, M->m, p), holds_for(M, mask));
+}
+
+/* A tensor the mesh cannot hold (a sharded dim it does not divide): an
+ * error at the line that makes it, naming the tensor, the dim and the axes. */
+static void report_impossible(Mem *M) {
+  Compiler *c = M->c;
+  StrBuf mesh, axes;
+  sb_init(&mesh, &c->arena);
+  sb_init(&axes, &c->arena);
+  for (int a = 0; a < M->m->naxes; a++)
+    sb_printf(&mesh, "%s%s=%lld", a ? "," : "", M->m->axes[a].name, M->sizes[a]);
+  if (M->bad_naxes == 1)
+    sb_printf(&axes, "axis '%s'", M->m->axes[M->bad_axes[0]].name);
+  else
+    for (int j = 0; j < M->bad_naxes; j++)
+      sb_printf(&axes, "%s%s", j ? ", " : "axes (", M->m->axes[M->bad_axes[j]].name);
+  if (M->bad_naxes > 1)
+    sb_putc(&axes, ')');
+  const char *name = M->bad_name ? arena_sprintf(&c->arena, "tensor '%s'", M->bad_name) : "a tensor";
+  error_at(c, M->bad_at, "the mesh %s cannot run this program: %s dim %d (size %lld) is not divisible by %s (size %lld)",
+           mesh.data, name, M->bad_dim, M->bad_size, axes.data, M->bad_group);
+  help(c, "choose a mesh whose size on %s divides %lld", axes.data, M->bad_size);
+}
+
+bool memory_report(Compiler *c, IrProgram *p, FILE *out, const char *source_path, const long long *sizes) {
   if (!p->main) {
     fprintf(out, "%s has no `fn main()`: the memory report follows a program's run\n", source_path);
-    return;
+    return true;
   }
-  Mem M = {.c = c, .p = p, .m = p->mesh, .scheds = {.vsize = sizeof(Schedule), .first = 256},
-           .uses = {.vsize = sizeof(FnUses), .first = 64}};
-  for (int a = 0; a < p->mesh->naxes; a++)
-    M.sizes[a] = sizes && sizes[a] > 0 ? sizes[a] : p->mesh->axes[a].size > 0 ? p->mesh->axes[a].size : 1;
-  M.slot_kind = mem_slot_kinds(c, p->main);
-  M.held = arena_alloc(&c->arena, sizeof(int) * (size_t)(p->main->nvars + 1));
-  for (int s = 0; s <= p->main->nvars; s++)
-    M.held[s] = -1;
-  Frame F;
-  run_fn(&M, p->main, NULL, NULL, NULL, &F);
+  Mem M;
+  mem_run(c, p, sizes, &M);
+  if (M.impossible) {
+    report_impossible(&M);
+    return false;
+  }
+  Poly total = total_of(&M);
+  Formulas fs = formulas_of(&M, &total);
+  int tried;
+  check_formulas(c, p, &M, &fs, &tried);
 
   fprintf(out, "memory of %s, per rank, on the mesh", source_path);
   for (int a = 0; a < p->mesh->naxes; a++)
@@ -1016,17 +1206,12 @@ void memory_report(Compiler *c, IrProgram *p, FILE *out, const char *source_path
   fprintf(out, " (n_AXIS in the formulas): live tensor bytes as requested\n");
   fprintf(out, "high-water of the total: %.0f B, in %s at %s\n", M.peak_total, fn_role(&M, M.peak_fn),
           where(&M, M.peak_span));
-  static const int order[] = {C_PARAM, C_OPT, C_RESID, C_TEMP};
-  Poly total = {0};
-  for (int i = 0; i < NCOMP; i++) {
-    line(&M, out, comp_name[order[i]], M.at_peak[order[i]], &M.pat_peak[order[i]]);
-    for (int k = 0; k < M.pat_peak[order[i]].n; k++)
-      poly_add(c, &total, M.pat_peak[order[i]].t[k], 1);
-  }
-  line(&M, out, "total", M.peak_total, &total);
+  for (int i = 0; i < NCOMP; i++)
+    line(&M, out, comp_name[order[i]], M.at_peak[order[i]], &M.pat_peak[order[i]], fs.mask[F_AT + order[i]]);
+  line(&M, out, "total", M.peak_total, &total, fs.mask[F_TOTAL]);
   fprintf(out, "each component's own high-water (as --profile prints it):\n");
   for (int i = 0; i < NCOMP; i++)
-    line(&M, out, comp_name[order[i]], M.peak[order[i]], &M.ppeak[order[i]]);
+    line(&M, out, comp_name[order[i]], M.peak[order[i]], &M.ppeak[order[i]], fs.mask[F_OWN + order[i]]);
   if (M.nsites) {
     fprintf(out, "residuals the backward keeps, per differentiated call, call and loop of its forward "
                  "(all runs; a recomputed call keeps its arguments):\n");
@@ -1042,13 +1227,18 @@ void memory_report(Compiler *c, IrProgram *p, FILE *out, const char *source_path
         what = arena_sprintf(&c->arena, "%s%s", IR_I(st->in, REMAT) ? "remat " : "",
                              st->in->callee && st->in->callee->fn ? st->in->callee->fn->name : "?");
       const char *lab = arena_sprintf(&c->arena, "%*s%s (%s)", 2 * st->depth, "", what, where(&M, st->in->span));
-      fprintf(out, "  %-52s %6.0fx %12.0f B  = %s\n", lab, st->count, st->bytes, poly_text(c, M.m, &st->sym));
+      fprintf(out, "  %-52s %6.0fx %12.0f B  = %s%s\n", lab, st->count, st->bytes, poly_text(c, M.m, &st->sym),
+              holds_for(&M, fs.mask[F_SITES + s]));
     }
   }
+  if (p->mesh->naxes)
+    fprintf(out, "formulas: each holds on the %d other meshes tried (each axis at 1, 2, 4, 8 and twice its size here, "
+                 "where the program can run), but for the sizes named in [holds for ...]\n", tried);
   if (M.capped_loop || M.guessed_if || M.unknown_loop)
     fprintf(out, "assumed:%s%s%s\n", M.capped_loop ? " main's loops run twice (later steps repeat them);" : "",
             M.guessed_if ? " conditions not known before the run are false;" : "",
             M.unknown_loop ? " loops with bounds not known before the run run once;" : "");
   fprintf(out, "not seen here: buffers a runtime kernel makes and frees within one call (the runtime counts "
                "them; docs/memory.md)\n");
+  return true;
 }

@@ -20,7 +20,10 @@ typedef enum { MEM_SLOT_TEMP, MEM_SLOT_PARAM, MEM_SLOT_OPT } MemSlot;
 const char *mem_slot_kinds(Compiler *c, IrFn *main);
 
 /* sizes[a]: axis a's size (--mesh), or 0 for the declared size (1 when
- * undeclared). */
-void memory_report(Compiler *c, IrProgram *p, FILE *out, const char *source_path, const long long *sizes);
+ * undeclared). Each formula is checked against the reports of other
+ * meshes and marked with the sizes it holds for only. False (an error
+ * reported) when the mesh cannot run the program: a sharded dim that it
+ * does not divide. */
+bool memory_report(Compiler *c, IrProgram *p, FILE *out, const char *source_path, const long long *sizes);
 
 #endif

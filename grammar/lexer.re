@@ -203,6 +203,28 @@ static int lex_int(Lexer *lx, YYSTYPE *lval) {
   return INT;
 }
 
+/* Another library's dtype written as a type here, `u16[4]`: an identifier
+ * of that list right before '['. It is reported and read as f32, so that
+ * the parse goes on (the program is rejected). */
+static bool foreign_dtype(Lexer *lx) {
+  static const char *const names[] = {"u8", "u16", "u32", "u64", "i8", "i16", "i64", "f8", "f16",
+                                      "fp8", "fp16", "fp32", "fp64", "bool", "float16", "float32",
+                                      "float64", "bfloat16", "int8", "int16", "int32", "int64",
+                                      "uint8", "uint16", "uint32", "uint64", "c64", "c128",
+                                      "complex64", "complex128"};
+  size_t n = (size_t)(lx->cur - lx->tok);
+  if (lx->cur >= lx->lim || *lx->cur != '[')
+    return false;
+  for (size_t i = 0; i < sizeof names / sizeof *names; i++)
+    if (strlen(names[i]) == n && memcmp(names[i], lx->tok, n) == 0) {
+      error_at(lx->c, tok_span(lx), "unknown dtype '%.*s'", (int)n, lx->tok);
+      help(lx->c, "the dtypes are f32, f64, i32 and bf16%s", lx->tok[0] == 'i' || lx->tok[0] == 'u' ||
+                  lx->tok[0] == 'b' ? " (ids and integers are i32)" : "");
+      return true;
+    }
+  return false;
+}
+
 static int lex_float(Lexer *lx, YYSTYPE *lval) {
   errno = 0;
   double v = strtod(lx->tok, NULL);
@@ -328,7 +350,8 @@ int yylex(YYSTYPE *lval, Span *lloc, Lexer *lx) {
       "V"         { lval->ltype = LT_V; t = LTYPE; goto done; }
       "P"         { lval->ltype = LT_P; t = LTYPE; goto done; }
       "S"         { t = SHARD; goto done; }
-      ident       { lval->name = intern(lx->c, lx->tok, (size_t)(lx->cur - lx->tok)); t = IDENT; goto done; }
+      ident       { if (foreign_dtype(lx)) { lval->dtype = DT_F32; t = DTYPE; goto done; }
+                    lval->name = intern(lx->c, lx->tok, (size_t)(lx->cur - lx->tok)); t = IDENT; goto done; }
 
       digit+                                      { t = lex_int(lx, lval); goto done; }
       digit+ "." digit+ exp? | digit+ exp         { t = lex_float(lx, lval); goto done; }

@@ -466,8 +466,11 @@ void rt_check_divisible(rt_ctx *ctx, const char *name, int dim, int64_t size, rt
         return;
     char desc[256];
     axes_desc(ctx, axes, desc, sizeof desc);
-    rt_fail(ctx, "tensor '%s' dim %d (size %lld) is not divisible by %s (size %d)",
-            name ? name : "?", dim, (long long)size, desc, n);
+    /* the global shape and the mesh are the same on every rank: all are here */
+    char msg[512];
+    snprintf(msg, sizeof msg, "tensor '%s' dim %d (size %lld) is not divisible by %s (size %d)",
+             name ? name : "?", dim, (long long)size, desc, n);
+    rt_fail_all(ctx, msg);
 }
 
 rt_layout rt_layout_full(int ndim, const int64_t *shape)

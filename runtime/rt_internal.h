@@ -15,6 +15,7 @@ extern "C" {
 
 #define RT_NCLASS 176   /* pool size classes */
 #define RT_NAME_MAX 32
+#define RT_AT_CALLS 16  /* calls whose lines an error names (rt_call_begin) */
 
 /* A communicator for an axis tuple (flattened, in the tuple's order). */
 typedef struct rt_group {
@@ -137,6 +138,8 @@ struct rt_ctx {
     struct rt_target *tgt;  /* the target's own state (rt_cpu.h; the CUDA runtime's) */
     rt_async_hook async;    /* collectives in flight, or NULL (overlap.c) */
     const char *at_loc;     /* rt_at: the .spmd line being run (static), or NULL */
+    const char *at_calls[RT_AT_CALLS]; /* rt_call_begin: the lines of the calls being run */
+    int at_depth;           /* calls being run (may exceed RT_AT_CALLS: those are not kept) */
     rt_mem_stats mem;        /* memory.c: live tensor bytes per component */
     int mem_off;             /* > 0: tensors made now are not counted (rt_scratch) */
     rt_tensor **mem_slots;   /* what each var slot of main holds (rt_mem_hold) */

@@ -604,6 +604,11 @@ void rt_call_check_(rt_ctx *ctx, int rc, const char *call, const char *file, int
  * string): a device error that surfaces later, at a synchronisation, names
  * the line recorded when its kernel was launched (the CUDA target). */
 void rt_at(rt_ctx *ctx, const char *loc);
+/* Around a call of a program's function: the call's line is kept, and an
+ * error in the callee names it too ("nn.spmd:88 (called from gpt.spmd:120)");
+ * rt_call_end restores it as the line being run. */
+void rt_call_begin(rt_ctx *ctx, const char *loc);
+void rt_call_end(rt_ctx *ctx);
 
 #ifdef __cplusplus
 }

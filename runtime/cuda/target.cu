@@ -18,10 +18,8 @@ extern "C" {
 
 void rt_dev_fail(rt_ctx *ctx, const char *what, const char *msg)
 {
+    /* rt_fail puts the .spmd line being run (rt_at) and its calls before it */
     const char *op = ctx && ctx->tgt && ctx->tgt->op ? ctx->tgt->op : NULL;
-    const char *loc = ctx && ctx->at_loc ? ctx->at_loc : NULL;
-    if (op && loc)
-        rt_fail(ctx, "%s (%s): %s: %s", op, loc, what, msg);
     if (op)
         rt_fail(ctx, "%s: %s: %s", op, what, msg);
     rt_fail(ctx, "%s: %s", what, msg);
@@ -265,13 +263,14 @@ static void report_dev_errors(rt_ctx *ctx)
     if (e[0] == RT_DEVERR_NONE)
         return;
     rt_dev_memset0(ctx, t->err, sizeof e); /* a test's error hook may go on */
+    /* the line of the launch, which rt_fail names (the calls it was made
+     * in are those being run now, or their callers) */
     const char *loc = (const char *)(uintptr_t)e[4];
-    char at[256] = "";
     if (loc)
-        snprintf(at, sizeof at, " (%s)", loc);
+        ctx->at_loc = loc;
     if (e[0] == RT_DEVERR_TARGET)
-        rt_cross_entropy_target_fail(ctx, at, e[2], e[1], e[3]);
-    rt_embedding_id_fail(ctx, at, e[2], e[1], e[3]);
+        rt_cross_entropy_target_fail(ctx, "", e[2], e[1], e[3]);
+    rt_embedding_id_fail(ctx, "", e[2], e[1], e[3]);
 }
 
 void rt_dev_sync(rt_ctx *ctx)

@@ -21,7 +21,8 @@ working directory and a timeout. Then:
 * `expect-output="REGEX"` (repeatable): must match (re.search, MULTILINE)
   the output of every run;
 * `expect-fail="REGEX"`: every run must instead exit non-zero (not time out)
-  with REGEX matching its standard error and output;
+  with REGEX matching its standard error and output, and without an internal
+  error of Open MPI (`ORTE_ERROR_LOG`: the job must end cleanly);
 * `close=A:B:RTOL` (repeatable): on every line where the word A and the word
   B are each followed by a number, the two numbers agree to RTOL (for
   gradients against finite differences); at least one such line is needed;
@@ -83,6 +84,11 @@ import time
 
 SKIP = 77
 DEFAULT_TIMEOUT = 60.0
+# Open MPI's own errors, which an expected runtime error must not cause: the
+# runtime ends a job that failed on every rank without MPI_Abort, and one
+# that failed on some ranks with a single rank's MPI_Abort
+MPI_INTERNAL_ERRORS = ('ORTE_ERROR_LOG', 'PMIX_ERROR')
+
 KNOWN_KEYS = {'meshes', 'rtol', 'atol', 'expect-output', 'expect-fail', 'close', 'outputs',
               'files', 'args', 'timeout', 'target-rtol', 'pin', 'pin-rtol', 'sim-runtime-atol'}
 REPEATABLE = {'expect-output', 'close', 'pin'}
@@ -581,6 +587,9 @@ def run_test(spmdc, path, name, srcdir, tmp, spmdc_args, meshes, rtol, atol, tim
                 problems.append('exited 0, expected a failure matching %r' % expect_fail.pattern)
             elif not expect_fail.search(err + out):
                 problems.append('failed (exit %d) but nothing matches %r' % (rc, expect_fail.pattern))
+            for noise in MPI_INTERNAL_ERRORS:  # the job must end cleanly (issue 32)
+                if noise in err + out:
+                    problems.append('an internal error of the MPI library after the failure: %r' % noise)
         elif rc != 0:
             problems.append('exited %d' % rc)
         elif not out.strip():

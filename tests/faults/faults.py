@@ -224,7 +224,8 @@ def expect_error(rc, out, nranks, pattern):
         raise Fail('crashed:\n' + out[-3000:])
     for r in range(nranks or 1):
         rank = r'\d+' if nranks is None else str(r)
-        if not re.search(r'spmd: error: \[rank %s\] %s' % (rank, pattern), out):
+        # the .spmd line being run comes first (none for --mesh, before any)
+        if not re.search(r'spmd: error: \[rank %s\] (?:\S+\.spmd:\d+: )?%s' % (rank, pattern), out):
             raise Fail('rank %s does not report /%s/:\n%s' % (rank, pattern, out[-3000:]))
     print('ok: %s reports it:' % ('every rank' if nranks else 'a rank'))
     print('\n'.join(l for l in out.splitlines() if 'spmd: error' in l))

@@ -56,13 +56,13 @@ kern="$bundle/bin/gpu_kernels" cmp="$PY $bundle/compare.py"
 # with the CPU target's message, the op and the rt_at line
 if [ "$worker" = errors-worker ]; then
   p=0 f=0
-  for spec in "ce|cross_entropy (bad.spmd:7): target 7 at row 2 is out of range for 5 classes" \
-              "ce_bwd|cross_entropy (bad.spmd:8): target 7 at row 2 is out of range for 5 classes" \
-              "ce_vp|cross_entropy (bad.spmd:9): target 13 at row 2 is out of range for 10 classes" \
-              "ce_vp_bwd|cross_entropy (bad.spmd:10): target 13 at row 2 is out of range for 10 classes" \
-              "embedding|embedding (bad.spmd:3): id 9 at position 2 is out of range for 3 rows" \
-              "embedding_bwd|embedding (bad.spmd:4): id 9 at position 2 is out of range for 3 rows" \
-              "first|embedding (bad.spmd:3): id 9 at position 2 is out of range for 3 rows"; do
+  for spec in "ce|bad.spmd:7: cross_entropy: target 7 at row 2 is out of range for 5 classes" \
+              "ce_bwd|bad.spmd:8: cross_entropy: target 7 at row 2 is out of range for 5 classes" \
+              "ce_vp|bad.spmd:9: cross_entropy: target 13 at row 2 is out of range for 10 classes" \
+              "ce_vp_bwd|bad.spmd:10: cross_entropy: target 13 at row 2 is out of range for 10 classes" \
+              "embedding|bad.spmd:3: embedding: id 9 at position 2 is out of range for 3 rows" \
+              "embedding_bwd|bad.spmd:4: embedding: id 9 at position 2 is out of range for 3 rows" \
+              "first|bad.spmd:3: embedding: id 9 at position 2 is out of range for 3 rows"; do
     c=${spec%%|*} msg=${spec#*|}
     out=$(timeout 60 mpirun -np 2 "$bundle/bin/gpu_device_errors" "$c" 2>&1)
     if grep -q '^after the op' <<<"$out" && grep -qF "] $msg" <<<"$out" && ! grep -q '^no error' <<<"$out"; then
