@@ -69,6 +69,9 @@ static StructDecl *struct_named(Expr *e) {
  * when T names a struct (check_io.c). */
 Type *check_load(Checker *k, Expr *call, Builtin op) {
   StructDecl *st = struct_named(call_arg(call, 1)->value);
+  Arg *path = call_arg(call, 0);
+  if (!st && path && path->value->kind == EX_STRING && !check_io_safetensors(k, call, op, false))
+    return type_error();
   return st ? check_load_record(k, call, st) : check_creation(k, call, op);
 }
 

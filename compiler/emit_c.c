@@ -401,6 +401,9 @@ static void emit_inst(Emitter *E, IrInst *in, int ind) {
     } else if (in->op == IR_UNIFORM)
       out(E, ind + 1, "%s = rt_uniform(ctx, %s, &layout_, (uint64_t)%s, (double)%s, (double)%s);\n", D(E, in, 0), dt,
           A(E, in, 0), A(E, in, 1), A(E, in, 2));
+    else if (in->strs && path_is_safetensors(in->s)) /* a field of a .safetensors file, by the map */
+      out(E, ind + 1, "%s = rt_st_read(ctx, %s, %s, %s, %s, &layout_);\n", D(E, in, 0), c_string(E, in->s),
+          in->strs[1] ? c_string(E, in->strs[1]) : "NULL", c_string(E, in->strs[0]), dt);
     else if (in->strs) /* a field of a checkpoint directory */
       out(E, ind + 1, "%s = rt_ckpt_read(ctx, %s, %s, %s, &layout_);\n", D(E, in, 0), c_string(E, in->s),
           c_string(E, in->strs[0]), dt);
@@ -410,6 +413,20 @@ static void emit_inst(Emitter *E, IrInst *in, int ind) {
     return;
   }
   case IR_SAVE:
+    if (in->strs && path_is_safetensors(in->s)) { /* a record: a .safetensors file, by the map */
+      const char *map = in->strs[in->nargs];
+      out(E, ind, "{ rt_st_save *st_ = rt_st_save_begin(ctx, %s, %s); %s\n", c_string(E, in->s),
+          map ? c_string(E, map) : "NULL", loc);
+      for (int j = 0; j < in->nargs; j++) {
+        out(E, ind + 1, "{\n");
+        emit_shape(E, ind + 2, E->f->values[in->args[j]].type, in->strs[j]);
+        out(E, ind + 2, "rt_st_save_put(ctx, st_, %s, %s, &layout_);\n", c_string(E, in->strs[j]), A(E, in, j));
+        out(E, ind + 1, "}\n");
+      }
+      out(E, ind + 1, "rt_st_save_commit(ctx, st_);\n");
+      out(E, ind, "}\n");
+      return;
+    }
     if (in->strs) { /* a record: a checkpoint directory, one file per field */
       out(E, ind, "{ rt_ckpt *ckpt_ = rt_ckpt_begin(ctx, %s); %s\n", c_string(E, in->s), loc);
       for (int j = 0; j < in->nargs; j++) {

@@ -839,6 +839,8 @@ static int lower_builtin(Lower *L, Expr *call, Builtin op) {
       in->strs = arena_alloc(&L->c->arena, sizeof(char *) * (size_t)(n + 1));
       for (int j = 0; j < n; j++)
         in->strs[j] = type_leaf_path(L->c, xt, j, ".");
+      Expr *map = named(L, call, "map"); /* strs[n]: a .safetensors file's name map, or NULL */
+      in->strs[n] = map ? map->str : NULL;
       return -1;
     }
     int v = lower_expr(L, x);
@@ -1217,8 +1219,10 @@ static int *lower_leaves(Lower *L, Expr *e, int *n) {
         IrInst *in = emit(L, IR_LOAD, e->span);
         in->t = type_leaf(t, j);
         in->s = pos_arg(e, 0)->str;
-        in->strs = arena_alloc(&L->c->arena, sizeof(char *));
+        in->strs = arena_alloc(&L->c->arena, 2 * sizeof(char *));
         in->strs[0] = type_leaf_path(L->c, t, j, ".");
+        Expr *map = named(L, e, "map"); /* strs[1]: a .safetensors file's name map, or NULL */
+        in->strs[1] = map ? map->str : NULL;
         in->dst[0] = ids[(*n)++] = value(L, in->t, NULL);
         in->ndst = 1;
       }

@@ -487,6 +487,18 @@ void rt_ckpt_commit(rt_ctx *ctx, rt_ckpt *ck);
 /* This rank's block of dir/NAME.npy; a missing file names the field. */
 rt_tensor *rt_ckpt_read(rt_ctx *ctx, const char *dir, const char *name, rt_dtype dt,
                         const rt_layout *l);
+/* A .safetensors file (docs/weights.md): records by tensor name through a
+ * name map (map: its path, or NULL: a field's tensor is its path). read:
+ * this rank's block of field `field`, converted to dt; the whole header is
+ * checked first. save: begin, put every field (retained until the commit),
+ * commit: checks the fields make every tensor exactly, writes
+ * file.tmp.XXXXXX and renames it over file once every rank has written. */
+rt_tensor *rt_st_read(rt_ctx *ctx, const char *file, const char *map, const char *field, rt_dtype dt,
+                      const rt_layout *l);
+typedef struct rt_st_save rt_st_save;
+rt_st_save *rt_st_save_begin(rt_ctx *ctx, const char *file, const char *map);
+void rt_st_save_put(rt_ctx *ctx, rt_st_save *s, const char *field, const rt_tensor *x, const rt_layout *l);
+void rt_st_save_commit(rt_ctx *ctx, rt_st_save *s);
 /* Whether path exists (rank 0 looks; every rank gets its answer). */
 bool rt_exists(rt_ctx *ctx, const char *path);
 
