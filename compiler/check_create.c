@@ -7,7 +7,7 @@
 /* zeros/ones/full/randn/uniform/load/iota: the type argument, which must
  * name every axis and (but for zeros) not be P. */
 Type *check_creation(Checker *k, Expr *call, Builtin op) {
-  int tpos = op == BI_LOAD ? 1 : 0;
+  int tpos = op == BI_LOAD || op == BI_TOKEN_BATCH ? 1 : 0;
   Arg *ta = call_arg(call, tpos);
   if ((!ta || ta->value->kind != EX_TYPE) && op == BI_LOAD) {
     check_error(k, ta ? ta->value->span : call->span, "load() needs a tensor type or a struct's name second");
@@ -41,7 +41,7 @@ Type *check_creation(Checker *k, Expr *call, Builtin op) {
              f->text + call->span.begin, ck_type(k, rt), (int)(call->span.end - ts.end), f->text + ts.end, axis_name(k, a));
         return type_error();
       }
-  if (op == BI_LOAD)
+  if (op == BI_LOAD || op == BI_TOKEN_BATCH)
     check_io_path(k, call, op);
   if (op == BI_FULL) {
     Arg *v = call_arg(call, 1);

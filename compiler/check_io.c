@@ -172,6 +172,25 @@ Type *check_load_record(Checker *k, Expr *call, StructDecl *st) {
   return ok ? t : type_error();
 }
 
+/* token_batch(path, i32[B, W]..., seed=s, vocab=V): a batch of windows of a
+ * token file, made as a creation makes a value (every axis named, not P). */
+Type *check_token_batch(Checker *k, Expr *call, Builtin op) {
+  Type *t = check_creation(k, call, op);
+  if (t->kind != TY_TENSOR)
+    return t;
+  if (t->dtype != DT_I32 || t->ndim != 2) {
+    check_error(k, call_arg(call, 1)->value->span, "token_batch() makes an i32 batch [B, W], not %s", ck_type(k, t));
+    help(k->c, "token_batch(\"train.bin\", i32[B@dp, T + 1]{tp: R}, seed=1000 + step)");
+    return type_error();
+  }
+  if (!call_named(k, call, "seed")) {
+    check_error(k, call->span, "token_batch() needs seed=, which draws the windows");
+    help(k->c, "token_batch(\"train.bin\", T, seed=1000 + step): the same seed gives the same batch on every mesh");
+    return type_error();
+  }
+  return t;
+}
+
 /* exists(path): a host bool, the same on every rank. */
 Type *check_exists(Checker *k, Expr *call, Builtin op) {
   check_io_path(k, call, op);

@@ -380,6 +380,7 @@ static void emit_inst(Emitter *E, IrInst *in, int ind) {
   case IR_FILL:
   case IR_RANDN:
   case IR_UNIFORM:
+  case IR_TOKEN_BATCH:
   case IR_LOAD: {
     const char *name = E->f->values[in->dst[0]].hint ? E->f->values[in->dst[0]].hint : "tensor";
     if (in->op == IR_LOAD && in->strs) /* a record's field: its path */
@@ -398,7 +399,10 @@ static void emit_inst(Emitter *E, IrInst *in, int ind) {
           A(E, in, 1));
       out(E, ind + 1, "%s = rt_binary_scalar(ctx, RT_ADD, z_, (double)%s, false);\n", D(E, in, 0), A(E, in, 2));
       out(E, ind + 1, "rt_free(ctx, z_);\n");
-    } else if (in->op == IR_UNIFORM)
+    } else if (in->op == IR_TOKEN_BATCH)
+      out(E, ind + 1, "%s = rt_token_batch(ctx, %s, (uint64_t)%s, (int64_t)%s, &layout_);\n", D(E, in, 0),
+          c_string(E, in->s), A(E, in, 0), A(E, in, 1));
+    else if (in->op == IR_UNIFORM)
       out(E, ind + 1, "%s = rt_uniform(ctx, %s, &layout_, (uint64_t)%s, (double)%s, (double)%s);\n", D(E, in, 0), dt,
           A(E, in, 0), A(E, in, 1), A(E, in, 2));
     else if (in->strs && path_is_safetensors(in->s)) /* a field of a .safetensors file, by the map */

@@ -819,6 +819,17 @@ static int lower_builtin(Lower *L, Expr *call, Builtin op) {
     in->ndst = 1;
     return in->dst[0];
   }
+  case BI_TOKEN_BATCH: {
+    Expr *se = named(L, call, "seed"), *ve = named(L, call, "vocab");
+    int args[2] = {lower_expr(L, se), ve ? lower_expr(L, ve) : host_const(L, sp, TY_INT, 0, 0)};
+    IrInst *in = emit(L, IR_TOKEN_BATCH, sp);
+    ir_set_args(L->c, in, 2, args);
+    in->t = rt;
+    in->s = pos_arg(call, 0)->str;
+    in->dst[0] = value(L, rt, NULL);
+    in->ndst = 1;
+    return in->dst[0];
+  }
   case BI_LOAD: {
     IrInst *in = emit(L, IR_LOAD, sp);
     in->t = rt;

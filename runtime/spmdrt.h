@@ -499,6 +499,11 @@ typedef struct rt_st_save rt_st_save;
 rt_st_save *rt_st_save_begin(rt_ctx *ctx, const char *file, const char *map);
 void rt_st_save_put(rt_ctx *ctx, rt_st_save *s, const char *field, const rt_tensor *x, const rt_layout *l);
 void rt_st_save_commit(rt_ctx *ctx, rt_st_save *s);
+/* A [B, W] batch of windows of W tokens from a token file (nanoGPT's raw
+ * uint16, or llm.c's .bin with its header), row b starting at
+ * trunc(u_b * (n - W)), u_b = uniform(f64[B], seed)'s element b: the same
+ * batch on every mesh. vocab > 0: a token >= vocab stops every rank. */
+rt_tensor *rt_token_batch(rt_ctx *ctx, const char *path, uint64_t seed, int64_t vocab, const rt_layout *l);
 /* Whether path exists (rank 0 looks; every rank gets its answer). */
 bool rt_exists(rt_ctx *ctx, const char *path);
 
