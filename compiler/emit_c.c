@@ -289,6 +289,21 @@ static void emit_inst(Emitter *E, IrInst *in, int ind) {
           IR_I(in, KEEPDIM) ? "true" : "false", loc);
     return;
   }
+  case IR_ARGMAX:
+  case IR_ARGMIN:
+    out(E, ind, "%s = rt_%s(ctx, %s, %lld, %s); %s\n", D(E, in, 0), in->op == IR_ARGMAX ? "argmax" : "argmin",
+        A(E, in, 0), IR_I(in, DIM), IR_I(in, KEEPDIM) ? "true" : "false", loc);
+    return;
+  case IR_TOPK:
+    out(E, ind, "%s = rt_topk(ctx, %s, %lld, %lld); %s\n", D(E, in, 0), A(E, in, 0), IR_I(in, K), IR_I(in, DIM), loc);
+    return;
+  case IR_CATEGORICAL: /* the noise is keyed by the logits' global indices: their layout */
+    out(E, ind, "{ %s\n", loc);
+    emit_shape(E, ind + 1, E->f->values[in->args[0]].type, "categorical");
+    out(E, ind + 1, "%s = rt_categorical(ctx, %s, &layout_, (uint64_t)%s, (double)%s, (int64_t)%s);\n", D(E, in, 0),
+        A(E, in, 0), A(E, in, 1), A(E, in, 2), A(E, in, 3));
+    out(E, ind, "}\n");
+    return;
   case IR_CUMSUM: out(E, ind, "%s = rt_cumsum(ctx, %s, %lld); %s\n", D(E, in, 0), A(E, in, 0), IR_I(in, DIM), loc); return;
   case IR_SOFTMAX:
   case IR_LOG_SOFTMAX:

@@ -619,6 +619,8 @@ static int lower_builtin(Lower *L, Expr *call, Builtin op) {
   case BI_SUM:
   case BI_MEAN:
   case BI_AMAX:
+  case BI_ARGMAX:
+  case BI_ARGMIN:
   case BI_CUMSUM:
   case BI_SOFTMAX:
   case BI_LOG_SOFTMAX: {
@@ -815,6 +817,31 @@ static int lower_builtin(Lower *L, Expr *call, Builtin op) {
     in->t = rt;
     if (op == BI_RANDN)
       IR_I(in, MEAN_GIVEN) = e2 != NULL;
+    in->dst[0] = value(L, rt, NULL);
+    in->ndst = 1;
+    return in->dst[0];
+  }
+  case BI_TOPK: {
+    Expr *x = pos_arg(call, 0), *d = named(L, call, "dim");
+    int v = lower_expr(L, x);
+    IrInst *in = emit(L, IR_TOPK, sp);
+    ir_set_args(L->c, in, 1, &v);
+    IR_I(in, DIM) = d ? norm_dim(int_arg(d), x->ty->ndim) : x->ty->ndim - 1;
+    long long kv = 0;
+    size_is_int(rt->shape[IR_I(in, DIM)], &kv); /* the checker made it an integer */
+    IR_I(in, K) = kv;
+    in->dst[0] = value(L, rt, NULL);
+    in->ndst = 1;
+    return in->dst[0];
+  }
+  case BI_CATEGORICAL: {
+    Expr *se = named(L, call, "seed"), *te = named(L, call, "temperature"), *ke = named(L, call, "top_k");
+    int args[4] = {lower_expr(L, pos_arg(call, 0)), lower_expr(L, se),
+                   te ? lower_expr(L, te) : host_const(L, sp, TY_FLOAT, 0, 1.0),
+                   ke ? lower_expr(L, ke) : host_const(L, sp, TY_INT, 0, 0)};
+    IrInst *in = emit(L, IR_CATEGORICAL, sp);
+    ir_set_args(L->c, in, 4, args);
+    in->t = rt;
     in->dst[0] = value(L, rt, NULL);
     in->ndst = 1;
     return in->dst[0];

@@ -334,6 +334,17 @@ rt_tensor *rt_sum_to_shape(rt_ctx *ctx, const rt_tensor *g, int ndim, const int6
 rt_tensor *rt_sum(rt_ctx *ctx, const rt_tensor *x, int dim, bool keepdim);
 rt_tensor *rt_mean(rt_ctx *ctx, const rt_tensor *x, int dim, bool keepdim);
 rt_tensor *rt_amax(rt_ctx *ctx, const rt_tensor *x, int dim, bool keepdim);
+/* sampling.c (docs/weights.md, "Sampling"): the index of the largest
+ * (smallest) along dim as i32, the first on ties, NaN the largest; the k
+ * largest values along dim, largest first; and a class per row of the last
+ * dim of logits (laid out as l: the noise is keyed by global indices),
+ * drawn from softmax(logits / temperature) over its top_k largest (0: all)
+ * by the Gumbel-max trick; temperature <= 0: the largest (greedy). */
+rt_tensor *rt_argmax(rt_ctx *ctx, const rt_tensor *x, int64_t dim, bool keepdim);
+rt_tensor *rt_argmin(rt_ctx *ctx, const rt_tensor *x, int64_t dim, bool keepdim);
+rt_tensor *rt_topk(rt_ctx *ctx, const rt_tensor *x, int64_t k, int64_t dim);
+rt_tensor *rt_categorical(rt_ctx *ctx, const rt_tensor *logits, const rt_layout *l, uint64_t seed,
+                          double temperature, int64_t top_k);
 rt_tensor *rt_sum_all(rt_ctx *ctx, const rt_tensor *x);  /* 0-d */
 rt_tensor *rt_mean_all(rt_ctx *ctx, const rt_tensor *x);
 rt_tensor *rt_amax_all(rt_ctx *ctx, const rt_tensor *x);
