@@ -50,6 +50,7 @@ get_filename_component(SPMD_OPENBLAS_DIR ${SPMD_OPENBLAS_LIB} DIRECTORY)
 get_filename_component(SPMD_DNNL_DIR ${SPMD_DNNL_LIB} DIRECTORY)
 get_filename_component(SPMD_GOMP_DIR ${SPMD_GOMP_LIB} DIRECTORY)
 get_filename_component(SPMD_SLEEF_DIR ${SPMD_SLEEF_LIB} DIRECTORY)
+get_filename_component(SPMD_CJSON_DIR ${SPMD_CJSON_LIB} DIRECTORY)
 configure_package_config_file(${CMAKE_CURRENT_LIST_DIR}/spmdcConfig.cmake.in
   ${PROJECT_BINARY_DIR}/spmdcConfig.cmake INSTALL_DESTINATION ${SPMD_INSTALL_CMAKEDIR})
 write_basic_package_version_file(${PROJECT_BINARY_DIR}/spmdcConfigVersion.cmake
@@ -96,6 +97,8 @@ endif()
 set(SPMD_PC_LIBS_PRIVATE "${SPMD_DNNL_LIB} ${SPMD_GOMP_LIB} ${SPMD_PC_LIBS_PRIVATE}")
 # SLEEF (no .pc file on every system): by path
 set(SPMD_PC_LIBS_PRIVATE "${SPMD_SLEEF_LIB} ${SPMD_PC_LIBS_PRIVATE}")
+# cJSON (.safetensors headers): by path too
+set(SPMD_PC_LIBS_PRIVATE "${SPMD_CJSON_LIB} ${SPMD_PC_LIBS_PRIVATE}")
 if(SPMD_SANITIZE)
   set(SPMD_PC_LIBS_SANITIZE " -fsanitize=address,undefined")
 else()

@@ -218,6 +218,8 @@ Type *record_map(Checker *k, Expr *e, Expr **slots[], int n, const char *opname)
 /* check_io.c: save, load and exists */
 bool check_io_path(Checker *k, Expr *call, Builtin op); /* the path: a string literal, first */
 Type *check_load_record(Checker *k, Expr *call, StructDecl *st);
+/* map= and .safetensors paths (a record, never a tensor) */
+bool check_io_safetensors(Checker *k, Expr *call, Builtin op, bool is_record);
 
 /* check_collectives.c */
 struct RsPlan;

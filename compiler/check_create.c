@@ -7,7 +7,7 @@
 /* zeros/ones/full/randn/uniform/load/iota: the type argument, which must
  * name every axis and (but for zeros) not be P. */
 Type *check_creation(Checker *k, Expr *call, Builtin op) {
-  int tpos = op == BI_LOAD ? 1 : 0;
+  int tpos = op == BI_LOAD || op == BI_TOKEN_BATCH ? 1 : 0;
   Arg *ta = call_arg(call, tpos);
   if ((!ta || ta->value->kind != EX_TYPE) && op == BI_LOAD) {
     check_error(k, ta ? ta->value->span : call->span, "load() needs a tensor type or a struct's name second");
@@ -41,7 +41,7 @@ Type *check_creation(Checker *k, Expr *call, Builtin op) {
              f->text + call->span.begin, ck_type(k, rt), (int)(call->span.end - ts.end), f->text + ts.end, axis_name(k, a));
         return type_error();
       }
-  if (op == BI_LOAD)
+  if (op == BI_LOAD || op == BI_TOKEN_BATCH)
     check_io_path(k, call, op);
   if (op == BI_FULL) {
     Arg *v = call_arg(call, 1);
@@ -69,6 +69,9 @@ static StructDecl *struct_named(Expr *e) {
  * when T names a struct (check_io.c). */
 Type *check_load(Checker *k, Expr *call, Builtin op) {
   StructDecl *st = struct_named(call_arg(call, 1)->value);
+  Arg *path = call_arg(call, 0);
+  if (!st && path && path->value->kind == EX_STRING && !check_io_safetensors(k, call, op, false))
+    return type_error();
   return st ? check_load_record(k, call, st) : check_creation(k, call, op);
 }
 

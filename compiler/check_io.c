@@ -22,6 +22,34 @@ bool check_io_path(Checker *k, Expr *call, Builtin op) {
   return false;
 }
 
+/* map="file" (a .safetensors file's name map, docs/weights.md): a string
+ * literal, and only where the path is a .safetensors file; such a file
+ * holds a record (`is_record`), never a lone tensor. */
+bool check_io_safetensors(Checker *k, Expr *call, Builtin op, bool is_record) {
+  Arg *p = call_arg(call, 0), *m = call_named(k, call, "map");
+  bool st = p && p->value->kind == EX_STRING && path_is_safetensors(p->value->str);
+  if (m && m->value->kind != EX_STRING) {
+    check_error(k, m->value->span, "map= names the name map's file: a string literal");
+    help(k->c, "%s", op == BI_SAVE ? "save(\"model.safetensors\", p, map=\"gpt2.map\")"
+                                   : "load(\"model.safetensors\", Model, map=\"gpt2.map\")");
+    return false;
+  }
+  if (m && !st) {
+    check_error(k, m->value->span, "map= is for .safetensors files, but '%s' is not one",
+                p && p->value->kind == EX_STRING ? p->value->str : "?");
+    note_at(k->c, (Span){0, 0, 0}, "a .npy file or a checkpoint directory names its fields by their paths");
+    return false;
+  }
+  if (st && !is_record) {
+    check_error(k, call->span, "%s() of a .safetensors file %s a record, not a tensor", builtin_name[op],
+                op == BI_SAVE ? "writes" : "makes");
+    help(k->c, "%s", op == BI_SAVE ? "put the tensor in a struct, or save it as .npy"
+                                   : "name a struct: load(\"model.safetensors\", Model, map=\"model.map\"), or load a .npy");
+    return false;
+  }
+  return true;
+}
+
 /* ---- save ---- */
 
 /* One tensor that save() writes (a whole value, or field `path` of a
@@ -67,7 +95,9 @@ Type *check_save(Checker *k, Expr *call, Builtin op) {
     return none;
   Expr *v = call_arg(call, 1)->value;
   Type *t = check_expr(k, v);
-  if (t->kind == TY_RECORD) { /* a checkpoint directory: every field */
+  if (t->kind != TY_ERROR && !check_io_safetensors(k, call, BI_SAVE, t->kind == TY_RECORD))
+    return none;
+  if (t->kind == TY_RECORD) { /* a checkpoint directory (or a .safetensors file): every field */
     for (int j = 0, n = type_nleaves(t); j < n; j++)
       if (!savable(k, call, v, type_leaf(t, j), type_leaf_path(k->c, t, j, ".")))
         break;
@@ -105,7 +135,8 @@ static StructField *field_at(StructDecl *st, const char *path) {
 /* load("dir", Struct): a record of the struct's declared field types, each
  * of which must say what it is on every mesh axis and not be P. */
 Type *check_load_record(Checker *k, Expr *call, StructDecl *st) {
-  check_io_path(k, call, BI_LOAD);
+  if (check_io_path(k, call, BI_LOAD))
+    check_io_safetensors(k, call, BI_LOAD, true);
   Expr *ta = call_arg(call, 1)->value;
   Type *t = record_written(k, st);
   if (!t)
@@ -139,6 +170,25 @@ Type *check_load_record(Checker *k, Expr *call, StructDecl *st) {
     }
   }
   return ok ? t : type_error();
+}
+
+/* token_batch(path, i32[B, W]..., seed=s, vocab=V): a batch of windows of a
+ * token file, made as a creation makes a value (every axis named, not P). */
+Type *check_token_batch(Checker *k, Expr *call, Builtin op) {
+  Type *t = check_creation(k, call, op);
+  if (t->kind != TY_TENSOR)
+    return t;
+  if (t->dtype != DT_I32 || t->ndim != 2) {
+    check_error(k, call_arg(call, 1)->value->span, "token_batch() makes an i32 batch [B, W], not %s", ck_type(k, t));
+    help(k->c, "token_batch(\"train.bin\", i32[B@dp, T + 1]{tp: R}, seed=1000 + step)");
+    return type_error();
+  }
+  if (!call_named(k, call, "seed")) {
+    check_error(k, call->span, "token_batch() needs seed=, which draws the windows");
+    help(k->c, "token_batch(\"train.bin\", T, seed=1000 + step): the same seed gives the same batch on every mesh");
+    return type_error();
+  }
+  return t;
 }
 
 /* exists(path): a host bool, the same on every rank. */

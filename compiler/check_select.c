@@ -477,3 +477,121 @@ Type *check_cross_entropy(Checker *k, Expr *call, Builtin op) {
     return type_error();
   return r;
 }
+
+/* ---- indices and values along a whole dim (docs/weights.md, "Sampling") ---- */
+
+/* The rule these share: x a tensor, never P (a pending sum's parts say
+ * nothing of its maximum), the dim whole on every rank (shard_reduction). */
+static Type *whole_dim_operand(Checker *k, Expr *call, Builtin op, int *dim, bool need_dim) {
+  Type *t = arg_tensor(k, call, 0);
+  if (t->kind == TY_ERROR)
+    return t;
+  Operand o = {call_arg(call, 0)->value, t};
+  Type *r = elementwise(k, call->span, arena_sprintf(&k->c->arena, "%s()", builtin_name[op]), RULE_NONLINEAR, &o, 1);
+  if (r->kind == TY_ERROR)
+    return r;
+  if (r->ndim == 0) {
+    check_error(k, call->span, "%s() picks along a dim, but '%s' has none", builtin_name[op], src_text(k, o.e));
+    return type_error();
+  }
+  long long dv = -1;
+  bool has_dim = false;
+  if (!named_int(k, call, "dim", &dv, &has_dim))
+    return type_error();
+  if (need_dim && !has_dim) {
+    check_error(k, call->span, "%s() needs dim=, the dim to pick along", builtin_name[op]);
+    help(k->c, "%s(%s, dim=-1)", builtin_name[op], src_text(k, o.e));
+    return type_error();
+  }
+  Arg *da = call_named(k, call, "dim");
+  if (!check_norm_dim(k, da ? da->value->span : call->span, has_dim ? dv : -1, r->ndim, dim))
+    return type_error();
+  bool contracted[MAX_MESH_AXES] = {0};
+  if (!shard_reduction(k, call, op, o.e, r, *dim, *dim + 1, true, contracted))
+    return type_error();
+  return r;
+}
+
+/* argmax(x, dim=d), argmin: i32 indices, the dim removed (kept as 1 with
+ * keepdim=true); the first one on ties. */
+Type *check_argmax(Checker *k, Expr *call, Builtin op) {
+  int d = 0;
+  Type *r = whole_dim_operand(k, call, op, &d, true);
+  if (r->kind == TY_ERROR)
+    return r;
+  Arg *ka = call_named(k, call, "keepdim");
+  bool keep = ka && ka->value->kind == EX_BOOL && ka->value->ival;
+  Type *res = type_clone(k->c, r);
+  res->dtype = DT_I32;
+  res->ndim = 0;
+  for (int i = 0; i < r->ndim; i++) {
+    if (i == d) {
+      if (keep)
+        res->shape[res->ndim++] = size_int(1);
+      continue;
+    }
+    res->shape[res->ndim++] = r->shape[i];
+  }
+  shard_reduction_result(r, res, d, d + 1, keep);
+  return res;
+}
+
+/* topk(x, k=K, dim=d): the K largest values along d, largest first. */
+Type *check_topk(Checker *k, Expr *call, Builtin op) {
+  int d = 0;
+  Type *r = whole_dim_operand(k, call, op, &d, false);
+  if (r->kind == TY_ERROR)
+    return r;
+  long long kv = 0, n = 0;
+  bool has_k = false;
+  if (!named_int(k, call, "k", &kv, &has_k))
+    return type_error();
+  if (!has_k || kv < 1) {
+    check_error(k, call->span, "topk() needs k=, a positive number of values (a constant)");
+    help(k->c, "topk(%s, k=40)", src_text(k, call_arg(call, 0)->value));
+    return type_error();
+  }
+  if (size_is_int(r->shape[d], &n) && kv > n) {
+    check_error(k, call->span, "topk() takes %lld values along dim %d, which has %lld", kv, d, n);
+    return type_error();
+  }
+  Type *res = type_clone(k->c, r);
+  res->shape[d] = size_int(kv);
+  return res;
+}
+
+/* categorical(logits, seed=s, temperature=t, top_k=k): an i32 class per
+ * row of the last dim, drawn from softmax(logits / t) over the k largest
+ * (k = 0: all; t = 0: the largest, greedy). */
+Type *check_categorical(Checker *k, Expr *call, Builtin op) {
+  Arg *da = call_named(k, call, "dim");
+  if (da) {
+    check_error(k, da->value->span, "categorical() draws along the last dim; it takes no dim=");
+    return type_error();
+  }
+  int d = 0;
+  Type *r = whole_dim_operand(k, call, op, &d, false);
+  if (r->kind == TY_ERROR)
+    return r;
+  if (r->dtype == DT_I32) {
+    check_error(k, call->span, "categorical() draws from float logits, not i32");
+    return type_error();
+  }
+  if (!call_named(k, call, "seed")) {
+    check_error(k, call->span, "categorical() needs seed=, which draws the classes");
+    help(k->c, "categorical(%s, seed=step, temperature=0.8, top_k=40): the same seed draws the same on every mesh",
+         src_text(k, call_arg(call, 0)->value));
+    return type_error();
+  }
+  for (Arg *a = call->args; a; a = a->next)
+    if (a->name) {
+      Type *at = check_expr(k, a->value);
+      if (!is_scalar_like(at) && at->kind != TY_ERROR)
+        check_error(k, a->value->span, "'%s=' takes a number", a->name);
+    }
+  Type *res = type_clone(k->c, r);
+  res->dtype = DT_I32;
+  res->ndim = r->ndim - 1;
+  shard_reduction_result(r, res, d, d + 1, false);
+  return res;
+}

@@ -377,6 +377,21 @@ static void emit_inst(Emitter *E, IrInst *in, int ind) {
           IR_I(in, KEEPDIM) ? "true" : "false", loc);
     return;
   }
+  case IR_ARGMAX:
+  case IR_ARGMIN:
+    out(E, ind, "%s = rt_%s(ctx, %s, %lld, %s); %s\n", D(E, in, 0), in->op == IR_ARGMAX ? "argmax" : "argmin",
+        A(E, in, 0), IR_I(in, DIM), IR_I(in, KEEPDIM) ? "true" : "false", loc);
+    return;
+  case IR_TOPK:
+    out(E, ind, "%s = rt_topk(ctx, %s, %lld, %lld); %s\n", D(E, in, 0), A(E, in, 0), IR_I(in, K), IR_I(in, DIM), loc);
+    return;
+  case IR_CATEGORICAL: /* the noise is keyed by the logits' global indices: their layout */
+    out(E, ind, "{ %s\n", loc);
+    emit_shape(E, ind + 1, E->f->values[in->args[0]].type, "categorical");
+    out(E, ind + 1, "%s = rt_categorical(ctx, %s, &layout_, (uint64_t)%s, (double)%s, (int64_t)%s);\n", D(E, in, 0),
+        A(E, in, 0), A(E, in, 1), A(E, in, 2), A(E, in, 3));
+    out(E, ind, "}\n");
+    return;
   case IR_CUMSUM: out(E, ind, "%s = rt_cumsum(ctx, %s, %lld); %s\n", D(E, in, 0), A(E, in, 0), IR_I(in, DIM), loc); return;
   case IR_SOFTMAX:
   case IR_LOG_SOFTMAX:
@@ -478,6 +493,7 @@ static void emit_inst(Emitter *E, IrInst *in, int ind) {
   case IR_FILL:
   case IR_RANDN:
   case IR_UNIFORM:
+  case IR_TOKEN_BATCH:
   case IR_LOAD: {
     const char *name = E->f->values[in->dst[0]].hint ? E->f->values[in->dst[0]].hint : source_text(E, in->span);
     if (in->op == IR_LOAD && in->strs) /* a record's field: its path */
@@ -496,9 +512,15 @@ static void emit_inst(Emitter *E, IrInst *in, int ind) {
           A(E, in, 1));
       out(E, ind + 1, "%s = rt_binary_scalar(ctx, RT_ADD, z_, (double)%s, false);\n", D(E, in, 0), A(E, in, 2));
       out(E, ind + 1, "rt_free(ctx, z_);\n");
-    } else if (in->op == IR_UNIFORM)
+    } else if (in->op == IR_TOKEN_BATCH)
+      out(E, ind + 1, "%s = rt_token_batch(ctx, %s, (uint64_t)%s, (int64_t)%s, &layout_);\n", D(E, in, 0),
+          c_string(E, in->s), A(E, in, 0), A(E, in, 1));
+    else if (in->op == IR_UNIFORM)
       out(E, ind + 1, "%s = rt_uniform(ctx, %s, &layout_, (uint64_t)%s, (double)%s, (double)%s);\n", D(E, in, 0), dt,
           A(E, in, 0), A(E, in, 1), A(E, in, 2));
+    else if (in->strs && path_is_safetensors(in->s)) /* a field of a .safetensors file, by the map */
+      out(E, ind + 1, "%s = rt_st_read(ctx, %s, %s, %s, %s, &layout_);\n", D(E, in, 0), c_string(E, in->s),
+          in->strs[1] ? c_string(E, in->strs[1]) : "NULL", c_string(E, in->strs[0]), dt);
     else if (in->strs) /* a field of a checkpoint directory */
       out(E, ind + 1, "%s = rt_ckpt_read(ctx, %s, %s, %s, &layout_);\n", D(E, in, 0), c_string(E, in->s),
           c_string(E, in->strs[0]), dt);
@@ -508,6 +530,20 @@ static void emit_inst(Emitter *E, IrInst *in, int ind) {
     return;
   }
   case IR_SAVE:
+    if (in->strs && path_is_safetensors(in->s)) { /* a record: a .safetensors file, by the map */
+      const char *map = in->strs[in->nargs];
+      out(E, ind, "{ rt_st_save *st_ = rt_st_save_begin(ctx, %s, %s); %s\n", c_string(E, in->s),
+          map ? c_string(E, map) : "NULL", loc);
+      for (int j = 0; j < in->nargs; j++) {
+        out(E, ind + 1, "{\n");
+        emit_shape(E, ind + 2, E->f->values[in->args[j]].type, in->strs[j]);
+        out(E, ind + 2, "rt_st_save_put(ctx, st_, %s, %s, &layout_);\n", c_string(E, in->strs[j]), A(E, in, j));
+        out(E, ind + 1, "}\n");
+      }
+      out(E, ind + 1, "rt_st_save_commit(ctx, st_);\n");
+      out(E, ind, "}\n");
+      return;
+    }
     if (in->strs) { /* a record: a checkpoint directory, one file per field */
       out(E, ind, "{ rt_ckpt *ckpt_ = rt_ckpt_begin(ctx, %s); %s\n", c_string(E, in->s), loc);
       for (int j = 0; j < in->nargs; j++) {

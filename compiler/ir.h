@@ -53,7 +53,8 @@ typedef enum { LTY_R, LTY_I, LTY_V, LTY_P } IrLType;
   X(HOST_OP, IRR_HOST_OP, 1)    /* HOST_BINARY: the OpKind */                                               \
   X(SCALAR_LEFT, IRR_BOOL, 1)   /* BINARY_SCALAR: the host scalar is the left operand */                    \
   X(DIM, IRR_DIM, 1)            /* a dim of the first argument (IOTA: of t), IR_ALL_DIMS, IR_STACK */       \
-  X(KEEPDIM, IRR_BOOL, 1)       /* SUM MEAN AMAX: keepdim= */                                               \
+  X(KEEPDIM, IRR_BOOL, 1)       /* SUM MEAN AMAX ARGMAX ARGMIN: keepdim= */                                 \
+  X(K, IRR_ANY, 1)              /* TOPK: how many */                                                        \
   X(DIM0, IRR_DIM, 1)           /* TRANSPOSE: the two dims */                                               \
   X(DIM1, IRR_DIM, 1)                                                                                       \
   X(PERM, IRR_PERM, MAX_DIMS)   /* PERMUTE: the permutation, as long as the argument's rank */              \

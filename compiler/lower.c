@@ -615,6 +615,8 @@ static int lower_builtin(Lower *L, Expr *call, Builtin op) {
   case BI_SUM:
   case BI_MEAN:
   case BI_AMAX:
+  case BI_ARGMAX:
+  case BI_ARGMIN:
   case BI_CUMSUM:
   case BI_SOFTMAX:
   case BI_LOG_SOFTMAX: {
@@ -833,6 +835,42 @@ static int lower_builtin(Lower *L, Expr *call, Builtin op) {
     in->ndst = 1;
     return in->dst[0];
   }
+  case BI_TOPK: {
+    Expr *x = pos_arg(call, 0), *d = named(L, call, "dim");
+    int v = lower_expr(L, x);
+    IrInst *in = emit(L, IR_TOPK, sp);
+    ir_set_args(L->c, in, 1, &v);
+    IR_I(in, DIM) = d ? norm_dim(int_arg(d), x->ty->ndim) : x->ty->ndim - 1;
+    long long kv = 0;
+    size_is_int(rt->shape[IR_I(in, DIM)], &kv); /* the checker made it an integer */
+    IR_I(in, K) = kv;
+    in->dst[0] = value(L, rt, NULL);
+    in->ndst = 1;
+    return in->dst[0];
+  }
+  case BI_CATEGORICAL: {
+    Expr *se = named(L, call, "seed"), *te = named(L, call, "temperature"), *ke = named(L, call, "top_k");
+    int args[4] = {lower_expr(L, pos_arg(call, 0)), lower_expr(L, se),
+                   te ? lower_expr(L, te) : host_const(L, sp, TY_FLOAT, 0, 1.0),
+                   ke ? lower_expr(L, ke) : host_const(L, sp, TY_INT, 0, 0)};
+    IrInst *in = emit(L, IR_CATEGORICAL, sp);
+    ir_set_args(L->c, in, 4, args);
+    in->t = rt;
+    in->dst[0] = value(L, rt, NULL);
+    in->ndst = 1;
+    return in->dst[0];
+  }
+  case BI_TOKEN_BATCH: {
+    Expr *se = named(L, call, "seed"), *ve = named(L, call, "vocab");
+    int args[2] = {lower_expr(L, se), ve ? lower_expr(L, ve) : host_const(L, sp, TY_INT, 0, 0)};
+    IrInst *in = emit(L, IR_TOKEN_BATCH, sp);
+    ir_set_args(L->c, in, 2, args);
+    in->t = rt;
+    in->s = pos_arg(call, 0)->str;
+    in->dst[0] = value(L, rt, NULL);
+    in->ndst = 1;
+    return in->dst[0];
+  }
   case BI_LOAD: {
     IrInst *in = emit(L, IR_LOAD, sp);
     in->t = rt;
@@ -853,6 +891,8 @@ static int lower_builtin(Lower *L, Expr *call, Builtin op) {
       in->strs = arena_alloc(&L->c->arena, sizeof(char *) * (size_t)(n + 1));
       for (int j = 0; j < n; j++)
         in->strs[j] = type_leaf_path(L->c, xt, j, ".");
+      Expr *map = named(L, call, "map"); /* strs[n]: a .safetensors file's name map, or NULL */
+      in->strs[n] = map ? map->str : NULL;
       return -1;
     }
     int v = lower_expr(L, x);
@@ -1235,8 +1275,10 @@ static int *lower_leaves(Lower *L, Expr *e, int *n) {
         IrInst *in = emit(L, IR_LOAD, e->span);
         in->t = type_leaf(t, j);
         in->s = pos_arg(e, 0)->str;
-        in->strs = arena_alloc(&L->c->arena, sizeof(char *));
+        in->strs = arena_alloc(&L->c->arena, 2 * sizeof(char *));
         in->strs[0] = type_leaf_path(L->c, t, j, ".");
+        Expr *map = named(L, e, "map"); /* strs[1]: a .safetensors file's name map, or NULL */
+        in->strs[1] = map ? map->str : NULL;
         in->dst[0] = ids[(*n)++] = value(L, in->t, NULL);
         in->ndst = 1;
       }

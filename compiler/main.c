@@ -40,7 +40,7 @@ typedef struct Driver {
 
 /* Where spmdc finds the standard library and the runtime (see find_paths). */
 typedef struct Paths {
-  const char *stdlib, *rt_include, *rt_lib, *blas_lib, *dnnl_lib, *gomp_lib, *sleef_lib;
+  const char *stdlib, *rt_include, *rt_lib, *blas_lib, *dnnl_lib, *gomp_lib, *sleef_lib, *cjson_lib;
   const char *layout; /* "installed" or "build tree" */
   const char *rt_cuda_lib, *nvcc; /* the CUDA target's runtime and compiler; "" if this spmdc has none */
 } Paths;
@@ -464,11 +464,11 @@ static bool is_dir(const char *path) {
  * its own directory (<prefix>/bin -> <prefix>/share/spmdc/stdlib, ...), so a
  * prefix moved elsewhere keeps working; an spmdc in its build tree uses the
  * source and build directories it was configured with.  SPMDC_STDLIB,
- * SPMDC_RT_INCLUDE, SPMDC_RT_LIB, SPMDC_BLAS_LIB and SPMDC_SLEEF_LIB override
+ * SPMDC_RT_INCLUDE, SPMDC_RT_LIB, SPMDC_BLAS_LIB, SPMDC_SLEEF_LIB and SPMDC_CJSON_LIB override
  * each one. */
 static Paths find_paths(Compiler *c) {
   Paths p = {SPMD_STDLIB_DIR, SPMD_RT_INCLUDE, SPMD_RT_LIB, SPMD_BLAS_LIB, SPMD_DNNL_LIB, SPMD_GOMP_LIB,
-             SPMD_SLEEF_LIB, "build tree", SPMD_RT_CUDA_LIB, SPMD_NVCC};
+             SPMD_SLEEF_LIB, SPMD_CJSON_LIB, "build tree", SPMD_RT_CUDA_LIB, SPMD_NVCC};
   const char *dir = own_dir(c);
   const char *stdlib = dir ? real_path(c, arena_sprintf(&c->arena, "%s/%s", dir, SPMD_INSTALL_STDLIB)) : NULL;
   const char *lib = dir ? real_path(c, arena_sprintf(&c->arena, "%s/%s", dir, SPMD_INSTALL_RT_LIB)) : NULL;
@@ -485,6 +485,7 @@ static Paths find_paths(Compiler *c) {
   p.blas_lib = env_or("SPMDC_BLAS_LIB", p.blas_lib);
   p.dnnl_lib = env_or("SPMDC_DNNL_LIB", p.dnnl_lib);
   p.sleef_lib = env_or("SPMDC_SLEEF_LIB", p.sleef_lib);
+  p.cjson_lib = env_or("SPMDC_CJSON_LIB", p.cjson_lib);
   p.rt_cuda_lib = env_or("SPMDC_RT_CUDA_LIB", SPMD_RT_CUDA_LIB);
   p.nvcc = env_or("SPMDC_NVCC", SPMD_NVCC);
   return p;
@@ -586,6 +587,7 @@ static bool compile_c(Compiler *c, const Paths *paths, const char *cfile, const 
   argv[n++] = (char *)paths->dnnl_lib; /* bf16 GEMM */
   argv[n++] = (char *)paths->gomp_lib;
   argv[n++] = (char *)paths->sleef_lib;
+  argv[n++] = (char *)paths->cjson_lib; /* .safetensors headers */
   if (obj)
     argv[n++] = "-lstdc++";
   argv[n++] = "-lm";

@@ -151,4 +151,15 @@ struct Compiler {
 void compiler_init(Compiler *c);
 void compiler_free(Compiler *c);
 
+/* A path that load and save read as a .safetensors file (SPEC 16). */
+static inline bool path_is_safetensors(const char *path) {
+  size_t n = 0, k = sizeof ".safetensors" - 1;
+  while (path && path[n])
+    n++;
+  for (size_t i = 0; n >= k && i < k; i++)
+    if (path[n - k + i] != ".safetensors"[i])
+      return false;
+  return n > k;
+}
+
 #endif

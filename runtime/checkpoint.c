@@ -32,7 +32,7 @@
 
 #include "rt_internal.h"
 
-#define MSG 1024
+#define MSG RT_IO_MSG
 
 /* ---- small helpers */
 
@@ -48,7 +48,7 @@ static char *fmt(rt_ctx *ctx, const char *f, ...)
     return s;
 }
 
-static mode_t umask_now(void)
+mode_t rt_io_umask(void)
 {
     mode_t m = umask(0);
     umask(m);
@@ -57,7 +57,7 @@ static mode_t umask_now(void)
 
 /* Every rank learns rank 0's verdict (msg[0] == 0: success) and, on failure,
  * every rank reports it and stops. msg has MSG bytes. */
-static void verdict_of_rank0(rt_ctx *ctx, char *msg)
+void rt_io_verdict(rt_ctx *ctx, char *msg)
 {
     if (ctx->mpi)
         RT_CALL_MPI(ctx, MPI_Bcast(msg, MSG, MPI_CHAR, 0, MPI_COMM_WORLD));
@@ -67,7 +67,7 @@ static void verdict_of_rank0(rt_ctx *ctx, char *msg)
 
 /* Any rank may have found an error (msg != NULL): every rank reports the
  * lowest such rank's message and stops. */
-static void agree(rt_ctx *ctx, const char *msg)
+void rt_io_agree(rt_ctx *ctx, const char *msg)
 {
     if (!ctx->mpi) {
         if (msg)
@@ -86,7 +86,7 @@ static void agree(rt_ctx *ctx, const char *msg)
 }
 
 /* rank 0's string, on every rank (a new malloc'd copy) */
-static char *bcast_string(rt_ctx *ctx, const char *s)
+char *rt_io_bcast_string(rt_ctx *ctx, const char *s)
 {
     long long n = ctx->rank == 0 ? (long long)strlen(s) : 0;
     if (ctx->mpi)
@@ -102,7 +102,7 @@ static char *bcast_string(rt_ctx *ctx, const char *s)
 }
 
 /* An MPI-IO call failed on this rank: stop every rank (MPI_Abort). */
-static void io_check(rt_ctx *ctx, int rc, const char *what, const char *call, const char *file)
+void rt_io_check(rt_ctx *ctx, int rc, const char *what, const char *call, const char *file)
 {
     if (rc == MPI_SUCCESS)
         return;
@@ -128,12 +128,12 @@ static bool failf(char *err, const char *f, ...)
 #define FAIL(...) failf(err, __VA_ARGS__)
 
 /* mkdir -p */
-static bool make_dirs(const char *what, const char *path, char *err)
+bool rt_io_make_dirs(const char *what, const char *path, char *err)
 {
     char *p = strdup(path);
     if (!p)
         return FAIL("out of memory");
-    mode_t mode = 0777 & ~umask_now();
+    mode_t mode = 0777 & ~rt_io_umask();
     bool ok = true;
     for (char *s = p + 1; ok; s++) {
         bool end = *s == 0;
@@ -157,7 +157,7 @@ static bool make_dirs(const char *what, const char *path, char *err)
 }
 
 /* the directory holding path ("." for a bare name), malloc'd */
-static char *parent_of(rt_ctx *ctx, const char *path)
+char *rt_io_parent_of(rt_ctx *ctx, const char *path)
 {
     const char *slash = strrchr(path, '/');
     if (!slash)
@@ -167,7 +167,7 @@ static char *parent_of(rt_ctx *ctx, const char *path)
     return fmt(ctx, "%.*s", (int)(slash - path), path);
 }
 
-static bool fsync_dir(const char *what, const char *dir, char *err)
+bool rt_io_fsync_dir(const char *what, const char *dir, char *err)
 {
     int fd = open(dir, O_RDONLY | O_DIRECTORY);
     if (fd < 0)
@@ -247,7 +247,7 @@ static int64_t block_index(const rt_layout *l, int64_t *nblocks)
 /* True on the one rank that writes this rank's block: the lowest world rank
  * holding the same block. Also checks that the ranks' blocks cover the
  * tensor (one allgather of an integer per rank). */
-static bool is_writer(rt_ctx *ctx, const char *what, const rt_layout *l)
+bool rt_io_is_writer(rt_ctx *ctx, const char *what, const rt_layout *l)
 {
     int64_t nb = 0, id = block_index(l, &nb);
     char err[MSG];
@@ -281,7 +281,7 @@ static bool is_writer(rt_ctx *ctx, const char *what, const rt_layout *l)
     }
     free(seen);
     free(ids);
-    agree(ctx, ok ? NULL : err);
+    rt_io_agree(ctx, ok ? NULL : err);
     return writer;
 }
 
@@ -352,7 +352,7 @@ static void free_view(rt_ctx *ctx, io_view *v)
  * rank opens the file with POSIX (rank 0 has created it for writing) and
  * all agree: a file some rank cannot see (a file system not shared by every
  * node) becomes an error on every rank instead of a hang. */
-static void check_visible(rt_ctx *ctx, const char *what, const char *file, bool write)
+void rt_io_check_visible(rt_ctx *ctx, const char *what, const char *file, bool write)
 {
     char err[MSG];
     const char *msg = NULL;
@@ -368,7 +368,7 @@ static void check_visible(rt_ctx *ctx, const char *what, const char *file, bool 
     } else {
         close(fd);
     }
-    agree(ctx, msg);
+    rt_io_agree(ctx, msg);
 }
 
 /* Writes x (this rank's block of l) as the global tensor into `file`
@@ -384,7 +384,7 @@ static void write_tensor_file(rt_ctx *ctx, const char *what, const char *file,
     }
     check_block(ctx, what, x, l);
     bool any = rt_numel_of(l->ndim, l->global) > 0; /* an empty tensor is just a header */
-    bool writer = any && is_writer(ctx, what, l);
+    bool writer = any && rt_io_is_writer(ctx, what, l);
     if (!ctx->mpi) {
         char err[MSG];
         rt_tensor hx = *x; /* the data in host memory */
@@ -400,10 +400,10 @@ static void write_tensor_file(rt_ctx *ctx, const char *what, const char *file,
         if (fd < 0 || close(fd) != 0)
             FAIL("%s: cannot create '%s': %s", what, file, strerror(errno));
     }
-    verdict_of_rank0(ctx, err);
-    check_visible(ctx, what, file, true);
+    rt_io_verdict(ctx, err);
+    rt_io_check_visible(ctx, what, file, true);
     MPI_File fh;
-    io_check(ctx, MPI_File_open(MPI_COMM_WORLD, file, MPI_MODE_WRONLY, MPI_INFO_NULL, &fh),
+    rt_io_check(ctx, MPI_File_open(MPI_COMM_WORLD, file, MPI_MODE_WRONLY, MPI_INFO_NULL, &fh),
              what, "MPI_File_open", file);
     MPI_Status st;
     int n = 0;
@@ -411,7 +411,7 @@ static void write_tensor_file(rt_ctx *ctx, const char *what, const char *file,
      * every rank reports it, and the temporary is removed. */
     char *short_write = NULL;
     if (ctx->rank == 0) {
-        io_check(ctx, MPI_File_write_at(fh, 0, head, (int)hl, MPI_BYTE, &st), what,
+        rt_io_check(ctx, MPI_File_write_at(fh, 0, head, (int)hl, MPI_BYTE, &st), what,
                  "MPI_File_write_at (header)", file);
         RT_CALL_MPI(ctx, MPI_Get_count(&st, MPI_BYTE, &n));
         if (n != (int)hl)
@@ -421,11 +421,11 @@ static void write_tensor_file(rt_ctx *ctx, const char *what, const char *file,
     if (any) {
         io_view v;
         make_view(ctx, what, l, x->dtype, &v);
-        io_check(ctx, MPI_File_set_view(fh, (MPI_Offset)hl, v.etype, v.filetype, "native",
+        rt_io_check(ctx, MPI_File_set_view(fh, (MPI_Offset)hl, v.etype, v.filetype, "native",
                                         MPI_INFO_NULL),
                  what, "MPI_File_set_view", file);
         int count = writer ? v.count : 0;
-        io_check(ctx, MPI_File_write_all(fh, rt_host_view(ctx, x), count, v.memtype, &st), what,
+        rt_io_check(ctx, MPI_File_write_all(fh, rt_host_view(ctx, x), count, v.memtype, &st), what,
                  "MPI_File_write_all", file);
         RT_CALL_MPI(ctx, MPI_Get_count(&st, v.memtype, &n));
         if (n != count && !short_write)
@@ -433,7 +433,7 @@ static void write_tensor_file(rt_ctx *ctx, const char *what, const char *file,
                               file, n, count);
         free_view(ctx, &v);
     }
-    io_check(ctx, MPI_File_sync(fh), what, "MPI_File_sync", file);
+    rt_io_check(ctx, MPI_File_sync(fh), what, "MPI_File_sync", file);
     /* OpenMPI's OMPIO may print ENOSPC and still return success with the
      * full count: rank 0 also checks the size of the synced file */
     struct stat sb = {0};
@@ -443,10 +443,10 @@ static void write_tensor_file(rt_ctx *ctx, const char *what, const char *file,
                           (long long)sb.st_size, want);
     int failed = short_write != NULL, any_failed = 0;
     RT_CALL_MPI(ctx, MPI_Allreduce(&failed, &any_failed, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD));
-    io_check(ctx, MPI_File_close(&fh), what, "MPI_File_close", file);
+    rt_io_check(ctx, MPI_File_close(&fh), what, "MPI_File_close", file);
     if (any_failed && ctx->rank == 0)
         unlink(file);
-    agree(ctx, short_write);
+    rt_io_agree(ctx, short_write);
     free(short_write);
 }
 
@@ -474,7 +474,7 @@ static rt_tensor *read_tensor_file(rt_ctx *ctx, const char *path, const char *di
         }
         off = data_off;
     }
-    verdict_of_rank0(ctx, err);
+    rt_io_verdict(ctx, err);
     if (ctx->mpi)
         RT_CALL_MPI(ctx, MPI_Bcast(&off, 1, MPI_LONG_LONG, 0, MPI_COMM_WORLD));
     rt_tensor *t = rt_empty(ctx, dt, l->ndim, l->local);
@@ -486,25 +486,25 @@ static rt_tensor *read_tensor_file(rt_ctx *ctx, const char *path, const char *di
     } else {
         MPI_File fh;
         char *w = fmt(ctx, "load '%s'", path);
-        check_visible(ctx, w, path, false);
-        io_check(ctx, MPI_File_open(MPI_COMM_WORLD, path, MPI_MODE_RDONLY, MPI_INFO_NULL, &fh),
+        rt_io_check_visible(ctx, w, path, false);
+        rt_io_check(ctx, MPI_File_open(MPI_COMM_WORLD, path, MPI_MODE_RDONLY, MPI_INFO_NULL, &fh),
                  w, "MPI_File_open", path);
         if (rt_numel_of(l->ndim, l->global) > 0) {
             io_view v;
             make_view(ctx, w, l, dt, &v);
-            io_check(ctx, MPI_File_set_view(fh, (MPI_Offset)off, v.etype, v.filetype, "native",
+            rt_io_check(ctx, MPI_File_set_view(fh, (MPI_Offset)off, v.etype, v.filetype, "native",
                                             MPI_INFO_NULL),
                      w, "MPI_File_set_view", path);
             MPI_Status st;
             int n = 0;
-            io_check(ctx, MPI_File_read_all(fh, ht.data, v.count, v.memtype, &st), w,
+            rt_io_check(ctx, MPI_File_read_all(fh, ht.data, v.count, v.memtype, &st), w,
                      "MPI_File_read_all", path);
             RT_CALL_MPI(ctx, MPI_Get_count(&st, v.memtype, &n));
             RT_CHECK(ctx, n == v.count, "load '%s': file is truncated (read %d of %d)", path, n,
                      v.count);
             free_view(ctx, &v);
         }
-        io_check(ctx, MPI_File_close(&fh), w, "MPI_File_close", path);
+        rt_io_check(ctx, MPI_File_close(&fh), w, "MPI_File_close", path);
         free(w);
     }
     rt_host_commit(ctx, t, ht.data);
@@ -525,9 +525,9 @@ void rt_save_npy(rt_ctx *ctx, const char *path, const rt_tensor *x, const rt_lay
     char *what = fmt(ctx, "save '%s'", path);
     char err[MSG] = "", *tmp = NULL;
     if (ctx->rank == 0) {
-        char *parent = parent_of(ctx, path);
+        char *parent = rt_io_parent_of(ctx, path);
         struct stat st;
-        if (make_dirs(what, parent, err)) {
+        if (rt_io_make_dirs(what, parent, err)) {
             if (stat(path, &st) == 0 && S_ISDIR(st.st_mode)) {
                 FAIL("%s: it is a directory", what);
             } else {
@@ -536,26 +536,26 @@ void rt_save_npy(rt_ctx *ctx, const char *path, const rt_tensor *x, const rt_lay
                 if (fd < 0)
                     FAIL("%s: cannot create a temporary file '%s': %s", what, tmp,
                          strerror(errno));
-                else if (fchmod(fd, 0666 & ~umask_now()) != 0 || close(fd) != 0)
+                else if (fchmod(fd, 0666 & ~rt_io_umask()) != 0 || close(fd) != 0)
                     FAIL("%s: cannot set up '%s': %s", what, tmp, strerror(errno));
             }
         }
         free(parent);
     }
-    verdict_of_rank0(ctx, err);
-    char *file = bcast_string(ctx, ctx->rank == 0 ? tmp : "");
+    rt_io_verdict(ctx, err);
+    char *file = rt_io_bcast_string(ctx, ctx->rank == 0 ? tmp : "");
     write_tensor_file(ctx, what, file, x, l);
     if (ctx->mpi) /* every rank has closed the file */
         RT_CALL_MPI(ctx, MPI_Barrier(MPI_COMM_WORLD));
     if (ctx->rank == 0) {
-        char *parent = parent_of(ctx, path);
+        char *parent = rt_io_parent_of(ctx, path);
         if (rename(file, path) != 0)
             FAIL("%s: cannot rename '%s' to '%s': %s", what, file, path, strerror(errno));
         else
-            fsync_dir(what, parent, err);
+            rt_io_fsync_dir(what, parent, err);
         free(parent);
     }
-    verdict_of_rank0(ctx, err);
+    rt_io_verdict(ctx, err);
     free(file);
     free(tmp);
     free(what);
@@ -592,11 +592,11 @@ rt_ckpt *rt_ckpt_begin(rt_ctx *ctx, const char *dir)
     if (ctx->rank == 0) {
         const char *base = strrchr(ck->dir, '/');
         base = base ? base + 1 : ck->dir;
-        char *parent = parent_of(ctx, ck->dir);
+        char *parent = rt_io_parent_of(ctx, ck->dir);
         struct stat st;
         if (!base[0] || strcmp(base, ".") == 0 || strcmp(base, "..") == 0) {
             FAIL("%s: not a name a checkpoint directory can have", ck->what);
-        } else if (make_dirs(ck->what, parent, err)) {
+        } else if (rt_io_make_dirs(ck->what, parent, err)) {
             bool exists = stat(ck->dir, &st) == 0;
             if (exists && !S_ISDIR(st.st_mode))
                 FAIL("%s: '%s' exists and is not a directory", ck->what, ck->dir);
@@ -605,14 +605,14 @@ rt_ckpt *rt_ckpt_begin(rt_ctx *ctx, const char *dir)
                 if (!mkdtemp(tmp))
                     FAIL("%s: cannot create the temporary directory '%s': %s", ck->what, tmp,
                          strerror(errno));
-                else if (chmod(tmp, 0777 & ~umask_now()) != 0)
+                else if (chmod(tmp, 0777 & ~rt_io_umask()) != 0)
                     FAIL("%s: cannot set up '%s': %s", ck->what, tmp, strerror(errno));
             }
         }
         free(parent);
     }
-    verdict_of_rank0(ctx, err);
-    ck->tmp = bcast_string(ctx, ctx->rank == 0 ? tmp : "");
+    rt_io_verdict(ctx, err);
+    ck->tmp = rt_io_bcast_string(ctx, ctx->rank == 0 ? tmp : "");
     free(tmp);
     return ck;
 }
@@ -653,7 +653,7 @@ static void free_ckpt(rt_ckpt *ck)
 static bool commit_dir(rt_ctx *ctx, rt_ckpt *ck, char *err)
 {
     const char *what = ck->what;
-    if (!fsync_dir(what, ck->tmp, err))
+    if (!rt_io_fsync_dir(what, ck->tmp, err))
         return false;
     struct stat st;
     bool exists = lstat(ck->dir, &st) == 0;
@@ -689,8 +689,8 @@ static bool commit_dir(rt_ctx *ctx, rt_ckpt *ck, char *err)
         if (!ok)
             return false;
     }
-    char *parent = parent_of(ctx, ck->dir);
-    bool ok = fsync_dir(what, parent, err);
+    char *parent = rt_io_parent_of(ctx, ck->dir);
+    bool ok = rt_io_fsync_dir(what, parent, err);
     free(parent);
     return ok;
 }
@@ -703,7 +703,7 @@ void rt_ckpt_commit(rt_ctx *ctx, rt_ckpt *ck)
     char err[MSG] = "";
     if (ctx->rank == 0)
         commit_dir(ctx, ck, err);
-    verdict_of_rank0(ctx, err);
+    rt_io_verdict(ctx, err);
     free_ckpt(ck);
 }
 

@@ -5,6 +5,7 @@
 #define RT_INTERNAL_H
 
 #include <mpi.h>
+#include <sys/types.h>
 #include <stdio.h>
 
 #include "spmdrt.h"
@@ -162,6 +163,25 @@ void rt_mem_reset_peaks(rt_ctx *ctx);
 /* error.c: every rank calls it with the same message (a failure they agreed
  * on): each prints it, then all stop together. */
 __attribute__((noreturn)) void rt_fail_all(rt_ctx *ctx, const char *msg);
+
+/* checkpoint.c's collective file plumbing, shared with safetensors.c and
+ * tokens.c. Messages are at most RT_IO_MSG bytes. */
+#define RT_IO_MSG 1024
+mode_t rt_io_umask(void);
+/* every rank learns rank 0's verdict (msg[0] == 0: success); on failure
+ * every rank reports it and stops */
+void rt_io_verdict(rt_ctx *ctx, char *msg);
+/* any rank may have an error (msg != NULL): every rank reports the lowest
+ * such rank's message and stops */
+void rt_io_agree(rt_ctx *ctx, const char *msg);
+char *rt_io_bcast_string(rt_ctx *ctx, const char *s); /* rank 0's, malloc'd */
+void rt_io_check(rt_ctx *ctx, int rc, const char *what, const char *call, const char *file);
+/* the one rank writing this rank's block (the lowest holding it) */
+bool rt_io_is_writer(rt_ctx *ctx, const char *what, const rt_layout *l);
+bool rt_io_make_dirs(const char *what, const char *path, char *err);
+char *rt_io_parent_of(rt_ctx *ctx, const char *path);
+bool rt_io_fsync_dir(const char *what, const char *dir, char *err);
+void rt_io_check_visible(rt_ctx *ctx, const char *what, const char *file, bool write);
 
 /* npy.c: the .npy format and POSIX block I/O (contexts without MPI). Errors
  * are returned as a message in err (size errn), never raised. */

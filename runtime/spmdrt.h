@@ -348,6 +348,17 @@ rt_tensor *rt_sum_to_shape(rt_ctx *ctx, const rt_tensor *g, int ndim, const int6
 rt_tensor *rt_sum(rt_ctx *ctx, const rt_tensor *x, int dim, bool keepdim);
 rt_tensor *rt_mean(rt_ctx *ctx, const rt_tensor *x, int dim, bool keepdim);
 rt_tensor *rt_amax(rt_ctx *ctx, const rt_tensor *x, int dim, bool keepdim);
+/* sampling.c (docs/weights.md, "Sampling"): the index of the largest
+ * (smallest) along dim as i32, the first on ties, NaN the largest; the k
+ * largest values along dim, largest first; and a class per row of the last
+ * dim of logits (laid out as l: the noise is keyed by global indices),
+ * drawn from softmax(logits / temperature) over its top_k largest (0: all)
+ * by the Gumbel-max trick; temperature <= 0: the largest (greedy). */
+rt_tensor *rt_argmax(rt_ctx *ctx, const rt_tensor *x, int64_t dim, bool keepdim);
+rt_tensor *rt_argmin(rt_ctx *ctx, const rt_tensor *x, int64_t dim, bool keepdim);
+rt_tensor *rt_topk(rt_ctx *ctx, const rt_tensor *x, int64_t k, int64_t dim);
+rt_tensor *rt_categorical(rt_ctx *ctx, const rt_tensor *logits, const rt_layout *l, uint64_t seed,
+                          double temperature, int64_t top_k);
 rt_tensor *rt_sum_all(rt_ctx *ctx, const rt_tensor *x);  /* 0-d */
 rt_tensor *rt_mean_all(rt_ctx *ctx, const rt_tensor *x);
 rt_tensor *rt_amax_all(rt_ctx *ctx, const rt_tensor *x);
@@ -526,6 +537,23 @@ void rt_ckpt_commit(rt_ctx *ctx, rt_ckpt *ck);
 /* This rank's block of dir/NAME.npy; a missing file names the field. */
 rt_tensor *rt_ckpt_read(rt_ctx *ctx, const char *dir, const char *name, rt_dtype dt,
                         const rt_layout *l);
+/* A .safetensors file (docs/weights.md): records by tensor name through a
+ * name map (map: its path, or NULL: a field's tensor is its path). read:
+ * this rank's block of field `field`, converted to dt; the whole header is
+ * checked first. save: begin, put every field (retained until the commit),
+ * commit: checks the fields make every tensor exactly, writes
+ * file.tmp.XXXXXX and renames it over file once every rank has written. */
+rt_tensor *rt_st_read(rt_ctx *ctx, const char *file, const char *map, const char *field, rt_dtype dt,
+                      const rt_layout *l);
+typedef struct rt_st_save rt_st_save;
+rt_st_save *rt_st_save_begin(rt_ctx *ctx, const char *file, const char *map);
+void rt_st_save_put(rt_ctx *ctx, rt_st_save *s, const char *field, const rt_tensor *x, const rt_layout *l);
+void rt_st_save_commit(rt_ctx *ctx, rt_st_save *s);
+/* A [B, W] batch of windows of W tokens from a token file (nanoGPT's raw
+ * uint16, or llm.c's .bin with its header), row b starting at
+ * trunc(u_b * (n - W)), u_b = uniform(f64[B], seed)'s element b: the same
+ * batch on every mesh. vocab > 0: a token >= vocab stops every rank. */
+rt_tensor *rt_token_batch(rt_ctx *ctx, const char *path, uint64_t seed, int64_t vocab, const rt_layout *l);
 /* Whether path exists (rank 0 looks; every rank gets its answer). */
 bool rt_exists(rt_ctx *ctx, const char *path);
 

@@ -8,7 +8,7 @@
 #                                 bf16 comparisons; about 80 s to install)
 set -euo pipefail
 SPMD_PACKAGES="cmake make gcc re2c bison libopenmpi-dev openmpi-bin libcriterion-dev
-  libopenblas-dev libdnnl-dev libsleef-dev pkg-config python3 python3-numpy python3-matplotlib
+  libopenblas-dev libdnnl-dev libsleef-dev libcjson-dev pkg-config python3 python3-numpy python3-matplotlib
   fortunes"
 missing=()
 # the test suite's: clang and libFuzzer (the clang build, tests/fuzz), ip

@@ -10,10 +10,12 @@
 #   build/gpt_run/train.log what the program printed (losses, step time, tokens/s)
 #   build/gpt_run/ckpt/last the last checkpoint: run the job again and it resumes from it
 #   build/gpt_run/loss.png  the loss curves (scripts/gpt_plot.py)
+#   build/gpt_run/sample/ids.npy  text the trained model wrote (printed at the end)
 #
 # Environment: GPT_BUDGET (seconds from the job's start to the end of
 # training, default 570: the program stops after the step that passes it,
-# with a checkpoint), GPT_FRESH=1 (start over: remove the checkpoint and
+# with a checkpoint; GPT_GEN_SECONDS, default 40, are kept for the sample of
+# text at the end), GPT_FRESH=1 (start over: remove the checkpoint and
 # the log), GPT_FLAGS (more spmdc flags, e.g. "-D STEPS=300"), GPT_TARGET
 # (auto, cpu or cuda).
 set -euo pipefail
@@ -50,7 +52,8 @@ if [ ! -f "$run/data/sizes.sh" ]; then
   /usr/bin/python3 scripts/gpt_data.py "$run/data"
 fi
 . "$run/data/sizes.sh"
-limit=$(( ${GPT_BUDGET:-570} - ($(date +%s) - t0) ))
+# training gets the budget less what the sample at the end takes (GPT_GEN_SECONDS)
+limit=$(( ${GPT_BUDGET:-570} - ${GPT_GEN_SECONDS:-40} - ($(date +%s) - t0) ))
 [ "$limit" -lt 60 ] && limit=60
 flags="--target=$target -D NTRAIN=$NTRAIN -D NVAL=$NVAL -D TIME_LIMIT=$limit ${GPT_FLAGS:-}"
 echo "== spmdc $flags examples/gpt.spmd -o $run/gpt"
@@ -75,3 +78,23 @@ print(f"   unigram entropy of the text {meta['unigram_entropy']:.4f} nats/byte "
       f"(a unigram model's validation loss {meta['unigram_val_xent']:.4f})")
 print(f"   last tokens/s {float(train[-1][2]):.0f}; the job took {secs} s; plot: {run}/loss.png")
 EOF
+# the text the trained model wrote (examples/gpt.spmd's generate(): bytes,
+# so no tokenizer): the prompt, then what the model wrote after it
+if [ -f "$run/sample/ids.npy" ]; then
+/usr/bin/python3 - "$run" <<'EOF'
+import re, sys
+import numpy as np
+run = sys.argv[1]
+log = open(f"{run}/train.log").read()
+m = re.findall(r"^sample (\d+) bytes after a prompt of (\d+) in (\d+) windows: generation ms/step \S+ tok/s (\S+)", log, re.M)
+n, prompt, _, tps = m[-1]
+ids = np.load(f"{run}/sample/ids.npy")
+print(f"== a sample of the model's text (temperature and top-k as in examples/gpt.spmd; "
+      f"generation {float(tps):.0f} tok/s): the prompt, then >>> and what the model wrote")
+for row in ids[:3]:
+    b = bytes(int(t) for t in row)
+    print("----")
+    print(b[:int(prompt)].decode("utf-8", "replace") + ">>>" + b[int(prompt):int(prompt) + int(n)].decode("utf-8", "replace"))
+print("----")
+EOF
+fi

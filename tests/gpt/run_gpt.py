@@ -135,7 +135,21 @@ def compare_meshes(r, prog, meshes):
 
 def mode_meshes(r):
     prog = r.compile("gpt", STEPS=20, EVAL_EVERY=5)      # a 20-step trajectory
-    return compare_meshes(r, prog, ["dp=1,tp=1", "dp=2,tp=1", "dp=1,tp=2", "dp=2,tp=2"])[0]
+    meshes = ["dp=1,tp=1", "dp=2,tp=1", "dp=1,tp=2", "dp=2,tp=2"]
+    fails = compare_meshes(r, prog, meshes)[0]
+    # then the sample the flagship writes (temperature and top-k from the
+    # trained model): the same bytes on every mesh for its seed
+    if r.source != "gpt.spmd":   # llama.spmd (llama/meshes) writes none
+        return fails
+    import numpy as np
+    ids = [np.load(os.path.join(r.tmp, m.replace(",", "_"), "sample", "ids.npy")) for m in meshes]
+    for m, x in zip(meshes[1:], ids[1:]):
+        if not np.array_equal(x, ids[0]):
+            print(f"FAIL: the sample on {m} differs from {meshes[0]}'s in {int((x != ids[0]).sum())} bytes")
+            fails += 1
+    if all(np.array_equal(x, ids[0]) for x in ids):
+        print(f"ok: the generated sample ({ids[0].shape[0]} windows) is the same on every mesh")
+    return fails
 
 
 def mode_pipeline(r):

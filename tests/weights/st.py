@@ -1,0 +1,52 @@
+"""st.py: a small NumPy reader and writer of .safetensors files, written from
+the format's description (Debian has no `safetensors` module): an 8-byte
+little-endian header length, a JSON header (name -> dtype, shape,
+data_offsets), then little-endian row-major data."""
+import json
+import struct
+
+import numpy as np
+
+DTYPES = {'F64': '<f8', 'F32': '<f4', 'F16': '<f2', 'BF16': '<u2', 'I64': '<i8', 'I32': '<i4', 'I16': '<i2',
+          'I8': 'i1', 'U64': '<u8', 'U32': '<u4', 'U16': '<u2', 'U8': 'u1', 'BOOL': '?'}
+
+
+def bf16_to_f32(u):
+    return (u.astype(np.uint32) << 16).view(np.float32)
+
+
+def f32_to_bf16(x):
+    """round to nearest even (finite values)"""
+    b = np.asarray(x, np.float32).view(np.uint32)
+    return ((b + 0x7fff + ((b >> 16) & 1)) >> 16).astype(np.uint16)
+
+
+def read(path, raw=False):
+    """{name: array} (BF16 as float32 unless raw) and the header"""
+    data = open(path, 'rb').read()
+    (n,) = struct.unpack('<Q', data[:8])
+    head = json.loads(data[8:8 + n])
+    out = {}
+    for name, e in head.items():
+        if name == '__metadata__':
+            continue
+        b, end = e['data_offsets']
+        a = np.frombuffer(data[8 + n + b:8 + n + end], dtype=DTYPES[e['dtype']]).reshape(e['shape'])
+        out[name] = bf16_to_f32(a) if e['dtype'] == 'BF16' and not raw else a
+    return out, head
+
+
+def write(path, tensors, header_hook=None):
+    """tensors: {name: (dtype name, array)}; BF16 arrays are uint16 bits"""
+    head, blobs, off = {}, [], 0
+    for name, (dt, a) in tensors.items():
+        blob = np.ascontiguousarray(a, dtype=DTYPES[dt]).tobytes()
+        head[name] = {'dtype': dt, 'shape': list(a.shape), 'data_offsets': [off, off + len(blob)]}
+        blobs.append(blob)
+        off += len(blob)
+    if header_hook:
+        header_hook(head)
+    h = json.dumps(head).encode()
+    h += b' ' * (-len(h) % 8)
+    with open(path, 'wb') as f:
+        f.write(struct.pack('<Q', len(h)) + h + b''.join(blobs))
