@@ -161,6 +161,8 @@ def mode_pipeline(r):
     # prints the same numbers (the microbatches only change the order of sums)
     flagship = r.compile("gpt", STEPS=20, EVAL_EVERY=5, L=4)
     out = untimed(r.run(flagship, "dp=1,tp=1", os.path.join(r.tmp, "flagship")))
+    # the flagship ends with a sample of generated text, which gpt_pp.spmd does not write
+    out = "\n".join(line for line in out.splitlines() if not line.startswith("sample "))
     problems = run_e2e.compare_outputs("gpt.spmd", out, "gpt_pp.spmd", piped, 1e-4, 1e-6)
     if problems:
         print("FAIL: gpt_pp.spmd differs from gpt.spmd on 1 rank:\n" + "\n".join(problems))
