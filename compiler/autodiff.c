@@ -403,8 +403,9 @@ static void bwd_rule(Rev *r, IrInst *in, IrBlock *here, int dy, const int *res_f
     return;
   }
   case IR_ATTENTION: { /* dq, dk, dv from q, k, v, the output and each row's log-sum-exp */
-    int args[6] = {RES(a0), RES(in->args[1]), RES(in->args[2]), RES(in->dst[0]), RES(in->dst[1]), dy};
-    IrInst *b = bemit(r, IR_ATTENTION_BWD, sp, 6, args);
+    int args[7] = {RES(a0), RES(in->args[1]), RES(in->args[2]), RES(in->dst[0]), RES(in->dst[1]), dy,
+                   in->nargs > 3 ? RES(in->args[3]) : -1};
+    IrInst *b = bemit(r, IR_ATTENTION_BWD, sp, in->nargs > 3 ? 7 : 6, args);
     IR_I(b, CAUSAL) = IR_I(in, CAUSAL);
     b->f = in->f;
     grads_per_arg(r, here, b, in, 3);
