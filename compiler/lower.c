@@ -159,6 +159,10 @@ static const Lowering builtin_lowering[BI_COUNT] = {
 #undef OWN
 };
 
+/* ops.def's lowers column as an IR op (transitions.h: the collectives'
+ * table finds a transition's instruction by it) */
+IrOp transition_ir_op(Builtin op) { return builtin_lowering[op].ir; }
+
 /* The elementwise op of an operator on tensors (BIN_COUNT: none). */
 static IrBinary binary_op(OpKind op) {
   switch (op) {
