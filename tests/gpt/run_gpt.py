@@ -131,6 +131,18 @@ def untimed(out):
     return "\n".join(TIMING.sub("", line) for line in out.splitlines() if line.strip())
 
 
+def same_files(a, b, what):
+    """1 (printing FAIL what) unless directories a and b hold the same
+    files byte for byte (and some), else 0 (printing ok)."""
+    names = sorted(os.listdir(a)) if os.path.isdir(a) else []
+    _, mismatch, errors = filecmp.cmpfiles(a, b, names, shallow=False)
+    if mismatch or errors or not names or not os.path.isdir(b) or sorted(os.listdir(b)) != names:
+        print(f"FAIL: {what} differ: {mismatch + errors}" if names else f"FAIL: {what}: no files in {a}")
+        return 1
+    print(f"ok: {what} are byte-identical ({len(names)} files)")
+    return 0
+
+
 def compare_meshes(r, prog, meshes):
     """Runs prog on each mesh; (failures, the first mesh's output)."""
     outs = [untimed(r.run(prog, m, os.path.join(r.tmp, m.replace(",", "_")))) for m in meshes]
@@ -210,14 +222,8 @@ def mode_resume(r):
         fails += 1
     else:
         print("ok: stopped after 5 steps + resumed prints exactly what the uninterrupted run prints")
-    a, b = os.path.join(r.tmp, "whole", "ckpt", "last"), os.path.join(run, "ckpt", "last")
-    names = sorted(os.listdir(a))
-    _, mismatch, errors = filecmp.cmpfiles(a, b, names, shallow=False)
-    if mismatch or errors or sorted(os.listdir(b)) != names or not names:
-        print(f"FAIL: checkpoint files differ: {mismatch + errors}" if names else f"FAIL: no checkpoint files in {a}")
-        fails += 1
-    else:
-        print(f"ok: the final checkpoints are byte-identical ({len(names)} files)")
+    fails += same_files(os.path.join(r.tmp, "whole", "ckpt", "last"), os.path.join(run, "ckpt", "last"),
+                        "the final checkpoints")
     print("\n".join(joined))
     return fails
 
@@ -421,14 +427,8 @@ def mode_python(r):
         else:
             print(f"ok {mesh}: Python's steps 1-5 and the standalone program resumed from Python's checkpoint "
                   "print what the standalone run prints")
-        a, b = os.path.join(r.tmp, "whole_" + tag, "ckpt", "last"), os.path.join(run, "ckpt", "last")
-        names = sorted(os.listdir(a))
-        _, mismatch, errors = filecmp.cmpfiles(a, b, names, shallow=False)
-        if mismatch or errors or sorted(os.listdir(b)) != names or not names:
-            print(f"FAIL {mesh}: final checkpoint files differ: {mismatch + errors}")
-            fails += 1
-        else:
-            print(f"ok {mesh}: the final checkpoints are byte-identical ({len(names)} files)")
+        fails += same_files(os.path.join(r.tmp, "whole_" + tag, "ckpt", "last"), os.path.join(run, "ckpt", "last"),
+                            f"{mesh}: the final checkpoints")
         print("\n".join(py))
     return fails
 
@@ -444,14 +444,8 @@ def mode_remat(r):
             print(f"FAIL {mesh}: REMAT=1 prints\n{outs[1]}\nREMAT=0 prints\n{outs[0]}")
             fails += 1
         for ck in ("grad0", "last"):
-            a, b = os.path.join(runs[0], "ckpt", ck), os.path.join(runs[1], "ckpt", ck)
-            names = sorted(os.listdir(a))
-            _, mismatch, errors = filecmp.cmpfiles(a, b, names, shallow=False)
-            if mismatch or errors or sorted(os.listdir(b)) != names or not names:
-                print(f"FAIL {mesh}: ckpt/{ck} differs with remat: {mismatch + errors}")
-                fails += 1
-            else:
-                print(f"ok {mesh}: ckpt/{ck} byte-identical with and without remat ({len(names)} files)")
+            fails += same_files(os.path.join(runs[0], "ckpt", ck), os.path.join(runs[1], "ckpt", ck),
+                                f"{mesh}: ckpt/{ck} with and without remat")
     return fails
 
 
