@@ -78,6 +78,23 @@ def check(d, out, fails):
             bc1, bc2 = 1 - 0.9 ** (step + 1), 1 - 0.95 ** (step + 1)
             p = p - (lr / bc1) * m / (np.sqrt(v) / math.sqrt(bc2) + 1e-8)
         expect(f"adamw groups {f}", ld(f"groups_{f}"), p, fails)
+    # the same two groups through torch.optim.AdamW itself, where PyTorch is installed
+    try:
+        import torch
+    except ImportError:
+        torch = None
+    if torch is not None:
+        tp = {f: torch.nn.Parameter(torch.from_numpy(p0[f].astype(np.float32))) for f in "wb"}
+        opt = torch.optim.AdamW([{"params": [tp["w"]], "weight_decay": 0.1}, {"params": [tp["b"]], "weight_decay": 0.0}],
+                                lr=0.01, betas=(0.9, 0.95), eps=1e-8)
+        for step, g in enumerate(gs):
+            for group in opt.param_groups:
+                group["lr"] = lr_at(step, 2, 3, 0.01, 0.001)
+            for f in "wb":
+                tp[f].grad = torch.from_numpy(g[f].astype(np.float32))
+            opt.step()
+        for f in "wb":
+            expect(f"torch.optim.AdamW groups {f}", ld(f"groups_{f}"), tp[f].detach().numpy(), fails)
     # clipping to norm 1
     # (global_norm: every field of the record, each counted once globally)
     big = {f: ld("big_" + f) for f in "wbzr"}
