@@ -10,6 +10,7 @@
 
 #include "emit.h"
 #include "memory_report.h"
+#include "regions.h"
 #include "schedule.h"
 
 static void out(Emitter *E, int indent, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
@@ -780,7 +781,14 @@ static void emit_inst(Emitter *E, IrInst *in, int ind) {
       out(E, ind + 1, "rt_step_begin(ctx, %s); /* one iteration: a region in --trace and --profile */\n",
           c_string(E, label));
     }
+    if (E->f == E->p->main)
+      E->loop_depth++;
+    if (E->f == E->p->main && E->region_report)
+      fprintf(E->region_report, "%s:%d: for %s: its body's graph regions:\n", source_file(E->c, in->span.file)->path, line,
+              E->f->values[in->dst[0]].hint ? E->f->values[in->dst[0]].hint : "i");
     emit_block(E, &in->body, ind + 1);
+    if (E->f == E->p->main)
+      E->loop_depth--;
     if (step)
       out(E, ind + 1, "rt_trace_end(ctx);\n");
     out(E, ind, "}\n");
@@ -874,6 +882,8 @@ static const char *cpu_store(Emitter *E, int v) { return arena_sprintf(&E->c->ar
  * (overlap.c). */
 static void emit_at(Emitter *E, IrInst **insts, int k, const bool *special, int ind) {
   IrInst *in = insts[k];
+  if (E->in_region && region_hoisted(E->c, E->f, in))
+    return; /* emitted before the region (emit_region_begin) */
   if (special[k] && in->op == IR_ALL_REDUCE) {
     int line, col;
     source_position(E->c, in->span, &line, &col);
@@ -1034,6 +1044,220 @@ static void emit_gemm_epilogue(Emitter *E, const Schedule *S, int j, int ind) {
       bias >= 0 ? " + bias" : "", actname ? ", " : "", actname ? actname : "");
 }
 
+/* ---- graph regions (regions.h, runtime/graph.c): in main's loop bodies,
+ * on the CUDA target, each maximal stretch of device work is emitted
+ * between rt_region_begin and rt_region_end; the runtime runs it eagerly,
+ * captures it once, then replays the graph, and the else branch takes the
+ * region's results.  The host arithmetic of the stretch runs before it. */
+typedef struct GraphRegion {
+  int a, b;     /* the schedule's insts[a..b) */
+  int ops;      /* device operations (callees counted) */
+} GraphRegion;
+
+static int unit_end(const Schedule *S, int j) { return S->run_end[j] ? S->run_end[j] : j + 1; }
+
+static RegionKind unit_kind(Emitter *E, const Schedule *S, int j, const char **why, Span *where, int *ops) {
+  RegionKind k = RGN_HOST;
+  *ops = 0;
+  for (int i = j; i < unit_end(S, j); i++) {
+    RegionKind ki = region_kind(E->c, E->f, S->insts[i], why, where);
+    if (ki == RGN_STOP)
+      return RGN_STOP;
+    if (ki == RGN_DEVICE) {
+      k = RGN_DEVICE;
+      *ops += region_device_ops(E->c, S->insts[i]);
+    }
+  }
+  return k;
+}
+
+/* The regions of a block of main's loop body, in order; the report lines
+ * (--regions) as it goes. */
+static int find_regions(Emitter *E, const Schedule *S, GraphRegion *out) {
+  int nr = 0, start = -1, last_dev = -1, ops = 0;
+  for (int j = 0; j <= S->n;) {
+    const char *why = NULL;
+    Span where = {0};
+    int uops = 0;
+    RegionKind k = j < S->n ? unit_kind(E, S, j, &why, &where, &uops) : RGN_STOP;
+    if (k == RGN_DEVICE) {
+      if (start < 0)
+        start = j;
+      last_dev = unit_end(S, j);
+      ops += uops;
+    }
+    if (k == RGN_STOP) {
+      if (start >= 0 && ops >= REGION_MIN_OPS)
+        out[nr++] = (GraphRegion){start, last_dev, ops};
+      start = -1, ops = 0;
+      if (why && E->region_report) {
+        int line, col;
+        source_position(E->c, where, &line, &col);
+        fprintf(E->region_report, "  %s:%d:%d: stops a region: %s\n", source_file(E->c, where.file)->path, line, col, why);
+      }
+    }
+    j = j < S->n ? unit_end(S, j) : j + 1;
+  }
+  return nr;
+}
+
+static void add_unique(int *xs, int *n, int v) {
+  for (int i = 0; i < *n; i++)
+    if (xs[i] == v)
+      return;
+  xs[(*n)++] = v;
+}
+
+/* Before insts[R->a]: the hoisted host work, then rt_region_begin with the
+ * region's tensor inputs, what dies in it, its host scalars. Leaves
+ * outs/nouts (values) and out_slots/nout_slots (tensor vars it sets). */
+typedef struct RegionIO {
+  int *outs, nouts;
+  int *out_slots, nout_slots;
+} RegionIO;
+
+static void emit_region_begin(Emitter *E, const Schedule *S, const GraphRegion *R, int ind, int number,
+                              RegionIO *io) {
+  IrFn *f = E->f;
+  int nv = f->nvalues + 1;
+  bool *def = arena_alloc(&E->c->arena, sizeof(bool) * (size_t)nv);
+  int *freed_at = arena_alloc(&E->c->arena, sizeof(int) * (size_t)nv);
+  for (int v = 0; v < nv; v++)
+    freed_at[v] = -1;
+  for (int k = 0; k < S->n; k++)
+    for (int v = S->free_after[k]; v >= 0; v = S->next_free[v])
+      freed_at[v] = k;
+  int *ins = arena_alloc(&E->c->arena, sizeof(int) * (size_t)(nv + f->nvars));
+  int *in_slots = arena_alloc(&E->c->arena, sizeof(int) * (size_t)(f->nvars + 1));
+  int *kills = arena_alloc(&E->c->arena, sizeof(int) * (size_t)nv);
+  int *kill_slots = arena_alloc(&E->c->arena, sizeof(int) * (size_t)(f->nvars + 1));
+  int *scalars = arena_alloc(&E->c->arena, sizeof(int) * (size_t)nv);
+  bool *set_slot = arena_alloc(&E->c->arena, sizeof(bool) * (size_t)(f->nvars + 1));
+  io->outs = arena_alloc(&E->c->arena, sizeof(int) * (size_t)nv);
+  io->out_slots = arena_alloc(&E->c->arena, sizeof(int) * (size_t)(f->nvars + 1));
+  int nin = 0, nin_slots = 0, nkills = 0, nkill_slots = 0, nsc = 0, lo = 0, hi = 0;
+  io->nouts = io->nout_slots = 0;
+  /* the host work first: it runs every iteration */
+  out(E, ind, "/* graph region %d: host work of the lines below, before it */\n", number);
+  for (int k = R->a; k < R->b; k++)
+    if (region_hoisted(E->c, f, S->insts[k]))
+      emit_at(E, S->insts, k, S->special, ind);
+  for (int k = R->a; k < R->b; k++) {
+    IrInst *in = S->insts[k];
+    if (region_hoisted(E->c, f, in))
+      continue;
+    int line, col;
+    source_position(E->c, in->span, &line, &col);
+    if (!lo || line < lo)
+      lo = line;
+    if (line > hi)
+      hi = line;
+    for (int a = 0; a < in->nargs; a++) {
+      int v = in->args[a];
+      if (v < 0)
+        continue;
+      if (is_tensor(E, v)) {
+        if (!def[v])
+          add_unique(ins, &nin, v);
+      } else if (f->values[v].type->kind == TY_INT || f->values[v].type->kind == TY_FLOAT ||
+                 f->values[v].type->kind == TY_BOOL)
+        add_unique(scalars, &nsc, v);
+    }
+    if (in->op == IR_VAR_GET && !set_slot[IR_I(in, SLOT)])
+      add_unique(in_slots, &nin_slots, (int)IR_I(in, SLOT));
+    if (in->op == IR_VAR_GET && S->special[k])
+      add_unique(kill_slots, &nkill_slots, (int)IR_I(in, SLOT));
+    if (in->op == IR_VAR_SET) {
+      set_slot[IR_I(in, SLOT)] = true;
+      add_unique(kill_slots, &nkill_slots, (int)IR_I(in, SLOT));
+      add_unique(io->out_slots, &io->nout_slots, (int)IR_I(in, SLOT));
+    }
+    for (int d = 0; d < in->ndst; d++)
+      if (in->dst[d] >= 0)
+        def[in->dst[d]] = true;
+    for (int v = S->free_after[k]; v >= 0; v = S->next_free[v])
+      if (!def[v])
+        add_unique(kills, &nkills, v);
+  }
+  for (int k = R->a; k < R->b; k++) {
+    IrInst *in = S->insts[k];
+    if (region_hoisted(E->c, f, in))
+      continue;
+    for (int d = 0; d < in->ndst; d++) {
+      int v = in->dst[d];
+      if (v >= 0 && is_tensor(E, v) && freed_at[v] >= R->b)
+        add_unique(io->outs, &io->nouts, v);
+    }
+  }
+  out(E, ind, "{ /* graph region %d: %s lines %d-%d, %d device operations: run, captured once, then replayed "
+              "(runtime/graph.c) */\n", number, source_file(E->c, S->insts[R->a]->span.file)->path, lo, hi, R->ops);
+  out(E, ind + 1, "static rt_graph_region *graph_ = NULL;\n");
+  if (nin + nin_slots) {
+    out(E, ind + 1, "rt_tensor **in_[] = {");
+    for (int i = 0; i < nin; i++)
+      fprintf(E->out, "%s&%s", i ? ", " : "", vname(E, ins[i]));
+    for (int i = 0; i < nin_slots; i++)
+      fprintf(E->out, "%s&%s", nin + i ? ", " : "", varname(E, in_slots[i]));
+    fputs("};\n", E->out);
+  }
+  if (nkills + nkill_slots) {
+    out(E, ind + 1, "rt_tensor **dies_[] = {");
+    for (int i = 0; i < nkills; i++)
+      fprintf(E->out, "%s&%s", i ? ", " : "", vname(E, kills[i]));
+    for (int i = 0; i < nkill_slots; i++)
+      fprintf(E->out, "%s&%s", nkills + i ? ", " : "", varname(E, kill_slots[i]));
+    fputs("};\n", E->out);
+  }
+  StrBuf names;
+  sb_init(&names, &E->c->arena);
+  sb_putc(&names, '"');
+  if (nsc) {
+    out(E, ind + 1, "const uint64_t host_[] = {");
+    for (int i = 0; i < nsc; i++) {
+      int v = scalars[i];
+      fprintf(E->out, "%s%s(%s)", i ? ", " : "", f->values[v].type->kind == TY_FLOAT ? "rt_region_f" : "rt_region_i",
+              vname(E, v));
+      sb_printf(&names, "%s%s", i ? "," : "", f->values[v].hint ? f->values[v].hint : vname(E, v));
+    }
+    fputs("};\n", E->out);
+  }
+  sb_putc(&names, '"');
+  const char *label = c_string(E, arena_sprintf(&E->c->arena, "%s:%d-%d", source_file(E->c, S->insts[R->a]->span.file)->path,
+                                                lo, hi));
+  out(E, ind + 1, "if (rt_region_begin(ctx, &graph_, %s, %s, %d, %s, %d, %s, %d, %s)) {\n", label,
+      nin + nin_slots ? "in_" : "NULL", nin + nin_slots, nkills + nkill_slots ? "dies_" : "NULL", nkills + nkill_slots,
+      nsc ? "host_" : "NULL", nsc, names.data);
+  if (E->region_report)
+    fprintf(E->region_report, "  %s: region %d: capturable: %d device operations, %d tensor inputs, %d results, host "
+                              "scalars: %s\n", label, number, R->ops, nin + nin_slots, io->nouts + io->nout_slots,
+            nsc ? names.data : "none");
+}
+
+static void emit_region_end(Emitter *E, const RegionIO *io, int ind) {
+  int n = io->nouts + io->nout_slots;
+  if (n) {
+    out(E, ind + 2, "rt_tensor *out_[] = {");
+    for (int i = 0; i < io->nouts; i++)
+      fprintf(E->out, "%s%s", i ? ", " : "", vname(E, io->outs[i]));
+    for (int i = 0; i < io->nout_slots; i++)
+      fprintf(E->out, "%s%s", io->nouts + i ? ", " : "", varname(E, io->out_slots[i]));
+    fputs("};\n", E->out);
+  }
+  out(E, ind + 2, "rt_region_end(ctx, graph_, %s, %d);\n", n ? "out_" : "NULL", n);
+  out(E, ind + 1, "} else { /* replayed: its results */\n");
+  for (int i = 0; i < io->nouts; i++)
+    out(E, ind + 2, "%s = rt_region_out(ctx, graph_, %d);\n", vname(E, io->outs[i]), i);
+  for (int i = 0; i < io->nout_slots; i++) {
+    int s = io->out_slots[i];
+    out(E, ind + 2, "%s = rt_region_out(ctx, graph_, %d);\n", varname(E, s), io->nouts + i);
+    if (E->slot_kind && E->slot_kind[s] != MEM_SLOT_TEMP) /* docs/memory.md */
+      out(E, ind + 2, "rt_mem_hold(ctx, %d, %s, %s);\n", s, varname(E, s),
+          E->slot_kind[s] == MEM_SLOT_PARAM ? "RT_MEM_PARAM" : "RT_MEM_OPT");
+  }
+  out(E, ind + 1, "}\n");
+  out(E, ind, "}\n");
+}
+
 /* Emits a block; each tensor it defines is freed after its last use in it. */
 static void emit_block(Emitter *E, IrBlock *b, int ind) {
   E->at_line = 0; /* a loop's body runs after its end, a branch after the other */
@@ -1043,7 +1267,21 @@ static void emit_block(Emitter *E, IrBlock *b, int ind) {
   int n = S.n, blk = S.blk, j;
   int *free_after = S.free_after, *next_free = S.next_free, *wait_head = S.wait_head, *wait_next = S.wait_next;
   bool *special = S.special;
+  /* graph regions: main's loop bodies, on the CUDA target (or --regions) */
+  GraphRegion *regions = NULL;
+  int nregions = 0, cur = 0, outer = ind;
+  RegionIO io = {0};
+  if (E->f == E->p->main && E->loop_depth > 0 && !E->in_region && (E->tgt != &target_cpu || E->region_report)) {
+    regions = arena_alloc(&E->c->arena, sizeof(GraphRegion) * (size_t)(n + 1));
+    nregions = find_regions(E, &S, regions);
+  }
   for (j = 0; j < n;) {
+    if (cur < nregions && j == regions[cur].a) {
+      emit_region_begin(E, &S, &regions[cur], outer, ++E->ngraphs, &io);
+      E->in_region = true;
+      ind = outer + 2;
+      E->at_line = 0;
+    }
     int run = S.run_end[j] ? S.run_end[j] - j : 0;
     for (int k = j; k < j + (run ? run : 1); k++)
       for (int v = wait_head[k]; v >= 0; v = wait_next[v])
@@ -1066,6 +1304,13 @@ static void emit_block(Emitter *E, IrBlock *b, int ind) {
       for (int v = free_after[k]; v >= 0; v = next_free[v])
         out(E, ind, "rt_free(ctx, %s); %s = NULL;\n", vname(E, v), vname(E, v));
     j += run;
+    if (cur < nregions && j == regions[cur].b) {
+      emit_region_end(E, &io, outer);
+      E->in_region = false;
+      ind = outer;
+      E->at_line = 0;
+      cur++;
+    }
   }
 }
 

@@ -117,6 +117,7 @@ typedef enum { H_ALLREDUCE, H_ALLGATHER, H_REDUCE_SCATTER, H_ALLTOALL } host_op;
 static void host_coll(rt_ctx *ctx, host_op k, rt_group *g, rt_dtype dt, rt_reduce_op op,
                       const void *in, int64_t n_in, void *out, int64_t n_out)
 {
+    rt_dev_host_sync(ctx, "a collective through host memory"); /* graph regions stay eager */
     size_t esz = rt_dtype_size(dt);
     char *buf = (char *)rt_dev_staging(ctx, (size_t)(n_in + n_out) * esz);
     char *hin = buf, *hout = buf + (size_t)n_in * esz;
@@ -185,6 +186,7 @@ static ncclComm_t nccl_comm(rt_ctx *ctx, rt_group *g)
  * aborts the communicator and stops every rank instead of hanging */
 static void nccl_wait(rt_ctx *ctx, ncclComm_t comm, const char *what)
 {
+    rt_dev_host_sync(ctx, "NCCL's completion poll"); /* graph regions stay eager */
     for (;;) {
         cudaError_t q = cudaStreamQuery((cudaStream_t)ctx->tgt->stream);
         if (q == cudaSuccess)
