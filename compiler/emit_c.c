@@ -786,9 +786,13 @@ static void emit_inst(Emitter *E, IrInst *in, int ind) {
     if (E->f == E->p->main && E->region_report)
       fprintf(E->region_report, "%s:%d: for %s: its body's graph regions:\n", source_file(E->c, in->span.file)->path, line,
               E->f->values[in->dst[0]].hint ? E->f->values[in->dst[0]].hint : "i");
+    int graphs_before = E->ngraphs;
     emit_block(E, &in->body, ind + 1);
     if (E->f == E->p->main)
       E->loop_depth--;
+    if (E->f == E->p->main && E->region_report && E->ngraphs == graphs_before)
+      fprintf(E->region_report, "  none: no stretch of at least %d device operations without a host effect\n",
+              REGION_MIN_OPS);
     if (step)
       out(E, ind + 1, "rt_trace_end(ctx);\n");
     out(E, ind, "}\n");
@@ -1071,6 +1075,8 @@ static RegionKind unit_kind(Emitter *E, const Schedule *S, int j, const char **w
   return k;
 }
 
+static void report_region(Emitter *E, const Schedule *S, const GraphRegion *R, int number);
+
 /* The regions of a block of main's loop body, in order; the report lines
  * (--regions) as it goes. */
 static int find_regions(Emitter *E, const Schedule *S, GraphRegion *out) {
@@ -1087,8 +1093,11 @@ static int find_regions(Emitter *E, const Schedule *S, GraphRegion *out) {
       ops += uops;
     }
     if (k == RGN_STOP) {
-      if (start >= 0 && ops >= REGION_MIN_OPS)
+      if (start >= 0 && ops >= REGION_MIN_OPS) {
         out[nr++] = (GraphRegion){start, last_dev, ops};
+        if (E->region_report)
+          report_region(E, S, &out[nr - 1], E->ngraphs + nr);
+      }
       start = -1, ops = 0;
       if (why && E->region_report) {
         int line, col;
@@ -1108,68 +1117,90 @@ static void add_unique(int *xs, int *n, int v) {
   xs[(*n)++] = v;
 }
 
-/* Before insts[R->a]: the hoisted host work, then rt_region_begin with the
- * region's tensor inputs, what dies in it, its host scalars. Leaves
- * outs/nouts (values) and out_slots/nout_slots (tensor vars it sets). */
+/* What a region reads, releases, writes and freezes (its host scalars). */
 typedef struct RegionIO {
-  int *outs, nouts;
-  int *out_slots, nout_slots;
+  int *ins, nin, *in_slots, nin_slots;     /* tensor inputs: values, var slots */
+  int *kills, nkills, *kill_slots, nkill_slots; /* what the region's code releases */
+  int *scalars, nsc;                       /* host numbers its device work takes */
+  int *outs, nouts, *out_slots, nout_slots; /* results: values read after it, tensor vars it sets */
+  int lo, hi;                              /* its source lines */
+  const char *label;                       /* "f.spmd:12-20" */
+  const char *names;                       /* the host scalars' names, "step,lr" */
 } RegionIO;
 
-static void emit_region_begin(Emitter *E, const Schedule *S, const GraphRegion *R, int ind, int number,
-                              RegionIO *io) {
+/* the defining instruction's source, or the value's variable */
+static const char *scalar_name(Emitter *E, IrInst **defs, int v) {
+  if (E->f->values[v].hint)
+    return E->f->values[v].hint;
+  if (!defs[v])
+    return vname(E, v);
+  StrBuf sb;
+  sb_init(&sb, &E->c->arena);
+  for (const char *p = source_text(E, defs[v]->span); *p; p++)
+    sb_putc(&sb, *p == ',' ? ';' : *p);
+  return sb.data;
+}
+
+static void note_defs(IrBlock *b, IrInst **defs) {
+  for (IrInst *in = b->head; in; in = in->next) {
+    for (int d = 0; d < in->ndst; d++)
+      if (in->dst[d] >= 0)
+        defs[in->dst[d]] = in;
+    note_defs(&in->body, defs);
+    note_defs(&in->els, defs);
+  }
+}
+
+static void region_io(Emitter *E, const Schedule *S, const GraphRegion *R, RegionIO *io) {
   IrFn *f = E->f;
-  int nv = f->nvalues + 1;
-  bool *def = arena_alloc(&E->c->arena, sizeof(bool) * (size_t)nv);
-  int *freed_at = arena_alloc(&E->c->arena, sizeof(int) * (size_t)nv);
+  Arena *ar = &E->c->arena;
+  int nv = f->nvalues + 1, ns = f->nvars + 1;
+  bool *def = arena_alloc(ar, sizeof(bool) * (size_t)nv);
+  int *freed_at = arena_alloc(ar, sizeof(int) * (size_t)nv);
+  bool *set_slot = arena_alloc(ar, sizeof(bool) * (size_t)ns);
+  IrInst **defs = arena_alloc(ar, sizeof(IrInst *) * (size_t)nv);
+  note_defs(&f->body, defs);
   for (int v = 0; v < nv; v++)
     freed_at[v] = -1;
   for (int k = 0; k < S->n; k++)
     for (int v = S->free_after[k]; v >= 0; v = S->next_free[v])
       freed_at[v] = k;
-  int *ins = arena_alloc(&E->c->arena, sizeof(int) * (size_t)(nv + f->nvars));
-  int *in_slots = arena_alloc(&E->c->arena, sizeof(int) * (size_t)(f->nvars + 1));
-  int *kills = arena_alloc(&E->c->arena, sizeof(int) * (size_t)nv);
-  int *kill_slots = arena_alloc(&E->c->arena, sizeof(int) * (size_t)(f->nvars + 1));
-  int *scalars = arena_alloc(&E->c->arena, sizeof(int) * (size_t)nv);
-  bool *set_slot = arena_alloc(&E->c->arena, sizeof(bool) * (size_t)(f->nvars + 1));
-  io->outs = arena_alloc(&E->c->arena, sizeof(int) * (size_t)nv);
-  io->out_slots = arena_alloc(&E->c->arena, sizeof(int) * (size_t)(f->nvars + 1));
-  int nin = 0, nin_slots = 0, nkills = 0, nkill_slots = 0, nsc = 0, lo = 0, hi = 0;
-  io->nouts = io->nout_slots = 0;
-  /* the host work first: it runs every iteration */
-  out(E, ind, "/* graph region %d: host work of the lines below, before it */\n", number);
-  for (int k = R->a; k < R->b; k++)
-    if (region_hoisted(E->c, f, S->insts[k]))
-      emit_at(E, S->insts, k, S->special, ind);
+  memset(io, 0, sizeof *io);
+  io->ins = arena_alloc(ar, sizeof(int) * (size_t)nv);
+  io->kills = arena_alloc(ar, sizeof(int) * (size_t)nv);
+  io->scalars = arena_alloc(ar, sizeof(int) * (size_t)nv);
+  io->outs = arena_alloc(ar, sizeof(int) * (size_t)nv);
+  io->in_slots = arena_alloc(ar, sizeof(int) * (size_t)ns);
+  io->kill_slots = arena_alloc(ar, sizeof(int) * (size_t)ns);
+  io->out_slots = arena_alloc(ar, sizeof(int) * (size_t)ns);
   for (int k = R->a; k < R->b; k++) {
     IrInst *in = S->insts[k];
     if (region_hoisted(E->c, f, in))
       continue;
     int line, col;
     source_position(E->c, in->span, &line, &col);
-    if (!lo || line < lo)
-      lo = line;
-    if (line > hi)
-      hi = line;
+    if (!io->lo || line < io->lo)
+      io->lo = line;
+    if (line > io->hi)
+      io->hi = line;
     for (int a = 0; a < in->nargs; a++) {
       int v = in->args[a];
       if (v < 0)
         continue;
+      TypeKind tk = f->values[v].type->kind;
       if (is_tensor(E, v)) {
         if (!def[v])
-          add_unique(ins, &nin, v);
-      } else if (f->values[v].type->kind == TY_INT || f->values[v].type->kind == TY_FLOAT ||
-                 f->values[v].type->kind == TY_BOOL)
-        add_unique(scalars, &nsc, v);
+          add_unique(io->ins, &io->nin, v);
+      } else if ((tk == TY_INT || tk == TY_FLOAT || tk == TY_BOOL) && !(defs[v] && defs[v]->op == IR_HOST_CONST))
+        add_unique(io->scalars, &io->nsc, v); /* a literal cannot change: not compared */
     }
     if (in->op == IR_VAR_GET && !set_slot[IR_I(in, SLOT)])
-      add_unique(in_slots, &nin_slots, (int)IR_I(in, SLOT));
+      add_unique(io->in_slots, &io->nin_slots, (int)IR_I(in, SLOT));
     if (in->op == IR_VAR_GET && S->special[k])
-      add_unique(kill_slots, &nkill_slots, (int)IR_I(in, SLOT));
+      add_unique(io->kill_slots, &io->nkill_slots, (int)IR_I(in, SLOT));
     if (in->op == IR_VAR_SET) {
       set_slot[IR_I(in, SLOT)] = true;
-      add_unique(kill_slots, &nkill_slots, (int)IR_I(in, SLOT));
+      add_unique(io->kill_slots, &io->nkill_slots, (int)IR_I(in, SLOT));
       add_unique(io->out_slots, &io->nout_slots, (int)IR_I(in, SLOT));
     }
     for (int d = 0; d < in->ndst; d++)
@@ -1177,7 +1208,7 @@ static void emit_region_begin(Emitter *E, const Schedule *S, const GraphRegion *
         def[in->dst[d]] = true;
     for (int v = S->free_after[k]; v >= 0; v = S->next_free[v])
       if (!def[v])
-        add_unique(kills, &nkills, v);
+        add_unique(io->kills, &io->nkills, v);
   }
   for (int k = R->a; k < R->b; k++) {
     IrInst *in = S->insts[k];
@@ -1189,48 +1220,71 @@ static void emit_region_begin(Emitter *E, const Schedule *S, const GraphRegion *
         add_unique(io->outs, &io->nouts, v);
     }
   }
-  out(E, ind, "{ /* graph region %d: %s lines %d-%d, %d device operations: run, captured once, then replayed "
-              "(runtime/graph.c) */\n", number, source_file(E->c, S->insts[R->a]->span.file)->path, lo, hi, R->ops);
-  out(E, ind + 1, "static rt_graph_region *graph_ = NULL;\n");
-  if (nin + nin_slots) {
-    out(E, ind + 1, "rt_tensor **in_[] = {");
-    for (int i = 0; i < nin; i++)
-      fprintf(E->out, "%s&%s", i ? ", " : "", vname(E, ins[i]));
-    for (int i = 0; i < nin_slots; i++)
-      fprintf(E->out, "%s&%s", nin + i ? ", " : "", varname(E, in_slots[i]));
-    fputs("};\n", E->out);
-  }
-  if (nkills + nkill_slots) {
-    out(E, ind + 1, "rt_tensor **dies_[] = {");
-    for (int i = 0; i < nkills; i++)
-      fprintf(E->out, "%s&%s", i ? ", " : "", vname(E, kills[i]));
-    for (int i = 0; i < nkill_slots; i++)
-      fprintf(E->out, "%s&%s", nkills + i ? ", " : "", varname(E, kill_slots[i]));
-    fputs("};\n", E->out);
-  }
   StrBuf names;
+  sb_init(&names, ar);
+  for (int i = 0; i < io->nsc; i++)
+    sb_printf(&names, "%s%s", i ? "," : "", scalar_name(E, defs, io->scalars[i]));
+  io->names = names.data ? names.data : "";
+  io->label = arena_sprintf(ar, "%s:%d-%d", source_file(E->c, S->insts[R->a]->span.file)->path, io->lo, io->hi);
+}
+
+static void report_region(Emitter *E, const Schedule *S, const GraphRegion *R, int number) {
+  RegionIO io;
+  region_io(E, S, R, &io);
+  StrBuf names; /* `a`, `b + 1` */
   sb_init(&names, &E->c->arena);
-  sb_putc(&names, '"');
-  if (nsc) {
+  sb_putc(&names, '`');
+  for (const char *p = io.names; *p; p++)
+    sb_puts(&names, *p == ',' ? "`, `" : (char[]){*p, 0});
+  sb_putc(&names, '`');
+  fprintf(E->region_report, "  %s: region %d: capturable: %d device operations; %d tensor inputs, %d results; "
+                            "host scalars frozen in the graph (it runs eagerly when one changes): %s\n",
+          io.label, number, R->ops, io.nin + io.nin_slots, io.nouts + io.nout_slots, io.nsc ? names.data : "none");
+}
+
+/* Before insts[R->a]: the hoisted host work, then rt_region_begin with the
+ * region's tensor inputs, what dies in it, its host scalars. */
+static void emit_region_begin(Emitter *E, const Schedule *S, const GraphRegion *R, int ind, int number,
+                              RegionIO *io) {
+  IrFn *f = E->f;
+  region_io(E, S, R, io);
+  /* the host work first: it runs every iteration */
+  out(E, ind, "/* graph region %d: the host work of %s, before it */\n", number, io->label);
+  for (int k = R->a; k < R->b; k++)
+    if (region_hoisted(E->c, f, S->insts[k]))
+      emit_at(E, S->insts, k, S->special, ind);
+  out(E, ind, "{ /* graph region %d: %s, %d device operations: run, captured once, then replayed "
+              "(runtime/graph.c) */\n", number, io->label, R->ops);
+  out(E, ind + 1, "static rt_graph_region *graph_ = NULL;\n");
+  int nin = io->nin + io->nin_slots, nkill = io->nkills + io->nkill_slots;
+  if (nin) {
+    out(E, ind + 1, "rt_tensor **in_[] = {");
+    for (int i = 0; i < io->nin; i++)
+      fprintf(E->out, "%s&%s", i ? ", " : "", vname(E, io->ins[i]));
+    for (int i = 0; i < io->nin_slots; i++)
+      fprintf(E->out, "%s&%s", io->nin + i ? ", " : "", varname(E, io->in_slots[i]));
+    fputs("};\n", E->out);
+  }
+  if (nkill) {
+    out(E, ind + 1, "rt_tensor **dies_[] = {");
+    for (int i = 0; i < io->nkills; i++)
+      fprintf(E->out, "%s&%s", i ? ", " : "", vname(E, io->kills[i]));
+    for (int i = 0; i < io->nkill_slots; i++)
+      fprintf(E->out, "%s&%s", io->nkills + i ? ", " : "", varname(E, io->kill_slots[i]));
+    fputs("};\n", E->out);
+  }
+  if (io->nsc) {
     out(E, ind + 1, "const uint64_t host_[] = {");
-    for (int i = 0; i < nsc; i++) {
-      int v = scalars[i];
+    for (int i = 0; i < io->nsc; i++) {
+      int v = io->scalars[i];
       fprintf(E->out, "%s%s(%s)", i ? ", " : "", f->values[v].type->kind == TY_FLOAT ? "rt_region_f" : "rt_region_i",
               vname(E, v));
-      sb_printf(&names, "%s%s", i ? "," : "", f->values[v].hint ? f->values[v].hint : vname(E, v));
     }
     fputs("};\n", E->out);
   }
-  sb_putc(&names, '"');
-  const char *label = c_string(E, arena_sprintf(&E->c->arena, "%s:%d-%d", source_file(E->c, S->insts[R->a]->span.file)->path,
-                                                lo, hi));
-  out(E, ind + 1, "if (rt_region_begin(ctx, &graph_, %s, %s, %d, %s, %d, %s, %d, %s)) {\n", label,
-      nin + nin_slots ? "in_" : "NULL", nin + nin_slots, nkills + nkill_slots ? "dies_" : "NULL", nkills + nkill_slots,
-      nsc ? "host_" : "NULL", nsc, names.data);
-  if (E->region_report)
-    fprintf(E->region_report, "  %s: region %d: capturable: %d device operations, %d tensor inputs, %d results, host "
-                              "scalars: %s\n", label, number, R->ops, nin + nin_slots, io->nouts + io->nout_slots,
-            nsc ? names.data : "none");
+  out(E, ind + 1, "if (rt_region_begin(ctx, &graph_, %s, %s, %d, %s, %d, %s, %d, %s)) {\n", c_string(E, io->label),
+      nin ? "in_" : "NULL", nin, nkill ? "dies_" : "NULL", nkill, io->nsc ? "host_" : "NULL", io->nsc,
+      c_string(E, io->names));
 }
 
 static void emit_region_end(Emitter *E, const RegionIO *io, int ind) {
@@ -1766,9 +1820,11 @@ static void mark_reachable(IrFn *f) {
 }
 
 /* The host program of any target (and with cu, the CUDA target's kernels). */
+static FILE *region_report; /* emit_regions: where emit_program describes them */
+
 bool emit_program(Compiler *c, IrProgram *p, const Target *tgt, FILE *fp, FILE *cu, const char *source_path) {
   Emitter E = {.c = c, .p = p, .out = fp, .tgt = tgt, .cu = cu,
-               .slot_kind = p->main ? mem_slot_kinds(c, p->main) : NULL};
+               .slot_kind = p->main ? mem_slot_kinds(c, p->main) : NULL, .region_report = region_report};
   for (IrFn *f = p->fns; f; f = f->next)
     f->emitted = !p->main;
   if (p->main)
@@ -1827,6 +1883,24 @@ bool emit_program(Compiler *c, IrProgram *p, const Target *tgt, FILE *fp, FILE *
     free(protos);
   }
   return true;
+}
+
+bool emit_regions(Compiler *c, IrProgram *p, FILE *report, const char *source_path) {
+  char *b1 = NULL, *b2 = NULL;
+  size_t n1 = 0, n2 = 0;
+  FILE *o = open_memstream(&b1, &n1), *cu = open_memstream(&b2, &n2);
+  if (!o || !cu)
+    diag_fatal(c, "out of memory");
+  fprintf(report, "graph regions of %s: the CUDA target runs each once, captures it as a CUDA graph, then replays it "
+                  "(docs/runtime.md \"Graph regions\")\n", source_path);
+  region_report = report;
+  bool ok = emit_program(c, p, &target_cuda, o, cu, source_path);
+  region_report = NULL;
+  fclose(o);
+  fclose(cu);
+  free(b1);
+  free(b2);
+  return ok;
 }
 
 bool emit_c(Compiler *c, IrProgram *p, FILE *fp, const char *source_path) {
