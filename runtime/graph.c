@@ -290,14 +290,15 @@ void rt_graph_host_sync(rt_ctx *ctx, const char *what)
     if (!g)
         return;
     if (g->capture)
-        rt_fail(ctx, "internal error: %s (%s) during the capture of graph region %s, whose warm-up had none "
+        rt_fail(ctx, "internal error: %s%s%s during the capture of graph region %s, whose warm-up had none "
                      "(SPMD_GRAPHS=0 runs every region eagerly)",
-                what, ctx->at_loc ? ctx->at_loc : "?", g->capture->label);
+                what, ctx->at_loc ? " at " : "", ctx->at_loc ? ctx->at_loc : "", g->capture->label);
     if (g->probe && !g->probe_why) {
         size_t n = strlen(what) + (ctx->at_loc ? strlen(ctx->at_loc) : 0) + 64;
         g->probe_why = malloc(n);
         RT_CHECK(ctx, g->probe_why != NULL, "out of memory");
-        snprintf(g->probe_why, n, "%s (at %s) waits for the device", what, ctx->at_loc ? ctx->at_loc : "?");
+        snprintf(g->probe_why, n, "%s%s%s waits for the device", what, ctx->at_loc ? " at " : "",
+                 ctx->at_loc ? ctx->at_loc : "");
     }
 }
 
