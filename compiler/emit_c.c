@@ -1075,6 +1075,119 @@ static RegionKind unit_kind(Emitter *E, const Schedule *S, int j, const char **w
   return k;
 }
 
+/* ---- sinking a host `if` that only reads (a `save` or `print` of a
+ * gradient every N steps) past the device work after it, so that the work
+ * on both sides is one region: the `if` reads nothing that work writes (no
+ * var of the work, no value it frees: those frees move after the `if`),
+ * sets no var, and the work has no host effect to order it against. */
+static void slots_of(IrBlock *b, bool *get, bool *set) {
+  for (IrInst *in = b->head; in; in = in->next) {
+    if (in->op == IR_VAR_GET)
+      get[IR_I(in, SLOT)] = true;
+    if (in->op == IR_VAR_SET || in->op == IR_INDEX_ADD_SLOT)
+      set[IR_I(in, SLOT)] = true;
+    slots_of(&in->body, get, set);
+    slots_of(&in->els, get, set);
+  }
+}
+
+static void values_read(IrBlock *b, bool *read) {
+  for (IrInst *in = b->head; in; in = in->next) {
+    for (int a = 0; a < in->nargs; a++)
+      if (in->args[a] >= 0)
+        read[in->args[a]] = true;
+    values_read(&in->body, read);
+    values_read(&in->els, read);
+  }
+}
+
+static RegionKind unit_kind(Emitter *E, const Schedule *S, int j, const char **why, Span *where, int *ops);
+
+static void sink_ifs(Emitter *E, Schedule *S) {
+  IrFn *f = E->f;
+  Arena *ar = &E->c->arena;
+  int n = S->n, ns = f->nvars + 1, nv = f->nvalues + 1;
+  for (int j = 0; j < n; j++) {
+    IrInst *in = S->insts[j];
+    if (in->op != IR_IF || S->run_end[j] || j + 1 >= n)
+      continue;
+    bool *get = arena_alloc(ar, sizeof(bool) * (size_t)ns), *set = arena_alloc(ar, sizeof(bool) * (size_t)ns);
+    slots_of(&in->body, get, set);
+    slots_of(&in->els, get, set);
+    bool sets = false;
+    for (int k = 0; k < ns; k++)
+      sets |= set[k];
+    if (sets)
+      continue;
+    bool *read = arena_alloc(ar, sizeof(bool) * (size_t)nv);
+    values_read(&in->body, read);
+    values_read(&in->els, read);
+    /* the stretch after it: units of device work and host work up to a stop */
+    int m = j + 1, ops = 0;
+    while (m < n) {
+      const char *why;
+      Span where;
+      int uops = 0;
+      if (unit_kind(E, S, m, &why, &where, &uops) == RGN_STOP)
+        break;
+      bool clash = false;
+      for (int k = m; k < unit_end(S, m); k++) {
+        IrInst *x = S->insts[k];
+        if ((x->op == IR_VAR_SET || x->op == IR_VAR_GET) && (get[IR_I(x, SLOT)] || set[IR_I(x, SLOT)]))
+          clash = true;
+      }
+      if (clash)
+        break;
+      ops += uops;
+      m = unit_end(S, m);
+    }
+    if (m == j + 1 || ops == 0)
+      continue;
+    /* insts[j+1..m) move up one place, the `if` goes to m-1; its frees go
+     * with it, and so do the frees of what it reads */
+    int fa = S->free_after[j], waits = S->wait_head[j];
+    bool sp = S->special[j];
+    for (int k = j + 1; k < m; k++) {
+      int *link = &S->free_after[k], keep = -1, *tail = &keep;
+      for (int v = *link; v >= 0;) {
+        int next = S->next_free[v];
+        if (read[v]) { /* read by the `if`: freed after it */
+          S->next_free[v] = fa;
+          fa = v;
+        } else {
+          *tail = v;
+          tail = &S->next_free[v];
+          *tail = -1;
+        }
+        v = next;
+      }
+      S->insts[k - 1] = S->insts[k];
+      S->free_after[k - 1] = keep;
+      S->special[k - 1] = S->special[k];
+      S->run_end[k - 1] = S->run_end[k] ? S->run_end[k] - 1 : 0;
+      S->gemm[k - 1] = S->gemm[k];
+      S->out[k - 1] = S->out[k];
+      S->wait_head[k - 1] = S->wait_head[k];
+    }
+    /* the `if`'s waits stay where it was: before the first use in the new order */
+    if (waits >= 0) {
+      int last = waits;
+      while (S->wait_next[last] >= 0)
+        last = S->wait_next[last];
+      S->wait_next[last] = S->wait_head[j];
+      S->wait_head[j] = waits;
+    }
+    S->wait_head[m - 1] = -1;
+    S->insts[m - 1] = in;
+    S->free_after[m - 1] = fa;
+    S->special[m - 1] = sp;
+    S->run_end[m - 1] = 0;
+    S->gemm[m - 1] = false;
+    S->out[m - 1] = SCHED_NEW_BUFFER;
+    j = m - 1;
+  }
+}
+
 static void report_region(Emitter *E, const Schedule *S, const GraphRegion *R, int number);
 
 /* The regions of a block of main's loop body, in order; the report lines
@@ -1326,6 +1439,7 @@ static void emit_block(Emitter *E, IrBlock *b, int ind) {
   int nregions = 0, cur = 0, outer = ind;
   RegionIO io = {0};
   if (E->f == E->p->main && E->loop_depth > 0 && !E->in_region && (E->tgt != &target_cpu || E->region_report)) {
+    sink_ifs(E, &S);
     regions = arena_alloc(&E->c->arena, sizeof(GraphRegion) * (size_t)(n + 1));
     nregions = find_regions(E, &S, regions);
   }
