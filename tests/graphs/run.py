@@ -13,6 +13,7 @@ the timing columns of its output masked):
   expect=eager  no region is replayed, and rank 0 says why (note=RE, a
                 regular expression its note must match)
   args=A;B      program arguments
+  env=K=V       an environment variable of the runs (repeatable)
 
 The program is compiled once for the CUDA target against the simulation
 runtime SIMLIB (libspmdrt_cudasim) and run twice, with SPMD_GRAPHS=1 and
@@ -61,14 +62,14 @@ def gpt_case(tmp):
 
 def run_case(spmdc, simlib, mpirun, case, tmp):
     path, _, opts = case.partition(':')
-    o = {'np': '1', 'D': [], 'expect': None, 'note': None, 'mesh': None, 'args': '', 'captured': '0'}
+    o = {'np': '1', 'D': [], 'env': [], 'expect': None, 'note': None, 'mesh': None, 'args': '', 'captured': '0'}
     data = None
     if path == 'gpt':
         path, o['D'], data = gpt_case(tmp)
     for item in filter(None, opts.split(',')):
         k, _, v = item.partition('=')
-        if k == 'D':
-            o['D'].append(v)
+        if k in ('D', 'env'):
+            o[k].append(v)
         else:
             o[k] = v
     name = os.path.basename(path) + (':' + opts if opts else '')
@@ -101,7 +102,7 @@ def run_case(spmdc, simlib, mpirun, case, tmp):
             argv = [mpirun, '--allow-run-as-root', '--oversubscribe', '-np', o['np']] + argv
         r = subprocess.run(argv, capture_output=True, text=True, cwd=d, timeout=300,
                            env=dict(os.environ, SPMD_GRAPHS=graphs, SPMD_GRAPHS_VERBOSE='1',
-                                    OPENBLAS_NUM_THREADS='1'))
+                                    OPENBLAS_NUM_THREADS='1', **dict(e.split('=', 1) for e in o['env'])))
         if r.returncode != 0:
             return 'SPMD_GRAPHS=%s: exit %d\n%s%s' % (graphs, r.returncode, r.stdout, r.stderr)
         outs[graphs] = (TIMING.sub('', r.stdout), r.stderr, d)
