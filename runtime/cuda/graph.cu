@@ -15,6 +15,15 @@
 
 extern "C" {
 
+/* a replay may run argument checks (cross_entropy's targets, embedding's
+ * ids): the error record is read at the next synchronisation, as after
+ * their eager launches */
+static void checks_pending(rt_ctx *ctx)
+{
+    if (ctx->tgt->err)
+        ctx->tgt->err_pending = true;
+}
+
 const char *rt_target_graph_unsupported(rt_ctx *ctx)
 {
     (void)ctx;
@@ -34,10 +43,13 @@ void *rt_target_capture_end(rt_ctx *ctx)
     return rt_sim_capture_end();
 }
 
+/* a replay may run argument checks (cross_entropy's targets, embedding's
+ * ids): the error record is read at the next synchronisation, as after
+ * their eager launches */
 void rt_target_graph_launch(rt_ctx *ctx, void *graph)
 {
-    (void)ctx;
     rt_sim_graph_launch(graph);
+    checks_pending(ctx);
 }
 
 void rt_target_graph_free(rt_ctx *ctx, void *graph)
@@ -109,6 +121,7 @@ void *rt_target_capture_end(rt_ctx *ctx)
 void rt_target_graph_launch(rt_ctx *ctx, void *graph)
 {
     RT_CU(ctx, cudaGraphLaunch(((cuda_graph *)graph)->exec, (cudaStream_t)ctx->tgt->stream));
+    checks_pending(ctx);
 }
 
 void rt_target_graph_free(rt_ctx *ctx, void *graph)

@@ -14,6 +14,7 @@ the timing columns of its output masked):
                 regular expression its note must match)
   args=A;B      program arguments
   env=K=V       an environment variable of the runs (repeatable)
+  fail=RE       both runs exit non-zero with RE in their standard error
 
 The program is compiled once for the CUDA target against the simulation
 runtime SIMLIB (libspmdrt_cudasim) and run twice, with SPMD_GRAPHS=1 and
@@ -62,7 +63,7 @@ def gpt_case(tmp):
 
 def run_case(spmdc, simlib, mpirun, case, tmp):
     path, _, opts = case.partition(':')
-    o = {'np': '1', 'D': [], 'env': [], 'expect': None, 'note': None, 'mesh': None, 'args': '', 'captured': '0'}
+    o = {'np': '1', 'D': [], 'env': [], 'fail': None, 'expect': None, 'note': None, 'mesh': None, 'args': '', 'captured': '0'}
     data = None
     if path == 'gpt':
         path, o['D'], data = gpt_case(tmp)
@@ -103,7 +104,11 @@ def run_case(spmdc, simlib, mpirun, case, tmp):
         r = subprocess.run(argv, capture_output=True, text=True, cwd=d, timeout=300,
                            env=dict(os.environ, SPMD_GRAPHS=graphs, SPMD_GRAPHS_VERBOSE='1',
                                     OPENBLAS_NUM_THREADS='1', **dict(e.split('=', 1) for e in o['env'])))
-        if r.returncode != 0:
+        if o['fail']:
+            if r.returncode == 0 or not re.search(o['fail'], r.stderr):
+                return 'SPMD_GRAPHS=%s: exit %d, not a failure matching %r:\n%s%s' % (
+                    graphs, r.returncode, o['fail'], r.stdout, r.stderr)
+        elif r.returncode != 0:
             return 'SPMD_GRAPHS=%s: exit %d\n%s%s' % (graphs, r.returncode, r.stdout, r.stderr)
         outs[graphs] = (TIMING.sub('', r.stdout), r.stderr, d)
     (out1, err1, d1), (out0, err0, d0) = outs['1'], outs['0']
@@ -115,6 +120,8 @@ def run_case(spmdc, simlib, mpirun, case, tmp):
     for rel in f1:
         if not filecmp.cmp(f1[rel], f0[rel], shallow=False):
             return '%s differs with graphs on and off' % rel
+    if o['fail']:
+        return 'ok: %s: both runs stop with %r' % (name, o['fail'])
     replays = [int(n) for n in re.findall(r'^spmd: graph region .*: (?:captured|not captured), (\d+) replays',
                                            err1, re.M)]
     captured = len(re.findall(r'^spmd: graph region .*: captured, ', err1, re.M))
