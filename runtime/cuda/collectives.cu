@@ -234,10 +234,11 @@ static void sim_coll(rt_ctx *ctx, host_op k, rt_group *g, rt_dtype dt, rt_reduce
         rt_sim_close();
         MPI_Datatype t = rt_mpi_type(dt);
         switch (k) {
-        case H_ALLREDUCE:
-            RT_CALL_MPI(ctx, rt_coll_allreduce(ctx, hin, hout, rt_mpi_count(ctx, n_in), t,
-                                               rt_mpi_op(ctx, op, dt), g));
+        case H_ALLREDUCE: {
+            MPI_Op mop = rt_mpi_op(ctx, op, dt);
+            RT_CALL_MPI(ctx, rt_coll_allreduce(ctx, hin, hout, rt_mpi_count(ctx, n_in), t, mop, g));
             break;
+        }
         case H_ALLGATHER:
             RT_CALL_MPI(ctx, MPI_Allgather(hin, rt_mpi_count(ctx, n_in), t, hout,
                                            rt_mpi_count(ctx, n_in), t, g->comm));
