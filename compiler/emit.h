@@ -34,6 +34,10 @@ typedef struct Emitter {
   const char *slot_kind; /* per var slot of main: a MemSlot (memory_report.h) */
   uint32_t at_file;  /* the .spmd line the program last told the runtime (rt_at), */
   int at_line;       /* or at_line 0: none known here */
+  int loop_depth;    /* main's loops around the block being emitted */
+  bool in_region;    /* emitting a graph region's body (emit_c.c): its host work was hoisted */
+  int ngraphs;       /* graph regions emitted so far */
+  FILE *region_report; /* --regions: where the regions and what stops them are described */
 } Emitter;
 
 /* A fused elementwise region, its outputs allocated by the host program:

@@ -10,6 +10,7 @@
 
 #include "emit.h"
 #include "memory_report.h"
+#include "regions.h"
 #include "schedule.h"
 
 static void out(Emitter *E, int indent, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
@@ -781,7 +782,18 @@ static void emit_inst(Emitter *E, IrInst *in, int ind) {
       out(E, ind + 1, "rt_step_begin(ctx, %s); /* one iteration: a region in --trace and --profile */\n",
           c_string(E, label));
     }
+    if (E->f == E->p->main)
+      E->loop_depth++;
+    if (E->f == E->p->main && E->region_report)
+      fprintf(E->region_report, "%s:%d: for %s: its body's graph regions:\n", source_file(E->c, in->span.file)->path, line,
+              E->f->values[in->dst[0]].hint ? E->f->values[in->dst[0]].hint : "i");
+    int graphs_before = E->ngraphs;
     emit_block(E, &in->body, ind + 1);
+    if (E->f == E->p->main)
+      E->loop_depth--;
+    if (E->f == E->p->main && E->region_report && E->ngraphs == graphs_before)
+      fprintf(E->region_report, "  none: no stretch of at least %d device operations without a host effect\n",
+              REGION_MIN_OPS);
     if (step)
       out(E, ind + 1, "rt_trace_end(ctx);\n");
     out(E, ind, "}\n");
@@ -875,6 +887,8 @@ static const char *cpu_store(Emitter *E, int v) { return arena_sprintf(&E->c->ar
  * (overlap.c). */
 static void emit_at(Emitter *E, IrInst **insts, int k, const bool *special, int ind) {
   IrInst *in = insts[k];
+  if (E->in_region && region_hoisted(E->c, E->f, in))
+    return; /* emitted before the region (emit_region_begin) */
   if (special[k] && in->op == IR_ALL_REDUCE) {
     int line, col;
     source_position(E->c, in->span, &line, &col);
@@ -1035,6 +1049,383 @@ static void emit_gemm_epilogue(Emitter *E, const Schedule *S, int j, int ind) {
       bias >= 0 ? " + bias" : "", actname ? ", " : "", actname ? actname : "");
 }
 
+/* ---- graph regions (regions.h, runtime/graph.c): in main's loop bodies,
+ * on the CUDA target, each maximal stretch of device work is emitted
+ * between rt_region_begin and rt_region_end; the runtime runs it eagerly,
+ * captures it once, then replays the graph, and the else branch takes the
+ * region's results.  The host arithmetic of the stretch runs before it. */
+typedef struct GraphRegion {
+  int a, b;     /* the schedule's insts[a..b) */
+  int ops;      /* device operations (callees counted) */
+} GraphRegion;
+
+static int unit_end(const Schedule *S, int j) { return S->run_end[j] ? S->run_end[j] : j + 1; }
+
+static RegionKind unit_kind(Emitter *E, const Schedule *S, int j, const char **why, Span *where, int *ops) {
+  RegionKind k = RGN_HOST;
+  *ops = 0;
+  for (int i = j; i < unit_end(S, j); i++) {
+    RegionKind ki = region_kind(E->c, E->f, S->insts[i], why, where);
+    if (ki == RGN_STOP)
+      return RGN_STOP;
+    if (ki == RGN_DEVICE) {
+      k = RGN_DEVICE;
+      *ops += region_device_ops(E->c, S->insts[i]);
+    }
+  }
+  return k;
+}
+
+/* ---- sinking a host `if` that only reads (a `save` or `print` of a
+ * gradient every N steps) past the device work after it, so that the work
+ * on both sides is one region: the `if` reads nothing that work writes (no
+ * var of the work, no value it frees: those frees move after the `if`),
+ * sets no var, and the work has no host effect to order it against. */
+static void slots_of(IrBlock *b, bool *get, bool *set) {
+  for (IrInst *in = b->head; in; in = in->next) {
+    if (in->op == IR_VAR_GET)
+      get[IR_I(in, SLOT)] = true;
+    if (in->op == IR_VAR_SET || in->op == IR_INDEX_ADD_SLOT)
+      set[IR_I(in, SLOT)] = true;
+    slots_of(&in->body, get, set);
+    slots_of(&in->els, get, set);
+  }
+}
+
+static void values_read(IrBlock *b, bool *read) {
+  for (IrInst *in = b->head; in; in = in->next) {
+    for (int a = 0; a < in->nargs; a++)
+      if (in->args[a] >= 0)
+        read[in->args[a]] = true;
+    values_read(&in->body, read);
+    values_read(&in->els, read);
+  }
+}
+
+static RegionKind unit_kind(Emitter *E, const Schedule *S, int j, const char **why, Span *where, int *ops);
+
+static void sink_ifs(Emitter *E, Schedule *S) {
+  IrFn *f = E->f;
+  Arena *ar = &E->c->arena;
+  int n = S->n, ns = f->nvars + 1, nv = f->nvalues + 1;
+  for (int j = 0; j < n; j++) {
+    IrInst *in = S->insts[j];
+    if (in->op != IR_IF || S->run_end[j] || j + 1 >= n)
+      continue;
+    bool *get = arena_alloc(ar, sizeof(bool) * (size_t)ns), *set = arena_alloc(ar, sizeof(bool) * (size_t)ns);
+    slots_of(&in->body, get, set);
+    slots_of(&in->els, get, set);
+    bool sets = false;
+    for (int k = 0; k < ns; k++)
+      sets |= set[k];
+    if (sets)
+      continue;
+    bool *read = arena_alloc(ar, sizeof(bool) * (size_t)nv);
+    values_read(&in->body, read);
+    values_read(&in->els, read);
+    /* the stretch after it: units of device work and host work up to a stop */
+    int m = j + 1, ops = 0;
+    while (m < n) {
+      const char *why;
+      Span where;
+      int uops = 0;
+      if (unit_kind(E, S, m, &why, &where, &uops) == RGN_STOP)
+        break;
+      bool clash = false;
+      for (int k = m; k < unit_end(S, m); k++) {
+        IrInst *x = S->insts[k];
+        if ((x->op == IR_VAR_SET || x->op == IR_VAR_GET) && (get[IR_I(x, SLOT)] || set[IR_I(x, SLOT)]))
+          clash = true;
+      }
+      if (clash)
+        break;
+      ops += uops;
+      m = unit_end(S, m);
+    }
+    if (m == j + 1 || ops == 0)
+      continue;
+    /* insts[j+1..m) move up one place, the `if` goes to m-1; its frees go
+     * with it, and so do the frees of what it reads */
+    int fa = S->free_after[j], waits = S->wait_head[j];
+    bool sp = S->special[j];
+    for (int k = j + 1; k < m; k++) {
+      int *link = &S->free_after[k], keep = -1, *tail = &keep;
+      for (int v = *link; v >= 0;) {
+        int next = S->next_free[v];
+        if (read[v]) { /* read by the `if`: freed after it */
+          S->next_free[v] = fa;
+          fa = v;
+        } else {
+          *tail = v;
+          tail = &S->next_free[v];
+          *tail = -1;
+        }
+        v = next;
+      }
+      S->insts[k - 1] = S->insts[k];
+      S->free_after[k - 1] = keep;
+      S->special[k - 1] = S->special[k];
+      S->run_end[k - 1] = S->run_end[k] ? S->run_end[k] - 1 : 0;
+      S->gemm[k - 1] = S->gemm[k];
+      S->out[k - 1] = S->out[k];
+      S->wait_head[k - 1] = S->wait_head[k];
+    }
+    /* the `if`'s waits stay where it was: before the first use in the new order */
+    if (waits >= 0) {
+      int last = waits;
+      while (S->wait_next[last] >= 0)
+        last = S->wait_next[last];
+      S->wait_next[last] = S->wait_head[j];
+      S->wait_head[j] = waits;
+    }
+    S->wait_head[m - 1] = -1;
+    S->insts[m - 1] = in;
+    S->free_after[m - 1] = fa;
+    S->special[m - 1] = sp;
+    S->run_end[m - 1] = 0;
+    S->gemm[m - 1] = false;
+    S->out[m - 1] = SCHED_NEW_BUFFER;
+    j = m - 1;
+  }
+}
+
+static void report_region(Emitter *E, const Schedule *S, const GraphRegion *R, int number);
+
+/* The regions of a block of main's loop body, in order; the report lines
+ * (--regions) as it goes. */
+static int find_regions(Emitter *E, const Schedule *S, GraphRegion *out) {
+  int nr = 0, start = -1, last_dev = -1, ops = 0;
+  for (int j = 0; j <= S->n;) {
+    const char *why = NULL;
+    Span where = {0};
+    int uops = 0;
+    RegionKind k = j < S->n ? unit_kind(E, S, j, &why, &where, &uops) : RGN_STOP;
+    if (k == RGN_DEVICE) {
+      if (start < 0)
+        start = j;
+      last_dev = unit_end(S, j);
+      ops += uops;
+    }
+    if (k == RGN_STOP) {
+      if (start >= 0 && ops >= REGION_MIN_OPS) {
+        out[nr++] = (GraphRegion){start, last_dev, ops};
+        if (E->region_report)
+          report_region(E, S, &out[nr - 1], E->ngraphs + nr);
+      }
+      start = -1, ops = 0;
+      if (why && E->region_report) {
+        int line, col;
+        source_position(E->c, where, &line, &col);
+        fprintf(E->region_report, "  %s:%d:%d: stops a region: %s\n", source_file(E->c, where.file)->path, line, col, why);
+      }
+    }
+    j = j < S->n ? unit_end(S, j) : j + 1;
+  }
+  return nr;
+}
+
+static void add_unique(int *xs, int *n, int v) {
+  for (int i = 0; i < *n; i++)
+    if (xs[i] == v)
+      return;
+  xs[(*n)++] = v;
+}
+
+/* What a region reads, releases, writes and freezes (its host scalars). */
+typedef struct RegionIO {
+  int *ins, nin, *in_slots, nin_slots;     /* tensor inputs: values, var slots */
+  int *kills, nkills, *kill_slots, nkill_slots; /* what the region's code releases */
+  int *scalars, nsc;                       /* host numbers its device work takes */
+  int *outs, nouts, *out_slots, nout_slots; /* results: values read after it, tensor vars it sets */
+  int lo, hi;                              /* its source lines */
+  const char *label;                       /* "f.spmd:12-20" */
+  const char *names;                       /* the host scalars' names, "step,lr" */
+} RegionIO;
+
+/* the defining instruction's source, or the value's variable */
+static const char *scalar_name(Emitter *E, IrInst **defs, int v) {
+  if (E->f->values[v].hint)
+    return E->f->values[v].hint;
+  if (!defs[v])
+    return vname(E, v);
+  StrBuf sb;
+  sb_init(&sb, &E->c->arena);
+  for (const char *p = source_text(E, defs[v]->span); *p; p++)
+    sb_putc(&sb, *p == ',' ? ';' : *p);
+  return sb.data;
+}
+
+static void note_defs(IrBlock *b, IrInst **defs) {
+  for (IrInst *in = b->head; in; in = in->next) {
+    for (int d = 0; d < in->ndst; d++)
+      if (in->dst[d] >= 0)
+        defs[in->dst[d]] = in;
+    note_defs(&in->body, defs);
+    note_defs(&in->els, defs);
+  }
+}
+
+static void region_io(Emitter *E, const Schedule *S, const GraphRegion *R, RegionIO *io) {
+  IrFn *f = E->f;
+  Arena *ar = &E->c->arena;
+  int nv = f->nvalues + 1, ns = f->nvars + 1;
+  bool *def = arena_alloc(ar, sizeof(bool) * (size_t)nv);
+  int *freed_at = arena_alloc(ar, sizeof(int) * (size_t)nv);
+  bool *set_slot = arena_alloc(ar, sizeof(bool) * (size_t)ns);
+  IrInst **defs = arena_alloc(ar, sizeof(IrInst *) * (size_t)nv);
+  note_defs(&f->body, defs);
+  for (int v = 0; v < nv; v++)
+    freed_at[v] = -1;
+  for (int k = 0; k < S->n; k++)
+    for (int v = S->free_after[k]; v >= 0; v = S->next_free[v])
+      freed_at[v] = k;
+  memset(io, 0, sizeof *io);
+  io->ins = arena_alloc(ar, sizeof(int) * (size_t)nv);
+  io->kills = arena_alloc(ar, sizeof(int) * (size_t)nv);
+  io->scalars = arena_alloc(ar, sizeof(int) * (size_t)nv);
+  io->outs = arena_alloc(ar, sizeof(int) * (size_t)nv);
+  io->in_slots = arena_alloc(ar, sizeof(int) * (size_t)ns);
+  io->kill_slots = arena_alloc(ar, sizeof(int) * (size_t)ns);
+  io->out_slots = arena_alloc(ar, sizeof(int) * (size_t)ns);
+  for (int k = R->a; k < R->b; k++) {
+    IrInst *in = S->insts[k];
+    if (region_hoisted(E->c, f, in))
+      continue;
+    int line, col;
+    source_position(E->c, in->span, &line, &col);
+    if (!io->lo || line < io->lo)
+      io->lo = line;
+    if (line > io->hi)
+      io->hi = line;
+    for (int a = 0; a < in->nargs; a++) {
+      int v = in->args[a];
+      if (v < 0)
+        continue;
+      TypeKind tk = f->values[v].type->kind;
+      if (is_tensor(E, v)) {
+        if (!def[v])
+          add_unique(io->ins, &io->nin, v);
+      } else if ((tk == TY_INT || tk == TY_FLOAT || tk == TY_BOOL) && !(defs[v] && defs[v]->op == IR_HOST_CONST))
+        add_unique(io->scalars, &io->nsc, v); /* a literal cannot change: not compared */
+    }
+    if (in->op == IR_VAR_GET && !set_slot[IR_I(in, SLOT)])
+      add_unique(io->in_slots, &io->nin_slots, (int)IR_I(in, SLOT));
+    if (in->op == IR_VAR_GET && S->special[k])
+      add_unique(io->kill_slots, &io->nkill_slots, (int)IR_I(in, SLOT));
+    if (in->op == IR_VAR_SET) {
+      set_slot[IR_I(in, SLOT)] = true;
+      add_unique(io->kill_slots, &io->nkill_slots, (int)IR_I(in, SLOT));
+      add_unique(io->out_slots, &io->nout_slots, (int)IR_I(in, SLOT));
+    }
+    for (int d = 0; d < in->ndst; d++)
+      if (in->dst[d] >= 0)
+        def[in->dst[d]] = true;
+    for (int v = S->free_after[k]; v >= 0; v = S->next_free[v])
+      if (!def[v])
+        add_unique(io->kills, &io->nkills, v);
+  }
+  for (int k = R->a; k < R->b; k++) {
+    IrInst *in = S->insts[k];
+    if (region_hoisted(E->c, f, in))
+      continue;
+    for (int d = 0; d < in->ndst; d++) {
+      int v = in->dst[d];
+      if (v >= 0 && is_tensor(E, v) && freed_at[v] >= R->b)
+        add_unique(io->outs, &io->nouts, v);
+    }
+  }
+  StrBuf names;
+  sb_init(&names, ar);
+  for (int i = 0; i < io->nsc; i++)
+    sb_printf(&names, "%s%s", i ? "," : "", scalar_name(E, defs, io->scalars[i]));
+  io->names = names.data ? names.data : "";
+  io->label = arena_sprintf(ar, "%s:%d-%d", source_file(E->c, S->insts[R->a]->span.file)->path, io->lo, io->hi);
+}
+
+static void report_region(Emitter *E, const Schedule *S, const GraphRegion *R, int number) {
+  RegionIO io;
+  region_io(E, S, R, &io);
+  StrBuf names; /* `a`, `b + 1` */
+  sb_init(&names, &E->c->arena);
+  sb_putc(&names, '`');
+  for (const char *p = io.names; *p; p++)
+    sb_puts(&names, *p == ',' ? "`, `" : (char[]){*p, 0});
+  sb_putc(&names, '`');
+  fprintf(E->region_report, "  %s: region %d: capturable: %d device operations; %d tensor inputs, %d results; "
+                            "host scalars frozen in the graph (it runs eagerly when one changes): %s\n",
+          io.label, number, R->ops, io.nin + io.nin_slots, io.nouts + io.nout_slots, io.nsc ? names.data : "none");
+}
+
+/* Before insts[R->a]: the hoisted host work, then rt_region_begin with the
+ * region's tensor inputs, what dies in it, its host scalars. */
+static void emit_region_begin(Emitter *E, const Schedule *S, const GraphRegion *R, int ind, int number,
+                              RegionIO *io) {
+  IrFn *f = E->f;
+  region_io(E, S, R, io);
+  /* the host work first: it runs every iteration */
+  out(E, ind, "/* graph region %d: the host work of %s, before it */\n", number, io->label);
+  for (int k = R->a; k < R->b; k++)
+    if (region_hoisted(E->c, f, S->insts[k]))
+      emit_at(E, S->insts, k, S->special, ind);
+  out(E, ind, "{ /* graph region %d: %s, %d device operations: run, captured once, then replayed "
+              "(runtime/graph.c) */\n", number, io->label, R->ops);
+  out(E, ind + 1, "static rt_graph_region *graph_ = NULL;\n");
+  int nin = io->nin + io->nin_slots, nkill = io->nkills + io->nkill_slots;
+  if (nin) {
+    out(E, ind + 1, "rt_tensor **in_[] = {");
+    for (int i = 0; i < io->nin; i++)
+      fprintf(E->out, "%s&%s", i ? ", " : "", vname(E, io->ins[i]));
+    for (int i = 0; i < io->nin_slots; i++)
+      fprintf(E->out, "%s&%s", io->nin + i ? ", " : "", varname(E, io->in_slots[i]));
+    fputs("};\n", E->out);
+  }
+  if (nkill) {
+    out(E, ind + 1, "rt_tensor **dies_[] = {");
+    for (int i = 0; i < io->nkills; i++)
+      fprintf(E->out, "%s&%s", i ? ", " : "", vname(E, io->kills[i]));
+    for (int i = 0; i < io->nkill_slots; i++)
+      fprintf(E->out, "%s&%s", io->nkills + i ? ", " : "", varname(E, io->kill_slots[i]));
+    fputs("};\n", E->out);
+  }
+  if (io->nsc) {
+    out(E, ind + 1, "const uint64_t host_[] = {");
+    for (int i = 0; i < io->nsc; i++) {
+      int v = io->scalars[i];
+      fprintf(E->out, "%s%s(%s)", i ? ", " : "", f->values[v].type->kind == TY_FLOAT ? "rt_region_f" : "rt_region_i",
+              vname(E, v));
+    }
+    fputs("};\n", E->out);
+  }
+  out(E, ind + 1, "if (rt_region_begin(ctx, &graph_, %s, %s, %d, %s, %d, %s, %d, %s)) {\n", c_string(E, io->label),
+      nin ? "in_" : "NULL", nin, nkill ? "dies_" : "NULL", nkill, io->nsc ? "host_" : "NULL", io->nsc,
+      c_string(E, io->names));
+}
+
+static void emit_region_end(Emitter *E, const RegionIO *io, int ind) {
+  int n = io->nouts + io->nout_slots;
+  if (n) {
+    out(E, ind + 2, "rt_tensor *out_[] = {");
+    for (int i = 0; i < io->nouts; i++)
+      fprintf(E->out, "%s%s", i ? ", " : "", vname(E, io->outs[i]));
+    for (int i = 0; i < io->nout_slots; i++)
+      fprintf(E->out, "%s%s", io->nouts + i ? ", " : "", varname(E, io->out_slots[i]));
+    fputs("};\n", E->out);
+  }
+  out(E, ind + 2, "rt_region_end(ctx, graph_, %s, %d);\n", n ? "out_" : "NULL", n);
+  out(E, ind + 1, "} else { /* replayed: its results */\n");
+  for (int i = 0; i < io->nouts; i++)
+    out(E, ind + 2, "%s = rt_region_out(ctx, graph_, %d);\n", vname(E, io->outs[i]), i);
+  for (int i = 0; i < io->nout_slots; i++) {
+    int s = io->out_slots[i];
+    out(E, ind + 2, "%s = rt_region_out(ctx, graph_, %d);\n", varname(E, s), io->nouts + i);
+    if (E->slot_kind && E->slot_kind[s] != MEM_SLOT_TEMP) /* docs/memory.md */
+      out(E, ind + 2, "rt_mem_hold(ctx, %d, %s, %s);\n", s, varname(E, s),
+          E->slot_kind[s] == MEM_SLOT_PARAM ? "RT_MEM_PARAM" : "RT_MEM_OPT");
+  }
+  out(E, ind + 1, "}\n");
+  out(E, ind, "}\n");
+}
+
 /* Emits a block; each tensor it defines is freed after its last use in it. */
 static void emit_block(Emitter *E, IrBlock *b, int ind) {
   E->at_line = 0; /* a loop's body runs after its end, a branch after the other */
@@ -1044,7 +1435,22 @@ static void emit_block(Emitter *E, IrBlock *b, int ind) {
   int n = S.n, blk = S.blk, j;
   int *free_after = S.free_after, *next_free = S.next_free, *wait_head = S.wait_head, *wait_next = S.wait_next;
   bool *special = S.special;
+  /* graph regions: main's loop bodies, on the CUDA target (or --regions) */
+  GraphRegion *regions = NULL;
+  int nregions = 0, cur = 0, outer = ind;
+  RegionIO io = {0};
+  if (E->f == E->p->main && E->loop_depth > 0 && !E->in_region && (E->tgt != &target_cpu || E->region_report)) {
+    sink_ifs(E, &S);
+    regions = arena_alloc(&E->c->arena, sizeof(GraphRegion) * (size_t)(n + 1));
+    nregions = find_regions(E, &S, regions);
+  }
   for (j = 0; j < n;) {
+    if (cur < nregions && j == regions[cur].a) {
+      emit_region_begin(E, &S, &regions[cur], outer, ++E->ngraphs, &io);
+      E->in_region = true;
+      ind = outer + 2;
+      E->at_line = 0;
+    }
     int run = S.run_end[j] ? S.run_end[j] - j : 0;
     for (int k = j; k < j + (run ? run : 1); k++)
       for (int v = wait_head[k]; v >= 0; v = wait_next[v])
@@ -1067,6 +1473,13 @@ static void emit_block(Emitter *E, IrBlock *b, int ind) {
       for (int v = free_after[k]; v >= 0; v = next_free[v])
         out(E, ind, "rt_free(ctx, %s); %s = NULL;\n", vname(E, v), vname(E, v));
     j += run;
+    if (cur < nregions && j == regions[cur].b) {
+      emit_region_end(E, &io, outer);
+      E->in_region = false;
+      ind = outer;
+      E->at_line = 0;
+      cur++;
+    }
   }
 }
 
@@ -1522,9 +1935,11 @@ static void mark_reachable(IrFn *f) {
 }
 
 /* The host program of any target (and with cu, the CUDA target's kernels). */
+static FILE *region_report; /* emit_regions: where emit_program describes them */
+
 bool emit_program(Compiler *c, IrProgram *p, const Target *tgt, FILE *fp, FILE *cu, const char *source_path) {
   Emitter E = {.c = c, .p = p, .out = fp, .tgt = tgt, .cu = cu,
-               .slot_kind = p->main ? mem_slot_kinds(c, p->main) : NULL};
+               .slot_kind = p->main ? mem_slot_kinds(c, p->main) : NULL, .region_report = region_report};
   for (IrFn *f = p->fns; f; f = f->next)
     f->emitted = !p->main;
   if (p->main)
@@ -1583,6 +1998,24 @@ bool emit_program(Compiler *c, IrProgram *p, const Target *tgt, FILE *fp, FILE *
     free(protos);
   }
   return true;
+}
+
+bool emit_regions(Compiler *c, IrProgram *p, FILE *report, const char *source_path) {
+  char *b1 = NULL, *b2 = NULL;
+  size_t n1 = 0, n2 = 0;
+  FILE *o = open_memstream(&b1, &n1), *cu = open_memstream(&b2, &n2);
+  if (!o || !cu)
+    diag_fatal(c, "out of memory");
+  fprintf(report, "graph regions of %s: the CUDA target runs each once, captures it as a CUDA graph, then replays it "
+                  "(docs/runtime.md \"Graph regions\")\n", source_path);
+  region_report = report;
+  bool ok = emit_program(c, p, &target_cuda, o, cu, source_path);
+  region_report = NULL;
+  fclose(o);
+  fclose(cu);
+  free(b1);
+  free(b2);
+  return ok;
 }
 
 bool emit_c(Compiler *c, IrProgram *p, FILE *fp, const char *source_path) {

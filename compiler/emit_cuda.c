@@ -164,10 +164,11 @@ static void cuda_fused(Emitter *E, const FusedRegion *r, int ind) {
   fputs("  if (n_ <= 0)\n    return;\n", E->cu);
   fprintf(E->cu, "  %s_kernel<<<rt_grid_blocks(n_), RT_BLOCK_THREADS, 0, rt_kernel_stream(ctx)>>>(n_%s);\n", name, ns);
   fprintf(E->cu, "  rt_kernel_launched(ctx, \"fused (%s)\");\n", where);
-  fputs("#else /* the simulation: the same body, a loop on the host */\n", E->cu);
-  fputs("  rt_sim_launch_begin(ctx);\n", E->cu);
-  fprintf(E->cu, "  for (int64_t i_ = 0; i_ < n_; i_++)\n    %s_body(i_%s);\n", name, ns);
-  fputs("  rt_sim_launch_end(ctx);\n#endif\n}\n\n", E->cu);
+  fputs("#else /* the simulation: the same body, a loop on the host (recorded in a graph's capture) */\n", E->cu);
+  fputs("  rt_sim_kernel(ctx, [=]() {\n", E->cu);
+  fputs("    rt_sim_launch_begin(ctx);\n", E->cu);
+  fprintf(E->cu, "    for (int64_t i_ = 0; i_ < n_; i_++)\n      %s_body(i_%s);\n", name, ns);
+  fputs("    rt_sim_launch_end(ctx);\n  });\n#endif\n}\n\n", E->cu);
   E->out = host;
 }
 

@@ -256,6 +256,8 @@ void ad_differentiate(Compiler *c, IrProgram *p);
 bool emit_check(Compiler *c, IrProgram *p);
 /* emit_c.c: the C of the CPU target */
 bool emit_c(Compiler *c, IrProgram *p, FILE *out, const char *source_path);
+/* --regions: the graph regions of main's loops and what stops them */
+bool emit_regions(Compiler *c, IrProgram *p, FILE *report, const char *source_path);
 /* --target=cuda: the host C (out) and the kernels (cu, CUDA C++) */
 bool emit_cuda(Compiler *c, IrProgram *p, FILE *out, FILE *cu, const char *source_path);
 /* The header of the program's export fns; false if it has none. */

@@ -17,7 +17,7 @@
 
 typedef enum {
   MODE_COMPILE, MODE_CHECK, MODE_DUMP_AST, MODE_DUMP_TYPES, MODE_DUMP_IR, MODE_COMM_REPORT, MODE_MEMORY_REPORT,
-  MODE_EMIT_C, MODE_RUN, MODE_SHARED
+  MODE_REGIONS, MODE_EMIT_C, MODE_RUN, MODE_SHARED
 } Mode;
 
 typedef struct Driver {
@@ -60,6 +60,8 @@ static const char usage_text[] =
     "  --dump-types      print every binding with its inferred type\n"
     "  --dump-ir         print the IR after autodiff\n"
     "  --comm-report     list every collective, forward and backward, with bytes per rank\n"
+    "  --regions         list the graph regions of main's loops (the stretches of device work the\n"
+    "                    CUDA target captures and replays) and what stops each one\n"
     "  --memory-report   per rank: parameters, optimizer state, residuals and the peak of\n"
     "                    temporaries, as formulas of the axis sizes and in bytes\n"
     "  --mesh a=n,...    the mesh whose numbers --memory-report prints (default: the declared sizes)\n"
@@ -176,6 +178,8 @@ static void parse_args(Driver *d, Compiler *c, int argc, char **argv) {
       set_mode(d, MODE_DUMP_TYPES, a);
     } else if (strcmp(a, "--dump-ir") == 0) {
       set_mode(d, MODE_DUMP_IR, a);
+    } else if (strcmp(a, "--regions") == 0) {
+      set_mode(d, MODE_REGIONS, a);
     } else if (strcmp(a, "--comm-report") == 0) {
       set_mode(d, MODE_COMM_REPORT, a);
     } else if (strcmp(a, "--memory-report") == 0) {
@@ -241,7 +245,7 @@ static void parse_args(Driver *d, Compiler *c, int argc, char **argv) {
   if (d->format == DIAG_FORMAT_SARIF) {
     static const char *const writes_stdout[] = {
         [MODE_DUMP_AST] = "--dump-ast", [MODE_DUMP_TYPES] = "--dump-types", [MODE_DUMP_IR] = "--dump-ir",
-        [MODE_COMM_REPORT] = "--comm-report", [MODE_MEMORY_REPORT] = "--memory-report", [MODE_RUN] = "spmdc run"};
+        [MODE_COMM_REPORT] = "--comm-report", [MODE_REGIONS] = "--regions", [MODE_MEMORY_REPORT] = "--memory-report", [MODE_RUN] = "spmdc run"};
     const char *other = d->print_paths ? "--print-paths"
                         : d->mode == MODE_EMIT_C && d->output && strcmp(d->output, "-") == 0 ? "-S -o -"
                         : d->mode < (int)(sizeof writes_stdout / sizeof *writes_stdout) ? writes_stdout[d->mode]
@@ -855,6 +859,8 @@ int main(int argc, char **argv) {
       ir_dump(c, &prog, stdout);
     } else if (d.mode == MODE_COMM_REPORT) {
       comm_report(c, &prog, stdout, d.input);
+    } else if (d.mode == MODE_REGIONS) {
+      status = emit_regions(c, &prog, stdout, d.input) ? 0 : 1;
     } else if (d.mode == MODE_MEMORY_REPORT) {
       long long sizes[MAX_MESH_AXES] = {0};
       if (d.mesh && !parse_mesh(c, &mesh, d.mesh, sizes))

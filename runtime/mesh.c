@@ -8,7 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "rt_internal.h"
+#include "rt_graph.h"
 
 static rt_ctx *ctx_new(void)
 {
@@ -173,6 +173,7 @@ rt_ctx *rt_init_lib(int naxes, const char *const *names, const int *sizes, const
 int rt_finalize(rt_ctx *ctx)
 {
     rt_wait_all(ctx);
+    rt_graphs_free(ctx);
     rt_ring_free(ctx);
     rt_trace_finish(ctx);
     rt_bf16_mpi_free(ctx);

@@ -5,7 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "rt_internal.h"
+#include "rt_graph.h"
 
 /* class of a request and its capacity: 64,128,192,256, then 2^e*{5,6,7,8}/4 */
 static int size_class(size_t n, size_t *cap)
@@ -27,6 +27,8 @@ void *rt_pool_alloc(rt_ctx *ctx, size_t bytes, size_t *cap)
     double t0 = rt_measuring(ctx) ? rt_now() : 0;
     int c = size_class(bytes, cap);
     void *p;
+    if (ctx->graphs && rt_graph_pool_take(ctx, *cap, &p)) /* a graph's capture: its own buffers first */
+        return p;
     bool fresh = !(c < RT_NCLASS && ctx->pool[c].n > 0);
     if (!fresh) {
         ctx->pool_cached -= *cap;
@@ -58,6 +60,8 @@ static void keep(rt_ctx *ctx, rt_freelist *fl, void *p, size_t cap)
 void rt_pool_release(rt_ctx *ctx, void *p, size_t cap)
 {
     if (!p)
+        return;
+    if (ctx->graphs && rt_graph_pool_keep(ctx, p, cap)) /* a graph's capture: the graph keeps it */
         return;
     size_t check;
     int c = size_class(cap, &check);

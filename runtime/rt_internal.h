@@ -105,6 +105,7 @@ struct rt_ctx {
 
     rt_freelist pool[RT_NCLASS];
     size_t pool_cached, pool_limit;
+    struct rt_graphs *graphs; /* graph regions (graph.c), NULL until the first */
 
     rt_error_hook hook;
     void *hook_user;

@@ -560,6 +560,42 @@ rt_tensor *rt_token_batch(rt_ctx *ctx, const char *path, uint64_t seed, int64_t 
 /* Whether path exists (rank 0 looks; every rank gets its answer). */
 bool rt_exists(rt_ctx *ctx, const char *path);
 
+/* ----------------------------------------------------------- graph regions
+ * A capturable region of a loop's body (spmdc --regions, docs/runtime.md
+ * "Graph regions", graph.c): the CUDA target runs it eagerly once (its
+ * warm-up: plans, communicators and buffers are made there, and anything in
+ * it that waits for the device keeps the region eager), captures it as a
+ * CUDA graph on the next iteration, then replays the graph. The generated
+ * code:
+ *     if (rt_region_begin(ctx, &r, "f.spmd:12-20", in, nin, dies, ndies, host, nhost, "step,lr")) {
+ *       ... the region's host code, run eagerly or captured ...
+ *       rt_region_end(ctx, r, out, nout);
+ *     } else {
+ *       y = rt_region_out(ctx, r, 0); ...   (replayed: its results)
+ *     }
+ * in: the region's tensor inputs (the variables holding them); dies: the
+ * variables whose reference the region's code releases; host: its host
+ * scalars (rt_region_i, rt_region_f), whose names are host_names (commas).
+ * A replay copies each input into the buffer the graph reads (unless it is
+ * that buffer), releases dies (setting them NULL), launches the graph and
+ * returns false; the results are then the graph's buffers. It runs eagerly
+ * (returns true) when SPMD_GRAPHS=0, on the CPU target, when a host scalar
+ * differs from the captured one, or when a buffer the graph writes is still
+ * held by the program: never a wrong result. */
+typedef struct rt_graph_region rt_graph_region;
+static inline uint64_t rt_region_i(int64_t v) { return (uint64_t)v; }
+static inline uint64_t rt_region_f(double v)
+{
+    union { double d; uint64_t u; } b;
+    b.d = v;
+    return b.u;
+}
+bool rt_region_begin(rt_ctx *ctx, rt_graph_region **r, const char *label, rt_tensor **const *in, int nin,
+                     rt_tensor **const *dies, int ndies, const uint64_t *host, int nhost,
+                     const char *host_names);
+void rt_region_end(rt_ctx *ctx, rt_graph_region *r, rt_tensor *const *out, int nout);
+rt_tensor *rt_region_out(rt_ctx *ctx, rt_graph_region *r, int i); /* a new reference */
+
 /* --------------------------------------------------------- trace, profile */
 
 void rt_trace_begin(rt_ctx *ctx, const char *name);  /* user regions; nest */

@@ -82,6 +82,24 @@ static inline void rt_sim_launch_end(rt_ctx *ctx) {
   if (rt_sim_close)
     rt_sim_close();
 }
+#ifdef __cplusplus
+/* A launch of the simulation: run (a closure over the body's loop) now, or,
+ * during a graph's capture (the CUDA runtime's simulation library), record
+ * it for the graph's replays. */
+extern "C" int rt_sim_record_c(void (*run)(void *), void *arg, void (*del)(void *)) __attribute__((weak));
+template <class F> static void rt_sim_run_(void *f) { (*static_cast<F *>(f))(); }
+template <class F> static void rt_sim_del_(void *f) { delete static_cast<F *>(f); }
+template <class F> static inline void rt_sim_kernel(rt_ctx *ctx, F f) {
+  (void)ctx;
+  if (rt_sim_record_c) {
+    F *copy = new F(f);
+    if (rt_sim_record_c(&rt_sim_run_<F>, copy, &rt_sim_del_<F>))
+      return;
+    delete copy;
+  }
+  f();
+}
+#endif
 #endif
 
 #endif /* SPMDRT_KERNELS_H */

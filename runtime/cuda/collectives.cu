@@ -2,9 +2,11 @@
  * NCCL, one communicator per mesh-axis tuple split from the world's
  * (ncclGetUniqueId + MPI_Bcast, then ncclCommSplit with the member order of
  * the MPI group), on the compute stream; and the host-staged path, when
- * ranks share a GPU (NCCL refuses two ranks on one device) or in the
- * simulation build: the data go through pinned host memory and the same
- * MPI calls as the CPU target (comm.c). Blocks of a sharded dim are packed
+ * ranks share a GPU (NCCL refuses two ranks on one device) or
+ * SPMD_COLL=host: the data go through pinned host memory and the same MPI
+ * calls as the CPU target (comm.c). The simulation build stands in for
+ * NCCL with those MPI calls as one stream-ordered operation (sim_coll,
+ * recorded by a graph's capture). Blocks of a sharded dim are packed
  * on the device before and unpacked after, with the strided-copy kernel.
  * avg is a sum, then a scale (as on the CPU). The non-blocking all_reduce
  * is eager for now: rt_all_reduce_start reduces at once and rt_wait has
@@ -62,7 +64,11 @@ void rt_cuda_comm_setup(rt_ctx *ctx)
 #ifdef RT_SIM
     RT_CHECK(ctx, strcmp(want, "nccl") != 0,
              "SPMD_COLL=nccl: the simulation build has no NCCL (its collectives go through the host)");
-    c->nccl = false;
+    /* nccl here: the simulation's stand-in for NCCL (sim_coll), a device
+     * operation in stream order (recorded by a graph's capture) that moves
+     * the data through host memory and MPI when it runs; SPMD_COLL=host:
+     * the staged path, which waits for the device as on a GPU */
+    c->nccl = strcmp(want, "host") != 0;
 #else
     int gpus = 0;
     RT_CU(ctx, cudaGetDeviceCount(&gpus));
@@ -117,6 +123,7 @@ typedef enum { H_ALLREDUCE, H_ALLGATHER, H_REDUCE_SCATTER, H_ALLTOALL } host_op;
 static void host_coll(rt_ctx *ctx, host_op k, rt_group *g, rt_dtype dt, rt_reduce_op op,
                       const void *in, int64_t n_in, void *out, int64_t n_out)
 {
+    rt_dev_host_sync(ctx, "a collective through host memory"); /* graph regions stay eager */
     size_t esz = rt_dtype_size(dt);
     char *buf = (char *)rt_dev_staging(ctx, (size_t)(n_in + n_out) * esz);
     char *hin = buf, *hout = buf + (size_t)n_in * esz;
@@ -185,6 +192,7 @@ static ncclComm_t nccl_comm(rt_ctx *ctx, rt_group *g)
  * aborts the communicator and stops every rank instead of hanging */
 static void nccl_wait(rt_ctx *ctx, ncclComm_t comm, const char *what)
 {
+    rt_dev_host_sync(ctx, "NCCL's completion poll"); /* graph regions stay eager */
     for (;;) {
         cudaError_t q = cudaStreamQuery((cudaStream_t)ctx->tgt->stream);
         if (q == cudaSuccess)
@@ -209,11 +217,63 @@ static void nccl_wait(rt_ctx *ctx, ncclComm_t comm, const char *what)
     } while (0)
 #endif
 
+#ifdef RT_SIM
+/* the simulation's NCCL: host_coll's MPI calls on a copy of the device
+ * buffers, as one device operation (recorded during a graph's capture, run
+ * by its replays in the same order on every rank) */
+static void sim_coll(rt_ctx *ctx, host_op k, rt_group *g, rt_dtype dt, rt_reduce_op op,
+                     const void *in, int64_t n_in, void *out, int64_t n_out)
+{
+    auto run = [=]() {
+        size_t esz = rt_dtype_size(dt);
+        char *hin = (char *)malloc((size_t)(n_in + n_out) * esz + 1);
+        RT_CHECK(ctx, hin != NULL, "out of memory");
+        char *hout = hin + (size_t)n_in * esz;
+        rt_sim_open();
+        memcpy(hin, in, (size_t)n_in * esz);
+        rt_sim_close();
+        MPI_Datatype t = rt_mpi_type(dt);
+        switch (k) {
+        case H_ALLREDUCE: {
+            MPI_Op mop = rt_mpi_op(ctx, op, dt);
+            RT_CALL_MPI(ctx, rt_coll_allreduce(ctx, hin, hout, rt_mpi_count(ctx, n_in), t, mop, g));
+            break;
+        }
+        case H_ALLGATHER:
+            RT_CALL_MPI(ctx, MPI_Allgather(hin, rt_mpi_count(ctx, n_in), t, hout,
+                                           rt_mpi_count(ctx, n_in), t, g->comm));
+            break;
+        case H_REDUCE_SCATTER:
+            RT_CALL_MPI(ctx, MPI_Reduce_scatter_block(hin, hout, rt_mpi_count(ctx, n_out), t,
+                                                      rt_mpi_op(ctx, RT_RED_SUM, dt), g->comm));
+            break;
+        case H_ALLTOALL:
+            RT_CALL_MPI(ctx, MPI_Alltoall(hin, rt_mpi_count(ctx, n_in / g->size), t, hout,
+                                          rt_mpi_count(ctx, n_in / g->size), t, g->comm));
+            break;
+        }
+        rt_sim_open();
+        memcpy(out, hout, (size_t)n_out * esz);
+        rt_sim_close();
+        free(hin);
+    };
+    if (rt_sim_capturing())
+        rt_sim_record(run);
+    else
+        run();
+}
+#endif
+
 /* the same as host_coll, on NCCL */
 static void coll(rt_ctx *ctx, host_op k, rt_group *g, rt_dtype dt, rt_reduce_op op,
                  const void *in, int64_t n_in, void *out, int64_t n_out)
 {
-#ifndef RT_SIM
+#ifdef RT_SIM
+    if (ctx->tgt->comm && ctx->tgt->comm->nccl) {
+        sim_coll(ctx, k, g, dt, op, in, n_in, out, n_out);
+        return;
+    }
+#else
     if (use_nccl(ctx)) {
         ncclComm_t c = nccl_comm(ctx, g);
         cudaStream_t s = (cudaStream_t)ctx->tgt->stream;

@@ -100,14 +100,34 @@ void rt_kernel_launched(rt_ctx *ctx, const char *what);
  * generated kernel opens them around its loop) */
 void rt_sim_open(void);
 void rt_sim_close(void);
+/* sim.cpp: a graph's capture records each launch, GEMM, copy and collective
+ * instead of running it (rt_sim_record); the replay runs the recording */
+bool rt_sim_capturing(void);
+void rt_sim_capture_begin(void);
+void *rt_sim_capture_end(void);
+void rt_sim_graph_launch(void *g);
+void rt_sim_graph_free(void *g);
+long rt_sim_graph_nodes(void *g);
 #else
 void rt_launch_check_(rt_ctx *ctx); /* the launch's error; SPMD_CUDA_SYNC=1 waits */
+/* graph.cu: a buffer allocated during a capture (cudaMalloc), and its free
+ * (false: not one of them) */
+cudaError_t rt_cuda_capture_alloc(void **p, size_t bytes);
+bool rt_cuda_capture_free(void *p);
 #endif
+/* target.cu: the target waits for the device (rt_graph_host_sync, named
+ * with the op being run) */
+void rt_dev_host_sync(rt_ctx *ctx, const char *what);
 
 /* tensor_data.cu: copies shared by the kernels */
 rt_tensor *rt_cuda_strided_copy(rt_ctx *ctx, const rt_tensor *x, int ndim, const int64_t *shape,
                                 const int64_t *src_strides, int64_t src_off);
 } /* extern "C" */
+
+#ifdef RT_SIM
+#include <functional>
+void rt_sim_record(std::function<void()> op); /* sim.cpp: during a capture */
+#endif
 
 /* ---- launches: f(i) for i in [0, n), each i independent */
 #ifdef RT_SIM
@@ -116,6 +136,15 @@ template <class F> static void rt_launch(rt_ctx *ctx, int64_t n, F f)
     (void)ctx;
     if (n <= 0)
         return;
+    if (rt_sim_capturing()) {
+        rt_sim_record([=]() {
+            rt_sim_open();
+            for (int64_t i = 0; i < n; i++)
+                f(i);
+            rt_sim_close();
+        });
+        return;
+    }
     rt_sim_open();
     for (int64_t i = 0; i < n; i++)
         f(i);
@@ -219,6 +248,16 @@ template <class F> static void rt_launch_rows(rt_ctx *ctx, int64_t nrows, F f)
     (void)ctx;
     if (nrows <= 0)
         return;
+    if (rt_sim_capturing()) {
+        rt_sim_record([=]() {
+            rt_sim_open();
+            rt_warp w;
+            for (int64_t r = 0; r < nrows; r++)
+                f(w, r);
+            rt_sim_close();
+        });
+        return;
+    }
     rt_sim_open();
     rt_warp w;
     for (int64_t r = 0; r < nrows; r++)

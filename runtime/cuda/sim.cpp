@@ -10,6 +10,9 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include <memory>
+#include <vector>
+
 #include "dev.h"
 
 namespace {
@@ -87,4 +90,59 @@ void rt_sim_close(void)
         protect_all(PROT_NONE);
 }
 
+/* ---- graphs: a capture records the launches, GEMMs, copies and
+ * collectives of the host code it runs (dev.h's rt_launch, target.cu's
+ * copies) instead of running them, as cudaStreamBeginCapture does; a replay
+ * runs the recording, not the host code. Device memory stays closed during
+ * a capture: host code that reads it faults, and graph.c stops on any
+ * synchronisation or copy to or from the host (rt_graph_host_sync). */
+struct sim_graph {
+    std::vector<std::function<void()>> ops;
+};
+static sim_graph *capturing_now;
+
+bool rt_sim_capturing(void) { return capturing_now != nullptr; }
+
+void rt_sim_capture_begin(void)
+{
+    if (capturing_now) {
+        fprintf(stderr, "spmd: simulated device: a capture inside a capture\n");
+        abort();
+    }
+    capturing_now = new sim_graph;
+}
+
+void *rt_sim_capture_end(void)
+{
+    sim_graph *g = capturing_now;
+    capturing_now = nullptr;
+    return g;
+}
+
+void rt_sim_graph_launch(void *g)
+{
+    for (auto &op : static_cast<sim_graph *>(g)->ops)
+        op();
+}
+
+void rt_sim_graph_free(void *g) { delete static_cast<sim_graph *>(g); }
+
+long rt_sim_graph_nodes(void *g) { return (long)static_cast<sim_graph *>(g)->ops.size(); }
+
+/* spmdrt_kernels.h: a generated kernel's launch during a capture (its
+ * closure, arg, deleted with del when the graph is) */
+int rt_sim_record_c(void (*run)(void *), void *arg, void (*del)(void *))
+{
+    if (!capturing_now)
+        return 0;
+    std::shared_ptr<void> a(arg, del);
+    capturing_now->ops.push_back([run, a]() { run(a.get()); });
+    return 1;
+}
+
 } /* extern "C" */
+
+void rt_sim_record(std::function<void()> op)
+{
+    capturing_now->ops.push_back(std::move(op));
+}

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "dev.h"
+#include "rt_graph.h"
 
 #ifndef RT_SIM
 #include <cublasLt.h>
@@ -152,7 +153,10 @@ void *rt_dev_alloc(rt_ctx *ctx, size_t bytes)
     p = rt_sim_map(bytes);
     if (!p)
 #else
-    cudaError_t e = cudaMallocAsync(&p, bytes ? bytes : 1, (cudaStream_t)ctx->tgt->stream);
+    /* a graph's capture (graph.cu): not stream-ordered, so that the buffer
+     * is the program's (relaxed capture allows it) */
+    cudaError_t e = rt_graph_capturing(ctx) ? rt_cuda_capture_alloc(&p, bytes ? bytes : 1)
+                                            : cudaMallocAsync(&p, bytes ? bytes : 1, (cudaStream_t)ctx->tgt->stream);
     if (e == cudaErrorMemoryAllocation)
 #endif
     {
@@ -174,9 +178,14 @@ void rt_dev_free(rt_ctx *ctx, void *p, size_t bytes)
         return;
     ctx->tgt->bytes_in_use -= bytes;
 #ifdef RT_SIM
+    if (rt_graph_capturing(ctx)) /* not reached: the pool keeps what a capture frees */
+        rt_fail(ctx, "internal error: a device buffer freed during a graph capture");
     rt_sim_unmap(p, bytes);
 #else
-    RT_CU(ctx, cudaFreeAsync(p, (cudaStream_t)ctx->tgt->stream));
+    if (rt_graph_capturing(ctx))
+        rt_fail(ctx, "internal error: a device buffer freed during a graph capture");
+    if (!rt_cuda_capture_free(p))
+        RT_CU(ctx, cudaFreeAsync(p, (cudaStream_t)ctx->tgt->stream));
 #endif
 }
 
@@ -185,11 +194,32 @@ void rt_dev_free(rt_ctx *ctx, void *p, size_t bytes)
  * simulation also (the host reads dst; a device error surfaces here) */
 typedef enum { COPY_H2D, COPY_D2H, COPY_D2D } copy_kind;
 
+/* a wait for the device (graph.c: keeps a region's warm-up eager, an error
+ * in a capture), named with the op being run */
+void rt_dev_host_sync(rt_ctx *ctx, const char *what)
+{
+    if (!ctx->graphs)
+        return;
+    char buf[200];
+    snprintf(buf, sizeof buf, "%s: %s", ctx->tgt->op ? ctx->tgt->op : "the runtime", what);
+    rt_graph_host_sync(ctx, buf);
+}
+
 static void dev_copy(rt_ctx *ctx, void *dst, const void *src, size_t bytes, copy_kind k)
 {
     if (!bytes || (k == COPY_D2D && dst == src))
         return;
+    if (k != COPY_D2D)
+        rt_dev_host_sync(ctx, k == COPY_H2D ? "a host-to-device copy" : "a device-to-host copy");
 #ifdef RT_SIM
+    if (rt_sim_capturing()) { /* recorded; a replay copies */
+        rt_sim_record([=]() {
+            rt_sim_open();
+            memmove(dst, src, bytes);
+            rt_sim_close();
+        });
+        return;
+    }
     rt_sim_open();
     memmove(dst, src, bytes);
     rt_sim_close();
@@ -225,6 +255,14 @@ void rt_dev_memset0(rt_ctx *ctx, void *dst, size_t bytes)
         return;
 #ifdef RT_SIM
     (void)ctx;
+    if (rt_sim_capturing()) {
+        rt_sim_record([=]() {
+            rt_sim_open();
+            memset(dst, 0, bytes);
+            rt_sim_close();
+        });
+        return;
+    }
     rt_sim_open();
     memset(dst, 0, bytes);
     rt_sim_close();
@@ -276,6 +314,7 @@ static void report_dev_errors(rt_ctx *ctx)
 void rt_dev_sync(rt_ctx *ctx)
 {
     rt_target *t = ctx->tgt;
+    rt_dev_host_sync(ctx, "a synchronisation with the device");
 #ifdef RT_SIM
     if (t->err_pending) {
         rt_sim_open();
@@ -335,6 +374,7 @@ void *rt_dev_staging(rt_ctx *ctx, size_t bytes)
     if (bytes <= t->pinned_cap)
         return t->pinned;
     size_t cap = bytes < 4096 ? 4096 : bytes;
+    rt_dev_host_sync(ctx, "a new pinned staging buffer");
 #ifdef RT_SIM
     free(t->pinned);
     t->pinned = malloc(cap);

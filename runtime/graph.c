@@ -1,0 +1,369 @@
+/* Graph regions (spmdrt.h rt_region_begin, docs/runtime.md "Graph regions").
+ *
+ * Each region of a loop's body (spmdc marks them: device work only, host
+ * arithmetic hoisted before it) goes through
+ *   1. a warm-up: its first iteration runs eagerly while the target reports
+ *      every wait for the device (rt_graph_host_sync); if there was one, the
+ *      region stays eager for good and rank 0 says why, once;
+ *   2. a capture: the second iteration's host code runs with the target
+ *      recording instead of launching (a CUDA graph; the simulation build
+ *      records its launches), every buffer it frees kept for the graph (the
+ *      pool never hands them out again); then the graph runs once;
+ *   3. replays: each later iteration copies its inputs into the buffers the
+ *      graph reads (unless they are those buffers), releases what the
+ *      region's code would have released, launches the graph, and hands out
+ *      the graph's result buffers.
+ * A replay is refused (the iteration runs eagerly, with the same results)
+ * when a host scalar of the region differs from the captured one (they are
+ * frozen in the graph), or when a buffer the graph writes is still held by
+ * the program (a result of the previous replay kept somewhere): the region
+ * holds a reference to each buffer it reads or writes, and a replay needs
+ * every other reference to be one the region's code would drop.
+ * SPMD_GRAPHS=0 turns all of it off (every region eager, as the CPU target). */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "rt_graph.h"
+
+enum { R_NEW, R_WARM, R_READY, R_CAPTURED, R_EAGER };
+enum { NOTE_EAGER = 1, NOTE_HOST = 2, NOTE_HELD = 4 };
+
+struct rt_graph_region {
+    char *label;
+    int state;
+    int iter;
+    rt_tensor **in, **out, **warm; /* held: the graph's inputs and results; a warm-up's inputs */
+    int nin, nout, nwarm;
+    uint64_t *host;
+    int nhost;
+    void *graph;
+    void **priv; /* buffers freed during the capture: the graph's scratch */
+    size_t *privcap;
+    int npriv, cappriv;
+    long replays, eager_runs;
+    int capture_iter;
+    unsigned noted;
+    struct rt_graph_region *next;
+};
+
+struct rt_graphs {
+    int enabled;            /* SPMD_GRAPHS */
+    bool verbose;           /* SPMD_GRAPHS_VERBOSE=1: a summary at the end */
+    rt_graph_region *list;
+    rt_graph_region *probe;       /* in its warm-up */
+    char *probe_why;
+    rt_graph_region *capture;     /* being captured */
+};
+
+static struct rt_graphs *graphs_of(rt_ctx *ctx)
+{
+    if (ctx->graphs)
+        return ctx->graphs;
+    struct rt_graphs *g = calloc(1, sizeof *g);
+    RT_CHECK(ctx, g != NULL, "out of memory");
+    const char *e = getenv("SPMD_GRAPHS");
+    RT_CHECK(ctx, !e || !strcmp(e, "0") || !strcmp(e, "1"), "SPMD_GRAPHS=%s: expected 1 or 0", e);
+    g->enabled = !e || !strcmp(e, "1");
+    const char *v = getenv("SPMD_GRAPHS_VERBOSE");
+    g->verbose = v && !strcmp(v, "1");
+    ctx->graphs = g;
+    return g;
+}
+
+static void note(rt_ctx *ctx, rt_graph_region *r, unsigned kind, const char *fmt, const char *a, const char *b)
+{
+    if (r->noted & kind)
+        return;
+    r->noted |= kind;
+    if (ctx->rank != 0)
+        return;
+    fprintf(stderr, "spmd: note: graph region %s runs eagerly", r->label);
+    fprintf(stderr, fmt, a, b);
+    fputc('\n', stderr);
+}
+
+/* the references to t the regions hold */
+static int held(const rt_ctx *ctx, const rt_tensor *t)
+{
+    int n = 0;
+    for (rt_graph_region *r = ctx->graphs->list; r; r = r->next) {
+        for (int i = 0; i < r->nin; i++)
+            n += r->in[i] == t;
+        for (int i = 0; i < r->nout; i++)
+            n += r->out[i] == t;
+        for (int i = 0; i < r->nwarm; i++)
+            n += r->warm[i] == t;
+    }
+    return n;
+}
+
+/* whether every reference to t but the regions' is one of dies */
+static bool only_dying(const rt_ctx *ctx, const rt_tensor *t, rt_tensor **const *dies, int ndies)
+{
+    int d = 0;
+    for (int i = 0; i < ndies; i++)
+        d += *dies[i] == t;
+    return t->refs - held(ctx, t) == d;
+}
+
+static rt_tensor **hold_all(rt_ctx *ctx, rt_tensor **const *in, int n)
+{
+    rt_tensor **h = calloc((size_t)(n ? n : 1), sizeof *h);
+    RT_CHECK(ctx, h != NULL, "out of memory");
+    for (int i = 0; i < n; i++)
+        h[i] = *in[i] ? rt_retain(*in[i]) : NULL;
+    return h;
+}
+
+static void release_all(rt_ctx *ctx, rt_tensor **h, int n)
+{
+    for (int i = 0; i < n; i++)
+        rt_free(ctx, h[i]);
+    free(h);
+}
+
+/* the name of host scalar i ("step") from "step,lr" */
+static const char *host_name(const char *names, int i, char *buf, size_t n)
+{
+    const char *p = names ? names : "";
+    for (; i > 0 && p; i--) {
+        p = strchr(p, ',');
+        if (p)
+            p++;
+    }
+    if (!p)
+        p = "?";
+    size_t len = strcspn(p, ",");
+    snprintf(buf, n, "%.*s", (int)len, p);
+    return buf;
+}
+
+/* a replay, or false (with a note) when it would not give the eager results */
+static bool try_replay(rt_ctx *ctx, rt_graph_region *r, rt_tensor **const *in, int nin, rt_tensor **const *dies,
+                       int ndies, const uint64_t *host, int nhost, const char *host_names)
+{
+    if (nhost != r->nhost || nin != r->nin) { /* not reached: the same call site */
+        note(ctx, r, NOTE_HOST, ": %s%s", "its inputs differ from the captured ones", "");
+        return false;
+    }
+    for (int i = 0; i < nhost; i++)
+        if (host[i] != r->host[i]) {
+            char name[64];
+            note(ctx, r, NOTE_HOST,
+                 " when its host scalar `%s` differs from the captured one (%s)",
+                 host_name(host_names, i, name, sizeof name),
+                 "a graph keeps the numbers it was captured with");
+            return false;
+        }
+    for (int i = 0; i < nin; i++) {
+        rt_tensor *src = *in[i], *dst = r->in[i];
+        if (!src || !dst || src->dtype != dst->dtype || src->numel != dst->numel) {
+            note(ctx, r, NOTE_HOST, ": %s%s", "an input's type differs from the captured one", "");
+            return false;
+        }
+        if (src != dst && !only_dying(ctx, dst, dies, ndies)) {
+            note(ctx, r, NOTE_HELD, " when %s%s", "a buffer it reads is still held by the program",
+                 " (a result of an earlier replay, kept)");
+            return false;
+        }
+    }
+    for (int i = 0; i < r->nout; i++)
+        if (!only_dying(ctx, r->out[i], dies, ndies)) {
+            note(ctx, r, NOTE_HELD, " when %s%s", "a result of its last replay is still held by the program",
+                 " (the graph would overwrite it)");
+            return false;
+        }
+    for (int i = 0; i < nin; i++)
+        if (*in[i] != r->in[i])
+            rt_target_graph_copy(ctx, r->in[i]->data, (*in[i])->data,
+                                 (size_t)r->in[i]->numel * rt_dtype_size(r->in[i]->dtype));
+    for (int i = 0; i < ndies; i++) {
+        rt_free(ctx, *dies[i]);
+        *dies[i] = NULL;
+    }
+    rt_target_graph_launch(ctx, r->graph);
+    r->replays++;
+    return true;
+}
+
+bool rt_region_begin(rt_ctx *ctx, rt_graph_region **rp, const char *label, rt_tensor **const *in, int nin,
+                     rt_tensor **const *dies, int ndies, const uint64_t *host, int nhost,
+                     const char *host_names)
+{
+    struct rt_graphs *g = graphs_of(ctx);
+    if (!g->enabled)
+        return true;
+    rt_graph_region *r = *rp;
+    if (!r) {
+        r = calloc(1, sizeof *r);
+        RT_CHECK(ctx, r != NULL, "out of memory");
+        r->label = strdup(label);
+        RT_CHECK(ctx, r->label != NULL, "out of memory");
+        r->next = g->list;
+        g->list = r;
+        *rp = r;
+        const char *why = rt_target_graph_unsupported(ctx);
+        if (why) {
+            r->state = R_EAGER;
+            if (strcmp(why, "the CPU target") != 0) /* the CPU runtime: every region eager, nothing to say */
+                note(ctx, r, NOTE_EAGER, ": %s%s", why, "");
+            else
+                r->noted |= NOTE_EAGER;
+        }
+    }
+    r->iter++;
+    switch (r->state) {
+    case R_NEW: /* the warm-up: eager, watching for waits on the device */
+        r->state = R_WARM;
+        r->warm = hold_all(ctx, in, nin);
+        r->nwarm = nin;
+        g->probe = r;
+        free(g->probe_why);
+        g->probe_why = NULL;
+        return true;
+    case R_READY: /* the capture */
+        r->in = hold_all(ctx, in, nin);
+        r->nin = nin;
+        r->host = malloc(sizeof *r->host * (size_t)(nhost ? nhost : 1));
+        RT_CHECK(ctx, r->host != NULL, "out of memory");
+        if (nhost)
+            memcpy(r->host, host, sizeof *host * (size_t)nhost);
+        r->nhost = nhost;
+        r->capture_iter = r->iter;
+        g->capture = r;
+        rt_target_capture_begin(ctx);
+        return true;
+    case R_CAPTURED:
+        if (try_replay(ctx, r, in, nin, dies, ndies, host, nhost, host_names))
+            return false;
+        r->eager_runs++;
+        return true;
+    default: r->eager_runs++; return true;
+    }
+}
+
+void rt_region_end(rt_ctx *ctx, rt_graph_region *r, rt_tensor *const *out, int nout)
+{
+    struct rt_graphs *g = ctx->graphs;
+    if (!g || !g->enabled || !r)
+        return;
+    if (r->state == R_WARM) {
+        g->probe = NULL;
+        release_all(ctx, r->warm, r->nwarm);
+        r->warm = NULL;
+        r->nwarm = 0;
+        if (g->probe_why) {
+            r->state = R_EAGER;
+            note(ctx, r, NOTE_EAGER, ": %s%s", g->probe_why, "");
+            free(g->probe_why);
+            g->probe_why = NULL;
+        } else
+            r->state = R_READY;
+        return;
+    }
+    if (g->capture == r) {
+        r->graph = rt_target_capture_end(ctx);
+        g->capture = NULL;
+        r->out = calloc((size_t)(nout ? nout : 1), sizeof *r->out);
+        RT_CHECK(ctx, r->out != NULL, "out of memory");
+        for (int i = 0; i < nout; i++)
+            r->out[i] = rt_retain(out[i]);
+        r->nout = nout;
+        r->state = R_CAPTURED;
+        rt_target_graph_launch(ctx, r->graph); /* the captured iteration's work */
+    }
+}
+
+rt_tensor *rt_region_out(rt_ctx *ctx, rt_graph_region *r, int i)
+{
+    RT_CHECK(ctx, r && i >= 0 && i < r->nout, "internal error: graph region result %d of %d", i,
+             r ? r->nout : 0);
+    return rt_retain(r->out[i]);
+}
+
+bool rt_graph_capturing(const rt_ctx *ctx) { return ctx->graphs && ctx->graphs->capture; }
+
+void rt_graph_host_sync(rt_ctx *ctx, const char *what)
+{
+    struct rt_graphs *g = ctx->graphs;
+    if (!g)
+        return;
+    if (g->capture)
+        rt_fail(ctx, "internal error: %s%s%s during the capture of graph region %s, whose warm-up had none "
+                     "(SPMD_GRAPHS=0 runs every region eagerly)",
+                what, ctx->at_loc ? " at " : "", ctx->at_loc ? ctx->at_loc : "", g->capture->label);
+    if (g->probe && !g->probe_why) {
+        size_t n = strlen(what) + (ctx->at_loc ? strlen(ctx->at_loc) : 0) + 64;
+        g->probe_why = malloc(n);
+        RT_CHECK(ctx, g->probe_why != NULL, "out of memory");
+        snprintf(g->probe_why, n, "%s%s%s waits for the device", what, ctx->at_loc ? " at " : "",
+                 ctx->at_loc ? ctx->at_loc : "");
+    }
+}
+
+bool rt_graph_pool_take(rt_ctx *ctx, size_t cap, void **p)
+{
+    rt_graph_region *r = ctx->graphs ? ctx->graphs->capture : NULL;
+    if (!r)
+        return false;
+    for (int i = r->npriv; i-- > 0;)
+        if (r->privcap[i] == cap) {
+            *p = r->priv[i];
+            r->priv[i] = r->priv[r->npriv - 1];
+            r->privcap[i] = r->privcap[r->npriv - 1];
+            r->npriv--;
+            return true;
+        }
+    return false;
+}
+
+bool rt_graph_pool_keep(rt_ctx *ctx, void *p, size_t cap)
+{
+    rt_graph_region *r = ctx->graphs ? ctx->graphs->capture : NULL;
+    if (!r)
+        return false;
+    if (r->npriv == r->cappriv) {
+        int nc = r->cappriv ? 2 * r->cappriv : 16;
+        void **np = realloc(r->priv, sizeof *np * (size_t)nc);
+        RT_CHECK(ctx, np != NULL, "out of memory");
+        r->priv = np;
+        size_t *nq = realloc(r->privcap, sizeof *nq * (size_t)nc);
+        RT_CHECK(ctx, nq != NULL, "out of memory");
+        r->privcap = nq;
+        r->cappriv = nc;
+    }
+    r->priv[r->npriv] = p;
+    r->privcap[r->npriv++] = cap;
+    return true;
+}
+
+void rt_graphs_free(rt_ctx *ctx)
+{
+    struct rt_graphs *g = ctx->graphs;
+    if (!g)
+        return;
+    for (rt_graph_region *r = g->list; r; r = r->next)
+        if (g->verbose && ctx->rank == 0)
+            fprintf(stderr, "spmd: graph region %s: %s, %ld replays, %ld eager iterations\n", r->label,
+                    r->state == R_CAPTURED ? "captured" : "not captured", r->replays, r->eager_runs);
+    rt_graph_region *next;
+    for (rt_graph_region *r = g->list; r; r = next) {
+        next = r->next;
+        if (r->graph)
+            rt_target_graph_free(ctx, r->graph);
+        release_all(ctx, r->in, r->nin);
+        release_all(ctx, r->out, r->nout);
+        release_all(ctx, r->warm, r->nwarm);
+        for (int i = 0; i < r->npriv; i++)
+            rt_mem_free(ctx, r->priv[i], r->privcap[i]);
+        free(r->priv);
+        free(r->privcap);
+        free(r->host);
+        free(r->label);
+        free(r);
+    }
+    free(g->probe_why);
+    free(g);
+    ctx->graphs = NULL;
+}

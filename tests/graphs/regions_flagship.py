@@ -1,0 +1,49 @@
+#!/usr/bin/python3
+"""regions_flagship.py SPMDC: spmdc --regions classifies the flagship's
+training step (examples/gpt.spmd, from the batch to AdamW and the loss
+accumulator) as one capturable region: its `if` that saves the first
+gradient is sunk below it, and the clock, the prints, the evaluation and
+the checkpoints stay outside (docs/runtime.md "Graph regions")."""
+import os
+import re
+import subprocess
+import sys
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+STEP = ('batch(train', 'value_and_grad(loss(', 'optim.clip_by_global_norm(', 'optim.adamw(',
+        'acc = acc + all_reduce(')
+OUTSIDE = ('let now = wall_time()', 'print("step", step + 1, "train"', 'save("ckpt/last"')
+
+
+def main():
+    if len(sys.argv) != 2:
+        sys.exit(__doc__)
+    src = os.path.join(ROOT, 'examples', 'gpt.spmd')
+    lines = open(src).read().split('\n')
+
+    def line_of(text):
+        found = [i + 1 for i, l in enumerate(lines) if text in l]
+        if len(found) != 1:
+            sys.exit('FAIL: %r is on lines %s of %s, not on one' % (text, found, src))
+        return found[0]
+
+    r = subprocess.run([sys.argv[1], '--regions', src], capture_output=True, text=True)
+    if r.returncode != 0:
+        sys.exit('FAIL: spmdc --regions exited %d:\n%s%s' % (r.returncode, r.stdout, r.stderr))
+    regions = [(int(a), int(b)) for a, b in re.findall(r'^  \S*gpt\.spmd:(\d+)-(\d+): region \d+: capturable',
+                                                         r.stdout, re.M)]
+    step = [line_of(t) for t in STEP]
+    covering = [(a, b) for a, b in regions if a <= min(step) and max(step) <= b]
+    if not covering:
+        sys.exit('FAIL: no capturable region covers the step (lines %s):\n%s' % (step, r.stdout))
+    a, b = covering[0]
+    inside = [t for t in OUTSIDE if a <= line_of(t) <= b]
+    if inside:
+        sys.exit('FAIL: the region %d-%d holds %s:\n%s' % (a, b, inside, r.stdout))
+    if not re.search(r'stops a region: `wall_time`', r.stdout):
+        sys.exit('FAIL: wall_time is not named as what stops a region:\n' + r.stdout)
+    print('ok: the step, lines %d-%d, is one capturable region' % (a, b))
+
+
+if __name__ == '__main__':
+    main()
