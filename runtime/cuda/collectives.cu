@@ -185,6 +185,7 @@ static ncclComm_t nccl_comm(rt_ctx *ctx, rt_group *g)
  * aborts the communicator and stops every rank instead of hanging */
 static void nccl_wait(rt_ctx *ctx, ncclComm_t comm, const char *what)
 {
+    rt_count_sync(ctx);
     for (;;) {
         cudaError_t q = cudaStreamQuery((cudaStream_t)ctx->tgt->stream);
         if (q == cudaSuccess)
@@ -213,6 +214,7 @@ static void nccl_wait(rt_ctx *ctx, ncclComm_t comm, const char *what)
 static void coll(rt_ctx *ctx, host_op k, rt_group *g, rt_dtype dt, rt_reduce_op op,
                  const void *in, int64_t n_in, void *out, int64_t n_out)
 {
+    rt_count_op(ctx, RT_OP_COLL);
 #ifndef RT_SIM
     if (use_nccl(ctx)) {
         ncclComm_t c = nccl_comm(ctx, g);
@@ -448,6 +450,7 @@ rt_tensor *rt_ppermute(rt_ctx *ctx, const rt_tensor *x, rt_axes axes, int64_t sh
     ctx->tgt->op = "ppermute";
     rt_tensor *y = rt_empty(ctx, x->dtype, x->ndim, x->shape);
     int to = (int)((g->rank + s) % n), from = (int)((g->rank - s + n) % n);
+    rt_count_op(ctx, RT_OP_COLL);
 #ifndef RT_SIM
     if (use_nccl(ctx)) {
         ncclComm_t c = nccl_comm(ctx, g);

@@ -110,12 +110,16 @@ rt_tensor *rt_cuda_strided_copy(rt_ctx *ctx, const rt_tensor *x, int ndim, const
 } /* extern "C" */
 
 /* ---- launches: f(i) for i in [0, n), each i independent */
+/* Every launch, GEMM, copy and collective counts as one device operation
+ * and every wait of the host for the device as one host synchronisation
+ * (--profile, rt_count_op and rt_count_sync), at the same points in both
+ * builds: the simulation counts what the GPU build does. */
 #ifdef RT_SIM
-template <class F> static void rt_launch(rt_ctx *ctx, int64_t n, F f)
+template <class F> static void rt_launch_as(rt_ctx *ctx, rt_op_kind kind, int64_t n, F f)
 {
-    (void)ctx;
     if (n <= 0)
         return;
+    rt_count_op(ctx, kind);
     rt_sim_open();
     for (int64_t i = 0; i < n; i++)
         f(i);
@@ -128,10 +132,11 @@ template <class F> __global__ void rt_grid_stride_(int64_t n, F f)
          i += (int64_t)gridDim.x * blockDim.x)
         f(i);
 }
-template <class F> static void rt_launch(rt_ctx *ctx, int64_t n, F f)
+template <class F> static void rt_launch_as(rt_ctx *ctx, rt_op_kind kind, int64_t n, F f)
 {
     if (n <= 0)
         return;
+    rt_count_op(ctx, kind);
     int64_t blocks = (n + 255) / 256;
     if (blocks > 65535 * 16)
         blocks = 65535 * 16;
@@ -139,6 +144,10 @@ template <class F> static void rt_launch(rt_ctx *ctx, int64_t n, F f)
     rt_launch_check_(ctx);
 }
 #endif
+template <class F> static void rt_launch(rt_ctx *ctx, int64_t n, F f)
+{
+    rt_launch_as(ctx, RT_OP_KERNEL, n, f);
+}
 
 /* ---- a warp per row: rt_launch_rows(ctx, nrows, body) runs body(w, r) for
  * each row r on one warp w of 32 lanes. The body is a sequence of
@@ -216,9 +225,9 @@ struct rt_warp {
 };
 template <class F> static void rt_launch_rows(rt_ctx *ctx, int64_t nrows, F f)
 {
-    (void)ctx;
     if (nrows <= 0)
         return;
+    rt_count_op(ctx, RT_OP_KERNEL);
     rt_sim_open();
     rt_warp w;
     for (int64_t r = 0; r < nrows; r++)
@@ -267,6 +276,7 @@ template <class F> static void rt_launch_rows(rt_ctx *ctx, int64_t nrows, F f)
 {
     if (nrows <= 0)
         return;
+    rt_count_op(ctx, RT_OP_KERNEL);
     int64_t blocks = (nrows + RT_ROWS_PER_BLOCK - 1) / RT_ROWS_PER_BLOCK;
     if (blocks > 65535 * 16)
         blocks = 65535 * 16;

@@ -88,6 +88,7 @@ void rt_target_new(rt_ctx *ctx)
         fprintf(stderr, "spmd: error: out of memory\n");
         exit(1);
     }
+    ctx->prof.counts_launches = true; /* rt_count_op at each launch, copy, GEMM */
     rt_cuda_set_current(ctx);
 }
 
@@ -189,6 +190,7 @@ static void dev_copy(rt_ctx *ctx, void *dst, const void *src, size_t bytes, copy
 {
     if (!bytes || (k == COPY_D2D && dst == src))
         return;
+    rt_count_op(ctx, RT_OP_COPY);
 #ifdef RT_SIM
     rt_sim_open();
     memmove(dst, src, bytes);
@@ -197,9 +199,13 @@ static void dev_copy(rt_ctx *ctx, void *dst, const void *src, size_t bytes, copy
     static const cudaMemcpyKind kinds[] = {cudaMemcpyHostToDevice, cudaMemcpyDeviceToHost,
                                            cudaMemcpyDeviceToDevice};
     RT_CU(ctx, cudaMemcpyAsync(dst, src, bytes, kinds[k], (cudaStream_t)ctx->tgt->stream));
-    if (k == COPY_H2D)
+#endif
+    if (k == COPY_H2D) { /* src may be reused when this returns */
+        rt_count_sync(ctx);
+#ifndef RT_SIM
         RT_CU(ctx, cudaStreamSynchronize((cudaStream_t)ctx->tgt->stream));
 #endif
+    }
     if (k == COPY_D2H)
         rt_dev_sync(ctx);
 }
@@ -223,8 +229,8 @@ void rt_dev_memset0(rt_ctx *ctx, void *dst, size_t bytes)
 {
     if (!bytes)
         return;
+    rt_count_op(ctx, RT_OP_COPY);
 #ifdef RT_SIM
-    (void)ctx;
     rt_sim_open();
     memset(dst, 0, bytes);
     rt_sim_close();
@@ -276,6 +282,8 @@ static void report_dev_errors(rt_ctx *ctx)
 void rt_dev_sync(rt_ctx *ctx)
 {
     rt_target *t = ctx->tgt;
+    if (t->stream)
+        rt_count_sync(ctx);
 #ifdef RT_SIM
     if (t->err_pending) {
         rt_sim_open();
@@ -324,6 +332,7 @@ cudaStream_t rt_kernel_stream(rt_ctx *ctx)
 void rt_kernel_launched(rt_ctx *ctx, const char *what)
 {
     ctx->tgt->op = what; /* a string literal of the generated code */
+    rt_count_op(ctx, RT_OP_KERNEL);
 #ifndef RT_SIM
     rt_launch_check_(ctx);
 #endif
@@ -335,12 +344,12 @@ void *rt_dev_staging(rt_ctx *ctx, size_t bytes)
     if (bytes <= t->pinned_cap)
         return t->pinned;
     size_t cap = bytes < 4096 ? 4096 : bytes;
+    rt_dev_sync(ctx); /* the old buffer may still be read by a copy */
 #ifdef RT_SIM
     free(t->pinned);
     t->pinned = malloc(cap);
     RT_CHECK(ctx, t->pinned != NULL, "out of memory allocating %zu bytes", cap);
 #else
-    rt_dev_sync(ctx);
     if (t->pinned)
         RT_CU(ctx, cudaFreeHost(t->pinned));
     t->pinned = NULL;
