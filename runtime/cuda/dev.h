@@ -87,7 +87,8 @@ void *rt_dev_staging(rt_ctx *ctx, size_t bytes);
  * marks it to be read at the next rt_dev_sync, which stops every rank with
  * "cross_entropy (FILE.spmd:LINE): target 7 at row 2 is out of range for 5
  * classes" (the CPU target's message, the line added when rt_at gave one). */
-enum { RT_DEVERR_NONE, RT_DEVERR_TARGET, RT_DEVERR_ID };
+enum { RT_DEVERR_NONE, RT_DEVERR_TARGET, RT_DEVERR_ID, RT_DEVERR_TAKE };
+/* (RT_DEVERR_TAKE, take_along_dim's index: [1] is the dim, [3] its size) */
 #define RT_DEVERR_WORDS 5
 int64_t *rt_dev_errors(rt_ctx *ctx);
 

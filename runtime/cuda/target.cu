@@ -276,6 +276,8 @@ static void report_dev_errors(rt_ctx *ctx)
         ctx->at_loc = loc;
     if (e[0] == RT_DEVERR_TARGET)
         rt_cross_entropy_target_fail(ctx, "", e[2], e[1], e[3]);
+    if (e[0] == RT_DEVERR_TAKE)
+        rt_take_along_dim_index_fail(ctx, (int32_t)e[2], (int)e[1], e[3]);
     rt_embedding_id_fail(ctx, "", e[2], e[1], e[3]);
 }
 

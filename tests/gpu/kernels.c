@@ -257,7 +257,7 @@ static void long_lanes(void)
     rt_free(C, a); rt_free(C, b); rt_free(C, g); rt_free(C, h);
     rt_free(C, x); rt_free(C, dy); rt_free(C, w);
     /* take_along_dim's backward: a loss's pick (one index per row), along
-     * dim 0, and more indices than a chunk (staged through the host) */
+     * dim 0, and 100 indices a row */
     int32_t pick[6] = {4, 0, 2, 2, 4, 1}, d0[6] = {3, 0, 3, 1, 1, 2};
     rt_tensor *ip = rt_from_data(C, RT_I32, SH(2, 3, 1), pick), *i0 = rt_from_data(C, RT_I32, SH(2, 3), d0);
     rt_tensor *gp = input(RT_F32, SH(2, 3, 1), -1, 1), *g0 = input(RT_F32, SH(2, 3), -1, 1);
@@ -269,6 +269,24 @@ static void long_lanes(void)
     rt_tensor *im = rt_from_data(C, RT_I32, SH(2, 100), many), *gm = input(RT_F32, SH(2, 100), -1, 1);
     out("long_take_bwd_many", "f32", rt_take_along_dim_bwd(C, im, gm, SH(2, 5), 1));
     rt_free(C, ip); rt_free(C, i0); rt_free(C, gp); rt_free(C, g0); rt_free(C, im); rt_free(C, gm);
+    /* broadcasts: x [1, 5] picked by [3, 4] (each x element a candidate of
+     * 12 results), idx [1, 2] picking from [3, 5]; more candidates than the
+     * device path takes (grouped on the host) */
+    int32_t bx[12] = {4, 0, 4, 1, 2, 2, 0, 3, 1, 4, 4, 0}, bi[2] = {3, 1};
+    rt_tensor *ibx = rt_from_data(C, RT_I32, SH(3, 4), bx), *ibi = rt_from_data(C, RT_I32, SH(1, 2), bi);
+    rt_tensor *xb = input(RT_F32, SH(1, 5), -1, 1), *xf = input(RT_F32, SH(3, 5), -1, 1);
+    out("long_take_bcast_x", "bits", rt_take_along_dim(C, xb, ibx, 1));
+    out("long_take_bcast_idx", "bits", rt_take_along_dim(C, xf, ibi, 1));
+    rt_tensor *gbx = input(RT_F32, SH(3, 4), -1, 1), *gbi = input(RT_F32, SH(3, 2), -1, 1);
+    out("long_take_bwd_bcast_x", "f32", rt_take_along_dim_bwd(C, ibx, gbx, SH(1, 5), 1));
+    out("long_take_bwd_bcast_idx", "f32", rt_take_along_dim_bwd(C, ibi, gbi, SH(3, 5), 1));
+    int32_t lots[1100];
+    for (int q = 0; q < 1100; q++)
+        lots[q] = (q * 3) % 5;
+    rt_tensor *il = rt_from_data(C, RT_I32, SH(1, 1100), lots), *gl = input(RT_F32, SH(1, 1100), -1, 1);
+    out("long_take_bwd_host", "f32", rt_take_along_dim_bwd(C, il, gl, SH(1, 5), 1));
+    rt_free(C, ibx); rt_free(C, ibi); rt_free(C, xb); rt_free(C, xf); rt_free(C, gbx); rt_free(C, gbi);
+    rt_free(C, il); rt_free(C, gl);
 }
 
 /* batched GEMMs: every entry its own operands, one operand shared, a
