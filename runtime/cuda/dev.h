@@ -322,6 +322,36 @@ static rt_tensor *rt_lanes_f64(rt_ctx *ctx, int64_t outer, int64_t d, int64_t in
     return nc == 1 ? p : rt_lanes_combine(ctx, p, outer, nc, inner, max);
 }
 
+/* rt_lanes_f64's sum of a lane's n terms (dev.h: chunks of RT_CHUNK in
+ * order, then the chunks' sums in chunks, in order, up to one) in one
+ * thread: a node of each level of that tree accumulates in turn, so the
+ * same additions in the same order (a level with one node adds it to 0.0,
+ * which changes no value: no accumulator from 0.0 is ever -0.0) */
+struct rt_tree_sum {
+    double acc[12]; /* RT_CHUNK^11 terms at most */
+    int64_t cnt[12];
+    RT_HD void add(double v)
+    {
+        acc[0] += v;
+        cnt[0]++;
+        for (int k = 0; k + 1 < 12 && cnt[k] == RT_CHUNK; k++) {
+            acc[k + 1] += acc[k];
+            cnt[k + 1]++;
+            acc[k] = 0;
+            cnt[k] = 0;
+        }
+    }
+    RT_HD double total()
+    {
+        for (int k = 0; k + 1 < 12; k++)
+            if (cnt[k] > 0) {
+                acc[k + 1] += acc[k];
+                cnt[k + 1]++;
+            }
+        return acc[11];
+    }
+};
+
 /* ---- typed element access in device code: every dtype read as double and
  * written rounded (bf16 to nearest even, as the CPU's rt_store_f64) */
 RT_DEV_INLINE double rt_ld(const void *p, rt_dtype dt, int64_t i)

@@ -154,12 +154,32 @@ rt_tensor *rt_binary(rt_ctx *ctx, rt_binary_op op, const rt_tensor *a, const rt_
     return y;
 }
 
+/* a op s (or s op a): the scalar by value in the launch, rounded to a's
+ * dtype as a scalar tensor of it would hold it (a bf16 scalar to bf16),
+ * then rt_binary's arithmetic; no device scalar allocated and filled */
 rt_tensor *rt_binary_scalar(rt_ctx *ctx, rt_binary_op op, const rt_tensor *a, double s,
                             bool scalar_left)
 {
-    rt_tensor *t = rt_scalar(ctx, a->dtype, s); /* a bf16 scalar is rounded to bf16 */
-    rt_tensor *y = scalar_left ? rt_binary(ctx, op, t, a) : rt_binary(ctx, op, a, t);
-    rt_free(ctx, t);
+    rt_tensor st = {};
+    st.dtype = a->dtype; /* a header for the checks: rank 0, one element */
+    st.numel = 1;
+    rt_binary_check(ctx, op, scalar_left ? &st : a, scalar_left ? a : &st);
+    RT_KERNEL(ctx, RT_K_ELEMENTWISE, rt_binary_name(op));
+    ctx->tgt->op = rt_binary_name(op);
+    unsigned char held[8];
+    rt_dtype dt = a->dtype;
+    rt_st(held, dt, 0, s);
+    double sv = rt_ld(held, dt, 0);
+    rt_tensor *y = rt_empty(ctx, dt, a->ndim, a->shape);
+    const void *A = a->data;
+    void *Y = y->data;
+    rt_launch(ctx, y->numel, [=] RT_HD(int64_t i) {
+        double x = rt_ld(A, dt, i);
+        double v = scalar_left ? bin_f(op, sv, x) : bin_f(op, x, sv);
+        if (dt == RT_BF16)
+            v = (double)(float)v; /* the f32 kernel's result, then bf16 */
+        rt_st(Y, dt, i, v);
+    });
     return y;
 }
 

@@ -173,58 +173,56 @@ static void norm_bwd(rt_ctx *ctx, const rt_tensor *x, const rt_tensor *w, double
     ctx->tgt->op = what;
     const void *X = x->data, *W = w ? w->data : NULL, *DY = dy->data;
     rt_dtype dt = x->dtype;
+    bool want_w = dw && w, want_b = db != NULL;
+    if (dw)
+        *dw = NULL;
+    /* two kernels: a warp per row (dx, and each row's mean and rstd for
+     * the parameters' gradients), then a thread per column (dw, db: sums
+     * over the rows in rt_lanes_f64's order, rt_tree_sum) */
+    int64_t n2 = 2 * rows;
+    rt_tensor *st = want_w || want_b ? rt_empty(ctx, RT_F64, 1, &n2) : NULL;
+    double *ST = st ? (double *)st->data : NULL;
     if (dx) {
         *dx = rt_empty(ctx, x->dtype, x->ndim, x->shape);
-        void *DX = (*dx)->data;
+    }
+    void *DX = dx ? (*dx)->data : NULL;
+    if (DX || ST)
         rt_launch_rows(ctx, rows, [=] RT_HD(const rt_warp &w, int64_t r) {
             double mean, rstd;
             int64_t off = r * d;
             row_stats(w, X, dt, off, d, rms, eps, &mean, &rstd);
+            if (ST && w.leader()) {
+                ST[2 * r] = mean;
+                ST[2 * r + 1] = rstd;
+            }
+            if (!DX)
+                return;
             auto g = [&](int64_t j) { return rt_ld(DY, dt, off + j) * (W ? rt_ld(W, dt, j) : 1.0); };
             auto xhat = [&](int64_t j) { return (rt_ld(X, dt, off + j) - mean) * rstd; };
             double mg = rms ? 0.0 : w.sum(d, g) / (double)d;
             double mgx = w.sum(d, [&](int64_t j) { return g(j) * xhat(j); }) / (double)d;
             w.each(d, [&](int64_t j) { rt_st(DX, dt, off + j, rstd * (g(j) - mg - xhat(j) * mgx)); });
         });
-    }
-    bool want_w = dw && w, want_b = db != NULL;
-    if (dw)
-        *dw = NULL;
     if (!want_w && !want_b)
         return;
     rt_tensor *gw = want_w ? rt_empty(ctx, x->dtype, 1, &d) : NULL;
     rt_tensor *gb = want_b ? rt_empty(ctx, x->dtype, 1, &d) : NULL;
     void *GW = gw ? gw->data : NULL, *GB = gb ? gb->data : NULL;
-    /* each row's mean and rstd once, then the columns' sums over the rows
-     * (in row order, long columns in chunks: rt_lanes_f64) */
-    int64_t n2 = 2 * rows;
-    rt_tensor *st = rt_empty(ctx, RT_F64, 1, &n2);
-    double *ST = (double *)st->data;
-    rt_launch_rows(ctx, rows, [=] RT_HD(const rt_warp &w, int64_t r) {
-        double mean, rstd;
-        row_stats(w, X, dt, r * d, d, rms, eps, &mean, &rstd);
-        if (w.leader()) {
-            ST[2 * r] = mean;
-            ST[2 * r + 1] = rstd;
-        }
-    });
     const double *CST = ST;
-    if (GW) {
-        rt_tensor *sw = rt_lanes_f64(ctx, 1, rows, d, false, [=] RT_HD(int64_t, int64_t r, int64_t j) {
-            return rt_ld(DY, dt, r * d + j) * ((rt_ld(X, dt, r * d + j) - CST[2 * r]) * CST[2 * r + 1]);
-        });
-        const double *SW = (const double *)sw->data;
-        rt_launch(ctx, d, [=] RT_HD(int64_t j) { rt_st(GW, dt, j, SW[j]); });
-        rt_free(ctx, sw);
-    }
-    if (GB) {
-        rt_tensor *sb = rt_lanes_f64(ctx, 1, rows, d, false, [=] RT_HD(int64_t, int64_t r, int64_t j) {
-            return rt_ld(DY, dt, r * d + j);
-        });
-        const double *SB = (const double *)sb->data;
-        rt_launch(ctx, d, [=] RT_HD(int64_t j) { rt_st(GB, dt, j, SB[j]); });
-        rt_free(ctx, sb);
-    }
+    rt_launch(ctx, d, [=] RT_HD(int64_t j) {
+        rt_tree_sum sw = {}, sb = {};
+        for (int64_t r = 0; r < rows; r++) {
+            double g = rt_ld(DY, dt, r * d + j);
+            if (GW)
+                sw.add(g * ((rt_ld(X, dt, r * d + j) - CST[2 * r]) * CST[2 * r + 1]));
+            if (GB)
+                sb.add(g);
+        }
+        if (GW)
+            rt_st(GW, dt, j, sw.total());
+        if (GB)
+            rt_st(GB, dt, j, sb.total());
+    });
     rt_free(ctx, st);
     if (dw)
         *dw = gw;

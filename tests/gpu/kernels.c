@@ -245,6 +245,13 @@ static void long_lanes(void)
     out("long_sum_to_shape_lead", "f32", rt_sum_to_shape(C, g, SH(3, 5)));
     out("long_sum_to_shape_mid", "f32", rt_sum_to_shape(C, h, SH(4, 1, 3)));
     out("long_sum_to_shape_two_runs", "f32", rt_sum_to_shape(C, g, SH(3, 1)));
+    /* the parameters' gradients over 4200 rows: two levels of chunks */
+    rt_tensor *x2 = input(RT_F32, SH(4200, 2), -3, 3), *dy2 = input(RT_F32, SH(4200, 2), -1, 1);
+    rt_tensor *w2 = input(RT_F32, SH(2), 0.5, 1.5), *dx2, *dw2, *db2;
+    rt_layer_norm_bwd(C, x2, w2, 1e-5, dy2, &dx2, &dw2, &db2);
+    out("long_layer_norm_bwd_4200_dw", "f32", dw2);
+    out("long_layer_norm_bwd_4200_db", "f32", db2);
+    rt_free(C, x2); rt_free(C, dy2); rt_free(C, w2); rt_free(C, dx2);
     rt_tensor *x = input(RT_F32, SH(150, 9), -3, 3), *dy = input(RT_F32, SH(150, 9), -1, 1);
     rt_tensor *w = input(RT_F32, SH(9), 0.5, 1.5), *dx, *dw, *db;
     rt_layer_norm_bwd(C, x, w, 1e-5, dy, &dx, &dw, &db);
