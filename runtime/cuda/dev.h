@@ -50,6 +50,13 @@ struct rt_target {
     void *stream;          /* cudaStream_t: every kernel and copy of this rank */
     void *pinned;          /* a pinned host staging buffer, grown on demand */
     size_t pinned_cap;
+    bool staging_busy;     /* a copy to the device may still read it (rt_dev_h2d) */
+    char *up;              /* the pinned upload ring: two halves of up_half bytes */
+    size_t up_half, up_off;
+    int up_cur;            /* the half being filled */
+    bool up_used[2];       /* a half has copies issued from it */
+    void *up_ev[2];        /* cudaEvent_t: a half's copies done (after it was left) */
+    bool nccl_pending;     /* NCCL work since the last synchronisation (collectives.cu) */
     const char *op;        /* the op being launched and its .spmd line (rt_at) */
     const char *loc;
     struct rt_cuda_comm *comm;
@@ -67,7 +74,11 @@ __attribute__((noreturn)) void rt_dev_fail(rt_ctx *ctx, const char *what, const 
 void rt_cu_check_(rt_ctx *ctx, int err, const char *call, const char *file, int line);
 #define RT_CU(ctx, call) rt_cu_check_((ctx), (int)(call), #call, __FILE__, __LINE__)
 
-/* ---- memory: device buffers, copies (synchronous for the host side) */
+/* ---- memory: device buffers, copies. rt_dev_h2d does not wait: a source
+ * in the staging buffer is read before the buffer is handed out again
+ * (rt_dev_staging waits then), a small one is first copied to the pinned
+ * upload ring, a large one is waited for (its memory may change when this
+ * returns). rt_dev_d2h waits. */
 void *rt_dev_alloc(rt_ctx *ctx, size_t bytes);
 void rt_dev_free(rt_ctx *ctx, void *p, size_t bytes);
 void rt_dev_h2d(rt_ctx *ctx, void *dst, const void *src, size_t bytes);
@@ -75,6 +86,10 @@ void rt_dev_d2h(rt_ctx *ctx, void *dst, const void *src, size_t bytes); /* waits
 void rt_dev_d2d(rt_ctx *ctx, void *dst, const void *src, size_t bytes);
 void rt_dev_memset0(rt_ctx *ctx, void *dst, size_t bytes);
 void rt_dev_sync(rt_ctx *ctx); /* waits for everything launched; reports its errors */
+/* collectives.cu: waits for the stream while polling NCCL's asynchronous
+ * errors (a failure aborts the communicators and stops the rank, so none
+ * hangs); rt_dev_sync calls it when NCCL work was issued since the last */
+void rt_cuda_comm_wait(rt_ctx *ctx);
 /* the pinned staging buffer (at least bytes), valid until the next call */
 void *rt_dev_staging(rt_ctx *ctx, size_t bytes);
 
