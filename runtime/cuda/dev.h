@@ -314,6 +314,9 @@ template <class F> static void rt_launch_rows(rt_ctx *ctx, int64_t nrows, F f)
 #define RT_CHUNK 64
 extern "C" rt_tensor *rt_lanes_combine(rt_ctx *ctx, rt_tensor *p, int64_t outer, int64_t nc,
                                        int64_t inner, bool max); /* reduce.cu; consumes p */
+/* the same, down to `to` chunks a lane (a level of the tree at a time) */
+extern "C" rt_tensor *rt_lanes_combine_to(rt_ctx *ctx, rt_tensor *p, int64_t outer, int64_t nc,
+                                          int64_t inner, bool max, int64_t to);
 RT_DEV_INLINE double rt_red_step(double a, double v, bool max)
 {
     return max ? (v > a || isnan(v) ? v : a) : a + v;
@@ -345,14 +348,15 @@ static rt_tensor *rt_lanes_f64(rt_ctx *ctx, int64_t outer, int64_t d, int64_t in
 struct rt_tree_sum {
     double acc[12]; /* RT_CHUNK^11 terms at most */
     int64_t cnt[12];
+    bool max;       /* the max tree (rt_red_step's, NaN propagating): rt_tree_max() */
     RT_HD void add(double v)
     {
-        acc[0] += v;
+        acc[0] = rt_red_step(acc[0], v, max);
         cnt[0]++;
         for (int k = 0; k + 1 < 12 && cnt[k] == RT_CHUNK; k++) {
-            acc[k + 1] += acc[k];
+            acc[k + 1] = rt_red_step(acc[k + 1], acc[k], max);
             cnt[k + 1]++;
-            acc[k] = 0;
+            acc[k] = max ? -INFINITY : 0.0;
             cnt[k] = 0;
         }
     }
@@ -360,12 +364,72 @@ struct rt_tree_sum {
     {
         for (int k = 0; k + 1 < 12; k++)
             if (cnt[k] > 0) {
-                acc[k + 1] += acc[k];
+                acc[k + 1] = rt_red_step(acc[k + 1], acc[k], max);
                 cnt[k + 1]++;
             }
         return acc[11];
     }
 };
+RT_DEV_INLINE rt_tree_sum rt_tree_max(void)
+{
+    rt_tree_sum t = {};
+    t.max = true;
+    for (int k = 0; k < 12; k++)
+        t.acc[k] = -INFINITY;
+    return t;
+}
+
+/* rt_lanes_f64's reduction of each lane, its result v stored by st(t, v)
+ * for lane t = o * inner + i in the same launch that finishes the tree: a
+ * lane of at most RT_CHUNK terms in one launch, a longer one in two (the
+ * chunks, then each lane's tree over its chunks in one thread, rt_tree_sum)
+ * while a lane has at most RT_CHUNK^2 chunks (more: rt_lanes_combine's
+ * levels first). The same additions in the same order as rt_lanes_f64. */
+template <class F, class S>
+static void rt_lanes_reduce(rt_ctx *ctx, int64_t outer, int64_t d, int64_t inner, bool max, F ld,
+                            S st)
+{
+    int64_t lanes = outer * inner;
+    if (d <= RT_CHUNK) {
+        rt_launch(ctx, lanes, [=] RT_HD(int64_t t) {
+            int64_t o = t / inner, i = t % inner;
+            double a = max ? -INFINITY : 0.0;
+            for (int64_t j = 0; j < d; j++)
+                a = rt_red_step(a, ld(o, j, i), max);
+            st(t, a);
+        });
+        return;
+    }
+    int64_t nc = (d + RT_CHUNK - 1) / RT_CHUNK, n = outer * nc * inner;
+    rt_tensor *p = rt_empty(ctx, RT_F64, 1, &n);
+    double *P = (double *)p->data;
+    rt_launch(ctx, n, [=] RT_HD(int64_t t) {
+        int64_t i = t % inner, c = t / inner % nc, o = t / inner / nc;
+        int64_t j0 = c * RT_CHUNK, j1 = j0 + RT_CHUNK < d ? j0 + RT_CHUNK : d;
+        double a = max ? -INFINITY : 0.0;
+        for (int64_t j = j0; j < j1; j++)
+            a = rt_red_step(a, ld(o, j, i), max);
+        P[t] = a;
+    });
+    if (nc > RT_CHUNK * RT_CHUNK) { /* levels of RT_CHUNK until a lane's rest is one thread's */
+        int64_t m = nc;
+        while (m > RT_CHUNK * RT_CHUNK)
+            m = (m + RT_CHUNK - 1) / RT_CHUNK;
+        /* rt_lanes_combine down to m chunks: its levels are the tree's lower levels */
+        p = rt_lanes_combine_to(ctx, p, outer, nc, inner, max, m);
+        nc = m;
+    }
+    const double *Q = (const double *)p->data;
+    int64_t ncf = nc;
+    rt_launch(ctx, lanes, [=] RT_HD(int64_t t) {
+        int64_t o = t / inner, i = t % inner;
+        rt_tree_sum tr = max ? rt_tree_max() : rt_tree_sum{};
+        for (int64_t c = 0; c < ncf; c++)
+            tr.add(Q[(o * ncf + c) * inner + i]);
+        st(t, tr.total());
+    });
+    rt_free(ctx, p);
+}
 
 /* ---- typed element access in device code: every dtype read as double and
  * written rounded (bf16 to nearest even, as the CPU's rt_store_f64) */

@@ -254,27 +254,21 @@ rt_tensor *rt_sum_to_shape(rt_ctx *ctx, const rt_tensor *g, int ndim, const int6
         rt_tensor *t = rt_permute(ctx, g, perm);
         int64_t inner = y->numel, len = g->numel / inner;
         const void *T = t->data;
-        rt_tensor *sums = rt_lanes_f64(ctx, 1, len, inner, false,
-                                       [=] RT_HD(int64_t, int64_t j, int64_t i) {
-                                           return rt_ld(T, dt, j * inner + i);
-                                       });
+        rt_lanes_reduce(ctx, 1, len, inner, false,
+                        [=] RT_HD(int64_t, int64_t j, int64_t i) { return rt_ld(T, dt, j * inner + i); },
+                        [=] RT_HD(int64_t o, double v) { rt_st(Y, dt, o, v); });
         rt_free(ctx, t);
-        const double *S = (const double *)sums->data;
-        rt_launch(ctx, y->numel, [=] RT_HD(int64_t o) { rt_st(Y, dt, o, S[o]); });
-        rt_free(ctx, sums);
         return y;
     }
     if (one_run && first >= 0 && y->numel > 0) {
         int64_t outer = 1, len = 1, inner = 1;
         for (int d = 0; d < g->ndim; d++)
             *(d < first ? &outer : d <= last ? &len : &inner) *= g->shape[d];
-        rt_tensor *sums = rt_lanes_f64(ctx, outer, len, inner, false,
-                                       [=] RT_HD(int64_t o, int64_t j, int64_t i) {
-                                           return rt_ld(G, dt, (o * len + j) * inner + i);
-                                       });
-        const double *S = (const double *)sums->data;
-        rt_launch(ctx, y->numel, [=] RT_HD(int64_t o) { rt_st(Y, dt, o, S[o]); });
-        rt_free(ctx, sums);
+        rt_lanes_reduce(ctx, outer, len, inner, false,
+                        [=] RT_HD(int64_t o, int64_t j, int64_t i) {
+                            return rt_ld(G, dt, (o * len + j) * inner + i);
+                        },
+                        [=] RT_HD(int64_t o, double v) { rt_st(Y, dt, o, v); });
         return y;
     }
     rt_launch(ctx, y->numel, [=] RT_HD(int64_t o) {

@@ -241,6 +241,12 @@ static void long_lanes(void)
     out("long_sum_all", "f32", rt_sum_all(C, b));
     out("long_mean_all", "f32", rt_mean_all(C, b));
     out("long_amax_all", "bits", rt_amax_all(C, b));
+    /* more than 64 * 64 chunks: a level of chunk sums before each lane's
+     * tree in one thread (runtime/cuda's rt_lanes_reduce) */
+    rt_tensor *big = input(RT_F32, SH(300000), -1, 1);
+    out("long_sum_all_big", "f32", rt_sum_all(C, big));
+    out("long_amax_all_big", "bits", rt_amax_all(C, big));
+    rt_free(C, big);
     rt_tensor *g = input(RT_F32, SH(130, 3, 5), -1, 1), *h = input(RT_F32, SH(4, 200, 3), -1, 1);
     out("long_sum_to_shape_lead", "f32", rt_sum_to_shape(C, g, SH(3, 5)));
     out("long_sum_to_shape_mid", "f32", rt_sum_to_shape(C, h, SH(4, 1, 3)));
