@@ -240,8 +240,10 @@ void rt_wait(rt_ctx *ctx, const rt_tensor *t)
     if (!t || ctx->tgt->ov.nmembers == 0)
         return;
     int i = member_of(ctx, t);
-    if (i >= 0)
+    if (i >= 0) {
+        rt_count_sync(ctx); /* a blocking wait (--profile) */
         complete(ctx, ctx->tgt->ov.members[i].req);
+    }
 }
 
 bool rt_pending(const rt_ctx *ctx, const rt_tensor *t)
@@ -251,6 +253,8 @@ bool rt_pending(const rt_ctx *ctx, const rt_tensor *t)
 
 void rt_wait_all(rt_ctx *ctx)
 {
+    if (ctx->tgt->ov.nreqs > 0)
+        rt_count_sync(ctx);
     while (ctx->tgt->ov.nreqs > 0)
         complete(ctx, ctx->tgt->ov.nreqs - 1);
 }

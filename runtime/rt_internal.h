@@ -56,7 +56,18 @@ typedef struct rt_region {
     bool step;                  /* opened by rt_step_begin: a training step */
     long *faults;               /* a step region's minor page faults per call (whole process) */
     int nfaults, cap_faults;
+    double *ops;                /* a step region's device operations per call, RT_NOPS each */
+    double *syncs;              /* and host synchronisations per call */
+    int nops, cap_ops;
 } rt_region;
+
+/* --profile's count of device operations and host synchronisations
+ * (docs/runtime.md, "Device operations and host synchronisations"): the
+ * CUDA target counts at its launch, GEMM, copy, collective and wait points
+ * (runtime/cuda, the same code in the real and the simulation build); the
+ * CPU target counts its runtime calls (each outermost kernel span) and its
+ * blocking waits for non-blocking collectives. */
+typedef enum { RT_OP_KERNEL, RT_OP_GEMM, RT_OP_COPY, RT_OP_COLL, RT_NOPS } rt_op_kind;
 
 /* --profile: totals per kernel kind, allocation, regions */
 typedef struct rt_prof {
@@ -65,6 +76,9 @@ typedef struct rt_prof {
     double reuse_calls, reuse_hits; /* rt_reuse: results asked for, written in place */
     long faults_start, faults_end;
     int kdepth; /* open kernels: only the outermost is recorded */
+    double ops[RT_NOPS]; /* device operations so far, by kind (rt_count_op) */
+    double syncs;        /* host synchronisations so far (rt_count_sync) */
+    bool counts_launches; /* the target counts its own operations (CUDA), not kernel spans */
     rt_region *regions;
     int nregions, cap_regions;
 } rt_prof;
@@ -120,6 +134,7 @@ struct rt_ctx {
     double open_t0[64];
     double open_child[64];      /* inclusive time of the regions nested in it */
     long open_faults0[64];      /* the process's minor faults when a step region opened */
+    double open_ops0[64][RT_NOPS + 1]; /* and its device operations and host syncs so far */
     int open_region[64];        /* index in prof.regions (--profile) */
     int nopen;
     bool profile;
@@ -217,6 +232,9 @@ void rt_region_enter(rt_ctx *ctx, int level, const char *name);
 void rt_region_leave(rt_ctx *ctx, int level, double incl);
 /* marks the region open at level as a training step (its page faults per call) */
 void rt_region_step(rt_ctx *ctx, int level);
+/* one device operation of a kind / one host synchronisation (--profile) */
+static inline void rt_count_op(rt_ctx *ctx, rt_op_kind k) { ctx->prof.ops[k] += 1; }
+static inline void rt_count_sync(rt_ctx *ctx) { ctx->prof.syncs += 1; }
 void rt_profile_start(rt_ctx *ctx);
 double rt_process_start(void); /* the process's start on rt_now()'s clock; 0: unknown */
 void rt_profile_print(rt_ctx *ctx);

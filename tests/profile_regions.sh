@@ -2,7 +2,9 @@
 # profile_regions.sh SPMDC: --profile of a generated program prints where the
 # time goes: per kernel kind (matmul, elementwise, collectives, allocation,
 # other), per collective, and per function and training-loop iteration, with
-# each region's self time split by kind.
+# each region's self time split by kind; and per training step the CPU
+# target's operations (runtime calls, collectives among them) and host
+# synchronisations (the wait for the gradients' non-blocking all-reduce).
 set -euo pipefail
 spmdc=$1
 work=$(mktemp -d)
@@ -47,5 +49,13 @@ if not re.search(r"^in place: 12 of 12 elementwise results", text, re.M):
     sys.exit("expected the 12 in-place results of 3 steps")
 if not re.search(r"^for step \(.*mlp_tp\.spmd:35\) +3 ", text, re.M):
     sys.exit("no region for the iterations of the training loop")
+m = re.search(r"^device operations per training step \(for step \(.*mlp_tp\.spmd:35\)\): median (\d+) per rank "
+              r".*rank 0's 3 steps: .*; mean on rank 0: .* ([0-9.]+) collectives\)$", text, re.M)
+if not m or int(m.group(1)) == 0 or float(m.group(2)) == 0:
+    sys.exit("no device operations (with collectives) per training step")
+m = re.search(r"^host synchronisations per training step \(for step \(.*mlp_tp\.spmd:35\)\): median (\d+) per rank "
+              r".*steps with any on rank 0: 1 2 3\)$", text, re.M)
+if not m or int(m.group(1)) < 1:
+    sys.exit("expected a host synchronisation (the gradients' wait) in every step")
 print("profile ok")
 PY

@@ -10,8 +10,10 @@
  * on the device before and unpacked after, with the strided-copy kernel.
  * avg is a sum, then a scale (as on the CPU). The non-blocking all_reduce
  * is eager for now: rt_all_reduce_start reduces at once and rt_wait has
- * nothing to wait for. While NCCL works the host polls its asynchronous
- * errors and aborts the communicator, so no rank hangs. */
+ * nothing to wait for. NCCL's collectives complete in stream order: the
+ * host does not wait for them; at the next synchronisation (rt_dev_sync)
+ * it polls their asynchronous errors while the stream drains and aborts
+ * every communicator on a failure, so no rank hangs. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -188,33 +190,36 @@ static ncclComm_t nccl_comm(rt_ctx *ctx, rt_group *g)
     return m->comm;
 }
 
-/* waits for the stream while polling NCCL's asynchronous errors: a failure
- * aborts the communicator and stops every rank instead of hanging */
-static void nccl_wait(rt_ctx *ctx, ncclComm_t comm, const char *what)
-{
-    rt_dev_host_sync(ctx, "NCCL's completion poll"); /* graph regions stay eager */
-    for (;;) {
-        cudaError_t q = cudaStreamQuery((cudaStream_t)ctx->tgt->stream);
-        if (q == cudaSuccess)
-            return;
-        if (q != cudaErrorNotReady)
-            RT_CU(ctx, q);
-        ncclResult_t st;
-        ncclResult_t r = ncclCommGetAsyncError(comm, &st);
-        if (r != ncclSuccess || (st != ncclSuccess && st != ncclInProgress)) {
-            ncclCommAbort(comm);
-            rt_dev_fail(ctx, what, ncclGetErrorString(r != ncclSuccess ? r : st));
-        }
-    }
-}
-
-#define NCCL(ctx, comm, call)                                                   \
+#define NCCL(ctx, call)                                                         \
     do {                                                                        \
         ncclResult_t r_ = (call);                                               \
         if (r_ != ncclSuccess && r_ != ncclInProgress)                          \
             rt_dev_fail((ctx), #call, ncclGetErrorString(r_));                  \
-        nccl_wait((ctx), (comm), #call);                                        \
+        (ctx)->tgt->nccl_pending = true;                                        \
     } while (0)
+
+/* a failed communicator's error; every communicator aborted first */
+static void nccl_abort_all(rt_ctx *ctx, ncclResult_t err)
+{
+    struct rt_cuda_comm *c = ctx->tgt->comm;
+    for (int i = 0; i < c->n; i++)
+        ncclCommAbort(c->comms[i].comm);
+    c->n = 0;
+    if (c->nccl)
+        ncclCommAbort(c->world);
+    c->nccl = false;
+    ctx->tgt->nccl_pending = false;
+    rt_dev_fail(ctx, "NCCL", ncclGetErrorString(err));
+}
+
+static ncclResult_t nccl_async_error(ncclComm_t comm)
+{
+    ncclResult_t st;
+    ncclResult_t r = ncclCommGetAsyncError(comm, &st);
+    if (r != ncclSuccess)
+        return r;
+    return st == ncclInProgress ? ncclSuccess : st;
+}
 #endif
 
 #ifdef RT_SIM
@@ -264,10 +269,38 @@ static void sim_coll(rt_ctx *ctx, host_op k, rt_group *g, rt_dtype dt, rt_reduce
 }
 #endif
 
+void rt_cuda_comm_wait(rt_ctx *ctx)
+{
+#ifdef RT_SIM
+    ctx->tgt->nccl_pending = false; /* no NCCL: the host-staged path waited */
+#else
+    struct rt_cuda_comm *c = ctx->tgt->comm;
+    for (;;) {
+        cudaError_t q = cudaStreamQuery((cudaStream_t)ctx->tgt->stream);
+        if (q == cudaSuccess)
+            break;
+        if (q != cudaErrorNotReady)
+            RT_CU(ctx, q);
+        for (int i = 0; c && i < c->n; i++) {
+            ncclResult_t e = nccl_async_error(c->comms[i].comm);
+            if (e != ncclSuccess)
+                nccl_abort_all(ctx, e);
+        }
+        if (c && c->nccl) {
+            ncclResult_t e = nccl_async_error(c->world);
+            if (e != ncclSuccess)
+                nccl_abort_all(ctx, e);
+        }
+    }
+    ctx->tgt->nccl_pending = false;
+#endif
+}
+
 /* the same as host_coll, on NCCL */
 static void coll(rt_ctx *ctx, host_op k, rt_group *g, rt_dtype dt, rt_reduce_op op,
                  const void *in, int64_t n_in, void *out, int64_t n_out)
 {
+    rt_count_op(ctx, RT_OP_COLL);
 #ifdef RT_SIM
     if (ctx->tgt->comm && ctx->tgt->comm->nccl) {
         sim_coll(ctx, k, g, dt, op, in, n_in, out, n_out);
@@ -281,22 +314,22 @@ static void coll(rt_ctx *ctx, host_op k, rt_group *g, rt_dtype dt, rt_reduce_op 
         size_t esz = rt_dtype_size(dt);
         switch (k) {
         case H_ALLREDUCE:
-            NCCL(ctx, c, ncclAllReduce(in, out, (size_t)n_in, t, nccl_op(op), c, s));
+            NCCL(ctx, ncclAllReduce(in, out, (size_t)n_in, t, nccl_op(op), c, s));
             break;
         case H_ALLGATHER:
-            NCCL(ctx, c, ncclAllGather(in, out, (size_t)n_in, t, c, s));
+            NCCL(ctx, ncclAllGather(in, out, (size_t)n_in, t, c, s));
             break;
         case H_REDUCE_SCATTER:
-            NCCL(ctx, c, ncclReduceScatter(in, out, (size_t)n_out, t, ncclSum, c, s));
+            NCCL(ctx, ncclReduceScatter(in, out, (size_t)n_out, t, ncclSum, c, s));
             break;
         case H_ALLTOALL: {
             size_t blk = (size_t)(n_in / g->size);
-            NCCL(ctx, c, ncclGroupStart());
+            NCCL(ctx, ncclGroupStart());
             for (int p = 0; p < g->size; p++) {
-                NCCL(ctx, c, ncclSend((const char *)in + p * blk * esz, blk, t, p, c, s));
-                NCCL(ctx, c, ncclRecv((char *)out + p * blk * esz, blk, t, p, c, s));
+                NCCL(ctx, ncclSend((const char *)in + p * blk * esz, blk, t, p, c, s));
+                NCCL(ctx, ncclRecv((char *)out + p * blk * esz, blk, t, p, c, s));
             }
-            NCCL(ctx, c, ncclGroupEnd());
+            NCCL(ctx, ncclGroupEnd());
             break;
         }
         }
@@ -508,15 +541,16 @@ rt_tensor *rt_ppermute(rt_ctx *ctx, const rt_tensor *x, rt_axes axes, int64_t sh
     ctx->tgt->op = "ppermute";
     rt_tensor *y = rt_empty(ctx, x->dtype, x->ndim, x->shape);
     int to = (int)((g->rank + s) % n), from = (int)((g->rank - s + n) % n);
+    rt_count_op(ctx, RT_OP_COLL);
 #ifndef RT_SIM
     if (use_nccl(ctx)) {
         ncclComm_t c = nccl_comm(ctx, g);
         cudaStream_t st = (cudaStream_t)ctx->tgt->stream;
         ncclDataType_t t = nccl_type(x->dtype);
-        NCCL(ctx, c, ncclGroupStart());
-        NCCL(ctx, c, ncclSend(x->data, (size_t)x->numel, t, to, c, st));
-        NCCL(ctx, c, ncclRecv(y->data, (size_t)x->numel, t, from, c, st));
-        NCCL(ctx, c, ncclGroupEnd());
+        NCCL(ctx, ncclGroupStart());
+        NCCL(ctx, ncclSend(x->data, (size_t)x->numel, t, to, c, st));
+        NCCL(ctx, ncclRecv(y->data, (size_t)x->numel, t, from, c, st));
+        NCCL(ctx, ncclGroupEnd());
         rt_coll_record(ctx, RT_COLL_PPERMUTE, &ks_, (double)bytes_of(x));
         return y;
     }

@@ -50,6 +50,13 @@ struct rt_target {
     void *stream;          /* cudaStream_t: every kernel and copy of this rank */
     void *pinned;          /* a pinned host staging buffer, grown on demand */
     size_t pinned_cap;
+    bool staging_busy;     /* a copy to the device may still read it (rt_dev_h2d) */
+    char *up;              /* the pinned upload ring: two halves of up_half bytes */
+    size_t up_half, up_off;
+    int up_cur;            /* the half being filled */
+    bool up_used[2];       /* a half has copies issued from it */
+    void *up_ev[2];        /* cudaEvent_t: a half's copies done (after it was left) */
+    bool nccl_pending;     /* NCCL work since the last synchronisation (collectives.cu) */
     const char *op;        /* the op being launched and its .spmd line (rt_at) */
     const char *loc;
     struct rt_cuda_comm *comm;
@@ -67,7 +74,11 @@ __attribute__((noreturn)) void rt_dev_fail(rt_ctx *ctx, const char *what, const 
 void rt_cu_check_(rt_ctx *ctx, int err, const char *call, const char *file, int line);
 #define RT_CU(ctx, call) rt_cu_check_((ctx), (int)(call), #call, __FILE__, __LINE__)
 
-/* ---- memory: device buffers, copies (synchronous for the host side) */
+/* ---- memory: device buffers, copies. rt_dev_h2d does not wait: a source
+ * in the staging buffer is read before the buffer is handed out again
+ * (rt_dev_staging waits then), a small one is first copied to the pinned
+ * upload ring, a large one is waited for (its memory may change when this
+ * returns). rt_dev_d2h waits. */
 void *rt_dev_alloc(rt_ctx *ctx, size_t bytes);
 void rt_dev_free(rt_ctx *ctx, void *p, size_t bytes);
 void rt_dev_h2d(rt_ctx *ctx, void *dst, const void *src, size_t bytes);
@@ -75,6 +86,10 @@ void rt_dev_d2h(rt_ctx *ctx, void *dst, const void *src, size_t bytes); /* waits
 void rt_dev_d2d(rt_ctx *ctx, void *dst, const void *src, size_t bytes);
 void rt_dev_memset0(rt_ctx *ctx, void *dst, size_t bytes);
 void rt_dev_sync(rt_ctx *ctx); /* waits for everything launched; reports its errors */
+/* collectives.cu: waits for the stream while polling NCCL's asynchronous
+ * errors (a failure aborts the communicators and stops the rank, so none
+ * hangs); rt_dev_sync calls it when NCCL work was issued since the last */
+void rt_cuda_comm_wait(rt_ctx *ctx);
 /* the pinned staging buffer (at least bytes), valid until the next call */
 void *rt_dev_staging(rt_ctx *ctx, size_t bytes);
 
@@ -87,7 +102,8 @@ void *rt_dev_staging(rt_ctx *ctx, size_t bytes);
  * marks it to be read at the next rt_dev_sync, which stops every rank with
  * "cross_entropy (FILE.spmd:LINE): target 7 at row 2 is out of range for 5
  * classes" (the CPU target's message, the line added when rt_at gave one). */
-enum { RT_DEVERR_NONE, RT_DEVERR_TARGET, RT_DEVERR_ID };
+enum { RT_DEVERR_NONE, RT_DEVERR_TARGET, RT_DEVERR_ID, RT_DEVERR_TAKE };
+/* (RT_DEVERR_TAKE, take_along_dim's index: [1] is the dim, [3] its size) */
 #define RT_DEVERR_WORDS 5
 int64_t *rt_dev_errors(rt_ctx *ctx);
 
@@ -130,12 +146,16 @@ void rt_sim_record(std::function<void()> op); /* sim.cpp: during a capture */
 #endif
 
 /* ---- launches: f(i) for i in [0, n), each i independent */
+/* Every launch, GEMM, copy and collective counts as one device operation
+ * and every wait of the host for the device as one host synchronisation
+ * (--profile, rt_count_op and rt_count_sync), at the same points in both
+ * builds: the simulation counts what the GPU build does. */
 #ifdef RT_SIM
-template <class F> static void rt_launch(rt_ctx *ctx, int64_t n, F f)
+template <class F> static void rt_launch_as(rt_ctx *ctx, rt_op_kind kind, int64_t n, F f)
 {
-    (void)ctx;
     if (n <= 0)
         return;
+    rt_count_op(ctx, kind);
     if (rt_sim_capturing()) {
         rt_sim_record([=]() {
             rt_sim_open();
@@ -157,10 +177,11 @@ template <class F> __global__ void rt_grid_stride_(int64_t n, F f)
          i += (int64_t)gridDim.x * blockDim.x)
         f(i);
 }
-template <class F> static void rt_launch(rt_ctx *ctx, int64_t n, F f)
+template <class F> static void rt_launch_as(rt_ctx *ctx, rt_op_kind kind, int64_t n, F f)
 {
     if (n <= 0)
         return;
+    rt_count_op(ctx, kind);
     int64_t blocks = (n + 255) / 256;
     if (blocks > 65535 * 16)
         blocks = 65535 * 16;
@@ -168,6 +189,10 @@ template <class F> static void rt_launch(rt_ctx *ctx, int64_t n, F f)
     rt_launch_check_(ctx);
 }
 #endif
+template <class F> static void rt_launch(rt_ctx *ctx, int64_t n, F f)
+{
+    rt_launch_as(ctx, RT_OP_KERNEL, n, f);
+}
 
 /* ---- a warp per row: rt_launch_rows(ctx, nrows, body) runs body(w, r) for
  * each row r on one warp w of 32 lanes. The body is a sequence of
@@ -245,9 +270,9 @@ struct rt_warp {
 };
 template <class F> static void rt_launch_rows(rt_ctx *ctx, int64_t nrows, F f)
 {
-    (void)ctx;
     if (nrows <= 0)
         return;
+    rt_count_op(ctx, RT_OP_KERNEL);
     if (rt_sim_capturing()) {
         rt_sim_record([=]() {
             rt_sim_open();
@@ -306,6 +331,7 @@ template <class F> static void rt_launch_rows(rt_ctx *ctx, int64_t nrows, F f)
 {
     if (nrows <= 0)
         return;
+    rt_count_op(ctx, RT_OP_KERNEL);
     int64_t blocks = (nrows + RT_ROWS_PER_BLOCK - 1) / RT_ROWS_PER_BLOCK;
     if (blocks > 65535 * 16)
         blocks = 65535 * 16;
@@ -327,6 +353,9 @@ template <class F> static void rt_launch_rows(rt_ctx *ctx, int64_t nrows, F f)
 #define RT_CHUNK 64
 extern "C" rt_tensor *rt_lanes_combine(rt_ctx *ctx, rt_tensor *p, int64_t outer, int64_t nc,
                                        int64_t inner, bool max); /* reduce.cu; consumes p */
+/* the same, down to `to` chunks a lane (a level of the tree at a time) */
+extern "C" rt_tensor *rt_lanes_combine_to(rt_ctx *ctx, rt_tensor *p, int64_t outer, int64_t nc,
+                                          int64_t inner, bool max, int64_t to);
 RT_DEV_INLINE double rt_red_step(double a, double v, bool max)
 {
     return max ? (v > a || isnan(v) ? v : a) : a + v;
@@ -348,6 +377,97 @@ static rt_tensor *rt_lanes_f64(rt_ctx *ctx, int64_t outer, int64_t d, int64_t in
         P[t] = a;
     });
     return nc == 1 ? p : rt_lanes_combine(ctx, p, outer, nc, inner, max);
+}
+
+/* rt_lanes_f64's sum of a lane's n terms (dev.h: chunks of RT_CHUNK in
+ * order, then the chunks' sums in chunks, in order, up to one) in one
+ * thread: a node of each level of that tree accumulates in turn, so the
+ * same additions in the same order (a level with one node adds it to 0.0,
+ * which changes no value: no accumulator from 0.0 is ever -0.0) */
+struct rt_tree_sum {
+    double acc[12]; /* RT_CHUNK^11 terms at most */
+    int64_t cnt[12];
+    bool max;       /* the max tree (rt_red_step's, NaN propagating): rt_tree_max() */
+    RT_HD void add(double v)
+    {
+        acc[0] = rt_red_step(acc[0], v, max);
+        cnt[0]++;
+        for (int k = 0; k + 1 < 12 && cnt[k] == RT_CHUNK; k++) {
+            acc[k + 1] = rt_red_step(acc[k + 1], acc[k], max);
+            cnt[k + 1]++;
+            acc[k] = max ? -INFINITY : 0.0;
+            cnt[k] = 0;
+        }
+    }
+    RT_HD double total()
+    {
+        for (int k = 0; k + 1 < 12; k++)
+            if (cnt[k] > 0) {
+                acc[k + 1] = rt_red_step(acc[k + 1], acc[k], max);
+                cnt[k + 1]++;
+            }
+        return acc[11];
+    }
+};
+RT_DEV_INLINE rt_tree_sum rt_tree_max(void)
+{
+    rt_tree_sum t = {};
+    t.max = true;
+    for (int k = 0; k < 12; k++)
+        t.acc[k] = -INFINITY;
+    return t;
+}
+
+/* rt_lanes_f64's reduction of each lane, its result v stored by st(t, v)
+ * for lane t = o * inner + i in the same launch that finishes the tree: a
+ * lane of at most RT_CHUNK terms in one launch, a longer one in two (the
+ * chunks, then each lane's tree over its chunks in one thread, rt_tree_sum)
+ * while a lane has at most RT_CHUNK^2 chunks (more: rt_lanes_combine's
+ * levels first). The same additions in the same order as rt_lanes_f64. */
+template <class F, class S>
+static void rt_lanes_reduce(rt_ctx *ctx, int64_t outer, int64_t d, int64_t inner, bool max, F ld,
+                            S st)
+{
+    int64_t lanes = outer * inner;
+    if (d <= RT_CHUNK) {
+        rt_launch(ctx, lanes, [=] RT_HD(int64_t t) {
+            int64_t o = t / inner, i = t % inner;
+            double a = max ? -INFINITY : 0.0;
+            for (int64_t j = 0; j < d; j++)
+                a = rt_red_step(a, ld(o, j, i), max);
+            st(t, a);
+        });
+        return;
+    }
+    int64_t nc = (d + RT_CHUNK - 1) / RT_CHUNK, n = outer * nc * inner;
+    rt_tensor *p = rt_empty(ctx, RT_F64, 1, &n);
+    double *P = (double *)p->data;
+    rt_launch(ctx, n, [=] RT_HD(int64_t t) {
+        int64_t i = t % inner, c = t / inner % nc, o = t / inner / nc;
+        int64_t j0 = c * RT_CHUNK, j1 = j0 + RT_CHUNK < d ? j0 + RT_CHUNK : d;
+        double a = max ? -INFINITY : 0.0;
+        for (int64_t j = j0; j < j1; j++)
+            a = rt_red_step(a, ld(o, j, i), max);
+        P[t] = a;
+    });
+    if (nc > RT_CHUNK * RT_CHUNK) { /* levels of RT_CHUNK until a lane's rest is one thread's */
+        int64_t m = nc;
+        while (m > RT_CHUNK * RT_CHUNK)
+            m = (m + RT_CHUNK - 1) / RT_CHUNK;
+        /* rt_lanes_combine down to m chunks: its levels are the tree's lower levels */
+        p = rt_lanes_combine_to(ctx, p, outer, nc, inner, max, m);
+        nc = m;
+    }
+    const double *Q = (const double *)p->data;
+    int64_t ncf = nc;
+    rt_launch(ctx, lanes, [=] RT_HD(int64_t t) {
+        int64_t o = t / inner, i = t % inner;
+        rt_tree_sum tr = max ? rt_tree_max() : rt_tree_sum{};
+        for (int64_t c = 0; c < ncf; c++)
+            tr.add(Q[(o * ncf + c) * inner + i]);
+        st(t, tr.total());
+    });
+    rt_free(ctx, p);
 }
 
 /* ---- typed element access in device code: every dtype read as double and

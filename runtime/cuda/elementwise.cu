@@ -154,12 +154,32 @@ rt_tensor *rt_binary(rt_ctx *ctx, rt_binary_op op, const rt_tensor *a, const rt_
     return y;
 }
 
+/* a op s (or s op a): the scalar by value in the launch, rounded to a's
+ * dtype as a scalar tensor of it would hold it (a bf16 scalar to bf16),
+ * then rt_binary's arithmetic; no device scalar allocated and filled */
 rt_tensor *rt_binary_scalar(rt_ctx *ctx, rt_binary_op op, const rt_tensor *a, double s,
                             bool scalar_left)
 {
-    rt_tensor *t = rt_scalar(ctx, a->dtype, s); /* a bf16 scalar is rounded to bf16 */
-    rt_tensor *y = scalar_left ? rt_binary(ctx, op, t, a) : rt_binary(ctx, op, a, t);
-    rt_free(ctx, t);
+    rt_tensor st = {};
+    st.dtype = a->dtype; /* a header for the checks: rank 0, one element */
+    st.numel = 1;
+    rt_binary_check(ctx, op, scalar_left ? &st : a, scalar_left ? a : &st);
+    RT_KERNEL(ctx, RT_K_ELEMENTWISE, rt_binary_name(op));
+    ctx->tgt->op = rt_binary_name(op);
+    unsigned char held[8];
+    rt_dtype dt = a->dtype;
+    rt_st(held, dt, 0, s);
+    double sv = rt_ld(held, dt, 0);
+    rt_tensor *y = rt_empty(ctx, dt, a->ndim, a->shape);
+    const void *A = a->data;
+    void *Y = y->data;
+    rt_launch(ctx, y->numel, [=] RT_HD(int64_t i) {
+        double x = rt_ld(A, dt, i);
+        double v = scalar_left ? bin_f(op, sv, x) : bin_f(op, x, sv);
+        if (dt == RT_BF16)
+            v = (double)(float)v; /* the f32 kernel's result, then bf16 */
+        rt_st(Y, dt, i, v);
+    });
     return y;
 }
 
@@ -234,27 +254,21 @@ rt_tensor *rt_sum_to_shape(rt_ctx *ctx, const rt_tensor *g, int ndim, const int6
         rt_tensor *t = rt_permute(ctx, g, perm);
         int64_t inner = y->numel, len = g->numel / inner;
         const void *T = t->data;
-        rt_tensor *sums = rt_lanes_f64(ctx, 1, len, inner, false,
-                                       [=] RT_HD(int64_t, int64_t j, int64_t i) {
-                                           return rt_ld(T, dt, j * inner + i);
-                                       });
+        rt_lanes_reduce(ctx, 1, len, inner, false,
+                        [=] RT_HD(int64_t, int64_t j, int64_t i) { return rt_ld(T, dt, j * inner + i); },
+                        [=] RT_HD(int64_t o, double v) { rt_st(Y, dt, o, v); });
         rt_free(ctx, t);
-        const double *S = (const double *)sums->data;
-        rt_launch(ctx, y->numel, [=] RT_HD(int64_t o) { rt_st(Y, dt, o, S[o]); });
-        rt_free(ctx, sums);
         return y;
     }
     if (one_run && first >= 0 && y->numel > 0) {
         int64_t outer = 1, len = 1, inner = 1;
         for (int d = 0; d < g->ndim; d++)
             *(d < first ? &outer : d <= last ? &len : &inner) *= g->shape[d];
-        rt_tensor *sums = rt_lanes_f64(ctx, outer, len, inner, false,
-                                       [=] RT_HD(int64_t o, int64_t j, int64_t i) {
-                                           return rt_ld(G, dt, (o * len + j) * inner + i);
-                                       });
-        const double *S = (const double *)sums->data;
-        rt_launch(ctx, y->numel, [=] RT_HD(int64_t o) { rt_st(Y, dt, o, S[o]); });
-        rt_free(ctx, sums);
+        rt_lanes_reduce(ctx, outer, len, inner, false,
+                        [=] RT_HD(int64_t o, int64_t j, int64_t i) {
+                            return rt_ld(G, dt, (o * len + j) * inner + i);
+                        },
+                        [=] RT_HD(int64_t o, double v) { rt_st(Y, dt, o, v); });
         return y;
     }
     rt_launch(ctx, y->numel, [=] RT_HD(int64_t o) {

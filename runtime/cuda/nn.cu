@@ -173,58 +173,56 @@ static void norm_bwd(rt_ctx *ctx, const rt_tensor *x, const rt_tensor *w, double
     ctx->tgt->op = what;
     const void *X = x->data, *W = w ? w->data : NULL, *DY = dy->data;
     rt_dtype dt = x->dtype;
+    bool want_w = dw && w, want_b = db != NULL;
+    if (dw)
+        *dw = NULL;
+    /* two kernels: a warp per row (dx, and each row's mean and rstd for
+     * the parameters' gradients), then a thread per column (dw, db: sums
+     * over the rows in rt_lanes_f64's order, rt_tree_sum) */
+    int64_t n2 = 2 * rows;
+    rt_tensor *st = want_w || want_b ? rt_empty(ctx, RT_F64, 1, &n2) : NULL;
+    double *ST = st ? (double *)st->data : NULL;
     if (dx) {
         *dx = rt_empty(ctx, x->dtype, x->ndim, x->shape);
-        void *DX = (*dx)->data;
+    }
+    void *DX = dx ? (*dx)->data : NULL;
+    if (DX || ST)
         rt_launch_rows(ctx, rows, [=] RT_HD(const rt_warp &w, int64_t r) {
             double mean, rstd;
             int64_t off = r * d;
             row_stats(w, X, dt, off, d, rms, eps, &mean, &rstd);
+            if (ST && w.leader()) {
+                ST[2 * r] = mean;
+                ST[2 * r + 1] = rstd;
+            }
+            if (!DX)
+                return;
             auto g = [&](int64_t j) { return rt_ld(DY, dt, off + j) * (W ? rt_ld(W, dt, j) : 1.0); };
             auto xhat = [&](int64_t j) { return (rt_ld(X, dt, off + j) - mean) * rstd; };
             double mg = rms ? 0.0 : w.sum(d, g) / (double)d;
             double mgx = w.sum(d, [&](int64_t j) { return g(j) * xhat(j); }) / (double)d;
             w.each(d, [&](int64_t j) { rt_st(DX, dt, off + j, rstd * (g(j) - mg - xhat(j) * mgx)); });
         });
-    }
-    bool want_w = dw && w, want_b = db != NULL;
-    if (dw)
-        *dw = NULL;
     if (!want_w && !want_b)
         return;
     rt_tensor *gw = want_w ? rt_empty(ctx, x->dtype, 1, &d) : NULL;
     rt_tensor *gb = want_b ? rt_empty(ctx, x->dtype, 1, &d) : NULL;
     void *GW = gw ? gw->data : NULL, *GB = gb ? gb->data : NULL;
-    /* each row's mean and rstd once, then the columns' sums over the rows
-     * (in row order, long columns in chunks: rt_lanes_f64) */
-    int64_t n2 = 2 * rows;
-    rt_tensor *st = rt_empty(ctx, RT_F64, 1, &n2);
-    double *ST = (double *)st->data;
-    rt_launch_rows(ctx, rows, [=] RT_HD(const rt_warp &w, int64_t r) {
-        double mean, rstd;
-        row_stats(w, X, dt, r * d, d, rms, eps, &mean, &rstd);
-        if (w.leader()) {
-            ST[2 * r] = mean;
-            ST[2 * r + 1] = rstd;
-        }
-    });
     const double *CST = ST;
-    if (GW) {
-        rt_tensor *sw = rt_lanes_f64(ctx, 1, rows, d, false, [=] RT_HD(int64_t, int64_t r, int64_t j) {
-            return rt_ld(DY, dt, r * d + j) * ((rt_ld(X, dt, r * d + j) - CST[2 * r]) * CST[2 * r + 1]);
-        });
-        const double *SW = (const double *)sw->data;
-        rt_launch(ctx, d, [=] RT_HD(int64_t j) { rt_st(GW, dt, j, SW[j]); });
-        rt_free(ctx, sw);
-    }
-    if (GB) {
-        rt_tensor *sb = rt_lanes_f64(ctx, 1, rows, d, false, [=] RT_HD(int64_t, int64_t r, int64_t j) {
-            return rt_ld(DY, dt, r * d + j);
-        });
-        const double *SB = (const double *)sb->data;
-        rt_launch(ctx, d, [=] RT_HD(int64_t j) { rt_st(GB, dt, j, SB[j]); });
-        rt_free(ctx, sb);
-    }
+    rt_launch(ctx, d, [=] RT_HD(int64_t j) {
+        rt_tree_sum sw = {}, sb = {};
+        for (int64_t r = 0; r < rows; r++) {
+            double g = rt_ld(DY, dt, r * d + j);
+            if (GW)
+                sw.add(g * ((rt_ld(X, dt, r * d + j) - CST[2 * r]) * CST[2 * r + 1]));
+            if (GB)
+                sb.add(g);
+        }
+        if (GW)
+            rt_st(GW, dt, j, sw.total());
+        if (GB)
+            rt_st(GB, dt, j, sb.total());
+    });
     rt_free(ctx, st);
     if (dw)
         *dw = gw;
@@ -525,13 +523,41 @@ rt_tensor *rt_embedding(rt_ctx *ctx, const rt_tensor *table, const rt_tensor *id
     return y;
 }
 
-/* The positions grouped by id on the device, a stable counting sort with
- * no atomics: one thread per table row v counts the (valid) ids below v
- * (where its group starts) and then writes its positions in increasing
- * order; then one thread per (row of the table, column) adds its
- * positions in that order: the CPU's order. The grouping reads all n ids
- * twice per table row (vocab * n: small next to the step for a byte- or
- * word-level vocabulary). */
+/* The gradient of the table: row v adds, in increasing position order, the
+ * rows of dy at the positions whose id is v (the CPU's order), on the
+ * device with no atomics. The positions are grouped by id in one of two
+ * ways: for a small vocabulary (at most RT_EMB_SCAN_VOCAB rows) one thread
+ * per table row counts the ids below it and lists its positions (each row
+ * reads the n ids twice: vocab * n, small next to the step there); for a
+ * larger one the positions are sorted by (id, position) -- each position's
+ * rank within a block of 32, then merges of sorted runs, each element
+ * placed by a binary search in the other run (log2(n / 32) launches, n log n
+ * work) -- and each table row finds its positions by binary search. Ids
+ * out of range are reported by check_ids and add nowhere. */
+#define RT_EMB_SCAN_VOCAB 1024
+
+/* a position's sort key: (id, position), the bad ids after every good one */
+RT_DEV_INLINE int64_t emb_key(const int32_t *ID, int64_t p, int64_t n, int64_t vocab)
+{
+    int32_t v = ID[p];
+    return (v >= 0 && v < vocab ? (int64_t)v : vocab) * n + p;
+}
+
+/* how many of the sorted positions P[lo, hi) have a key below k */
+RT_DEV_INLINE int64_t emb_below(const int64_t *P, int64_t lo, int64_t hi, int64_t k,
+                                const int32_t *ID, int64_t n, int64_t vocab)
+{
+    int64_t a = lo, b = hi;
+    while (a < b) {
+        int64_t m = a + (b - a) / 2;
+        if (emb_key(ID, P[m], n, vocab) < k)
+            a = m + 1;
+        else
+            b = m;
+    }
+    return a - lo;
+}
+
 rt_tensor *rt_embedding_bwd(rt_ctx *ctx, const rt_tensor *ids, const rt_tensor *dy,
                             int64_t vocab)
 {
@@ -540,31 +566,70 @@ rt_tensor *rt_embedding_bwd(rt_ctx *ctx, const rt_tensor *ids, const rt_tensor *
     ctx->tgt->op = "embedding_bwd";
     int64_t d = dy->shape[dy->ndim - 1], n = ids->numel;
     check_ids(ctx, ids, vocab, RT_DEVERR_ID, NULL);
-    size_t cap;
-    int64_t *dev = (int64_t *)rt_pool_alloc(ctx, (size_t)(2 * vocab + n) * sizeof(int64_t), &cap);
-    int64_t *S = dev, *CNT = dev + vocab, *P = dev + 2 * vocab;
     const int32_t *ID = (const int32_t *)ids->data;
-    rt_launch(ctx, vocab, [=] RT_HD(int64_t v) {
-        int64_t start = 0, cnt = 0;
-        for (int64_t i = 0; i < n; i++) {
-            int32_t x = ID[i];
-            start += x >= 0 && x < v;
-        }
-        for (int64_t i = 0; i < n; i++)
-            if (ID[i] == v)
-                P[start + cnt++] = i;
-        S[v] = start;
-        CNT[v] = cnt;
-    });
     int64_t shape[2] = {vocab, d};
     rt_tensor *g = rt_empty(ctx, dy->dtype, 2, shape);
     const void *DY = dy->data;
     void *G = g->data;
     rt_dtype dt = dy->dtype;
+    size_t cap;
+    if (vocab <= RT_EMB_SCAN_VOCAB) {
+        int64_t *dev = (int64_t *)rt_pool_alloc(ctx, (size_t)(2 * vocab + n) * sizeof(int64_t), &cap);
+        int64_t *S = dev, *CNT = dev + vocab, *P = dev + 2 * vocab;
+        rt_launch(ctx, vocab, [=] RT_HD(int64_t v) {
+            int64_t start = 0, cnt = 0;
+            for (int64_t i = 0; i < n; i++) {
+                int32_t x = ID[i];
+                start += x >= 0 && x < v;
+            }
+            for (int64_t i = 0; i < n; i++)
+                if (ID[i] == v)
+                    P[start + cnt++] = i;
+            S[v] = start;
+            CNT[v] = cnt;
+        });
+        rt_launch(ctx, vocab * d, [=] RT_HD(int64_t k) {
+            int64_t v = k / d, j = k % d;
+            double s = 0;
+            for (int64_t q = S[v]; q < S[v] + CNT[v]; q++)
+                s += rt_ld(DY, dt, P[q] * d + j);
+            rt_st(G, dt, k, s);
+        });
+        rt_pool_release(ctx, dev, cap);
+        return g;
+    }
+    int64_t *dev = (int64_t *)rt_pool_alloc(ctx, (size_t)(2 * (n ? n : 1)) * sizeof(int64_t), &cap);
+    int64_t *A = dev, *B = dev + n;
+    const int64_t blk = 32;
+    rt_launch(ctx, n, [=] RT_HD(int64_t t) { /* sorted blocks of 32 */
+        int64_t b0 = t / blk * blk, b1 = b0 + blk < n ? b0 + blk : n, k = emb_key(ID, t, n, vocab);
+        int64_t r = 0;
+        for (int64_t u = b0; u < b1; u++)
+            r += emb_key(ID, u, n, vocab) < k;
+        A[b0 + r] = t;
+    });
+    for (int64_t w = blk; w < n; w *= 2) { /* merge runs of w into runs of 2w */
+        const int64_t *SRC = A;
+        int64_t *DST = B;
+        rt_launch(ctx, n, [=] RT_HD(int64_t t) {
+            int64_t base = t / (2 * w) * (2 * w), mid = base + w < n ? base + w : n;
+            int64_t end = base + 2 * w < n ? base + 2 * w : n, p = SRC[t];
+            int64_t k = emb_key(ID, p, n, vocab);
+            int64_t at = t < mid ? t - base + emb_below(SRC, mid, end, k, ID, n, vocab)
+                                 : t - mid + emb_below(SRC, base, mid, k, ID, n, vocab);
+            DST[base + at] = p;
+        });
+        int64_t *tmp = A;
+        A = B;
+        B = tmp;
+    }
+    const int64_t *P = A;
     rt_launch(ctx, vocab * d, [=] RT_HD(int64_t k) {
         int64_t v = k / d, j = k % d;
+        int64_t q0 = emb_below(P, 0, n, v * n, ID, n, vocab);
+        int64_t q1 = emb_below(P, 0, n, (v + 1) * n, ID, n, vocab);
         double s = 0;
-        for (int64_t q = S[v]; q < S[v] + CNT[v]; q++)
+        for (int64_t q = q0; q < q1; q++)
             s += rt_ld(DY, dt, P[q] * d + j);
         rt_st(G, dt, k, s);
     });

@@ -23,39 +23,27 @@ rt_tensor *rt_reduce_dim(rt_ctx *ctx, const rt_tensor *x, int dim, bool keepdim,
     const void *X = x->data;
     void *Y = y->data;
     rt_dtype dt = x->dtype;
-    if (d > RT_CHUNK) { /* long lanes: in chunks */
-        rt_tensor *s = rt_lanes_f64(ctx, outer, d, inner, k == RT_REDUCE_MAX,
-                                    [=] RT_HD(int64_t o, int64_t j, int64_t i) {
-                                        return rt_ld(X, dt, (o * d + j) * inner + i);
-                                    });
-        const double *S = (const double *)s->data;
-        rt_launch(ctx, outer * inner, [=] RT_HD(int64_t t) {
-            rt_st(Y, dt, t, k == RT_REDUCE_MEAN ? S[t] / (double)d : S[t]);
-        });
-        rt_free(ctx, s);
-        return y;
-    }
-    rt_launch(ctx, outer * inner, [=] RT_HD(int64_t t) {
-        int64_t o = t / inner, i = t % inner;
-        double a = k == RT_REDUCE_MAX ? -INFINITY : 0.0;
-        for (int64_t j = 0; j < d; j++) {
-            double v = rt_ld(X, dt, (o * d + j) * inner + i);
-            if (k == RT_REDUCE_MAX)
-                a = v > a || isnan(v) ? v : a;
-            else
-                a += v;
-        }
-        if (k == RT_REDUCE_MEAN)
-            a /= (double)d;
-        rt_st(Y, dt, t, a);
-    });
+    /* lanes in order (a long one in chunks, rt_lanes_reduce), stored at once */
+    rt_lanes_reduce(ctx, outer, d, inner, k == RT_REDUCE_MAX,
+                    [=] RT_HD(int64_t o, int64_t j, int64_t i) {
+                        return rt_ld(X, dt, (o * d + j) * inner + i);
+                    },
+                    [=] RT_HD(int64_t t, double a) {
+                        rt_st(Y, dt, t, k == RT_REDUCE_MEAN ? a / (double)d : a);
+                    });
     return y;
 }
 
 rt_tensor *rt_lanes_combine(rt_ctx *ctx, rt_tensor *p, int64_t outer, int64_t nc, int64_t inner,
                             bool max)
 {
-    while (nc > 1) {
+    return rt_lanes_combine_to(ctx, p, outer, nc, inner, max, 1);
+}
+
+rt_tensor *rt_lanes_combine_to(rt_ctx *ctx, rt_tensor *p, int64_t outer, int64_t nc,
+                               int64_t inner, bool max, int64_t to)
+{
+    while (nc > to) {
         const double *P = (const double *)p->data;
         int64_t m = (nc + RT_CHUNK - 1) / RT_CHUNK, n = outer * m * inner, len = nc;
         rt_tensor *q = rt_empty(ctx, RT_F64, 1, &n);

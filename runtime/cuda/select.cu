@@ -1,10 +1,13 @@
 /* The CUDA target's masks and selection: iota, where (three operands
  * broadcast), take_along_dim and their backwards (where's is composite.c's).
- * Selection moves bytes; the checks are checks.c's, the CPU target's: the
- * indices of take_along_dim are checked on the host by its walk, which
- * computes the gather offsets; its backward adds each input element's
- * terms in result order (a stable grouping on the host, no atomics), as
- * the CPU does. */
+ * Selection moves bytes; the shape checks are checks.c's, the CPU target's.
+ * take_along_dim's indices are checked on the device (the first bad one
+ * goes to the device error record and stops the run at the next
+ * synchronisation with the CPU's message) and its offsets computed there:
+ * it does not wait for the device. Its backward adds each input element's
+ * terms in result order (no atomics), as the CPU does: on the device when
+ * few results can pick an element (a loss picking its target), else
+ * grouped on the host. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -63,6 +66,10 @@ rt_tensor *rt_where(rt_ctx *ctx, const rt_tensor *c, const rt_tensor *a, const r
 
 /* ---- take_along_dim */
 
+/* the backward's device path: at most this many results may pick one x
+ * element (more: grouped on the host, which waits for the indices) */
+#define RT_TAKE_BWD_CANDIDATES 1024
+
 /* each result element's flat offset in x (the indices staged to the host
  * and checked by checks.c's walk); the caller frees it */
 static void keep_offset(void *user, int64_t i, int64_t xoff) { ((int64_t *)user)[i] = xoff; }
@@ -78,27 +85,93 @@ static int64_t *gather_offsets(rt_ctx *ctx, int xndim, const int64_t *xshape,
     return off;
 }
 
+/* The indices checked on the device: the first one out of range [0, size)
+ * in idx's order, which is the first in result order (the CPU's walk: a
+ * broadcast index dim repeats its element after it), goes to the device
+ * error record with dim and size (reported at the next synchronisation
+ * with the CPU's message, rt_take_along_dim_index_fail). Not when the
+ * result is empty (the CPU's walk checks nothing then). */
+static void check_indices(rt_ctx *ctx, const rt_tensor *idx, int dim, int64_t size, int64_t n)
+{
+    if (n == 0 || idx->numel == 0)
+        return;
+    int64_t *REC = rt_dev_errors(ctx);
+    const int32_t *I = (const int32_t *)idx->data;
+    int64_t m = idx->numel, loc = (int64_t)(uintptr_t)ctx->at_loc;
+    rt_launch_rows(ctx, 1, [=] RT_HD(const rt_warp &w, int64_t) {
+        int64_t bad = w.reduce(m, (int64_t)INT64_MAX, [&](int64_t j) {
+            int32_t v = I[j];
+            return v >= 0 && v < size ? (int64_t)INT64_MAX : j;
+        }, rt_op_min());
+        if (w.leader() && bad != INT64_MAX && REC[0] == RT_DEVERR_NONE) {
+            REC[1] = dim;
+            REC[2] = I[bad];
+            REC[3] = size;
+            REC[4] = loc;
+            REC[0] = RT_DEVERR_TAKE;
+        }
+    });
+}
+
+/* result element i's offsets in x (broadcast dims of x at stride 0) and in
+ * the indices, and its index: on the device, from the shapes */
+struct take_map {
+    rt_dshape shape, xs, is; /* the result's shape; x's and idx's strides */
+    int dim;
+    int64_t size; /* x's size along dim */
+};
+
+static take_map take_map_of(int xndim, const int64_t *xshape, const rt_tensor *idx, int dim,
+                            const rt_bshape *bs)
+{
+    int64_t xs[RT_MAX_DIMS], si[RT_MAX_DIMS], s = 1;
+    for (int d = xndim - 1; d >= 0; d--) {
+        xs[d] = xshape[d] == 1 && bs->shape[d] != 1 && d != dim ? 0 : s;
+        s *= xshape[d];
+    }
+    rt_broadcast_strides(idx, bs->ndim, bs->shape, si);
+    take_map m;
+    m.shape = rt_dshape_of(bs->ndim, bs->shape);
+    m.xs = rt_dshape_of(bs->ndim, xs);
+    m.is = rt_dshape_of(bs->ndim, si);
+    m.dim = dim;
+    m.size = xshape[dim];
+    return m;
+}
+
+/* x's offset of result element i (-1: its index is out of range) */
+RT_DEV_INLINE int64_t take_offset(const take_map &m, const int32_t *I, int64_t i)
+{
+    int64_t r = i, ox = 0, oi = 0;
+    for (int d = m.shape.ndim - 1; d >= 0; d--) {
+        int64_t k = r % m.shape.s[d];
+        r /= m.shape.s[d];
+        oi += k * m.is.s[d];
+        if (d != m.dim)
+            ox += k * m.xs.s[d];
+    }
+    int32_t j = I[oi];
+    return j >= 0 && j < m.size ? ox + (int64_t)j * m.xs.s[m.dim] : -1;
+}
+
 rt_tensor *rt_take_along_dim(rt_ctx *ctx, const rt_tensor *x, const rt_tensor *idx, int dim)
 {
     rt_bshape bs = rt_take_along_dim_check(ctx, x->ndim, x->shape, idx, &dim, "take_along_dim");
     RT_KERNEL(ctx, RT_K_COPY, "take_along_dim");
     ctx->tgt->op = "take_along_dim";
-    int64_t n;
-    int64_t *off = gather_offsets(ctx, x->ndim, x->shape, idx, dim, &bs, &n);
-    size_t cap;
-    int64_t *doff = (int64_t *)rt_pool_alloc(ctx, (size_t)n * sizeof *doff, &cap);
-    rt_dev_h2d(ctx, doff, off, (size_t)n * sizeof *off);
-    free(off);
+    int64_t n = rt_numel_of(bs.ndim, bs.shape);
+    check_indices(ctx, idx, dim, x->shape[dim], n);
+    take_map m = take_map_of(x->ndim, x->shape, idx, dim, &bs);
     rt_tensor *y = rt_empty(ctx, x->dtype, bs.ndim, bs.shape);
     size_t esz = rt_dtype_size(x->dtype);
     const char *X = (const char *)x->data;
+    const int32_t *I = (const int32_t *)idx->data;
     char *Y = (char *)y->data;
-    const int64_t *O = doff;
     rt_launch(ctx, n, [=] RT_HD(int64_t i) {
+        int64_t o = take_offset(m, I, i); /* a bad index (reported) gives zeros */
         for (size_t k = 0; k < esz; k++)
-            Y[(size_t)i * esz + k] = X[(size_t)O[i] * esz + k];
+            Y[(size_t)i * esz + k] = o < 0 ? 0 : X[(size_t)o * esz + k];
     });
-    rt_pool_release(ctx, doff, cap);
     return y;
 }
 
@@ -108,32 +181,53 @@ rt_tensor *rt_take_along_dim_bwd(rt_ctx *ctx, const rt_tensor *idx, const rt_ten
     rt_bshape bs = rt_take_along_dim_bwd_check(ctx, idx, dy, ndim, x_shape, &dim);
     RT_KERNEL(ctx, RT_K_COPY, "take_along_dim_bwd");
     ctx->tgt->op = "take_along_dim_bwd";
-    /* few indices along dim and no broadcast (a loss picking its target):
-     * each x element adds, in result order, the gradients of the results
-     * that picked it, on the device (the forward checked the indices; one
-     * out of range picks nothing here) */
-    bool plain = idx->shape[dim] <= RT_CHUNK;
+    /* few results per x element (a loss picking its target): each x
+     * element adds, in result order, the gradients of the results that
+     * may pick it (its own positions outside dim and the broadcast dims of
+     * x, every position along dim and those) whose index is its position
+     * along dim, on the device (the forward checked the indices; one out
+     * of range picks nothing here) */
+    take_map m = take_map_of(ndim, x_shape, idx, dim, &bs);
+    int64_t cand = 1;
     for (int d = 0; d < ndim; d++)
-        plain &= d == dim || (x_shape[d] == bs.shape[d] && idx->shape[d] == bs.shape[d]);
-    if (plain) {
-        int64_t outer = 1, inner = 1, len = x_shape[dim], k = idx->shape[dim];
-        for (int d = 0; d < ndim; d++)
-            *(d < dim ? &outer : &inner) *= d == dim ? 1 : x_shape[d];
+        cand *= d == dim || (x_shape[d] == 1 && bs.shape[d] != 1) ? bs.shape[d] : 1;
+    if (cand <= RT_TAKE_BWD_CANDIDATES) {
         rt_tensor *g = rt_empty(ctx, dy->dtype, ndim, x_shape);
+        rt_dshape xsh = rt_dshape_of(ndim, x_shape);
         const int32_t *I = (const int32_t *)idx->data;
         const void *DY = dy->data;
         void *G = g->data;
         rt_dtype dt = dy->dtype;
         rt_launch(ctx, g->numel, [=] RT_HD(int64_t v) {
-            int64_t i = v % inner, j = v / inner % len, o = v / inner / len;
+            int64_t q[RT_MAX_DIMS];
+            int64_t r = v;
+            for (int d = m.shape.ndim - 1; d >= 0; d--) {
+                q[d] = r % xsh.s[d];
+                r /= xsh.s[d];
+            }
             double s = 0;
-            for (int64_t q = 0; q < k; q++)
-                if (I[(o * k + q) * inner + i] == j)
-                    s += rt_ld(DY, dt, (o * k + q) * inner + i);
+            for (int64_t c = 0; c < cand; c++) {
+                /* candidate c: the free dims' positions, the last fastest */
+                int64_t rc = c, i = 0, oi = 0, mul = 1;
+                for (int d = m.shape.ndim - 1; d >= 0; d--) {
+                    bool free_d = d == m.dim || (xsh.s[d] == 1 && m.shape.s[d] != 1);
+                    int64_t p = q[d];
+                    if (free_d) {
+                        p = rc % m.shape.s[d];
+                        rc /= m.shape.s[d];
+                    }
+                    i += p * mul;
+                    mul *= m.shape.s[d];
+                    oi += p * m.is.s[d];
+                }
+                if (I[oi] == q[m.dim])
+                    s += rt_ld(DY, dt, i);
+            }
             rt_st(G, dt, v, s);
         });
         return g;
     }
+    /* many: grouped on the host (a synchronisation) */
     int64_t n, nx = rt_numel_of(ndim, x_shape);
     int64_t *off = gather_offsets(ctx, ndim, x_shape, idx, dim, &bs, &n);
     /* group result elements by their x element, in result order */

@@ -89,6 +89,7 @@ void rt_target_new(rt_ctx *ctx)
         fprintf(stderr, "spmd: error: out of memory\n");
         exit(1);
     }
+    ctx->prof.counts_launches = true; /* rt_count_op at each launch, copy, GEMM */
     rt_cuda_set_current(ctx);
 }
 
@@ -107,15 +108,21 @@ void rt_target_free(rt_ctx *ctx)
     rt_target *t = ctx->tgt;
     if (!t)
         return;
+    if (t->stream)
+        rt_dev_sync(ctx); /* NCCL's work done before its communicators go */
     rt_cuda_comm_free(ctx);
     rt_cuda_gemm_free(ctx);
     if (t->stream) {
-        rt_dev_sync(ctx);
         if (t->err)
             rt_dev_free(ctx, t->err, RT_DEVERR_WORDS * sizeof(int64_t));
 #ifndef RT_SIM
         if (t->pinned)
             cudaFreeHost(t->pinned);
+        if (t->up)
+            cudaFreeHost(t->up);
+        for (int h = 0; h < 2; h++)
+            if (t->up_ev[h])
+                cudaEventDestroy((cudaEvent_t)t->up_ev[h]);
         if (t->err_host)
             cudaFreeHost(t->err_host);
         cudaStreamDestroy((cudaStream_t)t->stream);
@@ -123,6 +130,7 @@ void rt_target_free(rt_ctx *ctx)
     }
 #ifdef RT_SIM
     free(t->pinned);
+    free(t->up);
     free(t->err_host);
 #endif
     free(t);
@@ -190,8 +198,8 @@ void rt_dev_free(rt_ctx *ctx, void *p, size_t bytes)
 }
 
 /* a copy on the stream (the simulation: with the device mappings open);
- * h2d then waits (src may be reused), d2h too, as the GPU's does in the
- * simulation also (the host reads dst; a device error surfaces here) */
+ * d2h then waits (the host reads dst; a device error surfaces here), as
+ * the GPU's does in the simulation also */
 typedef enum { COPY_H2D, COPY_D2H, COPY_D2D } copy_kind;
 
 /* a wait for the device (graph.c: keeps a region's warm-up eager, an error
@@ -211,6 +219,7 @@ static void dev_copy(rt_ctx *ctx, void *dst, const void *src, size_t bytes, copy
         return;
     if (k != COPY_D2D)
         rt_dev_host_sync(ctx, k == COPY_H2D ? "a host-to-device copy" : "a device-to-host copy");
+    rt_count_op(ctx, RT_OP_COPY);
 #ifdef RT_SIM
     if (rt_sim_capturing()) { /* recorded; a replay copies */
         rt_sim_record([=]() {
@@ -227,16 +236,73 @@ static void dev_copy(rt_ctx *ctx, void *dst, const void *src, size_t bytes, copy
     static const cudaMemcpyKind kinds[] = {cudaMemcpyHostToDevice, cudaMemcpyDeviceToHost,
                                            cudaMemcpyDeviceToDevice};
     RT_CU(ctx, cudaMemcpyAsync(dst, src, bytes, kinds[k], (cudaStream_t)ctx->tgt->stream));
-    if (k == COPY_H2D)
-        RT_CU(ctx, cudaStreamSynchronize((cudaStream_t)ctx->tgt->stream));
 #endif
     if (k == COPY_D2H)
         rt_dev_sync(ctx);
 }
 
+/* The upload ring: copies to the device of at most RT_UPLOAD_MAX bytes
+ * from host memory the caller may change when rt_dev_h2d returns go
+ * through pinned memory, two halves of RT_UPLOAD_HALF bytes filled in
+ * turn; a half is filled again only after the copies issued from it are
+ * done (an event recorded when it was left: a wait, counted as a host
+ * synchronisation whether or not it blocks, so both builds count alike). */
+#define RT_UPLOAD_HALF ((size_t)1 << 20)
+#define RT_UPLOAD_MAX ((size_t)64 << 10)
+
+static void *upload_slot(rt_ctx *ctx, size_t bytes)
+{
+    rt_target *t = ctx->tgt;
+    if (!t->up) {
+        t->up_half = RT_UPLOAD_HALF;
+#ifdef RT_SIM
+        t->up = (char *)malloc(2 * t->up_half);
+        RT_CHECK(ctx, t->up != NULL, "out of memory");
+#else
+        RT_CU(ctx, cudaMallocHost((void **)&t->up, 2 * t->up_half));
+        for (int h = 0; h < 2; h++) {
+            cudaEvent_t e;
+            RT_CU(ctx, cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
+            t->up_ev[h] = (void *)e;
+        }
+#endif
+    }
+    if (t->up_off + bytes > t->up_half) { /* leave this half, take the other */
+#ifndef RT_SIM
+        RT_CU(ctx, cudaEventRecord((cudaEvent_t)t->up_ev[t->up_cur], (cudaStream_t)t->stream));
+#endif
+        t->up_cur ^= 1;
+        t->up_off = 0;
+        if (t->up_used[t->up_cur]) {
+            rt_count_sync(ctx);
+#ifndef RT_SIM
+            RT_CU(ctx, cudaEventSynchronize((cudaEvent_t)t->up_ev[t->up_cur]));
+#endif
+        }
+    }
+    t->up_used[t->up_cur] = true;
+    void *p = t->up + (size_t)t->up_cur * t->up_half + t->up_off;
+    t->up_off += (bytes + 63) / 64 * 64;
+    return p;
+}
+
 void rt_dev_h2d(rt_ctx *ctx, void *dst, const void *src, size_t bytes)
 {
-    dev_copy(ctx, dst, src, bytes, COPY_H2D);
+    if (!bytes)
+        return;
+    rt_target *t = ctx->tgt;
+    const char *s = (const char *)src, *pin = (const char *)t->pinned;
+    if (pin && s >= pin && s + bytes <= pin + t->pinned_cap) {
+        dev_copy(ctx, dst, src, bytes, COPY_H2D); /* read before the buffer is reused */
+        t->staging_busy = true;
+    } else if (bytes <= RT_UPLOAD_MAX) {
+        void *p = upload_slot(ctx, bytes);
+        memcpy(p, src, bytes);
+        dev_copy(ctx, dst, p, bytes, COPY_H2D);
+    } else { /* large: waited for (src may change when this returns) */
+        dev_copy(ctx, dst, src, bytes, COPY_H2D);
+        rt_dev_sync(ctx);
+    }
 }
 
 void rt_dev_d2h(rt_ctx *ctx, void *dst, const void *src, size_t bytes)
@@ -253,8 +319,8 @@ void rt_dev_memset0(rt_ctx *ctx, void *dst, size_t bytes)
 {
     if (!bytes)
         return;
+    rt_count_op(ctx, RT_OP_COPY);
 #ifdef RT_SIM
-    (void)ctx;
     if (rt_sim_capturing()) {
         rt_sim_record([=]() {
             rt_sim_open();
@@ -308,6 +374,8 @@ static void report_dev_errors(rt_ctx *ctx)
         ctx->at_loc = loc;
     if (e[0] == RT_DEVERR_TARGET)
         rt_cross_entropy_target_fail(ctx, "", e[2], e[1], e[3]);
+    if (e[0] == RT_DEVERR_TAKE)
+        rt_take_along_dim_index_fail(ctx, (int32_t)e[2], (int)e[1], e[3]);
     rt_embedding_id_fail(ctx, "", e[2], e[1], e[3]);
 }
 
@@ -315,6 +383,10 @@ void rt_dev_sync(rt_ctx *ctx)
 {
     rt_target *t = ctx->tgt;
     rt_dev_host_sync(ctx, "a synchronisation with the device");
+    if (t->stream)
+        rt_count_sync(ctx);
+    t->staging_busy = false; /* every copy issued so far is done when this returns */
+    t->up_used[0] = t->up_used[1] = false;
 #ifdef RT_SIM
     if (t->err_pending) {
         rt_sim_open();
@@ -328,7 +400,10 @@ void rt_dev_sync(rt_ctx *ctx)
     if (t->err_pending) /* the record comes back with the stream: no extra wait */
         RT_CU(ctx, cudaMemcpyAsync(t->err_host, t->err, RT_DEVERR_WORDS * sizeof(int64_t),
                                    cudaMemcpyDeviceToHost, (cudaStream_t)t->stream));
-    RT_CU(ctx, cudaStreamSynchronize((cudaStream_t)t->stream));
+    if (t->nccl_pending) /* polls NCCL's errors while it waits: no rank hangs */
+        rt_cuda_comm_wait(ctx);
+    else
+        RT_CU(ctx, cudaStreamSynchronize((cudaStream_t)t->stream));
     if (t->err_pending)
         report_dev_errors(ctx);
 #endif
@@ -363,6 +438,7 @@ cudaStream_t rt_kernel_stream(rt_ctx *ctx)
 void rt_kernel_launched(rt_ctx *ctx, const char *what)
 {
     ctx->tgt->op = what; /* a string literal of the generated code */
+    rt_count_op(ctx, RT_OP_KERNEL);
 #ifndef RT_SIM
     rt_launch_check_(ctx);
 #endif
@@ -371,16 +447,18 @@ void rt_kernel_launched(rt_ctx *ctx, const char *what)
 void *rt_dev_staging(rt_ctx *ctx, size_t bytes)
 {
     rt_target *t = ctx->tgt;
+    if (t->staging_busy) /* a copy to the device may still read it */
+        rt_dev_sync(ctx);
     if (bytes <= t->pinned_cap)
         return t->pinned;
     size_t cap = bytes < 4096 ? 4096 : bytes;
     rt_dev_host_sync(ctx, "a new pinned staging buffer");
+    rt_dev_sync(ctx); /* the old buffer may still be read by a copy */
 #ifdef RT_SIM
     free(t->pinned);
     t->pinned = malloc(cap);
     RT_CHECK(ctx, t->pinned != NULL, "out of memory allocating %zu bytes", cap);
 #else
-    rt_dev_sync(ctx);
     if (t->pinned)
         RT_CU(ctx, cudaFreeHost(t->pinned));
     t->pinned = NULL;

@@ -3,7 +3,8 @@
  * stops every rank with the CPU target's message, the op and the .spmd line
  * given by rt_at; the op itself does not wait for the device.
  *   device_errors CASE   (under mpirun; CASE: ce, ce_bwd, embedding,
- *                         embedding_bwd, first: two bad ops, the first
+ *                         embedding_bwd, take: take_along_dim's index,
+ *                         first: two bad ops, the first
  *                         one's message; ce_vp, ce_vp_bwd: the
  *                         vocabulary-parallel loss, 5 classes a rank of 5
  *                         per rank, the message naming all of them)
@@ -45,6 +46,11 @@ int main(int argc, char **argv)
     } else if (strcmp(c, "embedding_bwd") == 0) {
         rt_at(C, "bad.spmd:4");
         r = rt_embedding_bwd(C, ids, edy, 3);
+    } else if (strcmp(c, "take") == 0) {
+        int32_t kv[3] = {1, 6, 2};
+        rt_tensor *k = rt_from_data(C, RT_I32, 2, (int64_t[]){3, 1}, kv);
+        rt_at(C, "bad.spmd:5");
+        r = rt_take_along_dim(C, logits, k, 1);
     } else if (strcmp(c, "ce_vp") == 0 || strcmp(c, "ce_vp_bwd") == 0) {
         int n = rt_group_size(C, RT_AXES(0));
         rt_axes axes[2] = {RT_NO_AXES, RT_AXES(0)};

@@ -85,7 +85,9 @@ int main(int argc, char **argv)
     FAILS("take_along_dim dtype", rt_take_along_dim(C, x23, x23, 1));
     FAILS("take_along_dim dims", rt_take_along_dim(C, x23, i32(SH(2), 0), 1));
     FAILS("take_along_dim broadcast", rt_take_along_dim(C, x23, i32(SH(4, 1), 0), 1));
-    FAILS("take_along_dim index", rt_take_along_dim(C, x23, i32(SH(2, 1), 3), 1));
+    /* checked on the device on the CUDA target: reported at the next
+     * synchronisation (the item) */
+    FAILS("take_along_dim index", rt_item(C, rt_sum_all(C, rt_take_along_dim(C, x23, i32(SH(2, 1), 3), 1))));
     FAILS("take_along_dim dim", rt_take_along_dim(C, x23, i32(SH(2, 1), 0), -3));
     FAILS("take_along_dim_bwd gradient",
           rt_take_along_dim_bwd(C, i32(SH(2, 1), 0), x23, SH(2, 3), 1));

@@ -241,10 +241,23 @@ static void long_lanes(void)
     out("long_sum_all", "f32", rt_sum_all(C, b));
     out("long_mean_all", "f32", rt_mean_all(C, b));
     out("long_amax_all", "bits", rt_amax_all(C, b));
+    /* more than 64 * 64 chunks: a level of chunk sums before each lane's
+     * tree in one thread (runtime/cuda's rt_lanes_reduce) */
+    rt_tensor *big = input(RT_F32, SH(300000), -1, 1);
+    out("long_sum_all_big", "f32", rt_sum_all(C, big));
+    out("long_amax_all_big", "bits", rt_amax_all(C, big));
+    rt_free(C, big);
     rt_tensor *g = input(RT_F32, SH(130, 3, 5), -1, 1), *h = input(RT_F32, SH(4, 200, 3), -1, 1);
     out("long_sum_to_shape_lead", "f32", rt_sum_to_shape(C, g, SH(3, 5)));
     out("long_sum_to_shape_mid", "f32", rt_sum_to_shape(C, h, SH(4, 1, 3)));
     out("long_sum_to_shape_two_runs", "f32", rt_sum_to_shape(C, g, SH(3, 1)));
+    /* the parameters' gradients over 4200 rows: two levels of chunks */
+    rt_tensor *x2 = input(RT_F32, SH(4200, 2), -3, 3), *dy2 = input(RT_F32, SH(4200, 2), -1, 1);
+    rt_tensor *w2 = input(RT_F32, SH(2), 0.5, 1.5), *dx2, *dw2, *db2;
+    rt_layer_norm_bwd(C, x2, w2, 1e-5, dy2, &dx2, &dw2, &db2);
+    out("long_layer_norm_bwd_4200_dw", "f32", dw2);
+    out("long_layer_norm_bwd_4200_db", "f32", db2);
+    rt_free(C, x2); rt_free(C, dy2); rt_free(C, w2); rt_free(C, dx2);
     rt_tensor *x = input(RT_F32, SH(150, 9), -3, 3), *dy = input(RT_F32, SH(150, 9), -1, 1);
     rt_tensor *w = input(RT_F32, SH(9), 0.5, 1.5), *dx, *dw, *db;
     rt_layer_norm_bwd(C, x, w, 1e-5, dy, &dx, &dw, &db);
@@ -257,7 +270,7 @@ static void long_lanes(void)
     rt_free(C, a); rt_free(C, b); rt_free(C, g); rt_free(C, h);
     rt_free(C, x); rt_free(C, dy); rt_free(C, w);
     /* take_along_dim's backward: a loss's pick (one index per row), along
-     * dim 0, and more indices than a chunk (staged through the host) */
+     * dim 0, and 100 indices a row */
     int32_t pick[6] = {4, 0, 2, 2, 4, 1}, d0[6] = {3, 0, 3, 1, 1, 2};
     rt_tensor *ip = rt_from_data(C, RT_I32, SH(2, 3, 1), pick), *i0 = rt_from_data(C, RT_I32, SH(2, 3), d0);
     rt_tensor *gp = input(RT_F32, SH(2, 3, 1), -1, 1), *g0 = input(RT_F32, SH(2, 3), -1, 1);
@@ -269,6 +282,24 @@ static void long_lanes(void)
     rt_tensor *im = rt_from_data(C, RT_I32, SH(2, 100), many), *gm = input(RT_F32, SH(2, 100), -1, 1);
     out("long_take_bwd_many", "f32", rt_take_along_dim_bwd(C, im, gm, SH(2, 5), 1));
     rt_free(C, ip); rt_free(C, i0); rt_free(C, gp); rt_free(C, g0); rt_free(C, im); rt_free(C, gm);
+    /* broadcasts: x [1, 5] picked by [3, 4] (each x element a candidate of
+     * 12 results), idx [1, 2] picking from [3, 5]; more candidates than the
+     * device path takes (grouped on the host) */
+    int32_t bx[12] = {4, 0, 4, 1, 2, 2, 0, 3, 1, 4, 4, 0}, bi[2] = {3, 1};
+    rt_tensor *ibx = rt_from_data(C, RT_I32, SH(3, 4), bx), *ibi = rt_from_data(C, RT_I32, SH(1, 2), bi);
+    rt_tensor *xb = input(RT_F32, SH(1, 5), -1, 1), *xf = input(RT_F32, SH(3, 5), -1, 1);
+    out("long_take_bcast_x", "bits", rt_take_along_dim(C, xb, ibx, 1));
+    out("long_take_bcast_idx", "bits", rt_take_along_dim(C, xf, ibi, 1));
+    rt_tensor *gbx = input(RT_F32, SH(3, 4), -1, 1), *gbi = input(RT_F32, SH(3, 2), -1, 1);
+    out("long_take_bwd_bcast_x", "f32", rt_take_along_dim_bwd(C, ibx, gbx, SH(1, 5), 1));
+    out("long_take_bwd_bcast_idx", "f32", rt_take_along_dim_bwd(C, ibi, gbi, SH(3, 5), 1));
+    int32_t lots[1100];
+    for (int q = 0; q < 1100; q++)
+        lots[q] = (q * 3) % 5;
+    rt_tensor *il = rt_from_data(C, RT_I32, SH(1, 1100), lots), *gl = input(RT_F32, SH(1, 1100), -1, 1);
+    out("long_take_bwd_host", "f32", rt_take_along_dim_bwd(C, il, gl, SH(1, 5), 1));
+    rt_free(C, ibx); rt_free(C, ibi); rt_free(C, xb); rt_free(C, xf); rt_free(C, gbx); rt_free(C, gbi);
+    rt_free(C, il); rt_free(C, gl);
 }
 
 /* batched GEMMs: every entry its own operands, one operand shared, a
@@ -394,6 +425,16 @@ static void rows(void)
     out("rows_embedding", "bits", rt_embedding(C, table, ids));
     out("rows_embedding_bwd", "f32", rt_embedding_bwd(C, ids, edy, 300));
     rt_free(C, table); rt_free(C, ids); rt_free(C, edy);
+    /* a vocabulary of 3000 (the CUDA target sorts the positions by id):
+     * 1000 positions (runs of uneven length), an id repeated 200 times, the
+     * first and last rows, in f64 where the order of the sums shows */
+    int32_t lv[1000];
+    for (int i = 0; i < 1000; i++)
+        lv[i] = i % 5 == 0 ? 1234 : i % 7 == 0 ? 2999 : (i * 997) % 3000;
+    lv[3] = 0;
+    rt_tensor *lids = rt_from_data(C, RT_I32, SH(8, 125), lv), *ldy = input(RT_F64, SH(8, 125, 3), -1, 1);
+    out("rows_embedding_bwd_sorted", "bits", rt_embedding_bwd(C, lids, ldy, 3000));
+    rt_free(C, lids); rt_free(C, ldy);
 }
 
 /* the row kernels without exp or log, in f64, where the order of a sum

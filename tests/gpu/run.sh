@@ -62,6 +62,7 @@ if [ "$worker" = errors-worker ]; then
               "ce_vp_bwd|bad.spmd:10: cross_entropy: target 13 at row 2 is out of range for 10 classes" \
               "embedding|bad.spmd:3: embedding: id 9 at position 2 is out of range for 3 rows" \
               "embedding_bwd|bad.spmd:4: embedding: id 9 at position 2 is out of range for 3 rows" \
+              "take|bad.spmd:5: take_along_dim: index 6 is out of range for dim 1 of size 5" \
               "first|bad.spmd:3: embedding: id 9 at position 2 is out of range for 3 rows"; do
     c=${spec%%|*} msg=${spec#*|}
     out=$(timeout 60 mpirun -np 2 "$bundle/bin/gpu_device_errors" "$c" 2>&1)

@@ -8,7 +8,8 @@
  * emulated butterfly must end with the same bits (what makes a step's result
  * uniform across a warp on the GPU); and the tree must differ from a plain
  * serial sum somewhere, or this test could not tell them apart. Then the
- * simulation's row kernels themselves (kernels_use_the_tree). */
+ * simulation's row kernels themselves (kernels_use_the_tree), and one
+ * thread's rt_tree_sum against rt_lanes_f64's chunked tree (tree_sum). */
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
@@ -106,9 +107,57 @@ static void kernels_use_the_tree(void)
     rt_ctx_free_serial(ctx);
 }
 
+/* rt_lanes_f64's order, as reduce.cu computes it: chunks of RT_CHUNK
+ * terms, then chunks of the chunks' sums, until one */
+static double chunked_tree(const double *x, int64_t n)
+{
+    if (n <= RT_CHUNK) {
+        double a = 0;
+        for (int64_t j = 0; j < n; j++)
+            a += x[j];
+        return a;
+    }
+    static double p[1 << 14], q[1 << 14];
+    int64_t nc = (n + RT_CHUNK - 1) / RT_CHUNK;
+    for (int64_t c = 0; c < nc; c++) {
+        double a = 0;
+        for (int64_t j = c * RT_CHUNK; j < n && j < (c + 1) * RT_CHUNK; j++)
+            a += x[j];
+        p[c] = a;
+    }
+    while (nc > 1) {
+        int64_t m = (nc + RT_CHUNK - 1) / RT_CHUNK;
+        for (int64_t c = 0; c < m; c++) {
+            double a = 0;
+            for (int64_t j = c * RT_CHUNK; j < nc && j < (c + 1) * RT_CHUNK; j++)
+                a += p[j];
+            q[c] = a;
+        }
+        memcpy(p, q, (size_t)m * sizeof *p);
+        nc = m;
+    }
+    return p[0];
+}
+
+static void tree_sum(void)
+{
+    static const int64_t lens[] = {0, 1, 63, 64, 65, 4095, 4096, 4097, 262144, 262145, 300000};
+    static double x[300000];
+    for (size_t q = 0; q < sizeof lens / sizeof lens[0]; q++) {
+        int64_t n = lens[q];
+        for (int64_t j = 0; j < n; j++)
+            x[j] = j % 1000 == 7 ? -0.0 : (next_u() - 0.5) * pow(10.0, floor(next_u() * 16 - 8));
+        rt_tree_sum t = {};
+        for (int64_t j = 0; j < n; j++)
+            t.add(x[j]);
+        same("tree_sum", n, t.total(), chunked_tree(x, n));
+    }
+}
+
 int main(void)
 {
     kernels_use_the_tree();
+    tree_sum();
     static const int64_t lens[] = {0, 1, 2, 31, 32, 33, 64, 100, 128, 1000, 4097};
     static double x[4097];
     static int64_t xi[4097];

@@ -1,0 +1,50 @@
+#!/usr/bin/env bash
+# flagship_ops.sh SPMDC LIBSPMDRT_CUDASIM: the flagship's training step on
+# the CUDA target, counted by --profile in the simulation build (the same
+# counting points as the GPU build: docs/runtime.md, "Device operations and
+# host synchronisations"): at most CEILING device operations per step
+# (median over the steps), and no host synchronisation in any step but the
+# last, which prints, evaluates and saves.
+#
+# examples/gpt.spmd at tests/gpt's small size (T=16, D=32, 4 heads, F=128,
+# L=2, B=8) on 1 rank, 6 steps. Measured (issue 26): 436 operations and 2
+# host synchronisations a step before (take_along_dim copied its indices to
+# the host and its offsets back; rt_binary_scalar filled a device scalar per
+# call; layer_norm's backward took 8 launches; a long reduction took a
+# launch per level of its tree and one to store); 372 and 0 after, so
+# CEILING is 385. A step with fewer than FLOOR operations means the
+# counting broke.
+set -euo pipefail
+spmdc=$1
+simrt=$2
+CEILING=385
+FLOOR=200
+root=$(cd "$(dirname "$0")/../.." && pwd)
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
+export OPENBLAS_NUM_THREADS=1
+/usr/bin/python3 "$root/scripts/gpt_data.py" "$work/data" --text "$root/tests/gpt/gettysburg.txt" >/dev/null
+. "$work/data/sizes.sh"
+SPMDC_CUDA_SIM=1 SPMDC_RT_LIB="$simrt" SPMDC_CFLAGS="-Wl,-rpath,$(dirname "$simrt")" \
+  "$spmdc" --target=cuda -D T=16 -D D=32 -D NH=4 -D F=128 -D L=2 -D B=8 -D NTRAIN="$NTRAIN" \
+  -D NVAL="$NVAL" -D STOP_AFTER=6 -D PRINT_EVERY=1000 -D EVAL_EVERY=1000 -D CKPT_EVERY=1000 \
+  -D EVAL_BATCHES=2 -D GEN_TOKENS=0 "$root/examples/gpt.spmd" -o "$work/gpt"
+(cd "$work" && timeout 500 ./gpt --mesh dp=1,tp=1 --profile >out 2>err) ||
+  { cat "$work/err"; echo "FAIL: the flagship did not run"; exit 1; }
+cat "$work/out"
+ops=$(grep '^device operations per training step' "$work/err") ||
+  { cat "$work/err"; echo "FAIL: no device-operation line in the profile"; exit 1; }
+syncs=$(grep '^host synchronisations per training step' "$work/err") ||
+  { cat "$work/err"; echo "FAIL: no host-synchronisation line in the profile"; exit 1; }
+echo "$ops"
+echo "$syncs"
+n=$(sed -n 's/.*: median \([0-9]*\) per rank.*/\1/p' <<<"$ops")
+[ -n "$n" ] && [ "$n" -ge "$FLOOR" ] ||
+  { echo "FAIL: ${n:-?} device operations per step: fewer than $FLOOR, the counting is broken"; exit 1; }
+[ "$n" -le "$CEILING" ] ||
+  { echo "FAIL: $n device operations per step, more than the ceiling of $CEILING"; exit 1; }
+with=$(sed -n 's/.*steps with any on rank 0: \([^)]*\))$/\1/p' <<<"$syncs")
+[ "$with" = "6" ] ||
+  { echo "FAIL: host synchronisations in steps '${with:-?}' of 6: only the last (6) may synchronise"; exit 1; }
+echo "ok: $n device operations per step (ceiling $CEILING), host synchronisations only in the last step"
