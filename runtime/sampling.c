@@ -1,8 +1,9 @@
 /* Indices and values along a whole dim, and the categorical draw
  * (docs/weights.md, "Sampling"): argmax, argmin, topk, categorical.
  *
- * Core code over host memory (rt_host_view / rt_host_buffer), so both
- * targets run the same loops: these ops pick a few numbers per row of
+ * Core code over host memory (host_hold / host_out: the inputs and the
+ * output apart, as a device target stages every view in one buffer), so
+ * both targets run the same loops: these ops pick a few numbers per row of
  * logits, once per generated token, never in a training step's inner loop.
  * NaN counts as the largest value (as PyTorch's argmax); ties go to the
  * lowest index. categorical draws by the Gumbel-max trick: the class
@@ -30,6 +31,45 @@ static double elem(const rt_tensor *x, const void *data, int64_t i)
 static bool above(double a, double b)
 {
     return (isnan(a) && !isnan(b)) || a > b;
+}
+
+/* x's data readable by the host until host_release: x->data itself where
+ * the target keeps tensors in host memory, else a copy of the staged view
+ * (a device target stages every view in one buffer, which the next view
+ * or output buffer reuses) */
+static const void *host_hold(rt_ctx *ctx, const rt_tensor *x)
+{
+    const void *v = rt_host_view(ctx, x);
+    if (v == x->data)
+        return v;
+    size_t bytes = (size_t)x->numel * rt_dtype_size(x->dtype);
+    void *h = malloc(bytes ? bytes : 1);
+    RT_CHECK(ctx, h != NULL, "out of memory");
+    memcpy(h, v, bytes);
+    return h;
+}
+
+static void host_release(const rt_tensor *x, const void *h)
+{
+    if (h && h != x->data)
+        free((void *)h);
+}
+
+/* a host buffer for y's data (host_commit moves it into y) */
+static void *host_out(rt_ctx *ctx, const rt_tensor *y)
+{
+    void *h = malloc((size_t)y->numel * rt_dtype_size(y->dtype) + 1);
+    RT_CHECK(ctx, h != NULL, "out of memory");
+    return h;
+}
+
+static void host_commit(rt_ctx *ctx, rt_tensor *y, void *h)
+{
+    size_t bytes = (size_t)y->numel * rt_dtype_size(y->dtype);
+    void *dst = rt_host_buffer(ctx, y); /* y->data, or the staging buffer */
+    memcpy(dst, h, bytes);
+    rt_host_commit(ctx, y, dst);
+    free(h);
 }
 
 static void split_dims(const rt_tensor *x, int dim, int64_t *outer, int64_t *n, int64_t *inner)
@@ -62,8 +102,8 @@ static rt_tensor *arg_extreme(rt_ctx *ctx, const rt_tensor *x, int64_t dim64, bo
         if (d != dim || keep)
             shape[nd++] = d == dim ? 1 : x->shape[d];
     rt_tensor *y = rt_empty(ctx, RT_I32, nd, shape);
-    int32_t *out = rt_host_buffer(ctx, y);
-    const void *xd = rt_host_view(ctx, x);
+    int32_t *out = host_out(ctx, y);
+    const void *xd = host_hold(ctx, x);
     for (int64_t o = 0; o < outer; o++)
         for (int64_t i = 0; i < inner; i++) {
             int64_t best = 0;
@@ -77,7 +117,8 @@ static rt_tensor *arg_extreme(rt_ctx *ctx, const rt_tensor *x, int64_t dim64, bo
             }
             out[o * inner + i] = (int32_t)best;
         }
-    rt_host_commit(ctx, y, out);
+    host_release(x, xd);
+    host_commit(ctx, y, out);
     return y;
 }
 
@@ -130,8 +171,8 @@ rt_tensor *rt_topk(rt_ctx *ctx, const rt_tensor *x, int64_t k, int64_t dim64)
     memcpy(shape, x->shape, sizeof shape);
     shape[dim] = k;
     rt_tensor *y = rt_empty(ctx, x->dtype, x->ndim, shape);
-    void *out = rt_host_buffer(ctx, y);
-    const void *xd = rt_host_view(ctx, x);
+    void *out = host_out(ctx, y);
+    const void *xd = host_hold(ctx, x);
     ranked *r = malloc((size_t)n * sizeof *r);
     RT_CHECK(ctx, r != NULL, "out of memory");
     size_t es = rt_dtype_size(x->dtype);
@@ -145,7 +186,8 @@ rt_tensor *rt_topk(rt_ctx *ctx, const rt_tensor *x, int64_t k, int64_t dim64)
                        (const char *)xd + (size_t)((o * n + r[j].j) * inner + i) * es, es);
         }
     free(r);
-    rt_host_commit(ctx, y, out);
+    host_release(x, xd);
+    host_commit(ctx, y, out);
     return y;
 }
 
@@ -162,10 +204,10 @@ rt_tensor *rt_categorical(rt_ctx *ctx, const rt_tensor *logits, const rt_layout 
     split_dims(logits, dim, &outer, &n, &inner);
     int64_t k = top_k <= 0 || top_k > n ? n : top_k;
     rt_tensor *u = temperature > 0 ? rt_uniform(ctx, RT_F64, l, seed, 0.0, 1.0) : NULL;
-    const double *ud = u ? rt_host_view(ctx, u) : NULL;
+    const double *ud = u ? host_hold(ctx, u) : NULL;
     rt_tensor *y = rt_empty(ctx, RT_I32, logits->ndim - 1, logits->shape);
-    int32_t *out = rt_host_buffer(ctx, y);
-    const void *xd = rt_host_view(ctx, logits);
+    int32_t *out = host_out(ctx, y);
+    const void *xd = host_hold(ctx, logits);
     ranked *r = malloc((size_t)n * sizeof *r);
     RT_CHECK(ctx, r != NULL, "out of memory");
     for (int64_t o = 0; o < outer; o++) {
@@ -183,7 +225,10 @@ rt_tensor *rt_categorical(rt_ctx *ctx, const rt_tensor *logits, const rt_layout 
         out[o] = (int32_t)best;
     }
     free(r);
+    if (u)
+        host_release(u, ud);
     rt_free(ctx, u);
-    rt_host_commit(ctx, y, out);
+    host_release(logits, xd);
+    host_commit(ctx, y, out);
     return y;
 }
