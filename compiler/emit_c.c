@@ -164,6 +164,42 @@ static bool dies_here(Emitter *E, int v) {
   return E->dying[v] && E->defblk[v] == E->curblk;
 }
 
+/* This rank's extent of dim d of a value of type t, as a C expression: the
+ * torch.chunk split of the global size over the axes sharding it (SPEC 4,
+ * uneven shards; rt_shard_extent). In a local type a dim's size divided by
+ * local axes is the global size over those axes (after the dim's global
+ * axes, which are the major ones). The runtime's uneven collectives need
+ * the gathered dim's extent, which the operand's own does not give. */
+static const char *extent_c(Emitter *E, const Type *t, long long d) {
+  if (d < 0 || d >= t->ndim)
+    return "RT_EVEN";
+  Size s = t->shape[d];
+  int axes[2 * MAX_MESH_AXES], n = 0;
+  for (int k = 0; k < MAX_MESH_AXES && t->spec[d][k] >= 0; k++)
+    axes[n++] = t->spec[d][k];
+  if (t->local) { /* the size over local axes: the global size is their product times it */
+    for (int i = 0; i < s.nf; i++) {
+      if (s.f[i].exp >= 0)
+        continue;
+      if (s.f[i].exp != -1)
+        return "RT_EVEN";
+      axes[n++] = s.f[i].axis;
+      s.f[i].exp = 0;
+    }
+  }
+  if (s.unknown)
+    return "RT_EVEN";
+  if (n == 0)
+    return size_c(E, s);
+  StrBuf sb;
+  sb_init(&sb, &E->c->arena);
+  sb_printf(&sb, "rt_shard_extent(ctx, %s, (rt_axes){.n = %d, .idx = {", size_c(E, s), n);
+  for (int i = 0; i < n; i++)
+    sb_printf(&sb, "%s%d", i ? ", " : "", axes[i]);
+  sb_puts(&sb, "}})");
+  return sb.data;
+}
+
 /* A collective's or a cast's dim: S(i)'s i, or the stacked form. */
 static const char *dim_c(Emitter *E, long long d) {
   return d == IR_STACK ? "RT_STACK" : arena_sprintf(&E->c->arena, "%lld", d);
@@ -184,15 +220,22 @@ static void emit_comm(Emitter *E, IrInst *in, int ind, const char *loc) {
         x, axes_c(E, in), reduce_c[IR_I(in, REDUCE)], loc);
     break;
   case IR_ALL_GATHER:
-    out(E, ind, "%s = rt_all_gather(ctx, %s, %s, %s); %s\n", d, x, axes_c(E, in), dim_c(E, IR_I(in, DIM)), loc);
+    if (IR_I(in, DIM) == IR_STACK)
+      out(E, ind, "%s = rt_all_gather(ctx, %s, %s, RT_STACK); %s\n", d, x, axes_c(E, in), loc);
+    else
+      out(E, ind, "%s = rt_all_gather_to(ctx, %s, %s, %lld, %s); %s\n", d, x, axes_c(E, in), IR_I(in, DIM),
+          extent_c(E, E->f->values[in->dst[0]].type, IR_I(in, DIM)), loc);
     break;
   case IR_REDUCE_SCATTER:
     out(E, ind, "%s = rt_reduce_scatter(ctx, %s, %s, %s, %s); %s\n", d, x, axes_c(E, in), dim_c(E, IR_I(in, DIM)),
         reduce_c[IR_I(in, REDUCE)], loc);
     break;
   default:
-    out(E, ind, "%s = rt_all_to_all(ctx, %s, %s, %s, %s); %s\n", d, x, axes_c(E, in), dim_c(E, IR_I(in, SRC_DIM)),
-        dim_c(E, IR_I(in, DST_DIM)), loc);
+    if (IR_I(in, SRC_DIM) == IR_STACK)
+      out(E, ind, "%s = rt_all_to_all(ctx, %s, %s, RT_STACK, RT_STACK); %s\n", d, x, axes_c(E, in), loc);
+    else
+      out(E, ind, "%s = rt_all_to_all_to(ctx, %s, %s, %lld, %lld, %s); %s\n", d, x, axes_c(E, in), IR_I(in, SRC_DIM),
+          IR_I(in, DST_DIM), extent_c(E, E->f->values[in->dst[0]].type, IR_I(in, SRC_DIM)), loc);
     break;
   }
   if (wire) {
@@ -599,7 +642,10 @@ static void emit_inst(Emitter *E, IrInst *in, int ind) {
     return;
   case IR_CONVERT:
   case IR_REINTERPRET: {
-    if (in->op == IR_CONVERT)
+    if (in->op == IR_CONVERT && IR_I(in, SRC) == LTY_V && IR_I(in, DST) == LTY_P && IR_I(in, DIM) != IR_STACK)
+      out(E, ind, "%s = rt_convert_to(ctx, %s, %s, RT_V, RT_P, %lld, %s); %s\n", D(E, in, 0), A(E, in, 0),
+          axes_c(E, in), IR_I(in, DIM), extent_c(E, E->f->values[in->dst[0]].type, IR_I(in, DIM)), loc);
+    else if (in->op == IR_CONVERT)
       out(E, ind, "%s = rt_convert(ctx, %s, %s, %s, %s, %s); %s\n", D(E, in, 0), A(E, in, 0), axes_c(E, in),
           ltype_c[IR_I(in, SRC)], ltype_c[IR_I(in, DST)], dim_c(E, IR_I(in, DIM)), loc);
     else

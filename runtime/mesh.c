@@ -473,6 +473,75 @@ void rt_check_divisible(rt_ctx *ctx, const char *name, int dim, int64_t size, rt
     rt_fail_all(ctx, msg);
 }
 
+/* torch.chunk's split (SPEC 4): block r of k is [r*c, min(n, (r+1)*c))
+ * with c = ceil(n/k), clamped to n (the last blocks smaller, possibly
+ * empty) */
+int64_t rt_chunk(int64_t n, int k, int r, int64_t *off)
+{
+    int64_t c = k > 0 ? (n + k - 1) / k : n;
+    int64_t lo = (int64_t)r * c < n ? (int64_t)r * c : n;
+    int64_t hi = lo + c < n ? lo + c : n;
+    if (off)
+        *off = lo;
+    return hi - lo;
+}
+
+int64_t rt_shard_block(rt_ctx *ctx, int64_t n, rt_axes axes, int b, int64_t *off)
+{
+    int coord[RT_MAX_AXES];
+    for (int i = axes.n - 1; i >= 0; i--) {
+        int k = ctx->sizes[axes.idx[i]];
+        coord[i] = b % k;
+        b /= k;
+    }
+    int64_t o = 0, ext = n;
+    for (int i = 0; i < axes.n; i++) { /* nested, major to minor */
+        int64_t sub;
+        ext = rt_chunk(ext, ctx->sizes[axes.idx[i]], coord[i], &sub);
+        o += sub;
+    }
+    if (off)
+        *off = o;
+    return ext;
+}
+
+int64_t rt_shard_extent(rt_ctx *ctx, int64_t n, rt_axes axes)
+{
+    if (axes.n == 0)
+        return n;
+    return rt_shard_block(ctx, n, axes, rt_group_rank(ctx, axes), NULL);
+}
+
+int64_t rt_shard_offset(rt_ctx *ctx, int64_t n, rt_axes axes)
+{
+    int64_t off = 0;
+    if (axes.n > 0)
+        rt_shard_block(ctx, n, axes, rt_group_rank(ctx, axes), &off);
+    return off;
+}
+
+rt_blocks rt_blocks_of(rt_ctx *ctx, rt_axes axes, int64_t n)
+{
+    rt_blocks b = {.n = rt_group_size(ctx, axes)};
+    b.ext = malloc(2 * (size_t)b.n * sizeof *b.ext);
+    RT_CHECK(ctx, b.ext != NULL, "out of memory");
+    b.off = b.ext + b.n;
+    for (int k = 0; k < b.n; k++)
+        b.ext[k] = rt_shard_block(ctx, n, axes, k, &b.off[k]);
+    return b;
+}
+
+void rt_blocks_free(rt_blocks *b)
+{
+    free(b->ext);
+    b->ext = b->off = NULL;
+}
+
+bool rt_shard_even(rt_ctx *ctx, int64_t n, rt_axes axes)
+{
+    return axes.n == 0 || n % rt_group_size(ctx, axes) == 0;
+}
+
 rt_layout rt_layout_full(int ndim, const int64_t *shape)
 {
     rt_layout l = {.ndim = ndim};
@@ -484,14 +553,13 @@ rt_layout rt_layout_full(int ndim, const int64_t *shape)
 rt_layout rt_layout_of(rt_ctx *ctx, const char *name, int ndim, const int64_t *global,
                        const rt_axes *dim_axes)
 {
+    (void)name;
     rt_layout l = rt_layout_full(ndim, global);
     for (int d = 0; dim_axes && d < ndim; d++) {
         if (dim_axes[d].n == 0)
             continue;
-        rt_check_divisible(ctx, name, d, global[d], dim_axes[d]);
-        int n = rt_group_size(ctx, dim_axes[d]);
-        l.local[d] = global[d] / n;
-        l.offset[d] = l.local[d] * rt_group_rank(ctx, dim_axes[d]);
+        l.local[d] = rt_shard_block(ctx, global[d], dim_axes[d], rt_group_rank(ctx, dim_axes[d]),
+                                    &l.offset[d]);
     }
     return l;
 }

@@ -202,11 +202,26 @@ typedef struct rt_layout {
     int64_t local[RT_MAX_DIMS];
 } rt_layout;
 /* dim_axes[d] lists the axes sharding dim d (n == 0: not sharded); NULL:
- * nothing sharded. Fails with "tensor 'x' dim 0 (size 10) is not divisible
- * by axis 'dp' (size 4)" naming the tensor. */
+ * nothing sharded. A dim the axes do not divide splits as torch.chunk does
+ * (SPEC 4, "Uneven shards"): over a group of k, block r is [r*c, min(n,
+ * (r+1)*c)) with c = ceil(n/k), clamped (the last blocks smaller, possibly
+ * empty); over several axes the split is nested, major to minor (n = 5 on
+ * (2, 2): 2, 1, 1, 1). name is the tensor's, for messages. */
 rt_layout rt_layout_of(rt_ctx *ctx, const char *name, int ndim, const int64_t *global,
                        const rt_axes *dim_axes);
+/* Fails with "tensor 'x' dim 0 (size 10) is not divisible by axis 'dp'
+ * (size 4)" naming the tensor: for what needs equal blocks. */
 void rt_check_divisible(rt_ctx *ctx, const char *name, int dim, int64_t size, rt_axes axes);
+/* torch.chunk of n into k blocks: block r's extent (and offset in *off,
+ * unless NULL) */
+int64_t rt_chunk(int64_t n, int k, int r, int64_t *off);
+/* The nested split of n over an axis tuple: block b's (b the flattened
+ * index in the tuple's group, major to minor) extent and *off; this rank's
+ * extent and offset (axes.n == 0: n and 0); whether every block is equal */
+int64_t rt_shard_block(rt_ctx *ctx, int64_t n, rt_axes axes, int b, int64_t *off);
+int64_t rt_shard_extent(rt_ctx *ctx, int64_t n, rt_axes axes);
+int64_t rt_shard_offset(rt_ctx *ctx, int64_t n, rt_axes axes);
+bool rt_shard_even(rt_ctx *ctx, int64_t n, rt_axes axes);
 
 /* ------------------------------------------------------------- collectives */
 
@@ -234,6 +249,23 @@ rt_tensor *rt_ppermute(rt_ctx *ctx, const rt_tensor *x, rt_axes axes, int64_t sh
  * 0, zeros elsewhere), V/S(i)->P (own block placed in zeros), R<->I (copy). */
 rt_tensor *rt_convert(rt_ctx *ctx, const rt_tensor *x, rt_axes axes, rt_ltype src,
                       rt_ltype dst, int dim);
+/* Uneven shards (SPEC 4): the forms whose result has a dim the group's
+ * blocks concatenate into take that dim's extent, this rank's (the same on
+ * every member of the group): all_gather's dim, all_to_all's src_dim,
+ * convert S(i)->P's dim. The blocks are the torch.chunk split of it over
+ * the axes (rt_shard_block), equal when the group size divides it; RT_EVEN:
+ * the operand's extent times the group size (every block equal). The other
+ * forms need no extent: reduce_scatter and convert R->S(i) split the
+ * operand's dim, all_to_all's dst_dim is whole in the operand. Generated
+ * code calls these; rt_all_gather, rt_all_to_all and rt_convert are the
+ * RT_EVEN forms. */
+#define RT_EVEN ((int64_t)-1)
+rt_tensor *rt_all_gather_to(rt_ctx *ctx, const rt_tensor *x, rt_axes axes, int dim,
+                            int64_t extent);
+rt_tensor *rt_all_to_all_to(rt_ctx *ctx, const rt_tensor *x, rt_axes axes, int src_dim,
+                            int dst_dim, int64_t extent);
+rt_tensor *rt_convert_to(rt_ctx *ctx, const rt_tensor *x, rt_axes axes, rt_ltype src,
+                         rt_ltype dst, int dim, int64_t extent);
 rt_tensor *rt_reinterpret(rt_ctx *ctx, const rt_tensor *x, rt_axes axes, rt_ltype src,
                           rt_ltype dst); /* no-op: returns a new reference */
 void rt_barrier(rt_ctx *ctx);
