@@ -82,12 +82,49 @@ static const char *size_c(Emitter *E, Size s) {
 }
 
 static const char *c_string(Emitter *E, const char *s);
+/* This rank's extent of dim d of a value of type t, as a C expression: the
+ * torch.chunk split of the global size over the axes sharding it (SPEC 4,
+ * uneven shards; rt_shard_extent). In a local type a dim's size divided by
+ * local axes is the global size over those axes (after the dim's global
+ * axes, which are the major ones). The runtime's uneven collectives need
+ * the gathered dim's extent, which the operand's own does not give; a
+ * tensor made in local code with such a size is this rank's block (with_spec
+ * false: only the local axes, a local type's global axes keep their size). */
+static const char *extent_c(Emitter *E, const Type *t, long long d, bool with_spec) {
+  if (d < 0 || d >= t->ndim)
+    return "RT_EVEN";
+  Size s = t->shape[d];
+  int axes[2 * MAX_MESH_AXES], n = 0;
+  for (int k = 0; with_spec && k < MAX_MESH_AXES && t->spec[d][k] >= 0; k++)
+    axes[n++] = t->spec[d][k];
+  if (t->local) { /* the size over local axes: the global size is their product times it */
+    for (int i = 0; i < s.nf; i++) {
+      if (s.f[i].exp >= 0)
+        continue;
+      if (s.f[i].exp != -1)
+        return "RT_EVEN";
+      axes[n++] = s.f[i].axis;
+      s.f[i].exp = 0;
+    }
+  }
+  if (s.unknown)
+    return "RT_EVEN";
+  if (n == 0)
+    return size_c(E, s);
+  StrBuf sb;
+  sb_init(&sb, &E->c->arena);
+  sb_printf(&sb, "rt_shard_extent(ctx, %s, (rt_axes){.n = %d, .idx = {", size_c(E, s), n);
+  for (int i = 0; i < n; i++)
+    sb_printf(&sb, "%s%d", i ? ", " : "", axes[i]);
+  sb_puts(&sb, "}})");
+  return sb.data;
+}
 
 /* Declares shape_[] (local shape) and, for global types, the layout. */
 static void emit_shape(Emitter *E, int ind, const Type *t, const char *name) {
   out(E, ind, "int64_t global_[%d] = {", t->ndim ? t->ndim : 1);
-  for (int d = 0; d < t->ndim; d++)
-    fprintf(E->out, "%s%s", d ? ", " : "", size_c(E, t->shape[d]));
+  for (int d = 0; d < t->ndim; d++) /* a local size over local axes: this rank's block of it */
+    fprintf(E->out, "%s%s", d ? ", " : "", t->local ? extent_c(E, t, d, false) : size_c(E, t->shape[d]));
   fprintf(E->out, "%s};\n", t->ndim ? "" : "0");
   if (t->local) {
     out(E, ind, "rt_layout layout_ = rt_layout_full(%d, global_);\n", t->ndim);
@@ -164,42 +201,6 @@ static bool dies_here(Emitter *E, int v) {
   return E->dying[v] && E->defblk[v] == E->curblk;
 }
 
-/* This rank's extent of dim d of a value of type t, as a C expression: the
- * torch.chunk split of the global size over the axes sharding it (SPEC 4,
- * uneven shards; rt_shard_extent). In a local type a dim's size divided by
- * local axes is the global size over those axes (after the dim's global
- * axes, which are the major ones). The runtime's uneven collectives need
- * the gathered dim's extent, which the operand's own does not give. */
-static const char *extent_c(Emitter *E, const Type *t, long long d) {
-  if (d < 0 || d >= t->ndim)
-    return "RT_EVEN";
-  Size s = t->shape[d];
-  int axes[2 * MAX_MESH_AXES], n = 0;
-  for (int k = 0; k < MAX_MESH_AXES && t->spec[d][k] >= 0; k++)
-    axes[n++] = t->spec[d][k];
-  if (t->local) { /* the size over local axes: the global size is their product times it */
-    for (int i = 0; i < s.nf; i++) {
-      if (s.f[i].exp >= 0)
-        continue;
-      if (s.f[i].exp != -1)
-        return "RT_EVEN";
-      axes[n++] = s.f[i].axis;
-      s.f[i].exp = 0;
-    }
-  }
-  if (s.unknown)
-    return "RT_EVEN";
-  if (n == 0)
-    return size_c(E, s);
-  StrBuf sb;
-  sb_init(&sb, &E->c->arena);
-  sb_printf(&sb, "rt_shard_extent(ctx, %s, (rt_axes){.n = %d, .idx = {", size_c(E, s), n);
-  for (int i = 0; i < n; i++)
-    sb_printf(&sb, "%s%d", i ? ", " : "", axes[i]);
-  sb_puts(&sb, "}})");
-  return sb.data;
-}
-
 /* A collective's or a cast's dim: S(i)'s i, or the stacked form. */
 static const char *dim_c(Emitter *E, long long d) {
   return d == IR_STACK ? "RT_STACK" : arena_sprintf(&E->c->arena, "%lld", d);
@@ -224,7 +225,7 @@ static void emit_comm(Emitter *E, IrInst *in, int ind, const char *loc) {
       out(E, ind, "%s = rt_all_gather(ctx, %s, %s, RT_STACK); %s\n", d, x, axes_c(E, in), loc);
     else
       out(E, ind, "%s = rt_all_gather_to(ctx, %s, %s, %lld, %s); %s\n", d, x, axes_c(E, in), IR_I(in, DIM),
-          extent_c(E, E->f->values[in->dst[0]].type, IR_I(in, DIM)), loc);
+          extent_c(E, E->f->values[in->dst[0]].type, IR_I(in, DIM), true), loc);
     break;
   case IR_REDUCE_SCATTER:
     out(E, ind, "%s = rt_reduce_scatter(ctx, %s, %s, %s, %s); %s\n", d, x, axes_c(E, in), dim_c(E, IR_I(in, DIM)),
@@ -235,7 +236,7 @@ static void emit_comm(Emitter *E, IrInst *in, int ind, const char *loc) {
       out(E, ind, "%s = rt_all_to_all(ctx, %s, %s, RT_STACK, RT_STACK); %s\n", d, x, axes_c(E, in), loc);
     else
       out(E, ind, "%s = rt_all_to_all_to(ctx, %s, %s, %lld, %lld, %s); %s\n", d, x, axes_c(E, in), IR_I(in, SRC_DIM),
-          IR_I(in, DST_DIM), extent_c(E, E->f->values[in->dst[0]].type, IR_I(in, SRC_DIM)), loc);
+          IR_I(in, DST_DIM), extent_c(E, E->f->values[in->dst[0]].type, IR_I(in, SRC_DIM), true), loc);
     break;
   }
   if (wire) {
@@ -470,6 +471,10 @@ static void emit_inst(Emitter *E, IrInst *in, int ind) {
     out(E, ind, "}\n");
     return;
   }
+  case IR_SHARD_RANGE:
+    out(E, ind, "%s = rt_scalar(ctx, RT_I32, (double)rt_shard_%s(ctx, %s, %s)); %s\n", D(E, in, 0),
+        IR_I(in, EXTENT) ? "extent" : "offset", A(E, in, 0), axes_c(E, in), loc);
+    return;
   case IR_AXIS_INDEX:
     out(E, ind, "%s = rt_scalar(ctx, RT_I32, (double)rt_axis_index(ctx, %d)); %s\n", D(E, in, 0), in->axes[0], loc);
     return;
@@ -644,7 +649,7 @@ static void emit_inst(Emitter *E, IrInst *in, int ind) {
   case IR_REINTERPRET: {
     if (in->op == IR_CONVERT && IR_I(in, SRC) == LTY_V && IR_I(in, DST) == LTY_P && IR_I(in, DIM) != IR_STACK)
       out(E, ind, "%s = rt_convert_to(ctx, %s, %s, RT_V, RT_P, %lld, %s); %s\n", D(E, in, 0), A(E, in, 0),
-          axes_c(E, in), IR_I(in, DIM), extent_c(E, E->f->values[in->dst[0]].type, IR_I(in, DIM)), loc);
+          axes_c(E, in), IR_I(in, DIM), extent_c(E, E->f->values[in->dst[0]].type, IR_I(in, DIM), true), loc);
     else if (in->op == IR_CONVERT)
       out(E, ind, "%s = rt_convert(ctx, %s, %s, %s, %s, %s); %s\n", D(E, in, 0), A(E, in, 0), axes_c(E, in),
           ltype_c[IR_I(in, SRC)], ltype_c[IR_I(in, DST)], dim_c(E, IR_I(in, DIM)), loc);

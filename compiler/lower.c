@@ -409,6 +409,15 @@ static int lower_select(Lower *L, Expr *call, Builtin op) {
     in = emit(L, IR_AXIS_INDEX, sp);
     set_axes(in, x->ty);
     break;
+  case BI_SHARD_OFFSET:
+  case BI_SHARD_EXTENT: { /* the torch.chunk split of a host size: an i32 scalar */
+    int n = lower_expr(L, x);
+    in = emit(L, IR_SHARD_RANGE, sp);
+    ir_set_args(L->c, in, 1, &n);
+    set_axes(in, pos_arg(call, 1)->ty);
+    IR_I(in, EXTENT) = op == BI_SHARD_EXTENT;
+    break;
+  }
   case BI_IOTA:
     in = emit(L, IR_IOTA, sp);
     in->t = rt;
@@ -693,6 +702,8 @@ static int lower_builtin(Lower *L, Expr *call, Builtin op) {
   case BI_AXIS_SIZE:
   case BI_WALL_TIME:
   case BI_AXIS_INDEX:
+  case BI_SHARD_OFFSET:
+  case BI_SHARD_EXTENT:
   case BI_IOTA:
   case BI_WHERE:
   case BI_TAKE_ALONG_DIM:
