@@ -280,7 +280,10 @@ bool shard_reduction(Checker *k, Expr *call, Builtin op, Expr *x, const Type *r,
   bool any = false;
   for (int a = 0; a < k->naxes; a++)
     any |= contracted[a];
-  if (!any || op == BI_SUM)
+  /* a mean over sharded dims is a pending sum of each rank's part divided by
+   * the global count (lower.c), whatever the blocks' sizes (SPEC 4): it
+   * needs out_partial_axes= like sum's (apply_out_partial) */
+  if (!any || op == BI_SUM || op == BI_MEAN)
     return true;
   int sd = lo;
   while (r->spec[sd][0] < 0)
@@ -288,22 +291,13 @@ bool shard_reduction(Checker *k, Expr *call, Builtin op, Expr *x, const Type *r,
   const char *xs = src_text(k, x), *axs = dim_axes_text(k, r, sd);
   check_error(k, call->span, "%s() over a dim sharded on %s would use only this rank's part", builtin_name[op],
               dim_axes_quoted(k, r, sd));
-  if (op == BI_MEAN) {
-    Size cnt = r->shape[sd];
-    if (!has_dim)
-      for (int d = 0, first = 1; d < r->ndim; d++, first = 0)
-        cnt = first ? r->shape[d] : size_mul(cnt, r->shape[d]);
-    note_at(k->c, (Span){0, 0, 0}, "each rank would divide by its block's size, not the dim's");
-    help(k->c, "sum the parts and divide by the global size: sum(%s%s, out_partial_axes=%s) / %s.0", xs,
-         has_dim ? arena_sprintf(&k->c->arena, ", dim=%d", sd) : "", axs, size_str(k->c, k->mesh, cnt));
-  } else {
-    if (op == BI_AMAX)
-      note_at(k->c, (Span){0, 0, 0}, "each rank would find the maximum of its block only");
-    else
-      note_at(k->c, (Span){0, 0, 0}, "%s() along a dim needs the whole dim on every rank", builtin_name[op]);
-    const char *code = arena_sprintf(&k->c->arena, "all_gather(%s, %s, src=S(%d), dst=R)", xs, axs, sd);
-    help_wrap(k, x, code, arena_sprintf(&k->c->arena, "gather the dim first: %s", code));
-  }
+  (void)has_dim;
+  if (op == BI_AMAX)
+    note_at(k->c, (Span){0, 0, 0}, "each rank would find the maximum of its block only");
+  else
+    note_at(k->c, (Span){0, 0, 0}, "%s() along a dim needs the whole dim on every rank", builtin_name[op]);
+  const char *code = arena_sprintf(&k->c->arena, "all_gather(%s, %s, src=S(%d), dst=R)", xs, axs, sd);
+  help_wrap(k, x, code, arena_sprintf(&k->c->arena, "gather the dim first: %s", code));
   return false;
 }
 
