@@ -176,6 +176,50 @@ static const char *c_string(Emitter *E, const char *s) {
   return sb.data;
 }
 
+/* Uneven shards (SPEC 4) in a reshape. In global code a sharded dim merged
+ * or split (shard_reshape: it stays the outermost factor of a new dim with
+ * its axes) needs equal blocks: checked where the checker could not
+ * (rt_check_reshape_even, naming the variable and line). In local code the
+ * one dim whose size is over local axes is this rank's block, whatever
+ * the blocks: rt_reshape infers it (-1) from the element count. */
+static void emit_reshape_uneven(Emitter *E, IrInst *in, int ind) {
+  const Type *x = E->f->values[in->args[0]].type, *t = in->t;
+  if (t->local) {
+    int over = -1, n = 0;
+    for (int d = 0; d < t->ndim; d++) {
+      bool local_axes = false;
+      for (int i = 0; i < t->shape[d].nf; i++)
+        local_axes |= t->shape[d].f[i].exp < 0;
+      if (local_axes) {
+        over = d;
+        n++;
+      }
+    }
+    if (n == 1)
+      out(E, ind, "layout_.local[%d] = -1; /* this rank's block, from the element count */\n", over);
+    return;
+  }
+  int line, col;
+  source_position(E->c, in->span, &line, &col);
+  const char *name = E->f->values[in->args[0]].hint ? E->f->values[in->args[0]].hint : "tensor";
+  for (int d = 0; d < x->ndim && !x->local; d++) {
+    if (x->spec[d][0] < 0)
+      continue;
+    for (int o = 0; o < t->ndim; o++) {
+      if (memcmp(t->spec[o], x->spec[d], sizeof t->spec[o]) != 0 || size_eq(x->shape[d], t->shape[o]))
+        continue;
+      StrBuf ax;
+      sb_init(&ax, &E->c->arena);
+      int n = 0;
+      while (n < MAX_MESH_AXES && x->spec[d][n] >= 0)
+        sb_printf(&ax, "%s%d", n ? ", " : "", x->spec[d][n]), n++;
+      out(E, ind, "rt_check_reshape_even(ctx, %s, \"%s:%d\", %d, %s, %s, (rt_axes){.n = %d, .idx = {%s}});\n",
+          c_string(E, name), source_file(E->c, in->span.file)->path, line, d, size_c(E, x->shape[d]),
+          size_c(E, t->shape[o]), n, ax.data);
+    }
+  }
+}
+
 static const char *axes_c(Emitter *E, IrInst *in) {
   StrBuf sb;
   sb_init(&sb, &E->c->arena);
@@ -517,6 +561,8 @@ static void emit_inst(Emitter *E, IrInst *in, int ind) {
   case IR_EXPAND: {
     out(E, ind, "{ %s\n", loc);
     emit_shape(E, ind + 1, in->t, "reshape");
+    if (in->op == IR_RESHAPE)
+      emit_reshape_uneven(E, in, ind + 1);
     out(E, ind + 1, "%s = rt_%s(ctx, %s, %d, layout_.local);\n", D(E, in, 0),
         in->op == IR_RESHAPE ? "reshape" : "expand", A(E, in, 0), in->t->ndim);
     out(E, ind, "}\n");

@@ -473,6 +473,22 @@ void rt_check_divisible(rt_ctx *ctx, const char *name, int dim, int64_t size, rt
     rt_fail_all(ctx, msg);
 }
 
+void rt_check_reshape_even(rt_ctx *ctx, const char *name, const char *at, int dim, int64_t from,
+                           int64_t to, rt_axes axes)
+{
+    int n = rt_group_size(ctx, axes);
+    if (from % n == 0 && to % n == 0)
+        return;
+    char desc[256];
+    axes_desc(ctx, axes, desc, sizeof desc);
+    rt_fail(ctx,
+            "%s: reshape of '%s' %s dim %d (size %lld), sharded on %s (size %d), into a dim of size "
+            "%lld, but the blocks are uneven (SPEC 4): the new dim's blocks are not the old ones; "
+            "gather the dim first, or pad it to a multiple of %d",
+            at, name ? name : "?", to > from ? "merges" : "splits", dim, (long long)from, desc, n,
+            (long long)to, n);
+}
+
 /* torch.chunk's split (SPEC 4): block r of k is [r*c, min(n, (r+1)*c))
  * with c = ceil(n/k), clamped to n (the last blocks smaller, possibly
  * empty) */
