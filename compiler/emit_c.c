@@ -220,6 +220,34 @@ static void emit_reshape_uneven(Emitter *E, IrInst *in, int ind) {
   }
 }
 
+/* reinterpret(x, a, src=S(d), ...) in global code makes each rank's block
+ * the whole value: it needs equal blocks (SPEC 4), checked where the
+ * checker could not (check_collectives.c's even_blocks). */
+static void emit_reinterpret_even(Emitter *E, IrInst *in, int ind) {
+  const Type *x = E->f->values[in->args[0]].type, *t = E->f->values[in->dst[0]].type;
+  if (x->kind != TY_TENSOR || x->local || t->local || in->naxes == 0)
+    return;
+  for (int d = 0; d < x->ndim; d++) {
+    bool has = false, kept = false;
+    for (int j = 0; j < MAX_MESH_AXES && x->spec[d][j] >= 0; j++)
+      has |= x->spec[d][j] == in->axes[0];
+    for (int j = 0; d < t->ndim && j < MAX_MESH_AXES && t->spec[d][j] >= 0; j++)
+      kept |= t->spec[d][j] == in->axes[0];
+    if (!has || kept)
+      continue;
+    int line, col;
+    source_position(E->c, in->span, &line, &col);
+    const char *name = E->f->values[in->args[0]].hint ? E->f->values[in->args[0]].hint : "tensor";
+    StrBuf ax;
+    sb_init(&ax, &E->c->arena);
+    for (int i = 0; i < in->naxes; i++)
+      sb_printf(&ax, "%s%d", i ? ", " : "", in->axes[i]);
+    out(E, ind, "rt_check_even_at(ctx, %s, \"%s:%d\", \"reinterpret\", %d, %s, (rt_axes){.n = %d, .idx = {%s}});\n",
+        c_string(E, name), source_file(E->c, in->span.file)->path, line, d, size_c(E, x->shape[d]), in->naxes,
+        ax.data);
+  }
+}
+
 static const char *axes_c(Emitter *E, IrInst *in) {
   StrBuf sb;
   sb_init(&sb, &E->c->arena);
@@ -699,9 +727,11 @@ static void emit_inst(Emitter *E, IrInst *in, int ind) {
     else if (in->op == IR_CONVERT)
       out(E, ind, "%s = rt_convert(ctx, %s, %s, %s, %s, %s); %s\n", D(E, in, 0), A(E, in, 0), axes_c(E, in),
           ltype_c[IR_I(in, SRC)], ltype_c[IR_I(in, DST)], dim_c(E, IR_I(in, DIM)), loc);
-    else
+    else {
+      emit_reinterpret_even(E, in, ind);
       out(E, ind, "%s = rt_reinterpret(ctx, %s, %s, %s, %s); %s\n", D(E, in, 0), A(E, in, 0), axes_c(E, in),
           ltype_c[IR_I(in, SRC)], ltype_c[IR_I(in, DST)], loc);
+    }
     return;
   }
   case IR_UNARY_BWD:

@@ -473,6 +473,21 @@ void rt_check_divisible(rt_ctx *ctx, const char *name, int dim, int64_t size, rt
     rt_fail_all(ctx, msg);
 }
 
+void rt_check_even_at(rt_ctx *ctx, const char *name, const char *at, const char *what, int dim,
+                      int64_t size, rt_axes axes)
+{
+    int n = rt_group_size(ctx, axes);
+    if (size % n == 0)
+        return;
+    char desc[256];
+    axes_desc(ctx, axes, desc, sizeof desc);
+    rt_fail(ctx,
+            "%s: %s of '%s' needs equal blocks, but dim %d (size %lld) is not divisible by %s "
+            "(size %d): its blocks are uneven (SPEC 4); gather the dim first, or pad it to a "
+            "multiple of %d",
+            at, what, name ? name : "?", dim, (long long)size, desc, n, n);
+}
+
 void rt_check_reshape_even(rt_ctx *ctx, const char *name, const char *at, int dim, int64_t from,
                            int64_t to, rt_axes axes)
 {

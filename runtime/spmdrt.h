@@ -212,6 +212,11 @@ rt_layout rt_layout_of(rt_ctx *ctx, const char *name, int ndim, const int64_t *g
 /* Fails with "tensor 'x' dim 0 (size 10) is not divisible by axis 'dp'
  * (size 4)" naming the tensor: for what needs equal blocks. */
 void rt_check_divisible(rt_ctx *ctx, const char *name, int dim, int64_t size, rt_axes axes);
+/* What needs equal blocks (a global reinterpret from S(i)): fails naming
+ * the tensor, `at` (the source line) and `what` when the axes do not divide
+ * dim's size. */
+void rt_check_even_at(rt_ctx *ctx, const char *name, const char *at, const char *what, int dim,
+                      int64_t size, rt_axes axes);
 /* A reshape that merges the sharded dim `dim` (from rows) into a dim of
  * `to` rows or splits it needs equal blocks: fails naming the tensor and
  * `at` (the source line) when the group does not divide both. */
