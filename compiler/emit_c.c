@@ -611,7 +611,25 @@ static void emit_inst(Emitter *E, IrInst *in, int ind) {
     out(E, ind, "%s = rt_astype(ctx, %s, %s); %s\n", D(E, in, 0), A(E, in, 0), dtype_c((DType)IR_I(in, DTYPE)), loc);
     return;
   case IR_INDEX: out(E, ind, "%s = rt_index(ctx, %s, %s); %s\n", D(E, in, 0), A(E, in, 0), A(E, in, 1), loc); return;
-  case IR_COPY: out(E, ind, "%s = rt_retain(%s); %s\n", D(E, in, 0), A(E, in, 0), loc); return;
+  case IR_COPY: {
+    /* a local_map's result: local blocks become a global value, whose
+     * layout they must be (uneven shards, SPEC 4: torch.chunk's split) */
+    const Type *from = E->f->values[in->args[0]].type, *to = E->f->values[in->dst[0]].type;
+    bool sharded = false;
+    for (int d = 0; to->kind == TY_TENSOR && d < to->ndim; d++)
+      sharded |= to->spec[d][0] >= 0;
+    if (from->kind == TY_TENSOR && from->local && !to->local && sharded) {
+      int line, col;
+      source_position(E->c, in->span, &line, &col);
+      out(E, ind, "{ /* local_map's blocks must be the layout's */ %s\n", loc);
+      emit_shape(E, ind + 1, to, "local_map");
+      out(E, ind + 1, "rt_check_blocks(ctx, %s, &layout_, \"local_map's result\", \"%s:%d\");\n", A(E, in, 0),
+          source_file(E->c, in->span.file)->path, line);
+      out(E, ind, "}\n");
+    }
+    out(E, ind, "%s = rt_retain(%s); %s\n", D(E, in, 0), A(E, in, 0), loc);
+    return;
+  }
   case IR_FILL:
   case IR_RANDN:
   case IR_UNIFORM:

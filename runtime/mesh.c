@@ -473,6 +473,20 @@ void rt_check_divisible(rt_ctx *ctx, const char *name, int dim, int64_t size, rt
     rt_fail_all(ctx, msg);
 }
 
+void rt_check_blocks(rt_ctx *ctx, const rt_tensor *x, const rt_layout *l, const char *what,
+                     const char *at)
+{
+    RT_CHECK(ctx, x->ndim == l->ndim, "%s: %s has %d dims, its type %d", at, what, x->ndim, l->ndim);
+    for (int d = 0; d < l->ndim; d++)
+        if (x->shape[d] != l->local[d])
+            rt_fail(ctx,
+                    "%s: %s has %lld rows in dim %d on this rank, but its type's layout gives "
+                    "%lld (torch.chunk's split of %lld, SPEC 4): size the block with "
+                    "shard_extent, or make it from the block's inputs",
+                    at, what, (long long)x->shape[d], d, (long long)l->local[d],
+                    (long long)l->global[d]);
+}
+
 void rt_check_even_at(rt_ctx *ctx, const char *name, const char *at, const char *what, int dim,
                       int64_t size, rt_axes axes)
 {

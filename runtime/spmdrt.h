@@ -212,6 +212,10 @@ rt_layout rt_layout_of(rt_ctx *ctx, const char *name, int ndim, const int64_t *g
 /* Fails with "tensor 'x' dim 0 (size 10) is not divisible by axis 'dp'
  * (size 4)" naming the tensor: for what needs equal blocks. */
 void rt_check_divisible(rt_ctx *ctx, const char *name, int dim, int64_t size, rt_axes axes);
+/* x is this rank's block of layout l (local_map's result): fails naming
+ * `what`, `at` (the source line) and the dim otherwise. */
+void rt_check_blocks(rt_ctx *ctx, const rt_tensor *x, const rt_layout *l, const char *what,
+                     const char *at);
 /* What needs equal blocks (a global reinterpret from S(i)): fails naming
  * the tensor, `at` (the source line) and `what` when the axes do not divide
  * dim's size. */
