@@ -221,6 +221,7 @@ rt_tensor *rt_all_gather_to(rt_ctx *ctx, const rt_tensor *x, rt_axes axes, int d
     int ndim = rt_all_gather_shape(ctx, x, dim, g->size, shape);
     rt_tensor *y = rt_empty(ctx, x->dtype, ndim, shape);
     if (dim == RT_STACK) {
+        rt_coll_check_same(ctx, g, x, "all_gather");
         gather_raw(ctx, g, x, y->data);
     } else {
         rt_split_dims(x, dim, &outer, &d, &inner);
@@ -354,6 +355,7 @@ rt_tensor *rt_reduce_scatter(rt_ctx *ctx, const rt_tensor *x, rt_axes axes, int 
     rt_tensor *y;
     if (dim == RT_STACK) {
         rt_coll_check_stack(ctx, x, g->size, "reduce_scatter");
+        rt_coll_check_same(ctx, g, x, "reduce_scatter");
         y = rt_empty(ctx, x->dtype, x->ndim - 1, x->shape + 1);
         rs_block(ctx, g, x->data, x->numel, x->dtype, y->data);
     } else if (x->shape[dim] % g->size != 0) {
@@ -483,6 +485,7 @@ rt_tensor *rt_all_to_all_to(rt_ctx *ctx, const rt_tensor *x, rt_axes axes, int s
     rt_tensor *y;
     if (src_dim == RT_STACK) {
         rt_coll_check_stack(ctx, x, g->size, "all_to_all");
+        rt_coll_check_same(ctx, g, x, "all_to_all");
         y = rt_empty(ctx, x->dtype, x->ndim, x->shape);
         a2a_raw(ctx, g, x->data, x->numel, x->dtype, y->data);
     } else {

@@ -169,6 +169,23 @@ void rt_bf16_mpi_free(rt_ctx *ctx)
     ctx->bf16_ops_made = false;
 }
 
+/* The stacked V forms move whole per-rank values, one shape on every rank:
+ * with uneven shards (SPEC 4) a block of a split dim differs between ranks,
+ * which MPI would report as a truncation, or not at all. One all-reduce of
+ * the element count's range over the group. */
+void rt_coll_check_same(rt_ctx *ctx, rt_group *g, const rt_tensor *x, const char *what)
+{
+    if (g->size == 1)
+        return;
+    int64_t mine[2] = {x->numel, -x->numel}, all[2];
+    RT_CALL_MPI(ctx, MPI_Allreduce(mine, all, 2, MPI_INT64_T, MPI_MAX, g->comm));
+    RT_CHECK(ctx, all[0] == -all[1],
+             "%s: the V (stacked) form needs one shape on every rank, but the ranks' values hold "
+             "from %lld to %lld elements (uneven shards, SPEC 4: the blocks of a dim the mesh "
+             "does not divide differ); gather or exchange them with src=S(i)",
+             what, (long long)-all[1], (long long)all[0]);
+}
+
 /* ---- convert, reinterpret: local, on the target's kernels */
 
 static const char *ltype_name(rt_ltype t)

@@ -448,6 +448,8 @@ int64_t rt_coll_split(rt_ctx *ctx, const rt_tensor *x, int dim, int n, const cha
 void rt_coll_check_block(rt_ctx *ctx, const rt_tensor *x, int dim, int64_t want, int64_t extent, int n,
                          const char *what);
 void rt_coll_check_stack(rt_ctx *ctx, const rt_tensor *x, int n, const char *what);
+/* comm.c: x has one element count on every rank of g (the stacked V forms) */
+void rt_coll_check_same(rt_ctx *ctx, rt_group *g, const rt_tensor *x, const char *what);
 void rt_all_reduce_check(rt_ctx *ctx, const rt_tensor *x, rt_reduce_op op);
 void rt_reduce_scatter_check(rt_ctx *ctx, const rt_tensor *x, rt_reduce_op op);
 /* all_gather's result shape over n ranks (dim RT_STACK: a new leading dim

@@ -407,6 +407,8 @@ rt_tensor *rt_all_gather_to(rt_ctx *ctx, const rt_tensor *x, rt_axes axes, int d
         return rt_retain((rt_tensor *)x);
     rt_kspan ks_ = rt_kernel_begin(ctx);
     ctx->tgt->op = "all_gather";
+    if (dim == RT_STACK)
+        rt_coll_check_same(ctx, g, x, "all_gather");
     int64_t st[RT_MAX_DIMS]; /* gathered as [n, x] */
     rt_tensor *y = rt_empty(ctx, x->dtype, rt_all_gather_shape(ctx, x, RT_STACK, g->size, st), st);
     if (g->size == 1)
@@ -449,6 +451,7 @@ rt_tensor *rt_reduce_scatter(rt_ctx *ctx, const rt_tensor *x, rt_axes axes, int 
     const rt_tensor *src = x;
     if (dim == RT_STACK) {
         rt_coll_check_stack(ctx, x, g->size, "reduce_scatter");
+        rt_coll_check_same(ctx, g, x, "reduce_scatter");
         y = rt_empty(ctx, x->dtype, x->ndim - 1, x->shape + 1);
     } else {
         memcpy(shape, x->shape, sizeof shape);
@@ -497,6 +500,7 @@ rt_tensor *rt_all_to_all_to(rt_ctx *ctx, const rt_tensor *x, rt_axes axes, int s
     rt_tensor *y;
     if (src_dim == RT_STACK) {
         rt_coll_check_stack(ctx, x, n, "all_to_all");
+        rt_coll_check_same(ctx, g, x, "all_to_all");
         y = rt_empty(ctx, x->dtype, x->ndim, x->shape);
         if (n == 1)
             rt_dev_d2d(ctx, y->data, x->data, bytes_of(x));
