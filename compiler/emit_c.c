@@ -85,30 +85,29 @@ static const char *c_string(Emitter *E, const char *s);
 /* This rank's extent of dim d of a value of type t, as a C expression: the
  * torch.chunk split of the global size over the axes sharding it (SPEC 4,
  * uneven shards; rt_shard_extent). In a local type a dim's size divided by
- * local axes is the global size over those axes (after the dim's global
- * axes, which are the major ones). The runtime's uneven collectives need
+ * local axes is the global size over those axes, which lead the dim's
+ * global ones (a local_map takes a dim's major axes local), taken in mesh
+ * order (the size does not keep the spec's). The runtime's uneven collectives need
  * the gathered dim's extent, which the operand's own does not give; a
  * tensor made in local code with such a size is this rank's block (with_spec
  * false: only the local axes, a local type's global axes keep their size). */
-static const char *extent_c(Emitter *E, const Type *t, long long d, bool with_spec) {
+static const char *extent_or(Emitter *E, const Type *t, long long d, bool with_spec, const char *other) {
   if (d < 0 || d >= t->ndim)
-    return "RT_EVEN";
+    return other;
   Size s = t->shape[d];
   int axes[2 * MAX_MESH_AXES], n = 0;
+  for (int i = 0; i < s.nf; i++) { /* the size over local axes, the dim's leading (major) ones, in mesh order */
+    if (s.f[i].exp >= 0)
+      continue;
+    if (s.f[i].exp != -1)
+      return other;
+    axes[n++] = s.f[i].axis;
+    s.f[i].exp = 0;
+  }
   for (int k = 0; with_spec && k < MAX_MESH_AXES && t->spec[d][k] >= 0; k++)
     axes[n++] = t->spec[d][k];
-  if (t->local) { /* the size over local axes: the global size is their product times it */
-    for (int i = 0; i < s.nf; i++) {
-      if (s.f[i].exp >= 0)
-        continue;
-      if (s.f[i].exp != -1)
-        return "RT_EVEN";
-      axes[n++] = s.f[i].axis;
-      s.f[i].exp = 0;
-    }
-  }
   if (s.unknown)
-    return "RT_EVEN";
+    return other;
   if (n == 0)
     return size_c(E, s);
   StrBuf sb;
@@ -120,11 +119,15 @@ static const char *extent_c(Emitter *E, const Type *t, long long d, bool with_sp
   return sb.data;
 }
 
+static const char *extent_c(Emitter *E, const Type *t, long long d, bool with_spec) {
+  return extent_or(E, t, d, with_spec, "RT_EVEN");
+}
+
 /* Declares shape_[] (local shape) and, for global types, the layout. */
 static void emit_shape(Emitter *E, int ind, const Type *t, const char *name) {
   out(E, ind, "int64_t global_[%d] = {", t->ndim ? t->ndim : 1);
-  for (int d = 0; d < t->ndim; d++) /* a local size over local axes: this rank's block of it */
-    fprintf(E->out, "%s%s", d ? ", " : "", t->local ? extent_c(E, t, d, false) : size_c(E, t->shape[d]));
+  for (int d = 0; d < t->ndim; d++) /* a size over local axes: this rank's block of it */
+    fprintf(E->out, "%s%s", d ? ", " : "", extent_or(E, t, d, false, size_c(E, t->shape[d])));
   fprintf(E->out, "%s};\n", t->ndim ? "" : "0");
   if (t->local) {
     out(E, ind, "rt_layout layout_ = rt_layout_full(%d, global_);\n", t->ndim);
@@ -184,21 +187,20 @@ static const char *c_string(Emitter *E, const char *s) {
  * the blocks: rt_reshape infers it (-1) from the element count. */
 static void emit_reshape_uneven(Emitter *E, IrInst *in, int ind) {
   const Type *x = E->f->values[in->args[0]].type, *t = in->t;
-  if (t->local) {
-    int over = -1, n = 0;
-    for (int d = 0; d < t->ndim; d++) {
-      bool local_axes = false;
-      for (int i = 0; i < t->shape[d].nf; i++)
-        local_axes |= t->shape[d].f[i].exp < 0;
-      if (local_axes) {
-        over = d;
-        n++;
-      }
+  int over = -1, n = 0;
+  for (int d = 0; d < t->ndim; d++) {
+    bool local_axes = false;
+    for (int i = 0; i < t->shape[d].nf; i++)
+      local_axes |= t->shape[d].f[i].exp < 0;
+    if (local_axes) {
+      over = d;
+      n++;
     }
-    if (n == 1)
-      out(E, ind, "layout_.local[%d] = -1; /* this rank's block, from the element count */\n", over);
-    return;
   }
+  if (n == 1)
+    out(E, ind, "layout_.local[%d] = -1; /* this rank's block, from the element count */\n", over);
+  if (t->local)
+    return;
   int line, col;
   source_position(E->c, in->span, &line, &col);
   const char *name = E->f->values[in->args[0]].hint ? E->f->values[in->args[0]].hint : "tensor";
