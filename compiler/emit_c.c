@@ -250,6 +250,26 @@ static void emit_reinterpret_even(Emitter *E, IrInst *in, int ind) {
   }
 }
 
+/* attention's grouped-query heads split over axes (q [B, H, T, E], k
+ * [B, Hkv, S, E]): each rank's query heads must be its key/value heads'
+ * groups, checked where the checker could not (check_attention.c's
+ * gqa_blocks_line_up: an axis size left to the run). */
+static void emit_gqa_blocks(Emitter *E, IrInst *in, int ind) {
+  const Type *q = E->f->values[in->args[0]].type, *k = E->f->values[in->args[1]].type;
+  if (q->kind != TY_TENSOR || q->local || q->ndim != 4 || q->spec[1][0] < 0 || size_eq(q->shape[1], k->shape[1]))
+    return;
+  int line, col;
+  source_position(E->c, in->span, &line, &col);
+  const char *name = E->f->values[in->args[0]].hint ? E->f->values[in->args[0]].hint : "q";
+  StrBuf ax;
+  sb_init(&ax, &E->c->arena);
+  int n = 0;
+  while (n < MAX_MESH_AXES && q->spec[1][n] >= 0)
+    sb_printf(&ax, "%s%d", n ? ", " : "", q->spec[1][n]), n++;
+  out(E, ind, "rt_check_gqa_blocks(ctx, %s, \"%s:%d\", %s, %s, (rt_axes){.n = %d, .idx = {%s}});\n", c_string(E, name),
+      source_file(E->c, in->span.file)->path, line, size_c(E, q->shape[1]), size_c(E, k->shape[1]), n, ax.data);
+}
+
 static const char *axes_c(Emitter *E, IrInst *in) {
   StrBuf sb;
   sb_init(&sb, &E->c->arena);
@@ -526,6 +546,7 @@ static void emit_inst(Emitter *E, IrInst *in, int ind) {
     return;
   case IR_ATTENTION: { /* each row's log-sum-exp only where the backward keeps it */
     bool lse = in->ndst > 1 && in->dst[1] >= 0 && E->nuses[in->dst[1]] > 0;
+    emit_gqa_blocks(E, in, ind);
     out(E, ind, "%s = rt_attention(ctx, %s, %s, %s, %s, %s, %s); %s\n", D(E, in, 0), A(E, in, 0), A(E, in, 1),
         A(E, in, 2), IR_I(in, CAUSAL) ? "true" : "false", num(E, in->f),
         lse ? arena_sprintf(&E->c->arena, "&%s", D(E, in, 1)) : "NULL", loc);

@@ -518,6 +518,36 @@ void rt_check_reshape_even(rt_ctx *ctx, const char *name, const char *at, int di
             (long long)to, n);
 }
 
+void rt_check_gqa_blocks(rt_ctx *ctx, const char *name, const char *at, int64_t h, int64_t hkv,
+                         rt_axes axes)
+{
+    if (hkv <= 0 || h == hkv || h % hkv != 0)
+        return;
+    int64_t g = h / hkv;
+    int n = rt_group_size(ctx, axes);
+    for (int b = 0; b < n; b++) {
+        int64_t oq, ok, eq = rt_shard_block(ctx, h, axes, b, &oq);
+        int64_t ek = rt_shard_block(ctx, hkv, axes, b, &ok);
+        if (eq == g * ek && oq == g * ok)
+            continue;
+        char desc[256];
+        axes_desc(ctx, axes, desc, sizeof desc);
+        char msg[1024];
+        snprintf(msg, sizeof msg,
+                 "%s: attention of '%s' splits %lld query heads and %lld key/value heads over %s "
+                 "(size %d) into blocks that do not line up: block %d holds query heads [%lld, %lld), "
+                 "but key/value heads [%lld, %lld), whose groups are query heads [%lld, %lld) (SPEC 4: "
+                 "torch.chunk splits each head dim separately); compute the queries in the grouped "
+                 "layout [B, Hkv, G, T, E] with the key/value heads sharded (nn.gqa_heads), or use a "
+                 "group size that divides %lld",
+                 at, name ? name : "?", (long long)h, (long long)hkv, desc, n, b, (long long)oq,
+                 (long long)(oq + eq), (long long)ok, (long long)(ok + ek), (long long)(g * ok),
+                 (long long)(g * (ok + ek)), (long long)hkv);
+        /* the sizes and the mesh are the same on every rank: all fail here */
+        rt_fail_all(ctx, msg);
+    }
+}
+
 /* torch.chunk's split (SPEC 4): block r of k is [r*c, min(n, (r+1)*c))
  * with c = ceil(n/k), clamped to n (the last blocks smaller, possibly
  * empty) */

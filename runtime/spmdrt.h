@@ -226,6 +226,13 @@ void rt_check_even_at(rt_ctx *ctx, const char *name, const char *at, const char 
  * `at` (the source line) when the group does not divide both. */
 void rt_check_reshape_even(rt_ctx *ctx, const char *name, const char *at, int dim, int64_t from,
                            int64_t to, rt_axes axes);
+/* attention's grouped-query heads, q [B, H, T, E] and k, v [B, Hkv, S, E]
+ * with the heads sharded on axes: each rank's query heads must be its
+ * key/value heads' groups (torch.chunk splits H and Hkv separately, SPEC
+ * 4): fails on every rank naming the tensor and `at` (the source line)
+ * otherwise. */
+void rt_check_gqa_blocks(rt_ctx *ctx, const char *name, const char *at, int64_t h, int64_t hkv,
+                         rt_axes axes);
 /* torch.chunk of n into k blocks: block r's extent (and offset in *off,
  * unless NULL) */
 int64_t rt_chunk(int64_t n, int k, int r, int64_t *off);
