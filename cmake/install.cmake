@@ -9,7 +9,7 @@
 #   share/doc/spmdc/                   README, DESIGN and docs/
 #   lib/cmake/spmdc/                   find_package(spmdc): spmdc::spmdc,
 #                                      spmdc::spmdrt, spmdc::spmdrt_shared,
-#                                      spmd_add_executable()
+#                                      spmd_add_executable(), spmd_add_library()
 #   lib/pkgconfig/spmdrt.pc            pkg-config --cflags --libs spmdrt
 # Every installed file finds the others by relative paths, so the prefix can
 # be moved after installation.

@@ -403,8 +403,9 @@ static void bwd_rule(Rev *r, IrInst *in, IrBlock *here, int dy, const int *res_f
     return;
   }
   case IR_ATTENTION: { /* dq, dk, dv from q, k, v, the output and each row's log-sum-exp */
-    int args[6] = {RES(a0), RES(in->args[1]), RES(in->args[2]), RES(in->dst[0]), RES(in->dst[1]), dy};
-    IrInst *b = bemit(r, IR_ATTENTION_BWD, sp, 6, args);
+    int args[7] = {RES(a0), RES(in->args[1]), RES(in->args[2]), RES(in->dst[0]), RES(in->dst[1]), dy,
+                   in->nargs > 3 ? RES(in->args[3]) : -1};
+    IrInst *b = bemit(r, IR_ATTENTION_BWD, sp, in->nargs > 3 ? 7 : 6, args);
     IR_I(b, CAUSAL) = IR_I(in, CAUSAL);
     b->f = in->f;
     grads_per_arg(r, here, b, in, 3);
@@ -1063,9 +1064,10 @@ void ad_differentiate(Compiler *c, IrProgram *p) {
   AD ad = {.c = c, .p = p};
   for (IrFn *f = p->fns; f; f = f->next)
     rewrite_calls(&ad, &f->body);
-  /* an export fn gets C entry points; with a single result also NAME_vjp:
-   * its gradient for every float parameter (a tuple or record result, a
-   * training step's, has no vjp) */
+  /* an export fn gets C entry points; with a single float result and a
+   * float parameter also NAME_vjp: its gradient for every float parameter
+   * (a tuple or record result, a training step's, has no vjp; nor has an
+   * integer result or a function of integers only) */
   for (IrFn *f = p->fns; f; f = f->next) {
     if (!f->fn || !(f->fn->flags & FN_EXPORT) || f->vjp_fwd || ir_uses_tape(f) || f->inst->id != 0)
       continue;
@@ -1074,8 +1076,13 @@ void ad_differentiate(Compiler *c, IrProgram *p) {
       continue;
     }
     char *mask = arena_alloc(&c->arena, (size_t)f->nparams + 1);
+    bool any = false;
     for (int i = 0; i < f->nparams; i++)
-      mask[i] = f->values[f->params[i]].type->dtype != DT_I32;
+      any |= mask[i] = f->values[f->params[i]].type->dtype != DT_I32;
+    if (!any || f->ret_types[0]->dtype == DT_I32) {
+      f->exported = true;
+      continue;
+    }
     Variant *v = variant(&ad, f, mask);
     f->exp_fwd = v->fwd;
     f->exp_bwd = v->bwd;

@@ -8,9 +8,11 @@
  * Per mesh axis the operands combine as a nonlinear op (no P; I only with
  * I).  B and the head dims may be sharded, alike in q, k and v (q's G dim
  * on axes where k and v are whole); T, S, E and Ev are whole: a row of the
- * softmax needs every key.  Heads split unevenly (SPEC 4) are fine where
- * each rank's query heads are its key/value heads' groups (always in the
- * grouped layout; in [B, H, T, E] see gqa_blocks_line_up). */
+ * softmax needs every key.  kv_len= (a host integer) reads only the first
+ * kv_len keys: a key/value cache of S positions being filled.  Heads split
+ * unevenly (SPEC 4) are fine where each rank's query heads are its
+ * key/value heads' groups (always in the grouped layout; in [B, H, T, E]
+ * see gqa_blocks_line_up). */
 #include <math.h>
 #include <string.h>
 
@@ -207,6 +209,18 @@ Type *check_attention(Checker *k, Expr *call, Builtin op) {
   bool has_scale;
   if (!named_number(k, call, "scale", &scale, &has_scale))
     return type_error();
+  Arg *kl = call_named(k, call, "kv_len");
+  if (kl) { /* the keys written in a cache: a host integer (a position in a decoding loop) */
+    Type *lt = check_expr(k, kl->value);
+    if (lt->kind == TY_ERROR)
+      return lt;
+    if (lt->kind != TY_INT) {
+      check_error(k, kl->value->span, "attention()'s kv_len= takes a host integer (how many keys of the cache are "
+                  "written), not %s", ck_type(k, lt));
+      help(k->c, "pass the position as a host integer, the loop's counter: kv_len=pos + 1");
+      return type_error();
+    }
+  }
   if (has_scale && !(scale > 0) ) {
     check_error(k, call_named(k, call, "scale")->value->span, "attention()'s scale= must be positive, got %g", scale);
     help(k->c, "the scores are q k^T * scale: leave scale= out for 1/sqrt(E), or give a positive number, as in "

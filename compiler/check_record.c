@@ -552,3 +552,153 @@ Type *check_scale_by(Checker *k, Expr *call, Builtin op) {
   int i = 0;
   return rebuild(k, t, leaves, &i, false);
 }
+
+/* ---- some fields at once: scale_fields ---- */
+
+/* Does path (a field's place in the record: "blocks.ln1_g") match one of
+ * the '|'-separated globs of pats ('*' any characters, '.' included)?
+ * hits[g] counts the matches of glob g. */
+static bool path_matches(const char *path, const char *pats, int *hits) {
+  bool any = false;
+  int g = 0;
+  for (const char *p = pats;; g++) {
+    const char *end = strchr(p, '|');
+    size_t len = end ? (size_t)(end - p) : strlen(p);
+    /* glob p[0..len) against path, '*' by backtracking to the last star */
+    const char *s = path, *star = NULL, *after = NULL;
+    size_t i = 0;
+    while (*s) {
+      if (i < len && p[i] == '*') {
+        star = p + i++;
+        after = s;
+      } else if (i < len && p[i] == *s) {
+        i++;
+        s++;
+      } else if (star) {
+        i = (size_t)(star - p) + 1;
+        s = ++after;
+      } else {
+        break;
+      }
+    }
+    while (i < len && p[i] == '*')
+      i++;
+    if (!*s && i == len) {
+      hits[g]++;
+      any = true;
+    }
+    if (!end)
+      break;
+    p = end + 1;
+  }
+  return any;
+}
+
+/* scale_fields(x, s, only="globs") or scale_fields(x, s, skip="globs"):
+ * the record x with the fields whose paths match (only=) or do not match
+ * (skip=) one of the globs times s, a number or a 0-d tensor, and the other
+ * fields as they are (the same values: no op, so their bits are x's).  The
+ * optimizers' parameter groups: weight decay on the matrices only,
+ *   let decayed = scale_fields(p, 1.0 - lr * wd, skip="*_b|*ln*");
+ * Each glob must match a field (a misspelt name would otherwise silently
+ * leave every field in the other group); the multiplications follow the
+ * multilinear rule field by field, as x * s does. */
+Type *check_scale_fields(Checker *k, Expr *call, Builtin op) {
+  (void)op;
+  Expr *x = call_arg(call, 0)->value, *se = call_arg(call, 1)->value;
+  Type *t = check_expr(k, x);
+  Type *st = check_expr(k, se);
+  if (t->kind == TY_ERROR || st->kind == TY_ERROR)
+    return type_error();
+  if (t->kind != TY_RECORD) {
+    check_error(k, x->span, "scale_fields() takes a record, not %s", ck_type(k, t));
+    help(k->c, "for a tensor, multiply directly: %s * %s", src_text(k, x), src_text(k, se));
+    return type_error();
+  }
+  if (!broadcasts(st)) {
+    check_error(k, se->span, "scale_fields() scales by a number or a 0-d tensor, not %s", ck_type(k, st));
+    return type_error();
+  }
+  Arg *only = call_named(k, call, "only"), *skip = call_named(k, call, "skip");
+  if (!only == !skip) {
+    check_error(k, call->span, "scale_fields() needs the fields to scale: only=\"...\" or skip=\"...\"%s",
+                only ? ", not both" : "");
+    help(k->c, "name them by their paths, '|'-separated globs: scale_fields(%s, %s, skip=\"*_b|*ln*\")",
+         src_text(k, x), src_text(k, se));
+    return type_error();
+  }
+  Arg *sel = only ? only : skip;
+  if (sel->value->kind != EX_STRING || !sel->value->str[0]) {
+    check_error(k, sel->value->span, "%s= takes a string of '|'-separated globs over field paths, as in \"*_b|blocks.ln*\"",
+                only ? "only" : "skip");
+    return type_error();
+  }
+  const char *pats = sel->value->str;
+  int nglobs = 1;
+  for (const char *c = pats; *c; c++)
+    nglobs += *c == '|';
+  int *hits = arena_alloc(&k->c->arena, sizeof(int) * (size_t)nglobs);
+  memset(hits, 0, sizeof(int) * (size_t)nglobs);
+  int nl = type_nleaves(t);
+  bool *scaled = arena_alloc(&k->c->arena, sizeof(bool) * (size_t)(nl + 1));
+  for (int j = 0; j < nl; j++)
+    scaled[j] = path_matches(type_leaf_path(k->c, t, j, "."), pats, hits) == (only != NULL);
+  const char *p = pats;
+  for (int g = 0; g < nglobs; g++) {
+    const char *end = strchr(p, '|');
+    int len = end ? (int)(end - p) : (int)strlen(p);
+    if (!hits[g]) {
+      StrBuf sb;
+      sb_init(&sb, &k->c->arena);
+      for (int j = 0; j < nl; j++)
+        sb_printf(&sb, "%s%s", j ? ", " : "", type_leaf_path(k->c, t, j, "."));
+      check_error(k, sel->value->span, "'%.*s' in %s= matches no field of '%s'", len, p, only ? "only" : "skip",
+                  src_text(k, x));
+      note_at(k->c, (Span){0, 0, 0}, "'%s' is %s record; its fields are %s", src_text(k, x), struct_text(k, t), sb.data);
+      help(k->c, "a glob matches a whole path: '*' stands for any characters (\"*_b\" for every bias, \"blocks.*\" "
+           "for a sub-record's fields)");
+      return type_error();
+    }
+    if (end)
+      p = end + 1;
+  }
+  /* the result field by field: a scaled leaf is `leaf * s`, an other one
+   * the leaf itself (lowered by the record map, as x * s would be) */
+  LeafMap *m = arena_alloc(&k->c->arena, sizeof(LeafMap));
+  m->ops = arena_alloc(&k->c->arena, sizeof(Expr *) * 2);
+  m->ops[m->nops++] = x;
+  m->ops[m->nops++] = se;
+  m->leaf = arena_alloc(&k->c->arena, sizeof(Expr *) * (size_t)(nl + 1));
+  Type **leaves = arena_alloc(&k->c->arena, sizeof(Type *) * (size_t)(nl + 1));
+  const char *saved = k->field_path;
+  for (int j = 0; j < nl; j++) {
+    Expr *leaf = ast_expr(k->c, EX_LEAF, x->span);
+    leaf->lhs = x;
+    leaf->depth = x->depth;
+    leaf->ival = j;
+    leaf->ty = type_leaf(t, j);
+    leaf->str = leaf_text(k, x, t, j);
+    Expr *c = leaf;
+    if (scaled[j]) {
+      Expr *sl = ast_expr(k->c, EX_LEAF, se->span);
+      sl->lhs = se;
+      sl->depth = se->depth;
+      sl->ival = -1;
+      sl->ty = st;
+      sl->str = leaf_text(k, se, st, 0);
+      c = ast_expr(k->c, EX_BINARY, call->span);
+      c->op = OP_MUL;
+      c->lhs = leaf;
+      c->rhs = sl;
+    }
+    k->field_path = leaf->str;
+    leaves[j] = check_expr(k, c);
+    k->field_path = saved;
+    if (leaves[j]->kind == TY_ERROR)
+      return type_error();
+    m->leaf[m->nleaf++] = c;
+  }
+  call->map = m;
+  int i = 0;
+  return rebuild(k, t, leaves, &i, false);
+}

@@ -547,8 +547,8 @@ static void emit_inst(Emitter *E, IrInst *in, int ind) {
   case IR_ATTENTION: { /* each row's log-sum-exp only where the backward keeps it */
     bool lse = in->ndst > 1 && in->dst[1] >= 0 && E->nuses[in->dst[1]] > 0;
     emit_gqa_blocks(E, in, ind);
-    out(E, ind, "%s = rt_attention(ctx, %s, %s, %s, %s, %s, %s); %s\n", D(E, in, 0), A(E, in, 0), A(E, in, 1),
-        A(E, in, 2), IR_I(in, CAUSAL) ? "true" : "false", num(E, in->f),
+    out(E, ind, "%s = rt_attention(ctx, %s, %s, %s, %s, %s, %s, %s); %s\n", D(E, in, 0), A(E, in, 0), A(E, in, 1),
+        A(E, in, 2), IR_I(in, CAUSAL) ? "true" : "false", num(E, in->f), in->nargs > 3 ? A(E, in, 3) : "-1",
         lse ? arena_sprintf(&E->c->arena, "&%s", D(E, in, 1)) : "NULL", loc);
     return;
   }
@@ -789,8 +789,9 @@ static void emit_inst(Emitter *E, IrInst *in, int ind) {
         A(E, in, 1), loc);
     return;
   case IR_ATTENTION_BWD:
-    out(E, ind, "rt_attention_bwd(ctx, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s); %s\n", A(E, in, 0), A(E, in, 1),
-        A(E, in, 2), A(E, in, 3), A(E, in, 4), A(E, in, 5), IR_I(in, CAUSAL) ? "true" : "false", num(E, in->f),
+    out(E, ind, "rt_attention_bwd(ctx, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s); %s\n", A(E, in, 0),
+        A(E, in, 1), A(E, in, 2), A(E, in, 3), A(E, in, 4), A(E, in, 5), IR_I(in, CAUSAL) ? "true" : "false",
+        num(E, in->f), in->nargs > 6 ? A(E, in, 6) : "-1",
         in->dst[0] >= 0 ? arena_sprintf(&E->c->arena, "&%s", D(E, in, 0)) : "NULL",
         in->dst[1] >= 0 ? arena_sprintf(&E->c->arena, "&%s", D(E, in, 1)) : "NULL",
         in->dst[2] >= 0 ? arena_sprintf(&E->c->arena, "&%s", D(E, in, 2)) : "NULL", loc);

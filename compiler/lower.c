@@ -159,6 +159,10 @@ static const Lowering builtin_lowering[BI_COUNT] = {
 #undef OWN
 };
 
+/* ops.def's lowers column as an IR op (transitions.h: the collectives'
+ * table finds a transition's instruction by it) */
+IrOp transition_ir_op(Builtin op) { return builtin_lowering[op].ir; }
+
 /* The elementwise op of an operator on tensors (BIN_COUNT: none). */
 static IrBinary binary_op(OpKind op) {
   switch (op) {
@@ -674,10 +678,11 @@ static int lower_builtin(Lower *L, Expr *call, Builtin op) {
   }
   case BI_ATTENTION: { /* out, and each row's log-sum-exp (kept for the backward) */
     args = lower_args(L, call, &n);
+    Expr *ca = named(L, call, "causal"), *sc = named(L, call, "scale"), *kl = named(L, call, "kv_len");
+    int a4[4] = {args[0], args[1], args[2], kl ? lower_expr(L, kl) : -1};
     IrInst *in = emit(L, IR_ATTENTION, sp);
-    ir_set_args(L->c, in, 3, args);
+    ir_set_args(L->c, in, kl ? 4 : 3, a4);
     const Type *q = pos_arg(call, 0)->ty;
-    Expr *ca = named(L, call, "causal"), *sc = named(L, call, "scale");
     long long e = 1;
     size_is_int(q->shape[q->ndim - 1], &e);
     IR_I(in, CAUSAL) = ca && ca->kind == EX_BOOL && ca->ival;

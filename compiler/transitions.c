@@ -29,23 +29,6 @@ const Transition *transition_redistribute(LTypeKind src, LTypeKind dst) {
   return NULL;
 }
 
-/* ops.def's lowers column, as an IR op */
-static const IrOp builtin_ir[BI_COUNT] = {
-#define IR(op) IR_##op
-#define UN(op) IR_UNARY
-#define BIN(op) IR_BINARY
-#define OWN IR_COUNT
-#define OP(id, name, cls, named, lo, hi, rule, lowers, flags, dflt) [BI_##id] = lowers,
-#include "ops.def"
-#undef OP
-#undef IR
-#undef UN
-#undef BIN
-#undef OWN
-};
-
-IrOp transition_ir_op(Builtin op) { return builtin_ir[op]; }
-
 const Transition *transition_of_ir(IrOp op, LTypeKind src, LTypeKind dst) {
   for (size_t i = 0; i < NROWS; i++)
     if (transition_ir_op(table[i].op) == op && table[i].op != BI_REDISTRIBUTE && table[i].src == src &&

@@ -26,6 +26,7 @@ const Transition *transition_redistribute(LTypeKind src, LTypeKind dst);
 const Transition *transition_of_ir(IrOp op, LTypeKind src, LTypeKind dst);
 /* Whether the backward sums over the axes (an all-reduce or a reduce-scatter). */
 bool transition_bwd_reduces(const Transition *t);
+/* ops.def's lowers column as an IR op (defined in lower.c, beside its table) */
 IrOp transition_ir_op(Builtin op);
 /* The IR's cast types and the checker's letters. */
 IrLType transition_ir_ltype(LTypeKind k);

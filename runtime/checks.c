@@ -550,7 +550,7 @@ rt_dtype rt_attention_lse_dtype(rt_dtype q) { return q == RT_F64 ? RT_F64 : RT_F
 
 void rt_attention_check(rt_ctx *ctx, const rt_tensor *q, const rt_tensor *k, const rt_tensor *v,
                         const rt_tensor *out, const rt_tensor *lse, const rt_tensor *dout,
-                        rt_attn_dims *d)
+                        int64_t kv_len, rt_attn_dims *d)
 {
     const char *what = dout ? "attention backward" : "attention";
     rt_check_float(ctx, q, what);
@@ -572,6 +572,9 @@ void rt_attention_check(rt_ctx *ctx, const rt_tensor *q, const rt_tensor *k, con
              "%s: %lld query heads are not a multiple of %lld key/value heads", what, (long long)d->h,
              (long long)d->hkv);
     d->g = d->hkv ? d->h / d->hkv : 0;
+    RT_CHECK(ctx, kv_len < 0 || (kv_len >= 1 && kv_len <= d->s),
+             "%s: kv_len=%lld is outside 1..%lld, the number of keys", what, (long long)kv_len, (long long)d->s);
+    d->sn = kv_len < 0 ? d->s : kv_len;
     if (out) {
         bool ok = out->ndim == q->ndim && out->dtype == q->dtype && out->shape[q->ndim - 1] == d->ev;
         for (int i = 0; ok && i < q->ndim - 1; i++)

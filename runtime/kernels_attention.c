@@ -8,7 +8,9 @@
  * (FlashAttention-2's backward: key tiles outer, query tiles inner).  Every
  * sum runs in a fixed order (no atomics, no threads): the same bits on
  * every run and mesh.  f32 and bf16 compute in float (bf16 staged through
- * f32 and rounded once), f64 in double.  Argument checks: checks.c. */
+ * f32 and rounded once), f64 in double.  With kv_len the kernels see the
+ * first kv_len keys of each head only (a cache's written positions; the
+ * others' dk, dv stay 0).  Argument checks: checks.c. */
 #include <math.h>
 #include <string.h>
 
@@ -141,10 +143,10 @@ static void unstage(rt_tensor *x, int64_t off, int64_t n, const float *buf)
 static rt_tensor *scratch(rt_ctx *ctx, rt_dtype ct, int64_t n) { return rt_scratch_tensor(ctx, ct, n ? n : 1); }
 
 rt_tensor *rt_attention(rt_ctx *ctx, const rt_tensor *q, const rt_tensor *k, const rt_tensor *v,
-                        bool causal, double scale, rt_tensor **lse)
+                        bool causal, double scale, int64_t kv_len, rt_tensor **lse)
 {
     rt_attn_dims d;
-    rt_attention_check(ctx, q, k, v, NULL, NULL, NULL, &d);
+    rt_attention_check(ctx, q, k, v, NULL, NULL, NULL, kv_len, &d);
     RT_KERNEL(ctx, RT_K_NN, "attention");
     rt_tensor *L, *o = rt_attention_outputs(ctx, q, &d, lse != NULL, &L);
     rt_dtype ct = q->dtype == RT_F64 ? RT_F64 : RT_F32;
@@ -164,11 +166,11 @@ rt_tensor *rt_attention(rt_ctx *ctx, const rt_tensor *q, const rt_tensor *k, con
                 const void *Q = slab(q, row * d.e, d.t * d.e, sq);
                 void *O = out_slab(o, row * d.ev, so);
                 if (ct == RT_F64)
-                    fwd_f64(ctx, Q, K, V, d.t, d.s, d.e, d.ev, causal, scale, O,
+                    fwd_f64(ctx, Q, K, V, d.t, d.sn, d.e, d.ev, causal, scale, O,
                             L ? (double *)L->data + row : NULL, sc->data, acc->data, ml->data,
                             (double *)ml->data + BR);
                 else
-                    fwd_f32(ctx, Q, K, V, d.t, d.s, d.e, d.ev, causal, (float)scale, O,
+                    fwd_f32(ctx, Q, K, V, d.t, d.sn, d.e, d.ev, causal, (float)scale, O,
                             L ? (float *)L->data + row : NULL, sc->data, acc->data, ml->data,
                             (float *)ml->data + BR);
                 unstage(o, row * d.ev, d.t * d.ev, so);
@@ -185,10 +187,10 @@ rt_tensor *rt_attention(rt_ctx *ctx, const rt_tensor *q, const rt_tensor *k, con
 
 void rt_attention_bwd(rt_ctx *ctx, const rt_tensor *q, const rt_tensor *k, const rt_tensor *v,
                       const rt_tensor *out, const rt_tensor *lse, const rt_tensor *dout, bool causal,
-                      double scale, rt_tensor **dq, rt_tensor **dk, rt_tensor **dv)
+                      double scale, int64_t kv_len, rt_tensor **dq, rt_tensor **dk, rt_tensor **dv)
 {
     rt_attn_dims d;
-    rt_attention_check(ctx, q, k, v, out, lse, dout, &d);
+    rt_attention_check(ctx, q, k, v, out, lse, dout, kv_len, &d);
     RT_KERNEL(ctx, RT_K_NN, "attention_bwd");
     rt_dtype ct = q->dtype == RT_F64 ? RT_F64 : RT_F32;
     bool bf = q->dtype == RT_BF16;
@@ -217,10 +219,10 @@ void rt_attention_bwd(rt_ctx *ctx, const rt_tensor *q, const rt_tensor *k, const
                 const void *Lse = (const char *)lse->data + (size_t)row * csz;
                 void *dQ = out_slab(DQ, row * d.e, sdq);
                 if (ct == RT_F64)
-                    bwd_f64(ctx, Q, K, V, O, Lse, dO, d.t, d.s, d.e, d.ev, causal, scale, dQ, dK, dV, p->data,
+                    bwd_f64(ctx, Q, K, V, O, Lse, dO, d.t, d.sn, d.e, d.ev, causal, scale, dQ, dK, dV, p->data,
                             dp->data, drow->data);
                 else
-                    bwd_f32(ctx, Q, K, V, O, Lse, dO, d.t, d.s, d.e, d.ev, causal, (float)scale, dQ, dK, dV,
+                    bwd_f32(ctx, Q, K, V, O, Lse, dO, d.t, d.sn, d.e, d.ev, causal, (float)scale, dQ, dK, dV,
                             p->data, dp->data, drow->data);
                 unstage(DQ, row * d.e, d.t * d.e, sdq);
             }

@@ -366,10 +366,11 @@ void rt_norm_check(rt_ctx *ctx, const rt_tensor *x, const rt_tensor *w, const rt
  * forward's shapes.  The sizes of the heads loop, the same on both targets. */
 typedef struct rt_attn_dims {
     int64_t b, h, hkv, g, t, s, e, ev; /* h = hkv * g query heads */
+    int64_t sn;                        /* the keys read: kv_len, or s */
 } rt_attn_dims;
 void rt_attention_check(rt_ctx *ctx, const rt_tensor *q, const rt_tensor *k, const rt_tensor *v,
                         const rt_tensor *out, const rt_tensor *lse, const rt_tensor *dout,
-                        rt_attn_dims *d);
+                        int64_t kv_len, rt_attn_dims *d);
 /* the log-sum-exp's dtype for q's */
 rt_dtype rt_attention_lse_dtype(rt_dtype q);
 /* attention's output (q's shape with Ev last) and, if wanted, its

@@ -510,14 +510,17 @@ rt_tensor *rt_cross_entropy_vp_bwd_reuse(rt_ctx *ctx, rt_tensor *logits,
  * row that sees no key gives 0.  f32, bf16 (f32 inside) or f64.  *lse
  * (unless lse is NULL): each row's log-sum-exp of its scaled scores, f32
  * (f64 for f64) of q's shape without its last dim, which the backward
- * reads instead of the scores.  Deterministic: a fixed order of every sum. */
+ * reads instead of the scores.  Deterministic: a fixed order of every sum.
+ * kv_len (-1: S): only the first kv_len keys are read (a cache of S
+ * positions of which kv_len are written; causal: query i sees keys j <= i +
+ * kv_len - T); the others get no gradient. */
 rt_tensor *rt_attention(rt_ctx *ctx, const rt_tensor *q, const rt_tensor *k, const rt_tensor *v,
-                        bool causal, double scale, rt_tensor **lse);
+                        bool causal, double scale, int64_t kv_len, rt_tensor **lse);
 /* dq, dk, dv (NULL: not wanted) from the forward's q, k, v, out, lse and
  * dout, out's gradient */
 void rt_attention_bwd(rt_ctx *ctx, const rt_tensor *q, const rt_tensor *k, const rt_tensor *v,
                       const rt_tensor *out, const rt_tensor *lse, const rt_tensor *dout, bool causal,
-                      double scale, rt_tensor **dq, rt_tensor **dk, rt_tensor **dv);
+                      double scale, int64_t kv_len, rt_tensor **dq, rt_tensor **dk, rt_tensor **dv);
 /* table [V, D], i32 ids [...] -> [..., D] */
 rt_tensor *rt_embedding(rt_ctx *ctx, const rt_tensor *table, const rt_tensor *ids);
 rt_tensor *rt_embedding_bwd(rt_ctx *ctx, const rt_tensor *ids, const rt_tensor *dy,

@@ -2,7 +2,8 @@
  * semantics are spmdrt.h's, the argument checks checks.c's): one thread per
  * query row for the forward and dq, one per key row for dk and dv, each in
  * double and each sum in a fixed order (no atomics: the same bits on every
- * run).  The scores are recomputed where needed, never stored: memory is
+ * run).  With kv_len only the first d.sn keys of a head are read (the
+ * others' dk, dv are 0).  The scores are recomputed where needed, never stored: memory is
  * O(rows x head size).  This is the reference the simulation build runs in
  * CI; it does not use tensor cores (a FlashAttention-2 style tiled kernel
  * is the GPU fast path still to come, measured on a lent GPU). */
@@ -31,10 +32,10 @@ RT_DEV_INLINE double attn_score(const void *Q, const void *K, rt_dtype dt, int64
 }
 
 rt_tensor *rt_attention(rt_ctx *ctx, const rt_tensor *q, const rt_tensor *k, const rt_tensor *v,
-                        bool causal, double scale, rt_tensor **lse)
+                        bool causal, double scale, int64_t kv_len, rt_tensor **lse)
 {
     rt_attn_dims d;
-    rt_attention_check(ctx, q, k, v, NULL, NULL, NULL, &d);
+    rt_attention_check(ctx, q, k, v, NULL, NULL, NULL, kv_len, &d);
     RT_KERNEL(ctx, RT_K_NN, "attention");
     ctx->tgt->op = "attention";
     rt_tensor *L, *o = rt_attention_outputs(ctx, q, &d, lse != NULL, &L);
@@ -46,7 +47,7 @@ rt_tensor *rt_attention(rt_ctx *ctx, const rt_tensor *q, const rt_tensor *k, con
     rt_dtype dt = q->dtype, lt = L ? L->dtype : RT_F32;
     rt_launch(ctx, rows, [=] RT_HD(int64_t r) {
         int64_t b = r / (d.h * d.t), h = r / d.t % d.h, i = r % d.t, kv = b * d.hkv + h / d.g;
-        int64_t last = attn_last(causal, i, d.t, d.s);
+        int64_t last = attn_last(causal, i, d.t, d.sn);
         double m = -INFINITY, l = 0;
         for (int64_t j = 0; j <= last; j++) {
             double sc = attn_score(Q, K, dt, r * d.e, (kv * d.s + j) * d.e, d.e, scale);
@@ -73,10 +74,10 @@ rt_tensor *rt_attention(rt_ctx *ctx, const rt_tensor *q, const rt_tensor *k, con
 
 void rt_attention_bwd(rt_ctx *ctx, const rt_tensor *q, const rt_tensor *k, const rt_tensor *v,
                       const rt_tensor *out, const rt_tensor *lse, const rt_tensor *dout, bool causal,
-                      double scale, rt_tensor **dq, rt_tensor **dk, rt_tensor **dv)
+                      double scale, int64_t kv_len, rt_tensor **dq, rt_tensor **dk, rt_tensor **dv)
 {
     rt_attn_dims d;
-    rt_attention_check(ctx, q, k, v, out, lse, dout, &d);
+    rt_attention_check(ctx, q, k, v, out, lse, dout, kv_len, &d);
     RT_KERNEL(ctx, RT_K_NN, "attention_bwd");
     ctx->tgt->op = "attention_bwd";
     int64_t rows = d.b * d.h * d.t, krows = d.b * d.hkv * d.s;
@@ -99,7 +100,7 @@ void rt_attention_bwd(rt_ctx *ctx, const rt_tensor *q, const rt_tensor *k, const
     rt_launch(ctx, rows * d.e, [=] RT_HD(int64_t t) {
         int64_t r = t / d.e, x = t % d.e;
         int64_t b = r / (d.h * d.t), h = r / d.t % d.h, i = r % d.t, kv = b * d.hkv + h / d.g;
-        int64_t last = attn_last(causal, i, d.t, d.s);
+        int64_t last = attn_last(causal, i, d.t, d.sn);
         double lr = rt_ld(LS, lt, r), g = 0;
         for (int64_t j = 0; j <= last && lr != -INFINITY; j++) {
             double p = exp(attn_score(Q, K, dt, r * d.e, (kv * d.s + j) * d.e, d.e, scale) - lr);
@@ -120,7 +121,7 @@ void rt_attention_bwd(rt_ctx *ctx, const rt_tensor *q, const rt_tensor *k, const
         for (int64_t g = 0; g < d.g; g++) {
             int64_t h = kh * d.g + g;
             for (int64_t i = 0; i < d.t; i++) {
-                if (attn_last(causal, i, d.t, d.s) < j)
+                if (attn_last(causal, i, d.t, d.sn) < j)
                     continue;
                 int64_t r = (b * d.h + h) * d.t + i;
                 double lr = rt_ld(LS, lt, r);

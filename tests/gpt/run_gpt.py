@@ -32,6 +32,14 @@ MODE:
           1-rank CPU build standing in for the GPU program prints its table
           (our row and eager's with the same training loss, a failing mode's
           row); exit 77 when PyTorch is not installed
+  python  the flagship's loop in Python (examples/gpt_train.py over
+          `spmdc --shared examples/gpt.spmd`, batches read with NumPy) on 1
+          rank (no mpirun) and on (2,2) (mpirun python3): every step's
+          training loss and gradient norm and the validation losses are
+          the standalone program's, printed alike; the checkpoint it writes
+          through the library after 5 steps is resumed by the standalone
+          program, which then prints what an uninterrupted run prints and
+          ends with byte-identical checkpoint files
   remat   the blocks recomputed in the backward (-D REMAT=1, remat()) give
           the printed numbers, the gradient of step 0 and the final
           checkpoint of the run without (REMAT=0) byte for byte, with
@@ -61,8 +69,8 @@ TORCH_CONSTS = ("T", "D", "NH", "L", "B", "STEPS", "WARMUP")
 TIMING = re.compile(r" ms/step \S+ tok/s \S+")
 
 
-def sh(cmd, cwd, verbose, timeout=600):
-    env = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1",
+def sh(cmd, cwd, verbose, timeout=600, env=None):
+    env = dict(os.environ, **(env or {}), OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1",
                OMPI_MCA_rmaps_base_oversubscribe="1", OPENBLAS_NUM_THREADS="1",
                # runs are compared byte for byte (resume): the same f32 GEMM
                # library in every run, pinned rather than timed afresh
@@ -92,28 +100,47 @@ class Runner:
             "--text", os.path.join(HERE, "gettysburg.txt")], tmp, args.v)
         self.sizes = dict(line.split("=") for line in open(os.path.join(self.data, "sizes.sh")).read().split())
 
-    def compile(self, name, source=None, **consts):
+    def compile(self, name, source=None, shared=False, **consts):
         c = dict(self.small, **consts)
         prog = os.path.join(self.tmp, name)
         flags = [f"-D{k}={v}" for k, v in c.items()] + [f"-D{k}={v}" for k, v in self.sizes.items()]
-        sh([self.a.spmdc, os.path.join(ROOT, "examples", source or self.source), *flags, "-o", prog], self.tmp,
-           self.a.v)
+        sh([self.a.spmdc, *(["--shared"] if shared else []), os.path.join(ROOT, "examples", source or self.source),
+            *flags, "-o", prog], self.tmp, self.a.v)
         return prog
 
-    def run(self, prog, mesh, rundir):
-        """Runs prog in rundir (created, with data/) on mesh "dp=2,tp=2"."""
+    def run(self, prog, mesh, rundir, python=False, env=None):
+        """Runs prog in rundir (created, with data/) on mesh "dp=2,tp=2";
+        python: prog is [script, args...] for /usr/bin/python3, run without
+        mpirun on one rank."""
         os.makedirs(rundir, exist_ok=True)
         if not os.path.exists(os.path.join(rundir, "data")):
             os.symlink(self.data, os.path.join(rundir, "data"))
         n = 1
         for kv in mesh.split(","):
             n *= int(kv.split("=")[1])
+        if python:
+            cmd = ["/usr/bin/python3", *prog]
+            if n > 1:
+                cmd = [self.a.mpirun, "--allow-run-as-root", "--oversubscribe", "-np", str(n), *cmd]
+            return sh(cmd, rundir, self.a.v, env=env)
         return sh([self.a.mpirun, "--allow-run-as-root", "--oversubscribe", "-np", str(n), prog,
                    "--mesh", mesh], rundir, self.a.v)
 
 
 def untimed(out):
     return "\n".join(TIMING.sub("", line) for line in out.splitlines() if line.strip())
+
+
+def same_files(a, b, what):
+    """1 (printing FAIL what) unless directories a and b hold the same
+    files byte for byte (and some), else 0 (printing ok)."""
+    names = sorted(os.listdir(a)) if os.path.isdir(a) else []
+    _, mismatch, errors = filecmp.cmpfiles(a, b, names, shallow=False)
+    if mismatch or errors or not names or not os.path.isdir(b) or sorted(os.listdir(b)) != names:
+        print(f"FAIL: {what} differ: {mismatch + errors}" if names else f"FAIL: {what}: no files in {a}")
+        return 1
+    print(f"ok: {what} are byte-identical ({len(names)} files)")
+    return 0
 
 
 def compare_meshes(r, prog, meshes):
@@ -195,14 +222,8 @@ def mode_resume(r):
         fails += 1
     else:
         print("ok: stopped after 5 steps + resumed prints exactly what the uninterrupted run prints")
-    a, b = os.path.join(r.tmp, "whole", "ckpt", "last"), os.path.join(run, "ckpt", "last")
-    names = sorted(os.listdir(a))
-    _, mismatch, errors = filecmp.cmpfiles(a, b, names, shallow=False)
-    if mismatch or errors or sorted(os.listdir(b)) != names or not names:
-        print(f"FAIL: checkpoint files differ: {mismatch + errors}" if names else f"FAIL: no checkpoint files in {a}")
-        fails += 1
-    else:
-        print(f"ok: the final checkpoints are byte-identical ({len(names)} files)")
+    fails += same_files(os.path.join(r.tmp, "whole", "ckpt", "last"), os.path.join(run, "ckpt", "last"),
+                        "the final checkpoints")
     print("\n".join(joined))
     return fails
 
@@ -372,6 +393,46 @@ def mode_gpu_bench(r):
     return fails
 
 
+def mode_python(r):
+    consts = dict(GEN_TOKENS=0, EVAL_EVERY=4, CKPT_EVERY=4)
+    full = r.compile("gpt", **consts)
+    lib = r.compile("libgpt.so", shared=True, **consts)
+    env = dict(PYTHONPATH=os.path.join(ROOT, "python"))
+    script = os.path.join(ROOT, "examples", "gpt_train.py")
+    no_lr = re.compile(r" lr \S+")
+    # the numbers of every step (each run prints a checkpoint line where it saves)
+    steps = lambda out: [no_lr.sub("", l) for l in out.splitlines()  # noqa: E731
+                         if l.startswith("step ") and "checkpoint" not in l]
+    fails = 0
+    for mesh in ("dp=1,tp=1", "dp=2,tp=2"):
+        tag = mesh.replace(",", "_")
+        whole = steps(untimed(r.run(full, mesh, os.path.join(r.tmp, "whole_" + tag))))
+        run = os.path.join(r.tmp, "python_" + tag)
+        out = r.run([script, lib, mesh, "--steps", "5", "--print-every", "1", "--eval-every", "4",
+                     "--ckpt-every", "4"], mesh, run, python=True, env=env)
+        py = steps(out)
+        if "step 5 checkpoint ckpt/last" not in out:
+            print(f"FAIL {mesh}: the Python loop wrote no checkpoint at step 5:\n" + out)
+            fails += 1
+        resumed = untimed(r.run(full, mesh, run))
+        if "resumed from ckpt/last at step 5" not in resumed:
+            print(f"FAIL {mesh}: the standalone program did not resume from Python's checkpoint:\n" + resumed)
+            fails += 1
+        joined = [l for l in py if not l.startswith("step 5 val")] + steps(resumed)
+        if len(py) < 5 or joined != whole:
+            print(f"FAIL {mesh}: Python's 5 steps + the standalone program resumed differ from the standalone run")
+            print("standalone:\n" + "\n".join(whole))
+            print("Python + resumed:\n" + "\n".join(joined))
+            fails += 1
+        else:
+            print(f"ok {mesh}: Python's steps 1-5 and the standalone program resumed from Python's checkpoint "
+                  "print what the standalone run prints")
+        fails += same_files(os.path.join(r.tmp, "whole_" + tag, "ckpt", "last"), os.path.join(run, "ckpt", "last"),
+                            f"{mesh}: the final checkpoints")
+        print("\n".join(py))
+    return fails
+
+
 def mode_remat(r):
     fails = 0
     progs = {k: r.compile(f"gpt_remat{k}", REMAT=k, SAVE_GRAD=1, STEPS=4, EVAL_EVERY=4, CKPT_EVERY=4, DROPOUT=0.1)
@@ -383,14 +444,8 @@ def mode_remat(r):
             print(f"FAIL {mesh}: REMAT=1 prints\n{outs[1]}\nREMAT=0 prints\n{outs[0]}")
             fails += 1
         for ck in ("grad0", "last"):
-            a, b = os.path.join(runs[0], "ckpt", ck), os.path.join(runs[1], "ckpt", ck)
-            names = sorted(os.listdir(a))
-            _, mismatch, errors = filecmp.cmpfiles(a, b, names, shallow=False)
-            if mismatch or errors or sorted(os.listdir(b)) != names or not names:
-                print(f"FAIL {mesh}: ckpt/{ck} differs with remat: {mismatch + errors}")
-                fails += 1
-            else:
-                print(f"ok {mesh}: ckpt/{ck} byte-identical with and without remat ({len(names)} files)")
+            fails += same_files(os.path.join(runs[0], "ckpt", ck), os.path.join(runs[1], "ckpt", ck),
+                                f"{mesh}: ckpt/{ck} with and without remat")
     return fails
 
 
@@ -423,7 +478,7 @@ def verdict(fails):
 
 def main():
     run_main(__doc__, {"meshes": mode_meshes, "pipeline": mode_pipeline, "resume": mode_resume, "torch": mode_torch,
-                       "gpu_bench": mode_gpu_bench, "remat": mode_remat})
+                       "gpu_bench": mode_gpu_bench, "remat": mode_remat, "python": mode_python})
 
 if __name__ == "__main__":
     main()

@@ -30,7 +30,6 @@ MODE:
 The timing columns of the program's lines (ms/step, tok/s) are left out of
 every comparison.
 """
-import filecmp
 import os
 import re
 import sys
@@ -234,14 +233,8 @@ def mode_cuda_sim(r):
             fails += 1
         else:
             print(f"ok {mesh}: the simulation prints what the CPU target prints ({len(outs['cpu'].splitlines())} lines)")
-        a, b = (os.path.join(runs[k], "ckpt", "last") for k in ("cpu", "sim"))
-        names = sorted(os.listdir(a))
-        _, mismatch, errors = filecmp.cmpfiles(a, b, names, shallow=False)
-        if mismatch or errors or sorted(os.listdir(b)) != names or not names:
-            print(f"FAIL {mesh}: the final parameters differ: {mismatch + errors}")
-            fails += 1
-        else:
-            print(f"ok {mesh}: the final parameters are byte-identical ({len(names)} files)")
+        fails += run_gpt.same_files(*(os.path.join(runs[k], "ckpt", "last") for k in ("cpu", "sim")),
+                                    f"{mesh}: the final parameters")
     return fails
 
 

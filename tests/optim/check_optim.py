@@ -4,7 +4,8 @@
 Compiles optim_steps.spmd (next to this file), runs it on one rank and on a
 2x2 mesh, and redoes in NumPy (float64) what it did, from the inputs it
 saved: three steps of SGD with momentum and of AdamW (PyTorch's formulas:
-torch.optim.SGD(momentum=0.9), torch.optim.AdamW), the warm-up + cosine
+torch.optim.SGD(momentum=0.9), torch.optim.AdamW, also with two parameter
+groups, one without weight decay), the warm-up + cosine
 schedule, and clipping by the global norm (torch.nn.utils.clip_grad_norm_).
 Every saved result must match to 1e-5 relative (float32 rounding), and the
 files of the two meshes must be the same.
@@ -65,6 +66,35 @@ def check(d, out, fails):
             expect("adamw m", ld("adamw_m_w"), m, fails)
         else:
             expect("adamw v", ld("adamw_v_b"), v, fails)
+    # AdamW with two groups (torch.optim.AdamW([{w, weight_decay 0.1}, {b, weight_decay 0}])):
+    # scale_fields(p, 1 - lr * 0.1, skip="b") then adam_update
+    for f in "wb":
+        p, m, v = p0[f].copy(), np.zeros_like(p0[f]), np.zeros_like(p0[f])
+        for step, g in enumerate(gs):
+            lr = lr_at(step, 2, 3, 0.01, 0.001)
+            p = p * (1 - lr * (0.1 if f == "w" else 0.0))
+            m = 0.9 * m + 0.1 * g[f]
+            v = 0.95 * v + 0.05 * g[f] * g[f]
+            bc1, bc2 = 1 - 0.9 ** (step + 1), 1 - 0.95 ** (step + 1)
+            p = p - (lr / bc1) * m / (np.sqrt(v) / math.sqrt(bc2) + 1e-8)
+        expect(f"adamw groups {f}", ld(f"groups_{f}"), p, fails)
+    # the same two groups through torch.optim.AdamW itself, where PyTorch is installed
+    try:
+        import torch
+    except ImportError:
+        torch = None
+    if torch is not None:
+        tp = {f: torch.nn.Parameter(torch.from_numpy(p0[f].astype(np.float32))) for f in "wb"}
+        opt = torch.optim.AdamW([{"params": [tp["w"]], "weight_decay": 0.1}, {"params": [tp["b"]], "weight_decay": 0.0}],
+                                lr=0.01, betas=(0.9, 0.95), eps=1e-8)
+        for step, g in enumerate(gs):
+            for group in opt.param_groups:
+                group["lr"] = lr_at(step, 2, 3, 0.01, 0.001)
+            for f in "wb":
+                tp[f].grad = torch.from_numpy(g[f].astype(np.float32))
+            opt.step()
+        for f in "wb":
+            expect(f"torch.optim.AdamW groups {f}", ld(f"groups_{f}"), tp[f].detach().numpy(), fails)
     # clipping to norm 1
     # (global_norm: every field of the record, each counted once globally)
     big = {f: ld("big_" + f) for f in "wbzr"}

@@ -19,8 +19,14 @@ compute the same loss and gradients on every mesh.  They carry the options
 move), op=sum on P, dtype=/bwd_dtype= of the program's own dtype, and
 op=avg|max|min over copies of an I value claimed different
 (reinterpret(I -> V, expert=true), whose mean, max and min are the value;
-max and min of a constant, as they have no gradient).  Mutants also
-change op=sum on a P value to avg, max or min, add a dtype=f32 without
+max and min of a constant, as they have no gradient), and reduce_scatter
+op=avg of such copies.  The fused ops are generated too: attention(q, k, v)
+with the batch or the heads sharded alike (causal or not, grouped-query
+heads where the heads are whole), and cross_entropy with the class dim
+whole or sharded (the vocabulary-parallel loss), reduction "none" or "sum"
+(a pending sum over sharded rows), against targets argmax(randn(...))
+laid out as the rows.  Mutants also
+change op=sum on a P value to avg, max or min (reduce_scatter's to avg), add a dtype=f32 without
 bwd_dtype= to a collective whose backward sums, and drop an expert=true.
 """
 import random
@@ -248,6 +254,67 @@ def type_reshape(t, shape):
     return Ty(shape, spec, t.lt)
 
 
+def type_attention(q, k, v):
+    """attention(q [B, H, T, E], k [B, Hkv, S, E], v [B, Hkv, S, Ev]): B and
+    the heads sharded alike in q, k and v, T, S and E whole; per axis a
+    nonlinear op (SPEC 16, check_attention.c).  Grouped-query heads (Hkv <
+    H) only with the heads whole: sharded, their groups must line up with
+    the blocks, which the generator's sizes do not promise."""
+    for t in (q, k, v):
+        if len(t.shape) != 4:
+            raise Reject('attention takes 4-d q, k, v')
+    if q.shape[0] != k.shape[0] or k.shape[0] != v.shape[0] or k.shape[1] != v.shape[1] or \
+            k.shape[2] != v.shape[2] or q.shape[3] != k.shape[3] or q.shape[1] % k.shape[1]:
+        raise Reject('attention sizes')
+    for t in (q, k, v):
+        if t.spec[2] or t.spec[3]:
+            raise Reject('attention: a sharded sequence or head size')
+    for t in (k, v):
+        if t.spec[0] != q.spec[0] or t.spec[1] != q.spec[1]:
+            raise Reject('attention: batch or heads laid out differently')
+    if q.spec[1] and q.shape[1] != k.shape[1]:
+        raise SizeReject('grouped heads sharded')
+    lt = {}
+    for x in AXES:
+        r = combine('nonlinear', [q.letter(x), k.letter(x), v.letter(x)])
+        if r != 'S':
+            lt[x] = r
+    return Ty(q.shape[:3] + (v.shape[3],), q.spec, lt)
+
+
+def type_xent(x, T, reduction, out_partial):
+    """cross_entropy(x [N, C], targets, reduction=) with the targets
+    argmax(randn(T), dim=1): C may be sharded (the vocabulary-parallel loss,
+    R on its axes; the targets R there), the rows line up with the targets';
+    per other axis a nonlinear op; "sum" over sharded rows is a pending sum
+    (out_partial_axes), as sum's."""
+    if len(x.shape) != 2 or T.shape != x.shape or T.spec[1]:
+        raise Reject('cross_entropy shapes')
+    if T.spec[0] != x.spec[0]:
+        raise Reject('cross_entropy: targets laid out differently')
+    classes = x.spec[1]
+    lt = {}
+    for a in AXES:
+        if a in classes:
+            if T.letter(a) != 'R':
+                raise Reject('cross_entropy: targets not R on a class axis')
+            lt[a] = 'R'
+            continue
+        r = combine('nonlinear', [x.letter(a), T.letter(a)])
+        if r != 'S':
+            lt[a] = r
+    rows = tuple(a for a in x.spec[0])
+    if reduction == 'none':
+        if out_partial:
+            raise Reject('out_partial_axes with reduction="none"')
+        return Ty(x.shape[:1], x.spec[:1], lt)
+    if set(out_partial) != set(rows):
+        raise Reject('cross_entropy sum: out_partial_axes %s, rows on %s' % (out_partial, rows))
+    for a in rows:
+        lt[a] = 'P'
+    return Ty((), (), lt)
+
+
 def prod(xs):
     n = 1
     for x in xs:
@@ -273,6 +340,8 @@ def type_collective(st, t):
         T = st.attrs['T']
         if T.shape != t.shape:
             raise Reject('redistribute shape')
+        if any(t.letter(x) == 'V' for x in AXES):
+            raise Reject('redistribute of V without a layout')
         return T
 
     def sdim(l):
@@ -292,7 +361,7 @@ def type_collective(st, t):
     allowed = {
         'all_reduce': [('P', 'R'), ('P', 'I'), ('V', 'R'), ('V', 'I')],
         'all_gather': [('S', 'R'), ('S', 'I')],
-        'reduce_scatter': [('P', 'S')],
+        'reduce_scatter': [('P', 'S'), ('V', 'S')],
         'all_to_all': [('S', 'S')],
         'convert': [('I', 'R'), ('R', 'S'), ('I', 'S'), ('R', 'P'), ('I', 'P'), ('R', 'I'), ('S', 'P')],
         'reinterpret': [('I', 'R'), ('I', 'V')],
@@ -310,8 +379,10 @@ def type_collective(st, t):
     if expert != bool(st.attrs.get('expert')):
         raise Reject('expert flag')
     rop = st.attrs.get('rop')
-    if rop is not None and op != 'all_reduce':
+    if rop is not None and op not in ('all_reduce', 'reduce_scatter'):
         raise Reject('op= on %s' % op)
+    if op == 'reduce_scatter' and rop not in (None, 'sum', 'avg'):
+        raise Reject('reduce_scatter op=%s' % rop)
     if s0 == 'P' and rop not in (None, 'sum'):
         raise Reject("op=%s reads a P value's parts" % rop)
     if s0 == 'V' and rop not in ('avg', 'max', 'min'):
@@ -389,6 +460,15 @@ class St:
             e = '%s.%s' % (a[0], at['field'])
         elif op == 'randn':
             e = 'randn(%s, seed=%d, std=1.0)' % (at['T'].text(), at['seed'])
+        elif op == 'attention':
+            e = 'attention(%s, %s, %s, causal=%s%s)' % (a[0], a[1], a[2], 'true' if at['causal'] else 'false',
+                                                       ', scale=%s' % at['scale'] if at.get('scale') else '')
+        elif op == 'xent':
+            # the targets: global class ids drawn from a constant, laid out
+            # as the logits' rows (argmax over the whole class dim)
+            red = at['reduction']
+            e = 'cross_entropy(%s, argmax(randn(%s, seed=%d, std=1.0), dim=1), reduction="%s"%s)' % (
+                a[0], at['T'].text(), at['seed'], red, opa(at))
         else:
             e = '%s(%s, %s, src=%s, dst=%s%s%s)' % (op, a[0], tup(at['axes']), at['src'], at['dst'],
                                                    ', expert=true' if at.get('expert') else '', options(at))
@@ -424,6 +504,10 @@ def type_st(st, env):
         return dict(ts[0].fields)[at['field']]
     if any(isinstance(t, Rec) for t in ts) and not st.is_collective():
         raise Reject('%s of a record' % op)
+    if op == 'attention':
+        return type_attention(*ts)
+    if op == 'xent':
+        return type_xent(ts[0], at['T'], at['reduction'], at.get('out_partial') or ())
     if op in UNARY:
         return type_elementwise('nonlinear', ts)
     if op == 'scale':
@@ -708,7 +792,7 @@ class Gen:
     def step(self):
         r = self.r
         kind = r.choices(['unary', 'binary', 'contract', 'reduce', 'shape', 'collective', 'scale', 'record',
-                          'tuple', 'vary'], [3, 4, 4, 2, 2, 3, 1, 1, 2, 1])[0]
+                          'tuple', 'vary', 'attention', 'xent'], [3, 4, 4, 2, 2, 3, 1, 1, 2, 1, 1, 1])[0]
         a = self.pick()
         t = self.env[a]
         if kind == 'unary':
@@ -749,6 +833,50 @@ class Gen:
             return self.tuple_move(a)
         if kind == 'vary':
             return self.vary(a)
+        if kind == 'attention':
+            return self.attention()
+        if kind == 'xent':
+            return self.xent(a)
+
+    def attention(self):
+        """attention(q, k, v) on operands lined up to a random layout: the
+        batch or the heads sharded (alike in q, k and v), the rest R or I."""
+        r = self.r
+        while True:
+            B, H, T, S, E, Ev = (r.choice((2, 4)) for _ in range(6))
+            Hkv = r.choice([h for h in (1, 2, 4) if H % h == 0])
+            if max(B * H * T * E, B * Hkv * S * max(E, Ev), B * H * T * Ev) <= MAX_NUMEL:
+                break
+        spec = [[], [], [], []]
+        lt = {}
+        for x in AXES:
+            dims = [d for d, n in ((0, B), (1, H)) if n % 4 == 0 and not (d == 1 and Hkv != H)]
+            if dims and r.random() < 0.5:
+                spec[r.choice(dims)].append(x)
+            else:
+                lt[x] = r.choice('RI')
+        def ty(shape):
+            return Ty(shape, spec, lt)
+        q = self.operand((B, H, T, E), ty((B, H, T, E)))
+        k = self.operand((B, Hkv, S, E), ty((B, Hkv, S, E)))
+        v = self.operand((B, Hkv, S, Ev), ty((B, Hkv, S, Ev)))
+        return self.emit('attention', [q, k, v], causal=r.random() < 0.6, scale=r.choice((None, '0.5')))
+
+    def xent(self, a):
+        """cross_entropy of [N, C] logits, the class dim whole or sharded
+        (the vocabulary-parallel loss), against targets laid out as the rows."""
+        r = self.r
+        t = self.env[a]
+        if len(t.shape) != 2:
+            return
+        if any(t.letter(x) == 'P' for x in AXES):
+            a = self.align(a, self.unpartial(t))
+            t = self.env[a]
+        lt = {x: ('R' if x in t.spec[1] else t.letter(x)) for x in AXES if x not in t.spec[0]}
+        T = Ty(t.shape, [t.spec[0], ()], lt)
+        red = r.choice(('none', 'none', 'sum'))
+        return self.emit('xent', [a], T=T, seed=r.randrange(1, 1000), reduction=red,
+                         out_partial=tuple(t.spec[0]) if red == 'sum' else ())
 
     def tuple_move(self, a):
         """One collective or cast over both axes, as a tuple in either
@@ -794,6 +922,10 @@ class Gen:
             return
         axes = tuple(r.sample(axes, r.randint(1, len(axes))))
         v = self.emit('reinterpret', [a], axes=axes, src='I', dst='V', expert=True, frozen=True)
+        free = [d for d, n in enumerate(t.shape) if not t.spec[d] and n % 4 == 0]
+        if rop == 'avg' and free and r.random() < 0.4:   # the mean scattered (reduce_scatter op=avg)
+            return self.emit('reduce_scatter', [v], axes=axes, src='V', dst='S(%d)' % r.choice(free), rop=rop,
+                             frozen=True)
         return self.emit('all_reduce', [v], axes=axes, src='V', dst=r.choice('RI'), rop=rop, frozen=True)
 
     def unpartial(self, t):
@@ -964,8 +1096,8 @@ def mutants(p, rng):
             for kind, desc, m in cands:
                 found.setdefault(kind, []).append((kind, desc, sts[:i] + [m] + sts[i + 1:]))
             continue
-        if st.op == 'all_reduce' and st.attrs.get('src') == 'P':
-            for rop in ('avg', 'max', 'min'):
+        if st.op in ('all_reduce', 'reduce_scatter') and st.attrs.get('src') == 'P':
+            for rop in (('avg', 'max', 'min') if st.op == 'all_reduce' else ('avg',)):
                 m = st.copy()
                 m.attrs['rop'] = rop
                 cands.append(('reduce_op', 'op=%s in %s' % (rop, st.text()), m))

@@ -8,7 +8,8 @@ wte; Debian has no transformers), with random weights, and saved as a
 .safetensors file with json + NumPy (tests/weights/st.py). gpt_hf.spmd, the
 flagship's model at a small size, loads it by the map on 1 rank and on
 dp=2,tp=2: its logits must equal PyTorch's on the same tokens (float
-tolerance), its greedy generation PyTorch's argmax loop, and the file it
+tolerance), its greedy generation PyTorch's argmax loop (recomputing the
+window, and with the key/value caches one position at a time), and the file it
 saves by the map must hold the same tensors, which PyTorch loads back.
 The flagship's GELU is erf's (GPT-2's is tanh's): the PyTorch model uses
 erf's, so this tests the names, layouts and splits, not the activation."""
@@ -125,6 +126,11 @@ def main():
         g = np.load(os.path.join(d, 'out', 'greedy.npy'))
         ok = np.array_equal(g, gen.numpy())
         print(f'{"ok" if ok else "FAIL"}: {mesh}: greedy generation equals PyTorch\'s '
+              f'({int((g != gen.numpy()).sum())} tokens differ)')
+        fails += not ok
+        g = np.load(os.path.join(d, 'out', 'greedy_cached.npy'))
+        ok = np.array_equal(g, gen.numpy())
+        print(f'{"ok" if ok else "FAIL"}: {mesh}: greedy generation with the key/value caches equals PyTorch\'s '
               f'({int((g != gen.numpy()).sum())} tokens differ)')
         fails += not ok
         back, _ = st.read(os.path.join(d, 'out', 'model.safetensors'))
