@@ -9,11 +9,15 @@
  * I).  B and the head dims may be sharded, alike in q, k and v (q's G dim
  * on axes where k and v are whole); T, S, E and Ev are whole: a row of the
  * softmax needs every key.  kv_len= (a host integer) reads only the first
- * kv_len keys: a key/value cache of S positions being filled. */
+ * kv_len keys: a key/value cache of S positions being filled.  Heads split
+ * unevenly (SPEC 4) are fine where each rank's query heads are its
+ * key/value heads' groups (always in the grouped layout; in [B, H, T, E]
+ * see gqa_blocks_line_up). */
 #include <math.h>
 #include <string.h>
 
 #include "check.h"
+#include "shardprop.h"
 
 /* A named float option: a number literal, a negated one or a constant. */
 static bool named_number(Checker *k, Expr *call, const char *name, double *v, bool *given) {
@@ -112,6 +116,67 @@ static bool same_size(Checker *k, Expr *call, Size a, Size b, const char *what, 
   return false;
 }
 
+/* torch.chunk's split (SPEC 4): block r of n over k ranks, its extent and
+ * offset (runtime/mesh.c's rt_chunk). */
+static long long chunk_of(long long n, long long k, long long r, long long *off) {
+  long long c = (n + k - 1) / k, lo = r * c < n ? r * c : n, hi = lo + c < n ? lo + c : n;
+  *off = lo;
+  return hi - lo;
+}
+
+/* Grouped-query heads on uneven shards (SPEC 4): with q [B, H, T, E] and
+ * k, v [B, Hkv, S, E] sharded alike on dim 1, each rank's query heads must
+ * be the groups of its key/value heads (query head h reads key/value head
+ * h / G), block for block: torch.chunk splits H and Hkv separately (H = 8,
+ * Hkv = 4 on tp = 3: 3, 3, 2 query heads, 2, 2, 0 key/value heads).  Where
+ * the sizes and the axes' declared sizes show a block that does not line
+ * up, an error; otherwise the generated code checks it when it runs
+ * (emit_c.c, rt_check_gqa_blocks). */
+static bool gqa_blocks_line_up(Checker *k, Expr *call, const Operand *q, const Operand *kv) {
+  long long h, hkv;
+  if (q->t->local || q->t->spec[1][0] < 0 || !size_is_int(q->t->shape[1], &h) ||
+      !size_is_int(kv->t->shape[1], &hkv) || hkv <= 0 || h == hkv || h % hkv)
+    return true;
+  long long g = h / hkv, sizes[MAX_MESH_AXES], ranks = 1;
+  int n = 0;
+  for (int i = 0; i < MAX_MESH_AXES && q->t->spec[1][i] >= 0; i++) {
+    sizes[n] = k->mesh->axes[q->t->spec[1][i]].size;
+    if (sizes[n] <= 0)
+      return true; /* not declared: checked when it runs */
+    ranks *= sizes[n++];
+  }
+  for (long long b = 0; b < ranks; b++) {
+    long long coord[MAX_MESH_AXES], rem = b, eq = h, oq = 0, ek = hkv, ok = 0;
+    for (int i = n - 1; i >= 0; i--) {
+      coord[i] = rem % sizes[i];
+      rem /= sizes[i];
+    }
+    for (int i = 0; i < n; i++) {
+      long long o1, o2;
+      eq = chunk_of(eq, sizes[i], coord[i], &o1);
+      ek = chunk_of(ek, sizes[i], coord[i], &o2);
+      oq += o1;
+      ok += o2;
+    }
+    if (eq == g * ek && oq == g * ok)
+      continue;
+    const char *as = dim_axes_text(k, q->t, 1);
+    check_error(k, call->span, "attention() splits %lld query heads and %lld key/value heads over %s%s%s (%lld ranks) "
+                "into blocks that do not line up: block %lld holds query heads [%lld, %lld), but key/value heads "
+                "[%lld, %lld), whose groups are query heads [%lld, %lld)", h, hkv, as[0] == '(' ? "" : "'", as,
+                as[0] == '(' ? "" : "'", ranks, b, oq, oq + eq, ok, ok + ek, g * ok, g * (ok + ek));
+    note_at(k->c, (Span){0, 0, 0}, "query head h reads key/value head h / %lld; torch.chunk splits the two head dims "
+            "separately (SPEC 4, uneven shards), so a rank's query heads need not be its key/value heads' groups", g);
+    help(k->c, "compute the queries in the grouped layout, which pairs each rank's groups with its key/value heads: "
+         "q: %s[%s, %lld@%s, %lld, %s, %s] (einsum(\"btd,dkge->bkgte\", x, wq) with wq: [D, %lld@%s, %lld, HD], "
+         "as nn.gqa_heads), or shard the heads over a group that divides %lld", dtype_name(q->t->dtype),
+         size_str(k->c, k->mesh, q->t->shape[0]), hkv, as, g, size_str(k->c, k->mesh, q->t->shape[2]),
+         size_str(k->c, k->mesh, q->t->shape[3]), hkv, as, g, hkv);
+    return false;
+  }
+  return true;
+}
+
 Type *check_attention(Checker *k, Expr *call, Builtin op) {
   (void)op;
   Operand o[3];
@@ -208,6 +273,8 @@ Type *check_attention(Checker *k, Expr *call, Builtin op) {
         !same_layout(k, call, &o[0], 0, &o[i], 0, "batch", names[i]) ||
         !same_layout(k, call, &o[0], 1, &o[i], 1, grouped ? "key/value head" : "head", names[i]))
       return type_error();
+  if (!grouped && !gqa_blocks_line_up(k, call, &o[0], &o[1]))
+    return type_error();
   Type *r = type_clone(k->c, q);
   r->shape[r->ndim - 1] = vt->shape[3];
   Operand ops[3] = {o[0], o[1], o[2]};

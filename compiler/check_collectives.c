@@ -165,6 +165,33 @@ static bool resolve_sdim(Checker *k, Span sp, LType *lt, int ndim) {
   return true;
 }
 
+/* Uneven shards (SPEC 4): reinterpret(x, a, src=S(d), ...) in global code
+ * makes each rank's block of dim d the whole value, of one size on every
+ * rank only when the blocks are equal. Where the size and the axes'
+ * declared sizes show they are not, an error; otherwise the generated code
+ * checks it when it runs (emit_c.c, rt_check_even_at). */
+static bool even_blocks(Checker *k, Expr *call, const Type *x, int d, const Type *axes) {
+  long long n, g = 1;
+  if (!size_is_int(x->shape[d], &n))
+    return true;
+  for (int i = 0; i < axes->naxes; i++) {
+    long long s = k->mesh->axes[axes->axes[i]].size;
+    if (s <= 0)
+      return true;
+    g *= s;
+  }
+  if (n % g == 0)
+    return true;
+  const char *as = axes_text(k, axes);
+  check_error(k, call->span, "reinterpret(src=S(%d)) makes each block of dim %d the whole value, but %s (%lld ranks) "
+              "splits its %lld rows unevenly", d, d, as, g, n);
+  note_at(k->c, (Span){0, 0, 0}, "torch.chunk's split (SPEC 4): the blocks differ in size, so the value would have a "
+          "different shape on each rank");
+  help(k->c, "gather the dim first: all_gather(%s, %s, src=S(%d), dst=R), or pad it to a multiple of %lld",
+       src_text(k, call_arg(call, 0)->value), as, d, g);
+  return false;
+}
+
 /* The shape and spec after moving `x` on `axes` from src to dst. */
 static Type *relayout(Checker *k, Expr *call, Builtin op, const Type *x, const Type *axes, LType src, LType dst,
                       bool global) {
@@ -176,6 +203,8 @@ static Type *relayout(Checker *k, Expr *call, Builtin op, const Type *x, const T
      * the global size of dim d: each rank's block becomes the whole value
      * (src) or the whole value becomes a block (dst). */
     if (global && fs == FORM_SHARD) {
+      if (!even_blocks(k, call, x, src.sdim, axes))
+        return type_error();
       for (int i = 0; i < axes->naxes; i++)
         type_spec_remove(r, axes->axes[i]);
       r->shape[src.sdim] = size_div(r->shape[src.sdim], n);

@@ -68,7 +68,11 @@ static void vcheck_error(Checker *k, const char *rule, Span sp, const char *fmt,
   diag_report(k->c, rule ? rule : diag_rule_id(k->c, __FILE__, fmt), fmt, sp, msg);
   k->chain = k->inst;
   if (lib_sp.file) {
-    note_at(k->c, lib_sp, "found here, in '%s' checked with the types of this call's arguments", k->inst->fn->name);
+    if (k->inst == u)
+      note_at(k->c, lib_sp, "found here, in '%s' checked with the types of this call's arguments", k->inst->fn->name);
+    else /* reached through other library functions: name the way there */
+      note_at(k->c, lib_sp, "found here, in '%s' (called by '%s') checked with the types of this call's arguments",
+              k->inst->fn->name, k->inst->parent ? k->inst->parent->fn->name : u->fn->name);
     k->chain = u->parent; /* the chain goes on above the user's call */
   }
 }
@@ -377,11 +381,24 @@ static StructField *field_decl(StructDecl *st, const char *path, StructDecl **ow
  * be traced (the caller then gives its own help). */
 bool explain_at_user(Checker *k, Expr *pe, int a) {
   Inst *u = check_user_call(k);
-  if (!u || u != k->inst || !u->call_expr)
+  if (!u || !u->call_expr)
     return false;
   int j = pe->kind == EX_LEAF ? pe->ival : -1;
   Expr *rec = pe->kind == EX_LEAF ? pe->lhs : pe;
   Symbol *ps = param_source(rec, j, a, 0);
+  /* found in a function the user's call reached through others (adamw
+   * calling adam_update): up the chain, each parameter to the argument its
+   * caller passed, until a parameter of the user's call */
+  for (Inst *cur = k->inst; ps && cur != u; cur = cur->parent) {
+    if (!cur || !cur->call_expr || !cur->parent)
+      return false;
+    int i = 0;
+    Param *q = cur->fn->params;
+    while (q && q->name->sym != ps)
+      q = q->next, i++;
+    Arg *ca = q ? call_arg(cur->call_expr, i) : NULL;
+    ps = ca ? param_source(ca->value, j, a, 0) : NULL;
+  }
   if (!ps)
     return false;
   int idx = 0;

@@ -70,6 +70,46 @@ Type *check_axis_size(Checker *k, Expr *call, Builtin op) {
   return axes_arg(k, call, BI_AXIS_SIZE) ? type_new(k->c, TY_INT) : type_error();
 }
 
+/* shard_offset(n, a) and shard_extent(n, a): where this rank's block of a
+ * dim of global size n sharded over a (an axis or a tuple, major to minor)
+ * starts, and how many rows it holds: the torch.chunk split (SPEC 4, uneven
+ * shards), n / axis_size(a) rows from axis_index(a) * that when a divides n.
+ * An i32 scalar V on a's axes and R on the others, like axis_index, and
+ * only where a's axes are local: it differs per rank. */
+Type *check_shard_range(Checker *k, Expr *call, Builtin op) {
+  Expr *ne = call_arg(call, 0)->value, *ae = call_arg(call, 1)->value;
+  Type *nt = check_expr(k, ne), *ax = check_expr(k, ae);
+  if (nt->kind == TY_ERROR || ax->kind == TY_ERROR)
+    return type_error();
+  if (nt->kind != TY_INT) {
+    check_error(k, ne->span, "%s() takes the dim's global size, a host integer, not '%s'", builtin_name[op],
+                src_text(k, ne));
+    help(k->c, "as in %s(NV, tp) for a dim of size NV sharded over tp", builtin_name[op]);
+    return type_error();
+  }
+  if (ax->kind != TY_AXES) {
+    check_error(k, ae->span, "%s() takes a mesh axis or a tuple of them, as in %s(NV, tp), not '%s'",
+                builtin_name[op], builtin_name[op], src_text(k, ae));
+    return type_error();
+  }
+  Type *r = type_scalar(k->c, DT_I32, k->naxes, LT_R);
+  for (int i = 0; i < ax->naxes; i++) {
+    int a = ax->axes[i];
+    if (!check_axis_local(k, a)) {
+      const char *n = axis_name(k, a);
+      check_error(k, call->span, "%s(..., %s) is only allowed where '%s' is local, and it is global here",
+                  builtin_name[op], n, n);
+      note_at(k->c, (Span){0, 0, 0}, "the block differs per rank (V on '%s'); in global code a value that varies "
+              "must say how its blocks form a global tensor", n);
+      help(k->c, "use it in local code: inside local_map (...) over (%s) { ... } or in a local fn", n);
+      return type_error();
+    }
+    r->lt[a] = LT_V;
+  }
+  r->local = check_all_local(k);
+  return r;
+}
+
 /* axis_index(a): this rank's index along a, an i32 scalar that is V on a
  * and R on every other axis; only where a is local (SPEC 13): in global code
  * a value that varies must have a layout, and the index has none. */

@@ -23,7 +23,8 @@ typedef struct FnTotal {
 typedef struct Report {
   Compiler *c;
   IrProgram *p;
-  const Mesh *m;
+  const Mesh *m;  /* the program's mesh at the report's sizes (--mesh) */
+  int uneven;     /* collectives listed whose blocks the mesh splits unevenly */
   FILE *out;
   FnTotal *fns;  /* reachable functions, in program order */
   int nfns, cap;
@@ -84,6 +85,35 @@ static Size group_of(const IrInst *in) {
   return g;
 }
 
+/* Uneven shards (SPEC 4): a dim the mesh does not divide splits as
+ * torch.chunk does, the first block (ceil at each axis, major to minor) the
+ * largest.  The largest rank's local bytes of t over its equal blocks' at
+ * the report's sizes; 0 when the blocks are equal or a size is unknown. */
+static double uneven_ratio(Report *R, const Type *t) {
+  if (t->local)
+    return 0;
+  double r = 1;
+  bool any = false;
+  for (int d = 0; d < t->ndim; d++) {
+    long long n, group = 1, hi;
+    if (t->spec[d][0] < 0 || !size_is_int(t->shape[d], &n) || n <= 0)
+      continue;
+    hi = n;
+    for (int k = 0; k < MAX_MESH_AXES && t->spec[d][k] >= 0; k++) {
+      long long a = R->m->axes[t->spec[d][k]].size;
+      if (a <= 0)
+        return 0;
+      group *= a;
+      hi = (hi + a - 1) / a;
+    }
+    if (n % group == 0)
+      continue;
+    r *= (double)hi * (double)group / (double)n;
+    any = true;
+  }
+  return any ? r : 0;
+}
+
 /* The bytes of one collective, added to cost (times mult). */
 static void price(Report *R, IrFn *f, IrInst *in, CommCost *cost, double mult) {
   if (!is_comm(in->op))
@@ -98,6 +128,7 @@ static void price(Report *R, IrFn *f, IrInst *in, CommCost *cost, double mult) {
     t->shape[t->ndim - 1] = size_int(3);
     t->spec[t->ndim - 1][0] = -1;
     comm_cost_add(R->c, cost, 2 * mult, group_of(in), comm_local_bytes(t), comm_local_bytes_text(R->c, R->m, t));
+    cost->t[cost->n - 1].uneven = uneven_ratio(R, t);
     return;
   }
   if (in->wire != DT_NONE && in->wire != t->dtype) { /* dtype=: the wire's bytes */
@@ -109,6 +140,7 @@ static void price(Report *R, IrFn *f, IrInst *in, CommCost *cost, double mult) {
   else
     comm_cost_add(R->c, cost, (in->op == IR_ALL_REDUCE ? 2 : 1) * mult, group_of(in), comm_local_bytes(t),
                   comm_local_bytes_text(R->c, R->m, t));
+  cost->t[cost->n - 1].uneven = uneven_ratio(R, t);
 }
 
 static void fn_total(Report *R, IrFn *f, CommCost *out);
@@ -307,7 +339,11 @@ static void print_inst(Report *R, IrFn *f, IrBlock *b, IrInst *in, int ind, bool
   indent(R, ind);
   fprintf(R->out, "%s  %s  %s  %s  ", where(R, in->span), bwd ? "backward" : "forward", op_text(R, f, in, bwd),
           shape_text(R, f, in));
-  if (one.n)
+  if (one.n && one.t[0].uneven > 0) {
+    R->uneven++;
+    fprintf(R->out, "%s = %s bytes (uneven shards: the largest rank's)\n", comm_term_text(R->c, R->m, &one.t[0]),
+            comm_cost_value(R->c, R->m, &one));
+  } else if (one.n)
     fprintf(R->out, "%s = %s bytes\n", comm_term_text(R->c, R->m, &one.t[0]), comm_cost_value(R->c, R->m, &one));
   else
     fputs("local, 0 bytes\n", R->out);
@@ -425,8 +461,13 @@ static bool block_uses(const IrBlock *b, IrOp op) {
   return false;
 }
 
-void comm_report(Compiler *c, IrProgram *p, FILE *out, const char *source_path) {
-  Report R = {.c = c, .p = p, .m = p->mesh, .out = out};
+void comm_report(Compiler *c, IrProgram *p, FILE *out, const char *source_path, const long long *sizes) {
+  Mesh *m = arena_alloc(&c->arena, sizeof *m);
+  *m = *p->mesh;
+  for (int a = 0; sizes && a < m->naxes; a++)
+    if (sizes[a] > 0)
+      m->axes[a].size = sizes[a];
+  Report R = {.c = c, .p = p, .m = m, .out = out};
   if (p->main)
     reach(&R, p->main);
   for (IrFn *f = p->fns; f; f = f->next)
@@ -444,6 +485,12 @@ void comm_report(Compiler *c, IrProgram *p, FILE *out, const char *source_path) 
     else
       fprintf(out, "%s n_%s (size not declared)", a ? "," : "", R.m->axes[a].name);
   }
+  if (sizes)
+    for (int a = 0; a < R.m->naxes; a++)
+      if (sizes[a] > 0 && sizes[a] != p->mesh->axes[a].size) {
+        fputs(" (--mesh)", out);
+        break;
+      }
   fputs(R.m->naxes ? "\n" : " no axes\n", out);
   fputs("# Each line: location, forward or backward, the collective over its axes (one\n"
         "# communicator), what it does, the local shape, and the bytes each rank sends\n"
@@ -484,4 +531,8 @@ void comm_report(Compiler *c, IrProgram *p, FILE *out, const char *source_path) 
       fn_total(&R, f->exp_bwd, &b);
       print_cost_line(&R, 0, arena_sprintf(&c->arena, "export %s_vjp per call", f->fn->name), &b);
     }
+  if (R.uneven)
+    fprintf(out, "# uneven shards (SPEC 4, torch.chunk's split): %d collective%s above move%s blocks this mesh splits "
+                 "unevenly; their bytes (and the totals) are the largest rank's, their formulas count equal blocks\n",
+            R.uneven, R.uneven == 1 ? "" : "s", R.uneven == 1 ? "s" : "");
 }

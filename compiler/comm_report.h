@@ -7,6 +7,7 @@
 
 #include "ir.h"
 
-void comm_report(Compiler *c, IrProgram *p, FILE *out, const char *source_path);
+/* sizes: --mesh's axis sizes (0: the declared size), or NULL */
+void comm_report(Compiler *c, IrProgram *p, FILE *out, const char *source_path, const long long *sizes);
 
 #endif

@@ -83,12 +83,52 @@ static const char *size_c(Emitter *E, Size s) {
 }
 
 static const char *c_string(Emitter *E, const char *s);
+/* This rank's extent of dim d of a value of type t, as a C expression: the
+ * torch.chunk split of the global size over the axes sharding it (SPEC 4,
+ * uneven shards; rt_shard_extent). In a local type a dim's size divided by
+ * local axes is the global size over those axes, which lead the dim's
+ * global ones (a local_map takes a dim's major axes local), taken in mesh
+ * order (the size does not keep the spec's). The runtime's uneven collectives need
+ * the gathered dim's extent, which the operand's own does not give; a
+ * tensor made in local code with such a size is this rank's block (with_spec
+ * false: only the local axes, a local type's global axes keep their size). */
+static const char *extent_or(Emitter *E, const Type *t, long long d, bool with_spec, const char *other) {
+  if (d < 0 || d >= t->ndim)
+    return other;
+  Size s = t->shape[d];
+  int axes[2 * MAX_MESH_AXES], n = 0;
+  for (int i = 0; i < s.nf; i++) { /* the size over local axes, the dim's leading (major) ones, in mesh order */
+    if (s.f[i].exp >= 0)
+      continue;
+    if (s.f[i].exp != -1)
+      return other;
+    axes[n++] = s.f[i].axis;
+    s.f[i].exp = 0;
+  }
+  for (int k = 0; with_spec && k < MAX_MESH_AXES && t->spec[d][k] >= 0; k++)
+    axes[n++] = t->spec[d][k];
+  if (s.unknown)
+    return other;
+  if (n == 0)
+    return size_c(E, s);
+  StrBuf sb;
+  sb_init(&sb, &E->c->arena);
+  sb_printf(&sb, "rt_shard_extent(ctx, %s, (rt_axes){.n = %d, .idx = {", size_c(E, s), n);
+  for (int i = 0; i < n; i++)
+    sb_printf(&sb, "%s%d", i ? ", " : "", axes[i]);
+  sb_puts(&sb, "}})");
+  return sb.data;
+}
+
+static const char *extent_c(Emitter *E, const Type *t, long long d, bool with_spec) {
+  return extent_or(E, t, d, with_spec, "RT_EVEN");
+}
 
 /* Declares shape_[] (local shape) and, for global types, the layout. */
 static void emit_shape(Emitter *E, int ind, const Type *t, const char *name) {
   out(E, ind, "int64_t global_[%d] = {", t->ndim ? t->ndim : 1);
-  for (int d = 0; d < t->ndim; d++)
-    fprintf(E->out, "%s%s", d ? ", " : "", size_c(E, t->shape[d]));
+  for (int d = 0; d < t->ndim; d++) /* a size over local axes: this rank's block of it */
+    fprintf(E->out, "%s%s", d ? ", " : "", extent_or(E, t, d, false, size_c(E, t->shape[d])));
   fprintf(E->out, "%s};\n", t->ndim ? "" : "0");
   if (t->local) {
     out(E, ind, "rt_layout layout_ = rt_layout_full(%d, global_);\n", t->ndim);
@@ -140,6 +180,97 @@ static const char *c_string(Emitter *E, const char *s) {
   return sb.data;
 }
 
+/* Uneven shards (SPEC 4) in a reshape. In global code a sharded dim merged
+ * or split (shard_reshape: it stays the outermost factor of a new dim with
+ * its axes) needs equal blocks: checked where the checker could not
+ * (rt_check_reshape_even, naming the variable and line). In local code the
+ * one dim whose size is over local axes is this rank's block, whatever
+ * the blocks: rt_reshape infers it (-1) from the element count. */
+static void emit_reshape_uneven(Emitter *E, IrInst *in, int ind) {
+  const Type *x = E->f->values[in->args[0]].type, *t = in->t;
+  int over = -1, n = 0;
+  for (int d = 0; d < t->ndim; d++) {
+    bool local_axes = false;
+    for (int i = 0; i < t->shape[d].nf; i++)
+      local_axes |= t->shape[d].f[i].exp < 0;
+    if (local_axes) {
+      over = d;
+      n++;
+    }
+  }
+  if (n == 1)
+    out(E, ind, "layout_.local[%d] = -1; /* this rank's block, from the element count */\n", over);
+  if (t->local)
+    return;
+  int line, col;
+  source_position(E->c, in->span, &line, &col);
+  const char *name = E->f->values[in->args[0]].hint ? E->f->values[in->args[0]].hint : "tensor";
+  for (int d = 0; d < x->ndim && !x->local; d++) {
+    if (x->spec[d][0] < 0)
+      continue;
+    for (int o = 0; o < t->ndim; o++) {
+      if (memcmp(t->spec[o], x->spec[d], sizeof t->spec[o]) != 0 || size_eq(x->shape[d], t->shape[o]))
+        continue;
+      StrBuf ax;
+      sb_init(&ax, &E->c->arena);
+      int n = 0;
+      while (n < MAX_MESH_AXES && x->spec[d][n] >= 0)
+        sb_printf(&ax, "%s%d", n ? ", " : "", x->spec[d][n]), n++;
+      out(E, ind, "rt_check_reshape_even(ctx, %s, \"%s:%d\", %d, %s, %s, (rt_axes){.n = %d, .idx = {%s}});\n",
+          c_string(E, name), source_file(E->c, in->span.file)->path, line, d, size_c(E, x->shape[d]),
+          size_c(E, t->shape[o]), n, ax.data);
+    }
+  }
+}
+
+/* reinterpret(x, a, src=S(d), ...) in global code makes each rank's block
+ * the whole value: it needs equal blocks (SPEC 4), checked where the
+ * checker could not (check_collectives.c's even_blocks). */
+static void emit_reinterpret_even(Emitter *E, IrInst *in, int ind) {
+  const Type *x = E->f->values[in->args[0]].type, *t = E->f->values[in->dst[0]].type;
+  if (x->kind != TY_TENSOR || x->local || t->local || in->naxes == 0)
+    return;
+  for (int d = 0; d < x->ndim; d++) {
+    bool has = false, kept = false;
+    for (int j = 0; j < MAX_MESH_AXES && x->spec[d][j] >= 0; j++)
+      has |= x->spec[d][j] == in->axes[0];
+    for (int j = 0; d < t->ndim && j < MAX_MESH_AXES && t->spec[d][j] >= 0; j++)
+      kept |= t->spec[d][j] == in->axes[0];
+    if (!has || kept)
+      continue;
+    int line, col;
+    source_position(E->c, in->span, &line, &col);
+    const char *name = E->f->values[in->args[0]].hint ? E->f->values[in->args[0]].hint : "tensor";
+    StrBuf ax;
+    sb_init(&ax, &E->c->arena);
+    for (int i = 0; i < in->naxes; i++)
+      sb_printf(&ax, "%s%d", i ? ", " : "", in->axes[i]);
+    out(E, ind, "rt_check_even_at(ctx, %s, \"%s:%d\", \"reinterpret\", %d, %s, (rt_axes){.n = %d, .idx = {%s}});\n",
+        c_string(E, name), source_file(E->c, in->span.file)->path, line, d, size_c(E, x->shape[d]), in->naxes,
+        ax.data);
+  }
+}
+
+/* attention's grouped-query heads split over axes (q [B, H, T, E], k
+ * [B, Hkv, S, E]): each rank's query heads must be its key/value heads'
+ * groups, checked where the checker could not (check_attention.c's
+ * gqa_blocks_line_up: an axis size left to the run). */
+static void emit_gqa_blocks(Emitter *E, IrInst *in, int ind) {
+  const Type *q = E->f->values[in->args[0]].type, *k = E->f->values[in->args[1]].type;
+  if (q->kind != TY_TENSOR || q->local || q->ndim != 4 || q->spec[1][0] < 0 || size_eq(q->shape[1], k->shape[1]))
+    return;
+  int line, col;
+  source_position(E->c, in->span, &line, &col);
+  const char *name = E->f->values[in->args[0]].hint ? E->f->values[in->args[0]].hint : "q";
+  StrBuf ax;
+  sb_init(&ax, &E->c->arena);
+  int n = 0;
+  while (n < MAX_MESH_AXES && q->spec[1][n] >= 0)
+    sb_printf(&ax, "%s%d", n ? ", " : "", q->spec[1][n]), n++;
+  out(E, ind, "rt_check_gqa_blocks(ctx, %s, \"%s:%d\", %s, %s, (rt_axes){.n = %d, .idx = {%s}});\n", c_string(E, name),
+      source_file(E->c, in->span.file)->path, line, size_c(E, q->shape[1]), size_c(E, k->shape[1]), n, ax.data);
+}
+
 static const char *axes_c(Emitter *E, IrInst *in) {
   StrBuf sb;
   sb_init(&sb, &E->c->arena);
@@ -185,15 +316,22 @@ static void emit_comm(Emitter *E, IrInst *in, int ind, const char *loc) {
         x, axes_c(E, in), reduce_c[IR_I(in, REDUCE)], loc);
     break;
   case IR_ALL_GATHER:
-    out(E, ind, "%s = rt_all_gather(ctx, %s, %s, %s); %s\n", d, x, axes_c(E, in), dim_c(E, IR_I(in, DIM)), loc);
+    if (IR_I(in, DIM) == IR_STACK)
+      out(E, ind, "%s = rt_all_gather(ctx, %s, %s, RT_STACK); %s\n", d, x, axes_c(E, in), loc);
+    else
+      out(E, ind, "%s = rt_all_gather_to(ctx, %s, %s, %lld, %s); %s\n", d, x, axes_c(E, in), IR_I(in, DIM),
+          extent_c(E, E->f->values[in->dst[0]].type, IR_I(in, DIM), true), loc);
     break;
   case IR_REDUCE_SCATTER:
     out(E, ind, "%s = rt_reduce_scatter(ctx, %s, %s, %s, %s); %s\n", d, x, axes_c(E, in), dim_c(E, IR_I(in, DIM)),
         reduce_c[IR_I(in, REDUCE)], loc);
     break;
   default:
-    out(E, ind, "%s = rt_all_to_all(ctx, %s, %s, %s, %s); %s\n", d, x, axes_c(E, in), dim_c(E, IR_I(in, SRC_DIM)),
-        dim_c(E, IR_I(in, DST_DIM)), loc);
+    if (IR_I(in, SRC_DIM) == IR_STACK)
+      out(E, ind, "%s = rt_all_to_all(ctx, %s, %s, RT_STACK, RT_STACK); %s\n", d, x, axes_c(E, in), loc);
+    else
+      out(E, ind, "%s = rt_all_to_all_to(ctx, %s, %s, %lld, %lld, %s); %s\n", d, x, axes_c(E, in), IR_I(in, SRC_DIM),
+          IR_I(in, DST_DIM), extent_c(E, E->f->values[in->dst[0]].type, IR_I(in, SRC_DIM), true), loc);
     break;
   }
   if (wire) {
@@ -409,6 +547,7 @@ static void emit_inst(Emitter *E, IrInst *in, int ind) {
     return;
   case IR_ATTENTION: { /* each row's log-sum-exp only where the backward keeps it */
     bool lse = in->ndst > 1 && in->dst[1] >= 0 && E->nuses[in->dst[1]] > 0;
+    emit_gqa_blocks(E, in, ind);
     out(E, ind, "%s = rt_attention(ctx, %s, %s, %s, %s, %s, %s, %s); %s\n", D(E, in, 0), A(E, in, 0), A(E, in, 1),
         A(E, in, 2), IR_I(in, CAUSAL) ? "true" : "false", num(E, in->f), in->nargs > 3 ? A(E, in, 3) : "-1",
         lse ? arena_sprintf(&E->c->arena, "&%s", D(E, in, 1)) : "NULL", loc);
@@ -428,6 +567,10 @@ static void emit_inst(Emitter *E, IrInst *in, int ind) {
     out(E, ind, "}\n");
     return;
   }
+  case IR_SHARD_RANGE:
+    out(E, ind, "%s = rt_scalar(ctx, RT_I32, (double)rt_shard_%s(ctx, %s, %s)); %s\n", D(E, in, 0),
+        IR_I(in, EXTENT) ? "extent" : "offset", A(E, in, 0), axes_c(E, in), loc);
+    return;
   case IR_AXIS_INDEX:
     out(E, ind, "%s = rt_scalar(ctx, RT_I32, (double)rt_axis_index(ctx, %d)); %s\n", D(E, in, 0), in->axes[0], loc);
     return;
@@ -470,6 +613,8 @@ static void emit_inst(Emitter *E, IrInst *in, int ind) {
   case IR_EXPAND: {
     out(E, ind, "{ %s\n", loc);
     emit_shape(E, ind + 1, in->t, "reshape");
+    if (in->op == IR_RESHAPE)
+      emit_reshape_uneven(E, in, ind + 1);
     out(E, ind + 1, "%s = rt_%s(ctx, %s, %d, layout_.local);\n", D(E, in, 0),
         in->op == IR_RESHAPE ? "reshape" : "expand", A(E, in, 0), in->t->ndim);
     out(E, ind, "}\n");
@@ -490,7 +635,25 @@ static void emit_inst(Emitter *E, IrInst *in, int ind) {
     out(E, ind, "%s = rt_astype(ctx, %s, %s); %s\n", D(E, in, 0), A(E, in, 0), dtype_c((DType)IR_I(in, DTYPE)), loc);
     return;
   case IR_INDEX: out(E, ind, "%s = rt_index(ctx, %s, %s); %s\n", D(E, in, 0), A(E, in, 0), A(E, in, 1), loc); return;
-  case IR_COPY: out(E, ind, "%s = rt_retain(%s); %s\n", D(E, in, 0), A(E, in, 0), loc); return;
+  case IR_COPY: {
+    /* a local_map's result: local blocks become a global value, whose
+     * layout they must be (uneven shards, SPEC 4: torch.chunk's split) */
+    const Type *from = E->f->values[in->args[0]].type, *to = E->f->values[in->dst[0]].type;
+    bool sharded = false;
+    for (int d = 0; to->kind == TY_TENSOR && d < to->ndim; d++)
+      sharded |= to->spec[d][0] >= 0;
+    if (from->kind == TY_TENSOR && from->local && !to->local && sharded) {
+      int line, col;
+      source_position(E->c, in->span, &line, &col);
+      out(E, ind, "{ /* local_map's blocks must be the layout's */ %s\n", loc);
+      emit_shape(E, ind + 1, to, "local_map");
+      out(E, ind + 1, "rt_check_blocks(ctx, %s, &layout_, \"local_map's result\", \"%s:%d\");\n", A(E, in, 0),
+          source_file(E->c, in->span.file)->path, line);
+      out(E, ind, "}\n");
+    }
+    out(E, ind, "%s = rt_retain(%s); %s\n", D(E, in, 0), A(E, in, 0), loc);
+    return;
+  }
   case IR_FILL:
   case IR_RANDN:
   case IR_UNIFORM:
@@ -600,12 +763,17 @@ static void emit_inst(Emitter *E, IrInst *in, int ind) {
     return;
   case IR_CONVERT:
   case IR_REINTERPRET: {
-    if (in->op == IR_CONVERT)
+    if (in->op == IR_CONVERT && IR_I(in, SRC) == LTY_V && IR_I(in, DST) == LTY_P && IR_I(in, DIM) != IR_STACK)
+      out(E, ind, "%s = rt_convert_to(ctx, %s, %s, RT_V, RT_P, %lld, %s); %s\n", D(E, in, 0), A(E, in, 0),
+          axes_c(E, in), IR_I(in, DIM), extent_c(E, E->f->values[in->dst[0]].type, IR_I(in, DIM), true), loc);
+    else if (in->op == IR_CONVERT)
       out(E, ind, "%s = rt_convert(ctx, %s, %s, %s, %s, %s); %s\n", D(E, in, 0), A(E, in, 0), axes_c(E, in),
           ltype_c[IR_I(in, SRC)], ltype_c[IR_I(in, DST)], dim_c(E, IR_I(in, DIM)), loc);
-    else
+    else {
+      emit_reinterpret_even(E, in, ind);
       out(E, ind, "%s = rt_reinterpret(ctx, %s, %s, %s, %s); %s\n", D(E, in, 0), A(E, in, 0), axes_c(E, in),
           ltype_c[IR_I(in, SRC)], ltype_c[IR_I(in, DST)], loc);
+    }
     return;
   }
   case IR_UNARY_BWD:

@@ -77,7 +77,8 @@ typedef enum { LTY_R, LTY_I, LTY_V, LTY_P } IrLType;
   X(NITEMS, IRR_ANY, 1)         /* PRINT: strs' length (literals and values) */                             \
   X(REMAT, IRR_BOOL, 1)         /* CALL: under remat() (SPEC 15) */                                         \
   X(VALUE_WANTED, IRR_BOOL, 1)  /* VJP_CALL: value_and_grad (1) or grad (0) */                              \
-  X(BACKWARDS, IRR_BOOL, 1)     /* FOR: runs from hi - 1 down to lo (a backward's loop) */
+  X(BACKWARDS, IRR_BOOL, 1)     /* FOR: runs from hi - 1 down to lo (a backward's loop) */ \
+  X(EXTENT, IRR_BOOL, 1)        /* SHARD_RANGE: the block's extent (1) or offset (0) */
 /* What ir_verify checks of an operand: nothing, 0 or 1, an enum's range,
  * a dim of the first argument (IR_ALL_DIMS for a reduction, IR_STACK for a
  * collective or a cast), a permutation of its dims, a var slot of the fn. */

@@ -413,6 +413,15 @@ static int lower_select(Lower *L, Expr *call, Builtin op) {
     in = emit(L, IR_AXIS_INDEX, sp);
     set_axes(in, x->ty);
     break;
+  case BI_SHARD_OFFSET:
+  case BI_SHARD_EXTENT: { /* the torch.chunk split of a host size: an i32 scalar */
+    int n = lower_expr(L, x);
+    in = emit(L, IR_SHARD_RANGE, sp);
+    ir_set_args(L->c, in, 1, &n);
+    set_axes(in, pos_arg(call, 1)->ty);
+    IR_I(in, EXTENT) = op == BI_SHARD_EXTENT;
+    break;
+  }
   case BI_IOTA:
     in = emit(L, IR_IOTA, sp);
     in->t = rt;
@@ -627,15 +636,35 @@ static int lower_builtin(Lower *L, Expr *call, Builtin op) {
     Expr *x = pos_arg(call, 0);
     int v = lower_expr(L, x);
     Expr *d = named(L, call, "dim"), *kd = named(L, call, "keepdim");
-    IrInst *in = emit(L, builtin_lowering[op].ir, sp);
+    int nd = x->ty->ndim, dim = d ? norm_dim(int_arg(d), nd) : builtin_flags[op] & OPF_KEEPS_SHAPE ? nd - 1 : IR_ALL_DIMS;
+    /* a mean over sharded dims (global code, out_partial_axes=): each rank's
+     * sum over the global count, whatever its block's size (SPEC 4) */
+    Size count = size_int(1);
+    bool sharded = false;
+    for (int i = 0; op == BI_MEAN && !x->ty->local && i < nd; i++)
+      if (dim == IR_ALL_DIMS || dim == i) {
+        sharded |= x->ty->spec[i][0] >= 0;
+        count = size_mul(count, x->ty->shape[i]);
+      }
+    IrInst *in = emit(L, sharded ? IR_SUM : builtin_lowering[op].ir, sp);
     ir_set_args(L->c, in, 1, &v);
-    int nd = x->ty->ndim;
-    IR_I(in, DIM) = d ? norm_dim(int_arg(d), nd) : builtin_flags[op] & OPF_KEEPS_SHAPE ? nd - 1 : IR_ALL_DIMS;
+    IR_I(in, DIM) = dim;
     if (ir_declares(in->op, IRO_KEEPDIM))
       IR_I(in, KEEPDIM) = kd && kd->kind == EX_BOOL && kd->ival;
     in->dst[0] = value(L, rt, NULL);
     in->ndst = 1;
-    return in->dst[0];
+    if (!sharded)
+      return in->dst[0];
+    IrInst *n = emit(L, IR_HOST_SIZE, sp);
+    n->size = count;
+    n->dst[0] = value(L, host_type(L, TY_INT), NULL);
+    n->ndst = 1;
+    IrInst *q = emit(L, IR_BINARY_SCALAR, sp);
+    ir_set_args(L->c, q, 2, (int[]){in->dst[0], n->dst[0]});
+    q->binop = BIN_DIV;
+    q->dst[0] = value(L, rt, NULL);
+    q->ndst = 1;
+    return q->dst[0];
   }
   case BI_LAYER_NORM:
   case BI_RMS_NORM: {
@@ -698,6 +727,8 @@ static int lower_builtin(Lower *L, Expr *call, Builtin op) {
   case BI_AXIS_SIZE:
   case BI_WALL_TIME:
   case BI_AXIS_INDEX:
+  case BI_SHARD_OFFSET:
+  case BI_SHARD_EXTENT:
   case BI_IOTA:
   case BI_WHERE:
   case BI_TAKE_ALONG_DIM:

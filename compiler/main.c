@@ -64,7 +64,7 @@ static const char usage_text[] =
     "                    CUDA target captures and replays) and what stops each one\n"
     "  --memory-report   per rank: parameters, optimizer state, residuals and the peak of\n"
     "                    temporaries, as formulas of the axis sizes and in bytes\n"
-    "  --mesh a=n,...    the mesh whose numbers --memory-report prints (default: the declared sizes)\n"
+    "  --mesh a=n,...    the mesh whose numbers --memory-report and --comm-report print (default: the declared sizes)\n"
     "options:\n"
     "  -D NAME=VALUE     override `const NAME` with an integer or float VALUE\n"
     "  -I DIR            search DIR for imported modules (before the standard library)\n"
@@ -260,8 +260,9 @@ static void parse_args(Driver *d, Compiler *c, int argc, char **argv) {
     usage_error("%s", "no input file");
   if ((d->depfile || d->depfile_md) && d->mode != MODE_COMPILE && d->mode != MODE_EMIT_C && d->mode != MODE_SHARED)
     usage_error("%s", "--depfile and -MD describe an output: use them with -S, --shared or when building an executable");
-  if (d->mesh && d->mode != MODE_MEMORY_REPORT)
-    usage_error("%s", "--mesh gives the mesh of --memory-report (a program takes its own --mesh when it runs)");
+  if (d->mesh && d->mode != MODE_MEMORY_REPORT && d->mode != MODE_COMM_REPORT)
+    usage_error("%s", "--mesh gives the mesh of --memory-report and --comm-report (a program takes its own --mesh when it "
+                "runs)");
   if (d->mode == MODE_RUN && d->nprocs == 0)
     usage_error("%s", "spmdc run needs -n N");
 }
@@ -858,7 +859,11 @@ int main(int argc, char **argv) {
     } else if (d.mode == MODE_DUMP_IR) {
       ir_dump(c, &prog, stdout);
     } else if (d.mode == MODE_COMM_REPORT) {
-      comm_report(c, &prog, stdout, d.input);
+      long long sizes[MAX_MESH_AXES] = {0};
+      if (d.mesh && !parse_mesh(c, &mesh, d.mesh, sizes))
+        status = 2;
+      else
+        comm_report(c, &prog, stdout, d.input, sizes);
     } else if (d.mode == MODE_REGIONS) {
       status = emit_regions(c, &prog, stdout, d.input) ? 0 : 1;
     } else if (d.mode == MODE_MEMORY_REPORT) {

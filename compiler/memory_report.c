@@ -240,13 +240,13 @@ typedef struct Mem {
    * arrays schedule_block keeps up to date (FnUses by IrFn) */
   PtrTable scheds, uses;
   bool guessed_if, capped_loop, unknown_loop;
-  /* the first tensor whose sharded dim the mesh does not divide: the run
-   * would stop there (rt_check_divisible) */
-  bool impossible;
+  /* uneven shards (SPEC 4): the tensors with a sharded dim the mesh does
+   * not divide (counted at the largest rank's block), and the first one */
+  int uneven;
   Span bad_at;
   const char *bad_name;
   int bad_dim;
-  long long bad_size, bad_group;
+  long long bad_size, bad_group, bad_max, bad_min;
   int bad_axes[MAX_MESH_AXES], bad_naxes;
 } Mem;
 
@@ -293,34 +293,65 @@ static void settle(Mem *M, int id) {
   account(M, to, r, 1);
 }
 
-/* A sharded dim of t that the mesh does not divide: recorded (the first),
- * named by name (a value's hint) or, without one, by its line. */
-static void check_divisible(Mem *M, const Type *t, const char *name) {
-  if (M->impossible || t->kind != TY_TENSOR || t->local)
-    return;
+/* torch.chunk's split (SPEC 4): block r of n over k, its extent */
+static long long chunk_ext(long long n, long long k, long long r) {
+  long long c = (n + k - 1) / k, lo = r * c < n ? r * c : n;
+  return (lo + c < n ? lo + c : n) - lo;
+}
+
+/* The bytes of t on the rank holding the largest block (uneven shards,
+ * SPEC 4: a dim the mesh does not divide splits as torch.chunk does, nested
+ * over an axis tuple, so the first block is the largest); the sum of equal
+ * blocks otherwise.  The first tensor with uneven blocks is recorded, named
+ * by name (a value's hint) or, without one, by its line. */
+static double block_bytes(Mem *M, const Type *t, Size sym, const char *name) {
+  if (t->kind != TY_TENSOR || t->local)
+    return size_value(M, sym);
+  double b = size_value(M, sym);
+  bool uneven = false;
   for (int d = 0; d < t->ndim; d++) {
-    long long n = 1;
-    int k = 0;
-    while (k < MAX_MESH_AXES && t->spec[d][k] >= 0)
-      n *= M->sizes[t->spec[d][k++]];
     double g = size_value(M, t->shape[d]);
-    if (n <= 1 || t->shape[d].unknown || (g == (double)(long long)g && (long long)g % n == 0))
+    if (t->spec[d][0] < 0 || t->shape[d].unknown || g != (double)(long long)g)
       continue;
-    M->impossible = true;
-    M->bad_at = M->at;
-    M->bad_name = name;
-    M->bad_dim = d;
-    M->bad_size = (long long)g;
-    M->bad_group = n;
-    M->bad_naxes = k;
-    for (int j = 0; j < k; j++)
-      M->bad_axes[j] = t->spec[d][j];
-    return;
+    long long n = (long long)g, group = 1, sizes[MAX_MESH_AXES];
+    int k = 0;
+    for (; k < MAX_MESH_AXES && t->spec[d][k] >= 0; k++)
+      group *= sizes[k] = M->sizes[t->spec[d][k]];
+    if (n % group == 0)
+      continue;
+    long long hi = 0, lo = n; /* over every block of the nested split, major to minor */
+    for (long long blk = 0; blk < group; blk++) {
+      long long ext = n, rem = blk, coord[MAX_MESH_AXES];
+      for (int j = k - 1; j >= 0; j--) {
+        coord[j] = rem % sizes[j];
+        rem /= sizes[j];
+      }
+      for (int j = 0; j < k; j++)
+        ext = chunk_ext(ext, sizes[j], coord[j]);
+      hi = ext > hi ? ext : hi;
+      lo = ext < lo ? ext : lo;
+    }
+    /* the largest rank's block instead of n / group in this dim */
+    b = b / ((double)n / (double)group) * (double)hi;
+    if (!uneven && M->uneven == 0) {
+      M->bad_at = M->at;
+      M->bad_name = name;
+      M->bad_dim = d;
+      M->bad_size = n;
+      M->bad_group = group;
+      M->bad_max = hi;
+      M->bad_min = lo;
+      M->bad_naxes = k;
+      for (int j = 0; j < k; j++)
+        M->bad_axes[j] = t->spec[d][j];
+    }
+    uneven = true;
   }
+  M->uneven += uneven;
+  return b;
 }
 
 static int new_root(Mem *M, Type *t, const char *name) {
-  check_divisible(M, t, name);
   if (M->nroots == M->caproots) {
     int cap = M->caproots ? 2 * M->caproots : 1024;
     Root *n = arena_alloc(&M->c->arena, sizeof(Root) * (size_t)cap);
@@ -331,7 +362,7 @@ static int new_root(Mem *M, Type *t, const char *name) {
   }
   Root *r = &M->roots[M->nroots];
   r->sym = comm_local_bytes(t);
-  r->bytes = size_value(M, r->sym);
+  r->bytes = block_bytes(M, t, r->sym, name);
   r->refs = 1;
   r->tape = 0;
   r->slot = -1;
@@ -1111,8 +1142,8 @@ static void check_formulas(Compiler *c, IrProgram *p, Mem *M, Formulas *fs, int 
       sizes[a] = cand[ci];
       Mem *Q = arena_alloc(&c->arena, sizeof(Mem));
       mem_run(c, p, sizes, Q);
-      if (Q->impossible)
-        continue;
+      if (Q->uneven)
+        continue; /* the formulas count equal blocks */
       ++*tried;
       Poly qtotal = total_of(Q);
       Formulas qs = formulas_of(Q, &qtotal);
@@ -1162,15 +1193,12 @@ static void line(Mem *M, FILE *out, const char *label, double v, const Poly *p, 
   fprintf(out, "  %-16s %14.0f B  = %s%s\n", label, v, poly_text(M->c, M->m, p), holds_for(M, mask));
 }
 
-/* A tensor the mesh cannot hold (a sharded dim it does not divide): an
- * error at the line that makes it, naming the tensor, the dim and the axes. */
-static void report_impossible(Mem *M) {
+/* "uneven shards: ..." (SPEC 4): the tensors the mesh splits unevenly are
+ * counted at the largest rank's block; the first one named. */
+static void report_uneven(Mem *M, FILE *out) {
   Compiler *c = M->c;
-  StrBuf mesh, axes;
-  sb_init(&mesh, &c->arena);
+  StrBuf axes;
   sb_init(&axes, &c->arena);
-  for (int a = 0; a < M->m->naxes; a++)
-    sb_printf(&mesh, "%s%s=%lld", a ? "," : "", M->m->axes[a].name, M->sizes[a]);
   if (M->bad_naxes == 1)
     sb_printf(&axes, "axis '%s'", M->m->axes[M->bad_axes[0]].name);
   else
@@ -1178,10 +1206,12 @@ static void report_impossible(Mem *M) {
       sb_printf(&axes, "%s%s", j ? ", " : "axes (", M->m->axes[M->bad_axes[j]].name);
   if (M->bad_naxes > 1)
     sb_putc(&axes, ')');
-  const char *name = M->bad_name ? arena_sprintf(&c->arena, "tensor '%s'", M->bad_name) : "a tensor";
-  error_at(c, M->bad_at, "the mesh %s cannot run this program: %s dim %d (size %lld) is not divisible by %s (size %lld)",
-           mesh.data, name, M->bad_dim, M->bad_size, axes.data, M->bad_group);
-  help(c, "choose a mesh whose size on %s divides %lld", axes.data, M->bad_size);
+  const char *name = M->bad_name ? arena_sprintf(&c->arena, "'%s'", M->bad_name) : "a tensor";
+  fprintf(out, "uneven shards (SPEC 4, torch.chunk's split): %d tensor%s ha%s a dim this mesh does not divide, "
+               "first %s at %s, dim %d (size %lld) over %s (size %lld): blocks of %lld down to %lld; the bytes are "
+               "the largest rank's, the formulas count equal blocks\n",
+          M->uneven, M->uneven == 1 ? "" : "s", M->uneven == 1 ? "s" : "ve", name, where(M, M->bad_at), M->bad_dim,
+          M->bad_size, axes.data, M->bad_group, M->bad_max, M->bad_min);
 }
 
 bool memory_report(Compiler *c, IrProgram *p, FILE *out, const char *source_path, const long long *sizes) {
@@ -1191,10 +1221,6 @@ bool memory_report(Compiler *c, IrProgram *p, FILE *out, const char *source_path
   }
   Mem M;
   mem_run(c, p, sizes, &M);
-  if (M.impossible) {
-    report_impossible(&M);
-    return false;
-  }
   Poly total = total_of(&M);
   Formulas fs = formulas_of(&M, &total);
   int tried;
@@ -1204,6 +1230,8 @@ bool memory_report(Compiler *c, IrProgram *p, FILE *out, const char *source_path
   for (int a = 0; a < p->mesh->naxes; a++)
     fprintf(out, "%s %s=%lld", a ? "," : "", p->mesh->axes[a].name, M.sizes[a]);
   fprintf(out, " (n_AXIS in the formulas): live tensor bytes as requested\n");
+  if (M.uneven)
+    report_uneven(&M, out);
   fprintf(out, "high-water of the total: %.0f B, in %s at %s\n", M.peak_total, fn_role(&M, M.peak_fn),
           where(&M, M.peak_span));
   for (int i = 0; i < NCOMP; i++)
@@ -1233,7 +1261,7 @@ bool memory_report(Compiler *c, IrProgram *p, FILE *out, const char *source_path
   }
   if (p->mesh->naxes)
     fprintf(out, "formulas: each holds on the %d other meshes tried (each axis at 1, 2, 4, 8 and twice its size here, "
-                 "where the program can run), but for the sizes named in [holds for ...]\n", tried);
+                 "where the mesh divides every sharded dim), but for the sizes named in [holds for ...]\n", tried);
   if (M.capped_loop || M.guessed_if || M.unknown_loop)
     fprintf(out, "assumed:%s%s%s\n", M.capped_loop ? " main's loops run twice (later steps repeat them);" : "",
             M.guessed_if ? " conditions not known before the run are false;" : "",

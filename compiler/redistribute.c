@@ -102,7 +102,7 @@ void comm_cost_add(Compiler *c, CommCost *cost, double mult, Size group, Size by
     cost->t = t;
     cost->cap = cap;
   }
-  cost->t[cost->n++] = (CommTerm){mult, group, bytes, bytes_text, false};
+  cost->t[cost->n++] = (CommTerm){mult, group, bytes, bytes_text, false, 0};
 }
 
 void comm_cost_add_p2p(Compiler *c, CommCost *cost, double mult, Size group, Size bytes, const char *bytes_text) {
@@ -114,6 +114,7 @@ void comm_cost_addall(Compiler *c, CommCost *cost, const CommCost *more, double 
   for (int i = 0; i < more->n; i++) {
     const CommTerm *t = &more->t[i];
     (t->p2p ? comm_cost_add_p2p : comm_cost_add)(c, cost, t->mult * times, t->group, t->bytes, t->bytes_text);
+    cost->t[cost->n - 1].uneven = t->uneven;
   }
 }
 
@@ -194,6 +195,8 @@ bool comm_cost_eval(const Mesh *m, const CommCost *cost, const long long *sizes,
     double g, b;
     if (!size_eval(cost->t[i].group, sizes, &g) || !size_eval(cost->t[i].bytes, sizes, &b))
       return false;
+    if (cost->t[i].uneven > 0)
+      b *= cost->t[i].uneven;
     sum += cost->t[i].mult * (cost->t[i].p2p ? (g > 1) : (g - 1) / g) * b;
   }
   *out = sum;

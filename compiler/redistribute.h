@@ -24,6 +24,9 @@ typedef struct CommTerm {
   Size bytes;    /* N */
   const char *bytes_text; /* N as written per dim ("4*16/n_dp*32"), or NULL */
   bool p2p;      /* (n>1) instead of (n-1)/n: ppermute */
+  double uneven; /* > 0: the largest rank's N over N's equal blocks at the
+                  * report's sizes (uneven shards, SPEC 4), applied to the
+                  * value only (comm_cost_eval), not to the formula */
 } CommTerm;
 
 typedef struct CommCost {

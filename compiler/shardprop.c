@@ -280,7 +280,10 @@ bool shard_reduction(Checker *k, Expr *call, Builtin op, Expr *x, const Type *r,
   bool any = false;
   for (int a = 0; a < k->naxes; a++)
     any |= contracted[a];
-  if (!any || op == BI_SUM)
+  /* a mean over sharded dims is a pending sum of each rank's part divided by
+   * the global count (lower.c), whatever the blocks' sizes (SPEC 4): it
+   * needs out_partial_axes= like sum's (apply_out_partial) */
+  if (!any || op == BI_SUM || op == BI_MEAN)
     return true;
   int sd = lo;
   while (r->spec[sd][0] < 0)
@@ -288,22 +291,13 @@ bool shard_reduction(Checker *k, Expr *call, Builtin op, Expr *x, const Type *r,
   const char *xs = src_text(k, x), *axs = dim_axes_text(k, r, sd);
   check_error(k, call->span, "%s() over a dim sharded on %s would use only this rank's part", builtin_name[op],
               dim_axes_quoted(k, r, sd));
-  if (op == BI_MEAN) {
-    Size cnt = r->shape[sd];
-    if (!has_dim)
-      for (int d = 0, first = 1; d < r->ndim; d++, first = 0)
-        cnt = first ? r->shape[d] : size_mul(cnt, r->shape[d]);
-    note_at(k->c, (Span){0, 0, 0}, "each rank would divide by its block's size, not the dim's");
-    help(k->c, "sum the parts and divide by the global size: sum(%s%s, out_partial_axes=%s) / %s.0", xs,
-         has_dim ? arena_sprintf(&k->c->arena, ", dim=%d", sd) : "", axs, size_str(k->c, k->mesh, cnt));
-  } else {
-    if (op == BI_AMAX)
-      note_at(k->c, (Span){0, 0, 0}, "each rank would find the maximum of its block only");
-    else
-      note_at(k->c, (Span){0, 0, 0}, "%s() along a dim needs the whole dim on every rank", builtin_name[op]);
-    const char *code = arena_sprintf(&k->c->arena, "all_gather(%s, %s, src=S(%d), dst=R)", xs, axs, sd);
-    help_wrap(k, x, code, arena_sprintf(&k->c->arena, "gather the dim first: %s", code));
-  }
+  (void)has_dim;
+  if (op == BI_AMAX)
+    note_at(k->c, (Span){0, 0, 0}, "each rank would find the maximum of its block only");
+  else
+    note_at(k->c, (Span){0, 0, 0}, "%s() along a dim needs the whole dim on every rank", builtin_name[op]);
+  const char *code = arena_sprintf(&k->c->arena, "all_gather(%s, %s, src=S(%d), dst=R)", xs, axs, sd);
+  help_wrap(k, x, code, arena_sprintf(&k->c->arena, "gather the dim first: %s", code));
   return false;
 }
 
@@ -576,8 +570,41 @@ bool shard_reshape(Checker *k, Expr *call, const Type *r, Type *res) {
       return false;
     }
     memcpy(res->spec[o], r->spec[d], sizeof res->spec[o]);
+    if (!shard_reshape_even(k, call, r, d, res->shape[o]))
+      return false;
   }
   return true;
+}
+
+/* Uneven shards (SPEC 4): a reshape that merges the sharded dim d with
+ * inner dims, or splits it, keeps each rank's elements only when the
+ * blocks are equal ([3@dp, 4] -> [12@dp] on dp = 2 holds 8 + 4 elements,
+ * the layout of [12@dp] 6 + 6). Where the sizes and the axes' declared
+ * sizes show a group that divides neither, an error; otherwise the
+ * generated code checks it when it runs (emit_c.c, rt_check_reshape_even). */
+bool shard_reshape_even(Checker *k, Expr *call, const Type *r, int d, Size to) {
+  if (size_eq(r->shape[d], to))
+    return true;
+  long long n, m, g = 1;
+  if (!size_is_int(r->shape[d], &n) || !size_is_int(to, &m))
+    return true;
+  for (int j = 0; j < MAX_MESH_AXES && r->spec[d][j] >= 0; j++) {
+    long long s = k->mesh->axes[r->spec[d][j]].size;
+    if (s <= 0)
+      return true; /* not declared: checked at run time */
+    g *= s;
+  }
+  if (n % g == 0 && m % g == 0)
+    return true;
+  const char *xs = src_text(k, call_arg(call, 0)->value);
+  check_error(k, call->span, "reshape() %s dim %d (size %lld), sharded on %s, into a dim of size %lld, but %lld ranks "
+              "do not divide %lld", m > n ? "merges" : "splits", d, n, dim_axes_quoted(k, r, d), m, g, n % g ? n : m);
+  note_at(k->c, (Span){0, 0, 0}, "the blocks are uneven (SPEC 4: torch.chunk's split), and the blocks of the new dim "
+          "are not the old blocks %s", m > n ? "merged" : "split");
+  const char *code = arena_sprintf(&k->c->arena, "all_gather(%s, %s, src=S(%d), dst=R)", xs, dim_axes_text(k, r, d), d);
+  help_wrap(k, call_arg(call, 0)->value, code,
+            arena_sprintf(&k->c->arena, "gather the dim first: %s, or pad it to a multiple of %lld", code, g));
+  return false;
 }
 
 void shard_expand(const Type *r, Type *res) {

@@ -85,6 +85,7 @@ bool shard_slice(Checker *k, Expr *call, const Type *r, int d);
 void shard_transpose(Type *r, int a, int b);
 void shard_permute(const Type *x, Type *res, const int *perm);
 bool shard_reshape(Checker *k, Expr *call, const Type *r, Type *res);
+bool shard_reshape_even(Checker *k, Expr *call, const Type *r, int d, Size to);
 void shard_expand(const Type *r, Type *res);
 bool shard_index(Checker *k, Expr *e, const Type *x, Type *r);
 

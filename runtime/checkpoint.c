@@ -223,64 +223,54 @@ static bool remove_checkpoint_dir(const char *what, const char *dir, char *err)
 
 /* ---- layouts: which rank writes which block */
 
-/* The index of l's block among the equal blocks its local shape splits the
- * global shape into (row-major over the per-dim block counts), and their
- * number; -1 if l is not such a block. */
-static int64_t block_index(const rt_layout *l, int64_t *nblocks)
-{
-    int64_t id = 0, n = 1;
-    for (int d = 0; d < l->ndim; d++) {
-        int64_t loc = l->local[d];
-        if (loc <= 0 || l->global[d] % loc != 0 || l->offset[d] % loc != 0 ||
-            l->offset[d] < 0 || l->offset[d] + loc > l->global[d])
-            return -1;
-        int64_t k = l->global[d] / loc;
-        if (n > INT64_MAX / k)
-            return -1;
-        id = id * k + l->offset[d] / loc;
-        n *= k;
-    }
-    *nblocks = n;
-    return id;
-}
-
 /* True on the one rank that writes this rank's block: the lowest world rank
- * holding the same block. Also checks that the ranks' blocks cover the
- * tensor (one allgather of an integer per rank). */
+ * holding the same block (its offset and extent in every dim), never one
+ * whose block is empty. The blocks need not be equal: a dim the mesh does
+ * not divide splits as torch.chunk does (SPEC 4), so the last blocks are
+ * smaller or empty. Also checks that the distinct blocks cover the tensor
+ * (their elements add up to its size; each lies inside it: check_block):
+ * one allgather of each rank's offsets and extents. */
 bool rt_io_is_writer(rt_ctx *ctx, const char *what, const rt_layout *l)
 {
-    int64_t nb = 0, id = block_index(l, &nb);
+    int nd = l->ndim, w = 2 * (nd ? nd : 1);
     char err[MSG];
     if (!ctx->mpi) {
-        if (id != 0 || nb != 1)
-            rt_fail(ctx, "%s: on one rank the block must be the whole tensor", what);
+        for (int d = 0; d < nd; d++)
+            if (l->offset[d] != 0 || l->local[d] != l->global[d])
+                rt_fail(ctx, "%s: on one rank the block must be the whole tensor", what);
         return true;
     }
-    int64_t *ids = malloc((size_t)ctx->world * sizeof *ids);
-    RT_CHECK(ctx, ids != NULL, "out of memory");
-    RT_CALL_MPI(ctx, MPI_Allgather(&id, 1, MPI_INT64_T, ids, 1, MPI_INT64_T, MPI_COMM_WORLD));
-    bool writer = true, ok = id >= 0 && nb <= ctx->world;
-    unsigned char *seen = ok ? calloc((size_t)nb, 1) : NULL;
-    if (ok && !seen)
-        rt_fail(ctx, "out of memory");
-    for (int r = 0; ok && r < ctx->world; r++) {
-        if (ids[r] < 0 || ids[r] >= nb) {
-            ok = false;
-            break;
-        }
-        seen[ids[r]] = 1;
-        if (r < ctx->rank && ids[r] == id)
+    int64_t *mine = calloc((size_t)w, sizeof *mine);
+    int64_t *all = malloc((size_t)ctx->world * (size_t)w * sizeof *all);
+    RT_CHECK(ctx, mine != NULL && all != NULL, "out of memory");
+    for (int d = 0; d < nd; d++) {
+        mine[2 * d] = l->offset[d];
+        mine[2 * d + 1] = l->local[d];
+    }
+    RT_CALL_MPI(ctx, MPI_Allgather(mine, w, MPI_INT64_T, all, w, MPI_INT64_T, MPI_COMM_WORLD));
+    bool writer = rt_numel_of(nd, l->local) > 0;
+    int64_t covered = 0;
+    for (int r = 0; r < ctx->world; r++) {
+        const int64_t *b = all + (size_t)r * (size_t)w;
+        int64_t n = 1;
+        for (int d = 0; d < nd; d++)
+            n *= b[2 * d + 1];
+        bool first = n > 0; /* the lowest rank holding block b */
+        for (int q = 0; first && q < r; q++)
+            first = memcmp(all + (size_t)q * (size_t)w, b, (size_t)w * sizeof *b) != 0;
+        if (first)
+            covered += n;
+        if (r < ctx->rank && memcmp(b, mine, (size_t)w * sizeof *b) == 0)
             writer = false;
     }
-    for (int64_t b = 0; ok && b < nb; b++)
-        ok = seen[b];
+    bool ok = covered == rt_numel_of(nd, l->global);
     if (!ok) {
         char g[256];
         rt_shape_str(g, sizeof g, l->ndim, l->global);
         FAIL("%s: the ranks' blocks do not tile the global tensor %s", what, g);
     }
-    free(seen);
-    free(ids);
+    free(mine);
+    free(all);
     rt_io_agree(ctx, ok ? NULL : err);
     return writer;
 }
@@ -319,11 +309,20 @@ static void make_view(rt_ctx *ctx, const char *what, const rt_layout *l, rt_dtyp
     }
     RT_CALL_MPI(ctx, MPI_Type_contiguous((int)rt_dtype_size(dt), MPI_BYTE, &v->etype));
     RT_CALL_MPI(ctx, MPI_Type_commit(&v->etype));
+    int64_t numel = rt_numel_of(l->ndim, l->local), per = 1;
+    if (numel == 0) { /* an empty block (uneven shards): Open MPI rejects a
+                       * zero-size subarray; this rank joins the collective
+                       * call with nothing to move */
+        RT_CALL_MPI(ctx, MPI_Type_contiguous(1, v->etype, &v->filetype));
+        RT_CALL_MPI(ctx, MPI_Type_commit(&v->filetype));
+        v->count = 0;
+        v->memtype = v->etype;
+        return;
+    }
     RT_CALL_MPI(ctx, MPI_Type_create_subarray(nd, sizes, subs, starts, MPI_ORDER_C, v->etype,
                                               &v->filetype));
     RT_CALL_MPI(ctx, MPI_Type_commit(&v->filetype));
     /* the count argument is an int: count rows of trailing dims when needed */
-    int64_t numel = rt_numel_of(l->ndim, l->local), per = 1;
     for (int d = l->ndim; numel / per > INT_MAX && d > 0;)
         per *= l->local[--d];
     RT_CHECK(ctx, numel / per <= INT_MAX && per <= INT_MAX,

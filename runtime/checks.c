@@ -358,6 +358,15 @@ int64_t rt_coll_split(rt_ctx *ctx, const rt_tensor *x, int dim, int n, const cha
     return x->shape[dim] / n;
 }
 
+void rt_coll_check_block(rt_ctx *ctx, const rt_tensor *x, int dim, int64_t want, int64_t extent, int n,
+                         const char *what)
+{
+    RT_CHECK(ctx, x->shape[dim] == want,
+             "%s: this rank's block has %lld rows on dim %d, but dim %d's extent %lld split over %d "
+             "ranks gives it %lld", what, (long long)x->shape[dim], dim, dim, (long long)extent, n,
+             (long long)want);
+}
+
 void rt_coll_check_stack(rt_ctx *ctx, const rt_tensor *x, int n, const char *what)
 {
     RT_CHECK(ctx, x->ndim >= 1 && x->shape[0] == n,

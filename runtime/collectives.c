@@ -4,7 +4,11 @@
  * reduce_scatter uses MPI_Reduce_scatter_block for inputs under 4 MiB and
  * MPI_Allreduce plus a local slice from 4 MiB up, where OpenMPI's
  * reduce_scatter is slower than its allreduce of the same buffer
- * (SPMD_REDUCE_SCATTER=mpi|allreduce forces one; bench/ measures both). */
+ * (SPMD_REDUCE_SCATTER=mpi|allreduce forces one; bench/ measures both).
+ * A dim the group does not divide (SPEC 4, uneven shards) has per-rank
+ * blocks split like torch.chunk (rt_blocks_of): MPI_Allgatherv,
+ * MPI_Reduce_scatter with counts (or the ring, or an all-reduce and a
+ * slice), MPI_Alltoallv; packing and unpacking as for equal blocks. */
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -57,6 +61,51 @@ static int coll_alltoall(rt_ctx *ctx, const void *in, int n, MPI_Datatype t, voi
     MPI_Request r;
     int rc = MPI_Ialltoall(in, n, t, out, n, t, c, &r);
     return rc != MPI_SUCCESS ? rc : rt_mpi_wait(ctx, &r);
+}
+
+static int coll_allgatherv(rt_ctx *ctx, const void *in, int n, MPI_Datatype t, void *out,
+                           const int *cnt, const int *dsp, MPI_Comm c)
+{
+    if (!ctx->wait_sleep)
+        return MPI_Allgatherv(in, n, t, out, cnt, dsp, t, c);
+    MPI_Request r;
+    int rc = MPI_Iallgatherv(in, n, t, out, cnt, dsp, t, c, &r);
+    return rc != MPI_SUCCESS ? rc : rt_mpi_wait(ctx, &r);
+}
+
+static int coll_reduce_scatter(rt_ctx *ctx, const void *in, void *out, const int *cnt, MPI_Datatype t,
+                               MPI_Op op, MPI_Comm c)
+{
+    if (!ctx->wait_sleep)
+        return MPI_Reduce_scatter(in, out, cnt, t, op, c);
+    MPI_Request r;
+    int rc = MPI_Ireduce_scatter(in, out, cnt, t, op, c, &r);
+    return rc != MPI_SUCCESS ? rc : rt_mpi_wait(ctx, &r);
+}
+
+static int coll_alltoallv(rt_ctx *ctx, const void *in, const int *scnt, const int *sdsp, MPI_Datatype t,
+                          void *out, const int *rcnt, const int *rdsp, MPI_Comm c)
+{
+    if (!ctx->wait_sleep)
+        return MPI_Alltoallv(in, scnt, sdsp, t, out, rcnt, rdsp, t, c);
+    MPI_Request r;
+    int rc = MPI_Ialltoallv(in, scnt, sdsp, t, out, rcnt, rdsp, t, c, &r);
+    return rc != MPI_SUCCESS ? rc : rt_mpi_wait(ctx, &r);
+}
+
+/* MPI's int counts and displacements of n blocks of rows[k] * per elements
+ * each, contiguous in order: one allocation, cnt[0..n) then dsp[0..n) */
+static int *counts_of(rt_ctx *ctx, int n, const int64_t *rows, int64_t per)
+{
+    int *cnt = malloc(2 * (size_t)n * sizeof *cnt);
+    RT_CHECK(ctx, cnt != NULL, "out of memory");
+    int64_t at = 0;
+    for (int k = 0; k < n; k++) {
+        cnt[k] = rt_mpi_count(ctx, rows[k] * per);
+        cnt[n + k] = rt_mpi_count(ctx, at);
+        at += rows[k] * per;
+    }
+    return cnt;
 }
 
 /* ---- all_reduce */
@@ -122,10 +171,49 @@ static void gather_raw(rt_ctx *ctx, rt_group *g, const rt_tensor *x, void *out)
     RT_CALL_MPI(ctx, coll_allgather(ctx, x->data, c, mpi_type(x->dtype), out, g->comm));
 }
 
+/* all_gather S(i) of blocks split like torch.chunk: MPI_Allgatherv */
+static rt_tensor *gather_uneven(rt_ctx *ctx, rt_group *g, const rt_tensor *x, rt_axes axes, int dim,
+                                int64_t extent)
+{
+    rt_blocks b = rt_blocks_of(ctx, axes, extent);
+    rt_coll_check_block(ctx, x, dim, b.ext[g->rank], extent, g->size, "all_gather");
+    int64_t shape[RT_MAX_DIMS], outer, d, inner;
+    size_t esz = rt_dtype_size(x->dtype);
+    memcpy(shape, x->shape, sizeof shape);
+    shape[dim] = extent;
+    rt_tensor *y = rt_empty(ctx, x->dtype, x->ndim, shape);
+    rt_split_dims(x, dim, &outer, &d, &inner);
+    int *cnt = counts_of(ctx, g->size, b.ext, outer * inner);
+    rt_tensor *tmp = outer == 1 ? NULL : scratch_like(ctx, x, y->numel);
+    RT_CALL_MPI(ctx, coll_allgatherv(ctx, x->data, rt_mpi_count(ctx, x->numel), mpi_type(x->dtype),
+                                     tmp ? tmp->data : y->data, cnt, cnt + g->size, g->comm));
+    for (int k = 0; tmp && k < g->size; k++) /* [n][outer, ext_k, inner] to [outer, extent, inner] */
+        rt_copy_block(esz_at(y, b.off[k] * inner), esz_at(tmp, cnt[g->size + k]), esz, outer,
+                      extent * inner, b.ext[k] * inner, b.ext[k] * inner);
+    rt_free(ctx, tmp);
+    free(cnt);
+    rt_blocks_free(&b);
+    return y;
+}
+
 rt_tensor *rt_all_gather(rt_ctx *ctx, const rt_tensor *x, rt_axes axes, int dim)
+{
+    return rt_all_gather_to(ctx, x, axes, dim, RT_EVEN);
+}
+
+rt_tensor *rt_all_gather_to(rt_ctx *ctx, const rt_tensor *x, rt_axes axes, int dim,
+                            int64_t extent)
 {
     rt_group *g = rt_group_get(ctx, axes);
     dim = rt_coll_check_dim(ctx, x, dim, "all_gather");
+    if (dim != RT_STACK && extent >= 0 && extent % g->size != 0) {
+        rt_kspan ks_ = rt_kernel_begin(ctx);
+        rt_tensor *y = gather_uneven(ctx, g, x, axes, dim, extent);
+        rt_coll_record(ctx, RT_COLL_ALL_GATHER, &ks_, (double)bytes_of(y));
+        return y;
+    }
+    if (dim != RT_STACK && extent >= 0)
+        rt_coll_check_block(ctx, x, dim, extent / g->size, extent, g->size, "all_gather");
     if (g->size == 1 && dim != RT_STACK)
         return rt_retain((rt_tensor *)x);
     rt_kspan ks_ = rt_kernel_begin(ctx);
@@ -133,6 +221,7 @@ rt_tensor *rt_all_gather(rt_ctx *ctx, const rt_tensor *x, rt_axes axes, int dim)
     int ndim = rt_all_gather_shape(ctx, x, dim, g->size, shape);
     rt_tensor *y = rt_empty(ctx, x->dtype, ndim, shape);
     if (dim == RT_STACK) {
+        rt_coll_check_same(ctx, g, x, "all_gather");
         gather_raw(ctx, g, x, y->data);
     } else {
         rt_split_dims(x, dim, &outer, &d, &inner);
@@ -211,6 +300,48 @@ static void rs_dim(rt_ctx *ctx, rt_group *g, const rt_tensor *x, int dim, rt_ten
     rt_free(ctx, tmp);
 }
 
+/* reduce_scatter onto S(i) blocks split like torch.chunk: the operand packed
+ * as the blocks in rank order, then the ring, MPI_Reduce_scatter with counts,
+ * or an all-reduce and this rank's block */
+static rt_tensor *rs_uneven(rt_ctx *ctx, rt_group *g, const rt_tensor *x, rt_axes axes, int dim)
+{
+    int64_t m = x->shape[dim], outer, d, inner, shape[RT_MAX_DIMS];
+    size_t esz = rt_dtype_size(x->dtype);
+    rt_blocks b = rt_blocks_of(ctx, axes, m);
+    memcpy(shape, x->shape, sizeof shape);
+    shape[dim] = b.ext[g->rank];
+    rt_tensor *y = rt_empty(ctx, x->dtype, x->ndim, shape);
+    rt_split_dims(x, dim, &outer, &d, &inner);
+    int *cnt = counts_of(ctx, g->size, b.ext, outer * inner);
+    rt_tensor *tmp = outer == 1 ? NULL : scratch_like(ctx, x, x->numel);
+    for (int k = 0; tmp && k < g->size; k++) /* [outer, m, inner] to [n][outer, ext_k, inner] */
+        rt_copy_block(esz_at(tmp, cnt[g->size + k]), esz_at(x, b.off[k] * inner), esz, outer,
+                      b.ext[k] * inner, m * inner, b.ext[k] * inner);
+    const void *in = tmp ? tmp->data : x->data;
+    MPI_Datatype t = mpi_type(x->dtype);
+    MPI_Op sum = mpi_op(ctx, RT_RED_SUM, x->dtype);
+    size_t bytes = (size_t)x->numel * esz;
+    if (ctx->rs_algo == RT_RS_AUTO && rt_ring_applies(ctx, g, bytes)) {
+        int64_t *rows = malloc((size_t)g->size * sizeof *rows);
+        RT_CHECK(ctx, rows != NULL, "out of memory");
+        for (int k = 0; k < g->size; k++)
+            rows[k] = cnt[k];
+        rt_ring_reduce_scatterv(ctx, g, in, y->data, rows, t, sum);
+        free(rows);
+    } else if (!rs_via_allreduce(ctx, bytes)) {
+        RT_CALL_MPI(ctx, coll_reduce_scatter(ctx, in, y->data, cnt, t, sum, g->comm));
+    } else {
+        rt_tensor *all = rt_scratch_tensor(ctx, x->dtype, x->numel);
+        RT_CALL_MPI(ctx, rt_coll_allreduce(ctx, in, all->data, rt_mpi_count(ctx, x->numel), t, sum, g));
+        memcpy(y->data, esz_at(all, cnt[g->size + g->rank]), (size_t)y->numel * esz);
+        rt_free(ctx, all);
+    }
+    rt_free(ctx, tmp);
+    free(cnt);
+    rt_blocks_free(&b);
+    return y;
+}
+
 rt_tensor *rt_reduce_scatter(rt_ctx *ctx, const rt_tensor *x, rt_axes axes, int dim,
                              rt_reduce_op op)
 {
@@ -224,8 +355,11 @@ rt_tensor *rt_reduce_scatter(rt_ctx *ctx, const rt_tensor *x, rt_axes axes, int 
     rt_tensor *y;
     if (dim == RT_STACK) {
         rt_coll_check_stack(ctx, x, g->size, "reduce_scatter");
+        rt_coll_check_same(ctx, g, x, "reduce_scatter");
         y = rt_empty(ctx, x->dtype, x->ndim - 1, x->shape + 1);
         rs_block(ctx, g, x->data, x->numel, x->dtype, y->data);
+    } else if (x->shape[dim] % g->size != 0) {
+        y = rs_uneven(ctx, g, x, axes, dim);
     } else {
         memcpy(shape, x->shape, sizeof shape);
         shape[dim] = rt_coll_split(ctx, x, dim, g->size, "reduce_scatter");
@@ -286,17 +420,72 @@ static rt_tensor *a2a_dims(rt_ctx *ctx, rt_group *g, const rt_tensor *x, int si,
     return y;
 }
 
+/* S(i) -> S(j) with blocks split like torch.chunk on either dim
+ * (MPI_Alltoallv): block k of dim j goes to member k; the blocks received
+ * (member k's rows of dim i) concatenate on dim i, of extent `extent` */
+static rt_tensor *a2a_uneven(rt_ctx *ctx, rt_group *g, const rt_tensor *x, rt_axes axes, int si,
+                             int dj, int64_t extent)
+{
+    int n = g->size;
+    size_t esz = rt_dtype_size(x->dtype);
+    rt_blocks bi = rt_blocks_of(ctx, axes, extent), bj = rt_blocks_of(ctx, axes, x->shape[dj]);
+    rt_coll_check_block(ctx, x, si, bi.ext[g->rank], extent, n, "all_to_all");
+    int64_t shape[RT_MAX_DIMS], oj, mj, ij;
+    memcpy(shape, x->shape, sizeof shape);
+    shape[si] = extent;
+    shape[dj] = bj.ext[g->rank];
+    rt_tensor *y = rt_empty(ctx, x->dtype, x->ndim, shape);
+    rt_split_dims(x, dj, &oj, &mj, &ij);
+    int *scnt = counts_of(ctx, n, bj.ext, oj * ij);
+    rt_tensor *send = scratch_like(ctx, x, x->numel);
+    for (int k = 0; k < n; k++) /* block k of dim j, contiguous */
+        rt_copy_block(esz_at(send, scnt[n + k]), esz_at(x, bj.off[k] * ij), esz, oj, bj.ext[k] * ij,
+                      mj * ij, bj.ext[k] * ij);
+    int64_t oi, di, ii;
+    rt_split_dims(y, si, &oi, &di, &ii);
+    int *rcnt = counts_of(ctx, n, bi.ext, oi * ii);
+    rt_tensor *recv = scratch_like(ctx, x, y->numel);
+    RT_CALL_MPI(ctx, coll_alltoallv(ctx, send->data, scnt, scnt + n, mpi_type(x->dtype), recv->data, rcnt,
+                                    rcnt + n, g->comm));
+    for (int k = 0; k < n; k++) /* member k's [oi, ext_k, ii] into dim i */
+        rt_copy_block(esz_at(y, bi.off[k] * ii), esz_at(recv, rcnt[n + k]), esz, oi, di * ii,
+                      bi.ext[k] * ii, bi.ext[k] * ii);
+    rt_free(ctx, send);
+    rt_free(ctx, recv);
+    free(scnt);
+    free(rcnt);
+    rt_blocks_free(&bi);
+    rt_blocks_free(&bj);
+    return y;
+}
+
 rt_tensor *rt_all_to_all(rt_ctx *ctx, const rt_tensor *x, rt_axes axes, int src_dim,
                          int dst_dim)
 {
+    return rt_all_to_all_to(ctx, x, axes, src_dim, dst_dim, RT_EVEN);
+}
+
+rt_tensor *rt_all_to_all_to(rt_ctx *ctx, const rt_tensor *x, rt_axes axes, int src_dim,
+                            int dst_dim, int64_t extent)
+{
     rt_group *g = rt_group_get(ctx, axes);
     rt_all_to_all_check(ctx, x, &src_dim, &dst_dim);
+    if (src_dim != RT_STACK && extent >= 0 &&
+        (extent % g->size != 0 || x->shape[dst_dim] % g->size != 0)) {
+        rt_kspan ks_ = rt_kernel_begin(ctx);
+        rt_tensor *y = a2a_uneven(ctx, g, x, axes, src_dim, dst_dim, extent);
+        rt_coll_record(ctx, RT_COLL_ALL_TO_ALL, &ks_, (double)bytes_of(x));
+        return y;
+    }
+    if (src_dim != RT_STACK && extent >= 0)
+        rt_coll_check_block(ctx, x, src_dim, extent / g->size, extent, g->size, "all_to_all");
     if (g->size == 1 && src_dim != RT_STACK)
         return rt_retain((rt_tensor *)x);
     rt_kspan ks_ = rt_kernel_begin(ctx);
     rt_tensor *y;
     if (src_dim == RT_STACK) {
         rt_coll_check_stack(ctx, x, g->size, "all_to_all");
+        rt_coll_check_same(ctx, g, x, "all_to_all");
         y = rt_empty(ctx, x->dtype, x->ndim, x->shape);
         a2a_raw(ctx, g, x->data, x->numel, x->dtype, y->data);
     } else {

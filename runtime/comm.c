@@ -169,6 +169,23 @@ void rt_bf16_mpi_free(rt_ctx *ctx)
     ctx->bf16_ops_made = false;
 }
 
+/* The stacked V forms move whole per-rank values, one shape on every rank:
+ * with uneven shards (SPEC 4) a block of a split dim differs between ranks,
+ * which MPI would report as a truncation, or not at all. One all-reduce of
+ * the element count's range over the group. */
+void rt_coll_check_same(rt_ctx *ctx, rt_group *g, const rt_tensor *x, const char *what)
+{
+    if (g->size == 1)
+        return;
+    int64_t mine[2] = {x->numel, -x->numel}, all[2];
+    RT_CALL_MPI(ctx, MPI_Allreduce(mine, all, 2, MPI_INT64_T, MPI_MAX, g->comm));
+    RT_CHECK(ctx, all[0] == -all[1],
+             "%s: the V (stacked) form needs one shape on every rank, but the ranks' values hold "
+             "from %lld to %lld elements (uneven shards, SPEC 4: the blocks of a dim the mesh "
+             "does not divide differ); gather or exchange them with src=S(i)",
+             what, (long long)-all[1], (long long)all[0]);
+}
+
 /* ---- convert, reinterpret: local, on the target's kernels */
 
 static const char *ltype_name(rt_ltype t)
@@ -177,19 +194,21 @@ static const char *ltype_name(rt_ltype t)
     return names[t];
 }
 
-/* own block of a replicated value: index (stack) or chunk of dim */
-static rt_tensor *own_block(rt_ctx *ctx, rt_group *g, const rt_tensor *x, int dim)
+/* own block of a replicated value: index (stack) or chunk of dim (split
+ * like torch.chunk where the group does not divide it) */
+static rt_tensor *own_block(rt_ctx *ctx, rt_group *g, rt_axes axes, const rt_tensor *x, int dim)
 {
     if (dim == RT_STACK) {
         rt_coll_check_stack(ctx, x, g->size, "convert");
         return rt_index(ctx, x, g->rank);
     }
-    int64_t m = rt_coll_split(ctx, x, dim, g->size, "convert");
-    return rt_slice(ctx, x, dim, g->rank * m, (g->rank + 1) * m);
+    int64_t off, ext = rt_shard_block(ctx, x->shape[dim], axes, g->rank, &off);
+    return rt_slice(ctx, x, dim, off, off + ext);
 }
 
-/* own block placed into zeros of the gathered shape */
-static rt_tensor *place_block(rt_ctx *ctx, rt_group *g, const rt_tensor *x, int dim)
+/* own block placed into zeros of the gathered shape (extent rows on dim) */
+static rt_tensor *place_block(rt_ctx *ctx, rt_group *g, rt_axes axes, const rt_tensor *x, int dim,
+                              int64_t extent)
 {
     int64_t shape[RT_MAX_DIMS];
     if (dim == RT_STACK) {
@@ -200,12 +219,25 @@ static rt_tensor *place_block(rt_ctx *ctx, rt_group *g, const rt_tensor *x, int 
         return rt_index_bwd(ctx, x, x->ndim + 1, shape, g->rank);
     }
     memcpy(shape, x->shape, sizeof shape);
-    shape[dim] *= g->size;
-    return rt_slice_bwd(ctx, x, x->ndim, shape, dim, g->rank * x->shape[dim]);
+    int64_t off = g->rank * x->shape[dim];
+    if (extent < 0) {
+        shape[dim] *= g->size;
+    } else {
+        int64_t want = rt_shard_block(ctx, extent, axes, g->rank, &off);
+        rt_coll_check_block(ctx, x, dim, want, extent, g->size, "convert");
+        shape[dim] = extent;
+    }
+    return rt_slice_bwd(ctx, x, x->ndim, shape, dim, off);
 }
 
 rt_tensor *rt_convert(rt_ctx *ctx, const rt_tensor *x, rt_axes axes, rt_ltype src,
                       rt_ltype dst, int dim)
+{
+    return rt_convert_to(ctx, x, axes, src, dst, dim, RT_EVEN);
+}
+
+rt_tensor *rt_convert_to(rt_ctx *ctx, const rt_tensor *x, rt_axes axes, rt_ltype src,
+                         rt_ltype dst, int dim, int64_t extent)
 {
     rt_group *g = rt_group_get(ctx, axes);
     RT_KERNEL(ctx, RT_K_COPY, "convert");
@@ -215,11 +247,11 @@ rt_tensor *rt_convert(rt_ctx *ctx, const rt_tensor *x, rt_axes axes, rt_ltype sr
     if (rep && (dst == RT_R || dst == RT_I))
         return rt_retain((rt_tensor *)x);
     if (rep && dst == RT_V)
-        return own_block(ctx, g, x, rt_coll_check_dim(ctx, x, dim, "convert"));
+        return own_block(ctx, g, axes, x, rt_coll_check_dim(ctx, x, dim, "convert"));
     if (rep && dst == RT_P)
         return g->rank == 0 ? rt_retain((rt_tensor *)x) : rt_zeros(ctx, x->dtype, x->ndim, x->shape);
     if (src == RT_V && dst == RT_P)
-        return place_block(ctx, g, x, rt_coll_check_dim(ctx, x, dim, "convert"));
+        return place_block(ctx, g, axes, x, rt_coll_check_dim(ctx, x, dim, "convert"), extent);
     rt_fail(ctx, "convert(%s, %s) is not a local conversion", ltype_name(src), ltype_name(dst));
 }
 

@@ -5,7 +5,9 @@
  * cross_entropy (the mean of rt_cross_entropy_reduce; the vocabulary-
  * parallel one: its kernels around two all-reduces), transpose (a
  * permute), index_bwd and index_add (on rt_index_add_), scale, and a binary
- * op's backward (rt_binary_bwd_f64 over the target's rt_binary_grads). */
+ * op's backward (rt_binary_bwd_f64 over the target's rt_binary_grads),
+ * and the padding of uneven blocks to equal ones (rt_pad_blocks). */
+#include <stdlib.h>
 #include <string.h>
 
 #include "rt_internal.h"
@@ -313,4 +315,39 @@ void rt_binary_bwd_f64(rt_ctx *ctx, rt_binary_op op, const rt_tensor *a, const r
         *db = grad_to(ctx, GB, b);
     else
         rt_free(ctx, GB);
+}
+
+/* ---- uneven shards by padding (the CUDA target's collectives: NCCL has
+ * no all-gather with counts) */
+
+rt_tensor *rt_pad_blocks(rt_ctx *ctx, const rt_tensor *x, int dim, const rt_blocks *b, int64_t c)
+{
+    rt_tensor **xs = malloc((size_t)b->n * sizeof *xs);
+    RT_CHECK(ctx, xs != NULL, "out of memory");
+    int64_t shape[RT_MAX_DIMS];
+    memcpy(shape, x->shape, sizeof shape);
+    shape[dim] = c;
+    for (int k = 0; k < b->n; k++) {
+        rt_tensor *s = rt_slice(ctx, x, dim, b->off[k], b->off[k] + b->ext[k]);
+        xs[k] = rt_slice_bwd(ctx, s, x->ndim, shape, dim, 0);
+        rt_free(ctx, s);
+    }
+    rt_tensor *y = rt_concat(ctx, b->n, (const rt_tensor *const *)xs, dim);
+    for (int k = 0; k < b->n; k++)
+        rt_free(ctx, xs[k]);
+    free(xs);
+    return y;
+}
+
+rt_tensor *rt_unpad_blocks(rt_ctx *ctx, const rt_tensor *y, int dim, const rt_blocks *b, int64_t c)
+{
+    rt_tensor **xs = malloc((size_t)b->n * sizeof *xs);
+    RT_CHECK(ctx, xs != NULL, "out of memory");
+    for (int k = 0; k < b->n; k++)
+        xs[k] = rt_slice(ctx, y, dim, k * c, k * c + b->ext[k]);
+    rt_tensor *x = rt_concat(ctx, b->n, (const rt_tensor *const *)xs, dim);
+    for (int k = 0; k < b->n; k++)
+        rt_free(ctx, xs[k]);
+    free(xs);
+    return x;
 }

@@ -474,6 +474,150 @@ void rt_check_divisible(rt_ctx *ctx, const char *name, int dim, int64_t size, rt
     rt_fail_all(ctx, msg);
 }
 
+void rt_check_blocks(rt_ctx *ctx, const rt_tensor *x, const rt_layout *l, const char *what,
+                     const char *at)
+{
+    RT_CHECK(ctx, x->ndim == l->ndim, "%s: %s has %d dims, its type %d", at, what, x->ndim, l->ndim);
+    for (int d = 0; d < l->ndim; d++)
+        if (x->shape[d] != l->local[d])
+            rt_fail(ctx,
+                    "%s: %s has %lld rows in dim %d on this rank, but its type's layout gives "
+                    "%lld (torch.chunk's split of %lld, SPEC 4): size the block with "
+                    "shard_extent, or make it from the block's inputs",
+                    at, what, (long long)x->shape[d], d, (long long)l->local[d],
+                    (long long)l->global[d]);
+}
+
+void rt_check_even_at(rt_ctx *ctx, const char *name, const char *at, const char *what, int dim,
+                      int64_t size, rt_axes axes)
+{
+    int n = rt_group_size(ctx, axes);
+    if (size % n == 0)
+        return;
+    char desc[256];
+    axes_desc(ctx, axes, desc, sizeof desc);
+    rt_fail(ctx,
+            "%s: %s of '%s' needs equal blocks, but dim %d (size %lld) is not divisible by %s "
+            "(size %d): its blocks are uneven (SPEC 4); gather the dim first, or pad it to a "
+            "multiple of %d",
+            at, what, name ? name : "?", dim, (long long)size, desc, n, n);
+}
+
+void rt_check_reshape_even(rt_ctx *ctx, const char *name, const char *at, int dim, int64_t from,
+                           int64_t to, rt_axes axes)
+{
+    int n = rt_group_size(ctx, axes);
+    if (from % n == 0 && to % n == 0)
+        return;
+    char desc[256];
+    axes_desc(ctx, axes, desc, sizeof desc);
+    rt_fail(ctx,
+            "%s: reshape of '%s' %s dim %d (size %lld), sharded on %s (size %d), into a dim of size "
+            "%lld, but the blocks are uneven (SPEC 4): the new dim's blocks are not the old ones; "
+            "gather the dim first, or pad it to a multiple of %d",
+            at, name ? name : "?", to > from ? "merges" : "splits", dim, (long long)from, desc, n,
+            (long long)to, n);
+}
+
+void rt_check_gqa_blocks(rt_ctx *ctx, const char *name, const char *at, int64_t h, int64_t hkv,
+                         rt_axes axes)
+{
+    if (hkv <= 0 || h == hkv || h % hkv != 0)
+        return;
+    int64_t g = h / hkv;
+    int n = rt_group_size(ctx, axes);
+    for (int b = 0; b < n; b++) {
+        int64_t oq, ok, eq = rt_shard_block(ctx, h, axes, b, &oq);
+        int64_t ek = rt_shard_block(ctx, hkv, axes, b, &ok);
+        if (eq == g * ek && oq == g * ok)
+            continue;
+        char desc[256];
+        axes_desc(ctx, axes, desc, sizeof desc);
+        char msg[1024];
+        snprintf(msg, sizeof msg,
+                 "%s: attention of '%s' splits %lld query heads and %lld key/value heads over %s "
+                 "(size %d) into blocks that do not line up: block %d holds query heads [%lld, %lld), "
+                 "but key/value heads [%lld, %lld), whose groups are query heads [%lld, %lld) (SPEC 4: "
+                 "torch.chunk splits each head dim separately); compute the queries in the grouped "
+                 "layout [B, Hkv, G, T, E] with the key/value heads sharded (nn.gqa_heads), or use a "
+                 "group size that divides %lld",
+                 at, name ? name : "?", (long long)h, (long long)hkv, desc, n, b, (long long)oq,
+                 (long long)(oq + eq), (long long)ok, (long long)(ok + ek), (long long)(g * ok),
+                 (long long)(g * (ok + ek)), (long long)hkv);
+        /* the sizes and the mesh are the same on every rank: all fail here */
+        rt_fail_all(ctx, msg);
+    }
+}
+
+/* torch.chunk's split (SPEC 4): block r of k is [r*c, min(n, (r+1)*c))
+ * with c = ceil(n/k), clamped to n (the last blocks smaller, possibly
+ * empty) */
+int64_t rt_chunk(int64_t n, int k, int r, int64_t *off)
+{
+    int64_t c = k > 0 ? (n + k - 1) / k : n;
+    int64_t lo = (int64_t)r * c < n ? (int64_t)r * c : n;
+    int64_t hi = lo + c < n ? lo + c : n;
+    if (off)
+        *off = lo;
+    return hi - lo;
+}
+
+int64_t rt_shard_block(rt_ctx *ctx, int64_t n, rt_axes axes, int b, int64_t *off)
+{
+    int coord[RT_MAX_AXES];
+    for (int i = axes.n - 1; i >= 0; i--) {
+        int k = ctx->sizes[axes.idx[i]];
+        coord[i] = b % k;
+        b /= k;
+    }
+    int64_t o = 0, ext = n;
+    for (int i = 0; i < axes.n; i++) { /* nested, major to minor */
+        int64_t sub;
+        ext = rt_chunk(ext, ctx->sizes[axes.idx[i]], coord[i], &sub);
+        o += sub;
+    }
+    if (off)
+        *off = o;
+    return ext;
+}
+
+int64_t rt_shard_extent(rt_ctx *ctx, int64_t n, rt_axes axes)
+{
+    if (axes.n == 0)
+        return n;
+    return rt_shard_block(ctx, n, axes, rt_group_rank(ctx, axes), NULL);
+}
+
+int64_t rt_shard_offset(rt_ctx *ctx, int64_t n, rt_axes axes)
+{
+    int64_t off = 0;
+    if (axes.n > 0)
+        rt_shard_block(ctx, n, axes, rt_group_rank(ctx, axes), &off);
+    return off;
+}
+
+rt_blocks rt_blocks_of(rt_ctx *ctx, rt_axes axes, int64_t n)
+{
+    rt_blocks b = {.n = rt_group_size(ctx, axes)};
+    b.ext = malloc(2 * (size_t)b.n * sizeof *b.ext);
+    RT_CHECK(ctx, b.ext != NULL, "out of memory");
+    b.off = b.ext + b.n;
+    for (int k = 0; k < b.n; k++)
+        b.ext[k] = rt_shard_block(ctx, n, axes, k, &b.off[k]);
+    return b;
+}
+
+void rt_blocks_free(rt_blocks *b)
+{
+    free(b->ext);
+    b->ext = b->off = NULL;
+}
+
+bool rt_shard_even(rt_ctx *ctx, int64_t n, rt_axes axes)
+{
+    return axes.n == 0 || n % rt_group_size(ctx, axes) == 0;
+}
+
 rt_layout rt_layout_full(int ndim, const int64_t *shape)
 {
     rt_layout l = {.ndim = ndim};
@@ -485,14 +629,13 @@ rt_layout rt_layout_full(int ndim, const int64_t *shape)
 rt_layout rt_layout_of(rt_ctx *ctx, const char *name, int ndim, const int64_t *global,
                        const rt_axes *dim_axes)
 {
+    (void)name;
     rt_layout l = rt_layout_full(ndim, global);
     for (int d = 0; dim_axes && d < ndim; d++) {
         if (dim_axes[d].n == 0)
             continue;
-        rt_check_divisible(ctx, name, d, global[d], dim_axes[d]);
-        int n = rt_group_size(ctx, dim_axes[d]);
-        l.local[d] = global[d] / n;
-        l.offset[d] = l.local[d] * rt_group_rank(ctx, dim_axes[d]);
+        l.local[d] = rt_shard_block(ctx, global[d], dim_axes[d], rt_group_rank(ctx, dim_axes[d]),
+                                    &l.offset[d]);
     }
     return l;
 }

@@ -19,7 +19,8 @@
  * touched at once (ctx->ring_scratch).
  *
  * The data are split into n blocks (block k: n / p elements, one more for
- * the first n % p). Reduce-scatter phase, steps s = 0..p-2: rank r sends
+ * the first n % p; a reduce-scatter's blocks are its result's, which split
+ * like torch.chunk when the dim is uneven: rt_ring_reduce_scatterv). Reduce-scatter phase, steps s = 0..p-2: rank r sends
  * block (r - 1 - s) mod p (its own data at s = 0, else what it combined
  * at step s - 1) and receives block (r - 2 - s) mod p, which it combines
  * with its own data; after p - 1 steps block r holds the whole reduction.
@@ -42,6 +43,26 @@ static int64_t blk_len(int64_t n, int p, int k)
 static int64_t blk_off(int64_t n, int p, int k)
 {
     return (int64_t)k * (n / p) + (k < n % p ? k : n % p);
+}
+
+/* The blocks of a reduce phase: the ring's own split (len == NULL), or the
+ * given per-rank lengths, contiguous in rank order (a reduce-scatter's
+ * torch.chunk split, collectives.c) */
+typedef struct ring_blocks {
+    int64_t n;
+    int p;
+    const int64_t *len, *off;
+    int64_t most;
+} ring_blocks;
+
+static int64_t b_len(const ring_blocks *b, int k)
+{
+    return b->len ? b->len[k] : blk_len(b->n, b->p, k);
+}
+
+static int64_t b_off(const ring_blocks *b, int k)
+{
+    return b->len ? b->off[k] : blk_off(b->n, b->p, k);
 }
 
 static char *scratch(rt_ctx *ctx)
@@ -112,19 +133,19 @@ bool rt_ring_applies(const rt_ctx *ctx, const rt_group *g, size_t bytes)
  * reduction (work == in: in place); final, when not NULL, receives block r
  * instead of work */
 static void reduce_phase(rt_ctx *ctx, rt_group *g, const char *in, char *work, char *final,
-                         int64_t n, MPI_Datatype t, MPI_Op op, size_t es)
+                         const ring_blocks *b, MPI_Datatype t, MPI_Op op, size_t es)
 {
     int p = g->size, r = g->rank;
     bool in_place = in == work;
     for (int s = 0; s < p - 1; s++) {
         int sb = ((r - 1 - s) % p + p) % p, rb = ((r - 2 - s) % p + p) % p;
         ring_step st = {
-            .send = (s == 0 ? in : work) + (size_t)blk_off(n, p, sb) * es,
-            .ns = blk_len(n, p, sb),
-            .recv = (final && s == p - 2 ? final : work + (size_t)blk_off(n, p, rb) * es),
-            .nr = blk_len(n, p, rb),
-            .most = blk_len(n, p, 0),
-            .own = in_place ? NULL : in + (size_t)blk_off(n, p, rb) * es,
+            .send = (s == 0 ? in : work) + (size_t)b_off(b, sb) * es,
+            .ns = b_len(b, sb),
+            .recv = (final && s == p - 2 ? final : work + (size_t)b_off(b, rb) * es),
+            .nr = b_len(b, rb),
+            .most = b->most,
+            .own = in_place ? NULL : in + (size_t)b_off(b, rb) * es,
             .combine = true,
         };
         step(ctx, g, &st, t, op, es);
@@ -140,7 +161,8 @@ void rt_ring_allreduce(rt_ctx *ctx, rt_group *g, const void *in, void *out, int6
     RT_CHECK(ctx, RT_RING_CHUNK / es <= INT_MAX, "ring piece too large");
     char *o = out;
     const char *i = in == MPI_IN_PLACE ? o : in;
-    reduce_phase(ctx, g, i, o, NULL, n, t, op, es);
+    ring_blocks b = {.n = n, .p = p, .most = blk_len(n, p, 0)};
+    reduce_phase(ctx, g, i, o, NULL, &b, t, op, es);
     for (int s = 0; s < p - 1; s++) {
         int sb = ((r - s) % p + p) % p, rb = ((r - s - 1) % p + p) % p;
         ring_step st = {.send = o + (size_t)blk_off(n, p, sb) * es, .ns = blk_len(n, p, sb),
@@ -153,19 +175,39 @@ void rt_ring_allreduce(rt_ctx *ctx, rt_group *g, const void *in, void *out, int6
 void rt_ring_reduce_scatter(rt_ctx *ctx, rt_group *g, const void *in, void *out, int64_t n,
                             MPI_Datatype t, MPI_Op op)
 {
+    RT_CHECK(ctx, n % g->size == 0, "reduce_scatter: %lld elements in %d blocks", (long long)n,
+             g->size);
+    int64_t *len = malloc(2 * (size_t)g->size * sizeof *len);
+    RT_CHECK(ctx, len != NULL, "out of memory");
+    for (int k = 0; k < g->size; k++)
+        len[k] = n / g->size;
+    rt_ring_reduce_scatterv(ctx, g, in, out, len, t, op);
+    free(len);
+}
+
+void rt_ring_reduce_scatterv(rt_ctx *ctx, rt_group *g, const void *in, void *out,
+                             const int64_t *counts, MPI_Datatype t, MPI_Op op)
+{
     int sz;
     RT_CALL_MPI(ctx, MPI_Type_size(t, &sz));
     size_t es = (size_t)sz;
-    RT_CHECK(ctx, n % g->size == 0, "reduce_scatter: %lld elements in %d blocks", (long long)n,
-             g->size);
+    int64_t *off = malloc((size_t)g->size * sizeof *off);
+    RT_CHECK(ctx, off != NULL, "out of memory");
+    ring_blocks b = {.p = g->size, .len = counts, .off = off};
+    for (int k = 0; k < g->size; k++) {
+        off[k] = b.n;
+        b.n += counts[k];
+        b.most = counts[k] > b.most ? counts[k] : b.most;
+    }
     /* blocks other than r pass through a pooled buffer (groups above 2) */
     rt_tensor *work = NULL;
     if (g->size > 2) {
-        int64_t bytes = (int64_t)((size_t)n * es);
+        int64_t bytes = (int64_t)((size_t)b.n * es);
         work = rt_empty(ctx, RT_I32, 1, (int64_t[]){(bytes + 3) / 4});
     }
-    reduce_phase(ctx, g, in, work ? work->data : NULL, out, n, t, op, es);
+    reduce_phase(ctx, g, in, work ? work->data : NULL, out, &b, t, op, es);
     rt_free(ctx, work);
+    free(off);
 }
 
 void rt_ring_free(rt_ctx *ctx)

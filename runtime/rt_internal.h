@@ -279,10 +279,28 @@ void rt_ring_allreduce(rt_ctx *ctx, rt_group *g, const void *in, void *out, int6
                        MPI_Datatype t, MPI_Op op);
 void rt_ring_reduce_scatter(rt_ctx *ctx, rt_group *g, const void *in, void *out, int64_t n,
                             MPI_Datatype t, MPI_Op op);
+/* the same with the given per-rank block lengths, contiguous in rank order
+ * (a reduce-scatter's uneven split) */
+void rt_ring_reduce_scatterv(rt_ctx *ctx, rt_group *g, const void *in, void *out,
+                             const int64_t *counts, MPI_Datatype t, MPI_Op op);
 void rt_ring_free(rt_ctx *ctx);
 
 /* mesh.c */
 rt_group *rt_group_get(rt_ctx *ctx, rt_axes axes);
+/* Every member's block of a dim of extent n split over axes (torch.chunk,
+ * nested: rt_shard_block), in the group's order: ext[k] rows from off[k].
+ * Allocated: rt_blocks_free. */
+typedef struct rt_blocks {
+    int n;
+    int64_t *ext, *off;
+} rt_blocks;
+rt_blocks rt_blocks_of(rt_ctx *ctx, rt_axes axes, int64_t n);
+void rt_blocks_free(rt_blocks *b);
+/* composite.c: x's dim, blocks b of it, each padded with zeros to c rows
+ * and concatenated (n * c rows); and back (y's dim: n blocks of c rows,
+ * block k's first b->ext[k] kept) */
+rt_tensor *rt_pad_blocks(rt_ctx *ctx, const rt_tensor *x, int dim, const rt_blocks *b, int64_t c);
+rt_tensor *rt_unpad_blocks(rt_ctx *ctx, const rt_tensor *y, int dim, const rt_blocks *b, int64_t c);
 void rt_mesh_free(rt_ctx *ctx);
 void rt_mesh_setup(rt_ctx *ctx, int naxes, const char *const *names, const int *sizes,
                    const char *mesh_arg);
@@ -446,7 +464,12 @@ __attribute__((noreturn)) void rt_embedding_id_fail(rt_ctx *ctx, const char *at,
  * both V or both S(i) */
 int rt_coll_check_dim(rt_ctx *ctx, const rt_tensor *x, int dim, const char *what);
 int64_t rt_coll_split(rt_ctx *ctx, const rt_tensor *x, int dim, int n, const char *what);
+/* x's dim has the `want` rows the split of extent over n ranks gives this one */
+void rt_coll_check_block(rt_ctx *ctx, const rt_tensor *x, int dim, int64_t want, int64_t extent, int n,
+                         const char *what);
 void rt_coll_check_stack(rt_ctx *ctx, const rt_tensor *x, int n, const char *what);
+/* comm.c: x has one element count on every rank of g (the stacked V forms) */
+void rt_coll_check_same(rt_ctx *ctx, rt_group *g, const rt_tensor *x, const char *what);
 void rt_all_reduce_check(rt_ctx *ctx, const rt_tensor *x, rt_reduce_op op);
 void rt_reduce_scatter_check(rt_ctx *ctx, const rt_tensor *x, rt_reduce_op op);
 /* all_gather's result shape over n ranks (dim RT_STACK: a new leading dim

@@ -959,6 +959,10 @@ static bool box_io(rt_ctx *ctx, st_file *f, bool write, int64_t disp, int es, in
     RT_CALL_MPI(ctx, MPI_Type_contiguous(es, MPI_BYTE, &et));
     RT_CALL_MPI(ctx, MPI_Type_commit(&et));
     ft = et;
+    /* an empty block (uneven shards, SPEC 4: torch.chunk leaves the last
+     * ranks none) joins the collective call with nothing to move: Open MPI
+     * rejects a zero-size subarray */
+    active = active && numel > 0;
     if (active) {
         RT_CALL_MPI(ctx, MPI_Type_create_subarray(nd, sizes, subs, starts, MPI_ORDER_C, et, &ft));
         RT_CALL_MPI(ctx, MPI_Type_commit(&ft));

@@ -202,11 +202,47 @@ typedef struct rt_layout {
     int64_t local[RT_MAX_DIMS];
 } rt_layout;
 /* dim_axes[d] lists the axes sharding dim d (n == 0: not sharded); NULL:
- * nothing sharded. Fails with "tensor 'x' dim 0 (size 10) is not divisible
- * by axis 'dp' (size 4)" naming the tensor. */
+ * nothing sharded. A dim the axes do not divide splits as torch.chunk does
+ * (SPEC 4, "Uneven shards"): over a group of k, block r is [r*c, min(n,
+ * (r+1)*c)) with c = ceil(n/k), clamped (the last blocks smaller, possibly
+ * empty); over several axes the split is nested, major to minor (n = 5 on
+ * (2, 2): 2, 1, 1, 1). name is the tensor's, for messages. */
 rt_layout rt_layout_of(rt_ctx *ctx, const char *name, int ndim, const int64_t *global,
                        const rt_axes *dim_axes);
+/* Fails with "tensor 'x' dim 0 (size 10) is not divisible by axis 'dp'
+ * (size 4)" naming the tensor: for what needs equal blocks. */
 void rt_check_divisible(rt_ctx *ctx, const char *name, int dim, int64_t size, rt_axes axes);
+/* x is this rank's block of layout l (local_map's result): fails naming
+ * `what`, `at` (the source line) and the dim otherwise. */
+void rt_check_blocks(rt_ctx *ctx, const rt_tensor *x, const rt_layout *l, const char *what,
+                     const char *at);
+/* What needs equal blocks (a global reinterpret from S(i)): fails naming
+ * the tensor, `at` (the source line) and `what` when the axes do not divide
+ * dim's size. */
+void rt_check_even_at(rt_ctx *ctx, const char *name, const char *at, const char *what, int dim,
+                      int64_t size, rt_axes axes);
+/* A reshape that merges the sharded dim `dim` (from rows) into a dim of
+ * `to` rows or splits it needs equal blocks: fails naming the tensor and
+ * `at` (the source line) when the group does not divide both. */
+void rt_check_reshape_even(rt_ctx *ctx, const char *name, const char *at, int dim, int64_t from,
+                           int64_t to, rt_axes axes);
+/* attention's grouped-query heads, q [B, H, T, E] and k, v [B, Hkv, S, E]
+ * with the heads sharded on axes: each rank's query heads must be its
+ * key/value heads' groups (torch.chunk splits H and Hkv separately, SPEC
+ * 4): fails on every rank naming the tensor and `at` (the source line)
+ * otherwise. */
+void rt_check_gqa_blocks(rt_ctx *ctx, const char *name, const char *at, int64_t h, int64_t hkv,
+                         rt_axes axes);
+/* torch.chunk of n into k blocks: block r's extent (and offset in *off,
+ * unless NULL) */
+int64_t rt_chunk(int64_t n, int k, int r, int64_t *off);
+/* The nested split of n over an axis tuple: block b's (b the flattened
+ * index in the tuple's group, major to minor) extent and *off; this rank's
+ * extent and offset (axes.n == 0: n and 0); whether every block is equal */
+int64_t rt_shard_block(rt_ctx *ctx, int64_t n, rt_axes axes, int b, int64_t *off);
+int64_t rt_shard_extent(rt_ctx *ctx, int64_t n, rt_axes axes);
+int64_t rt_shard_offset(rt_ctx *ctx, int64_t n, rt_axes axes);
+bool rt_shard_even(rt_ctx *ctx, int64_t n, rt_axes axes);
 
 /* ------------------------------------------------------------- collectives */
 
@@ -234,6 +270,23 @@ rt_tensor *rt_ppermute(rt_ctx *ctx, const rt_tensor *x, rt_axes axes, int64_t sh
  * 0, zeros elsewhere), V/S(i)->P (own block placed in zeros), R<->I (copy). */
 rt_tensor *rt_convert(rt_ctx *ctx, const rt_tensor *x, rt_axes axes, rt_ltype src,
                       rt_ltype dst, int dim);
+/* Uneven shards (SPEC 4): the forms whose result has a dim the group's
+ * blocks concatenate into take that dim's extent, this rank's (the same on
+ * every member of the group): all_gather's dim, all_to_all's src_dim,
+ * convert S(i)->P's dim. The blocks are the torch.chunk split of it over
+ * the axes (rt_shard_block), equal when the group size divides it; RT_EVEN:
+ * the operand's extent times the group size (every block equal). The other
+ * forms need no extent: reduce_scatter and convert R->S(i) split the
+ * operand's dim, all_to_all's dst_dim is whole in the operand. Generated
+ * code calls these; rt_all_gather, rt_all_to_all and rt_convert are the
+ * RT_EVEN forms. */
+#define RT_EVEN ((int64_t)-1)
+rt_tensor *rt_all_gather_to(rt_ctx *ctx, const rt_tensor *x, rt_axes axes, int dim,
+                            int64_t extent);
+rt_tensor *rt_all_to_all_to(rt_ctx *ctx, const rt_tensor *x, rt_axes axes, int src_dim,
+                            int dst_dim, int64_t extent);
+rt_tensor *rt_convert_to(rt_ctx *ctx, const rt_tensor *x, rt_axes axes, rt_ltype src,
+                         rt_ltype dst, int dim, int64_t extent);
 rt_tensor *rt_reinterpret(rt_ctx *ctx, const rt_tensor *x, rt_axes axes, rt_ltype src,
                           rt_ltype dst); /* no-op: returns a new reference */
 void rt_barrier(rt_ctx *ctx);

@@ -411,16 +411,97 @@ void rt_flush(rt_ctx *ctx) { (void)ctx; }
 void rt_wait_all(rt_ctx *ctx) { (void)ctx; }
 bool rt_pending(const rt_ctx *ctx, const rt_tensor *t) { (void)ctx; (void)t; return false; }
 
+/* ---- uneven shards (SPEC 4): NCCL has no all-gather with counts, so every
+ * block is padded with zeros to the largest one (rt_pad_blocks), the equal
+ * form moves them, and the padding is dropped */
+
+static int64_t largest(const rt_blocks *b)
+{
+    int64_t c = 0;
+    for (int k = 0; k < b->n; k++)
+        c = b->ext[k] > c ? b->ext[k] : c;
+    return c;
+}
+
+/* x's dim padded with zeros at its end to c rows */
+static rt_tensor *pad_to(rt_ctx *ctx, const rt_tensor *x, int dim, int64_t c)
+{
+    int64_t shape[RT_MAX_DIMS];
+    memcpy(shape, x->shape, sizeof shape);
+    shape[dim] = c;
+    return rt_slice_bwd(ctx, x, x->ndim, shape, dim, 0);
+}
+
+static rt_tensor *gather_uneven(rt_ctx *ctx, rt_group *g, const rt_tensor *x, rt_axes axes, int dim,
+                                int64_t extent)
+{
+    rt_blocks b = rt_blocks_of(ctx, axes, extent);
+    rt_coll_check_block(ctx, x, dim, b.ext[g->rank], extent, g->size, "all_gather");
+    int64_t c = largest(&b);
+    rt_tensor *xp = pad_to(ctx, x, dim, c);
+    rt_tensor *yp = rt_all_gather_to(ctx, xp, axes, dim, c * g->size);
+    rt_tensor *y = rt_unpad_blocks(ctx, yp, dim, &b, c);
+    rt_free(ctx, xp);
+    rt_free(ctx, yp);
+    rt_blocks_free(&b);
+    return y;
+}
+
+static rt_tensor *rs_uneven(rt_ctx *ctx, rt_group *g, const rt_tensor *x, rt_axes axes, int dim,
+                            rt_reduce_op op)
+{
+    rt_blocks b = rt_blocks_of(ctx, axes, x->shape[dim]);
+    int64_t c = largest(&b);
+    rt_tensor *xp = rt_pad_blocks(ctx, x, dim, &b, c);
+    rt_tensor *yp = rt_reduce_scatter(ctx, xp, axes, dim, op);
+    rt_tensor *y = rt_slice(ctx, yp, dim, 0, b.ext[g->rank]);
+    rt_free(ctx, xp);
+    rt_free(ctx, yp);
+    rt_blocks_free(&b);
+    return y;
+}
+
+static rt_tensor *a2a_uneven(rt_ctx *ctx, rt_group *g, const rt_tensor *x, rt_axes axes, int si, int dj,
+                             int64_t extent)
+{
+    rt_blocks bi = rt_blocks_of(ctx, axes, extent), bj = rt_blocks_of(ctx, axes, x->shape[dj]);
+    rt_coll_check_block(ctx, x, si, bi.ext[g->rank], extent, g->size, "all_to_all");
+    int64_t ci = largest(&bi), cj = largest(&bj);
+    rt_tensor *xi = pad_to(ctx, x, si, ci);
+    rt_tensor *xp = rt_pad_blocks(ctx, xi, dj, &bj, cj);
+    rt_tensor *yp = rt_all_to_all_to(ctx, xp, axes, si, dj, ci * g->size);
+    rt_tensor *yi = rt_unpad_blocks(ctx, yp, si, &bi, ci);
+    rt_tensor *y = rt_slice(ctx, yi, dj, 0, bj.ext[g->rank]);
+    rt_free(ctx, xi);
+    rt_free(ctx, xp);
+    rt_free(ctx, yp);
+    rt_free(ctx, yi);
+    rt_blocks_free(&bi);
+    rt_blocks_free(&bj);
+    return y;
+}
+
 /* ---- all_gather: gathered as [n, x], then moved to dim */
 
 rt_tensor *rt_all_gather(rt_ctx *ctx, const rt_tensor *x, rt_axes axes, int dim)
 {
+    return rt_all_gather_to(ctx, x, axes, dim, RT_EVEN);
+}
+
+rt_tensor *rt_all_gather_to(rt_ctx *ctx, const rt_tensor *x, rt_axes axes, int dim, int64_t extent)
+{
     rt_group *g = rt_group_get(ctx, axes);
     dim = rt_coll_check_dim(ctx, x, dim, "all_gather");
+    if (dim != RT_STACK && extent >= 0 && extent % g->size != 0)
+        return gather_uneven(ctx, g, x, axes, dim, extent);
+    if (dim != RT_STACK && extent >= 0)
+        rt_coll_check_block(ctx, x, dim, extent / g->size, extent, g->size, "all_gather");
     if (g->size == 1 && dim != RT_STACK)
         return rt_retain((rt_tensor *)x);
     rt_kspan ks_ = rt_kernel_begin(ctx);
     ctx->tgt->op = "all_gather";
+    if (dim == RT_STACK)
+        rt_coll_check_same(ctx, g, x, "all_gather");
     int64_t st[RT_MAX_DIMS]; /* gathered as [n, x] */
     rt_tensor *y = rt_empty(ctx, x->dtype, rt_all_gather_shape(ctx, x, RT_STACK, g->size, st), st);
     if (g->size == 1)
@@ -454,6 +535,8 @@ rt_tensor *rt_reduce_scatter(rt_ctx *ctx, const rt_tensor *x, rt_axes axes, int 
     rt_reduce_scatter_check(ctx, x, op);
     if (g->size == 1 && dim != RT_STACK)
         return rt_retain((rt_tensor *)x);
+    if (dim != RT_STACK && x->shape[dim] % g->size != 0)
+        return rs_uneven(ctx, g, x, axes, dim, op);
     rt_kspan ks_ = rt_kernel_begin(ctx);
     ctx->tgt->op = "reduce_scatter";
     int64_t shape[RT_MAX_DIMS];
@@ -461,6 +544,7 @@ rt_tensor *rt_reduce_scatter(rt_ctx *ctx, const rt_tensor *x, rt_axes axes, int 
     const rt_tensor *src = x;
     if (dim == RT_STACK) {
         rt_coll_check_stack(ctx, x, g->size, "reduce_scatter");
+        rt_coll_check_same(ctx, g, x, "reduce_scatter");
         y = rt_empty(ctx, x->dtype, x->ndim - 1, x->shape + 1);
     } else {
         memcpy(shape, x->shape, sizeof shape);
@@ -488,8 +572,19 @@ rt_tensor *rt_reduce_scatter(rt_ctx *ctx, const rt_tensor *x, rt_axes axes, int 
 rt_tensor *rt_all_to_all(rt_ctx *ctx, const rt_tensor *x, rt_axes axes, int src_dim,
                          int dst_dim)
 {
+    return rt_all_to_all_to(ctx, x, axes, src_dim, dst_dim, RT_EVEN);
+}
+
+rt_tensor *rt_all_to_all_to(rt_ctx *ctx, const rt_tensor *x, rt_axes axes, int src_dim,
+                            int dst_dim, int64_t extent)
+{
     rt_group *g = rt_group_get(ctx, axes);
     rt_all_to_all_check(ctx, x, &src_dim, &dst_dim);
+    if (src_dim != RT_STACK && extent >= 0 &&
+        (extent % g->size != 0 || x->shape[dst_dim] % g->size != 0))
+        return a2a_uneven(ctx, g, x, axes, src_dim, dst_dim, extent);
+    if (src_dim != RT_STACK && extent >= 0)
+        rt_coll_check_block(ctx, x, src_dim, extent / g->size, extent, g->size, "all_to_all");
     if (g->size == 1 && src_dim != RT_STACK)
         return rt_retain((rt_tensor *)x);
     rt_kspan ks_ = rt_kernel_begin(ctx);
@@ -498,6 +593,7 @@ rt_tensor *rt_all_to_all(rt_ctx *ctx, const rt_tensor *x, rt_axes axes, int src_
     rt_tensor *y;
     if (src_dim == RT_STACK) {
         rt_coll_check_stack(ctx, x, n, "all_to_all");
+        rt_coll_check_same(ctx, g, x, "all_to_all");
         y = rt_empty(ctx, x->dtype, x->ndim, x->shape);
         if (n == 1)
             rt_dev_d2d(ctx, y->data, x->data, bytes_of(x));

@@ -3,7 +3,10 @@
 # (resume.spmd). On mesh dp=2,tp=2 a run trains 10 steps, saving its whole
 # state at step 5 (ck/mid) and at the end (ck/final). Then, from ck/mid:
 #  - resuming on the same mesh ends with the same bytes in every file;
-#  - resuming on 1 rank and on dp=1,tp=4 ends within float tolerance;
+#  - resuming on 1 rank, on dp=1,tp=4 and on tp=3 (dp=1 and 2: uneven
+#    shards, SPEC 4: the sequence of 8 and the hidden width of 32 split
+#    3, 3, 2 and 11, 11, 10)
+#    ends within float tolerance;
 #  - NumPy reads every file of the checkpoint with its global shape;
 #  - a run killed (SIGKILL, the whole job) while it saves over ck/mid again
 #    and again leaves a checkpoint that a new run resumes from.
@@ -44,7 +47,7 @@ if resume same 4 dp=2,tp=2; then
     grep '^step [5-9] ' "$work/a/out" >"$work/a/tail"
     grep '^step ' "$work/same/out" | cmp -s - "$work/a/tail" || bad "the resumed losses differ"
 fi
-for m in "1 dp=1,tp=1" "4 dp=1,tp=4"; do
+for m in "1 dp=1,tp=1" "4 dp=1,tp=4" "3 dp=1,tp=3" "6 dp=2,tp=3"; do
     set -- $m
     name=$(echo "$2" | tr ',=' '__')
     resume "$name" "$1" "$2" &&

@@ -39,7 +39,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     ad_differentiate(c, &prog);
     if (c->nerrors == 0 && emit_check(c, &prog)) {
       ir_dump(c, &prog, sink);
-      comm_report(c, &prog, sink, "fuzz.spmd");
+      comm_report(c, &prog, sink, "fuzz.spmd", NULL);
       emit_c(c, &prog, sink, "fuzz.spmd");
       if (ir_has_exports(&prog))
         emit_header(c, &prog, sink, "fuzz.spmd", "FUZZ_H");

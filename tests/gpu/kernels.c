@@ -634,6 +634,39 @@ static void collectives(void)
     out("convert_v_p", "bits", rt_convert(C, v, x, RT_V, RT_P, 0));
     out("ppermute_1", "bits", rt_ppermute(C, v, x, 1));
     out("ppermute_m3", "bits", rt_ppermute(C, v, x, -3));
+    /* uneven shards (SPEC 4): 2n+1 rows and 3n+1 columns split as
+     * torch.chunk does (the CPU's counts against the GPU's padding), and one
+     * row over n ranks (every block but the first empty) */
+    int64_t nr = 2 * n + 1, nc = 3 * n + 1, ro, co, eo;
+    rt_tensor *u0 = input(RT_F32, SH(nr, nc), -1, 1);
+    rt_tensor *u = rt_binary_scalar(C, RT_ADD, u0, (double)rt_rank(C), false);
+    int64_t re = rt_shard_block(C, nr, x, rt_rank(C), &ro), ce = rt_shard_block(C, nc, x, rt_rank(C), &co);
+    rt_tensor *rows = rt_slice(C, u, 0, ro, ro + re), *cols = rt_slice(C, u, 1, co, co + ce);
+    out("uneven_all_gather_0", "bits", rt_all_gather_to(C, rows, x, 0, nr));
+    out("uneven_all_gather_1", "bits", rt_all_gather_to(C, cols, x, 1, nc));
+    /* results whose shape differs per rank are gathered back whole */
+    rt_tensor *r;
+    r = rt_reduce_scatter(C, u, x, 0, RT_RED_SUM);
+    out("uneven_reduce_scatter_0", "f32", rt_all_gather_to(C, r, x, 0, nr));
+    rt_free(C, r);
+    r = rt_reduce_scatter(C, u, x, 1, RT_RED_AVG);
+    out("uneven_reduce_scatter_avg", "f32", rt_all_gather_to(C, r, x, 1, nc));
+    rt_free(C, r);
+    r = rt_all_to_all_to(C, rows, x, 0, 1, nr);
+    out("uneven_all_to_all_01", "bits", rt_all_gather_to(C, r, x, 1, nc));
+    rt_free(C, r);
+    r = rt_all_to_all_to(C, cols, x, 1, 0, nc);
+    out("uneven_all_to_all_10", "bits", rt_all_gather_to(C, r, x, 0, nr));
+    rt_free(C, r);
+    r = rt_convert(C, u, x, RT_R, RT_V, 1);
+    out("uneven_convert_r_v", "bits", rt_all_gather_to(C, r, x, 1, nc));
+    rt_free(C, r);
+    out("uneven_convert_v_p", "bits", rt_convert_to(C, rows, x, RT_V, RT_P, 0, nr));
+    rt_tensor *one = input(RT_F32, SH(1, 3), -1, 1);
+    int64_t ee = rt_shard_block(C, 1, x, rt_rank(C), &eo);
+    rt_tensor *mine = rt_slice(C, one, 0, eo, eo + ee);
+    out("uneven_all_gather_empty", "bits", rt_all_gather_to(C, mine, x, 0, 1));
+    rt_free(C, u0); rt_free(C, u); rt_free(C, rows); rt_free(C, cols); rt_free(C, one); rt_free(C, mine);
     rt_tensor *s = rt_all_reduce_start(C, v, x, RT_RED_SUM);
     rt_flush(C);
     rt_wait(C, s);

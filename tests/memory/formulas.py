@@ -96,14 +96,21 @@ def main():
     if gpt_pp.get(("own", "residuals"), {}).get("n_pp") != "4":
         fails += 1
         print("FAIL: gpt_pp on pp=4,tp=2: the residuals' formula is not marked [holds for n_pp=4]")
-    # a mesh the program cannot run on
+    # a mesh that splits the 4 heads unevenly (SPEC 4): the largest rank's bytes, said
     r = subprocess.run([spmdc, "--memory-report", PROGRAMS[0][0], *PROGRAMS[0][1], "--mesh", "pp=1,tp=8"], cwd=ROOT,
                        capture_output=True, text=True, timeout=300)
-    want = (r"^examples/gpt_pp\.spmd:\d+:\d+: error: the mesh pp=1,dp=1,tp=8 cannot run this program: tensor 'wq' "
-            r"dim 2 \(size 4\) is not divisible by axis 'tp' \(size 8\)$")
-    if r.returncode != 1 or not re.search(want, r.stderr, re.M) or r.stdout:
+    want = (r"^uneven shards \(SPEC 4, torch\.chunk's split\): \d+ tensors have a dim this mesh does not divide, "
+            r"first 'wq' at examples/gpt_pp\.spmd:\d+, dim 2 \(size 4\) over axis 'tp' \(size 8\): blocks of 1 "
+            r"down to 0; the bytes are the largest rank's, the formulas count equal blocks$")
+    if r.returncode != 0 or not re.search(want, r.stdout, re.M) or r.stderr:
         fails += 1
-        print(f"FAIL: tp=8 with 4 heads: exit {r.returncode}, stdout {r.stdout!r}, stderr:\n{r.stderr}")
+        print(f"FAIL: tp=8 with 4 heads: exit {r.returncode}, stderr {r.stderr!r}, stdout:\n{r.stdout}")
+    else:  # the params on the largest rank: more than the formula's equal blocks
+        m = re.search(r"^  params +(\d+) B  = (.*)$", r.stdout, re.M)
+        even = eval(m.group(2).replace("n_tp", "8").replace("n_pp", "1").replace("n_dp", "1")) if m else None
+        if not m or not int(m.group(1)) > even:
+            fails += 1
+            print(f"FAIL: tp=8 with 4 heads: the params are not the largest rank's: {m and m.group(0)}")
     print(f"{checked} formulas checked on other meshes, {skipped} marked as holding for other sizes, {fails} failed")
     sys.exit(1 if fails else 0)
 

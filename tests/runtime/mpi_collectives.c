@@ -6,7 +6,8 @@
  * the expected block is computed from that function with index arithmetic
  * written independently of the runtime (including the rank layout).
  * all_reduce also in its in-place (_reuse) and non-blocking forms; ppermute
- * with shifts -3..3.
+ * with shifts -3..3. The torch.chunk layouts of dims the group does not
+ * divide (uneven shards) against an independent nested split.
  * Usage: mpirun -np N mpi_collectives a=2,b=4 [--mesh ...] */
 #include <malloc.h>
 #include <mpi.h>
@@ -564,6 +565,78 @@ static void t_mmap_threshold(tcase *t)
     free(b);
 }
 
+/* torch.chunk's split (SPEC 4, uneven shards), written independently of
+ * the runtime: the blocks of [lo, lo + n) over sizes[0..na) nested, major
+ * to minor, appended to off/ext in block order */
+static void chunks(int64_t lo, int64_t n, const int *sizes, int na, int64_t *off, int64_t *ext, int *k)
+{
+    if (na == 0) {
+        off[*k] = lo;
+        ext[*k] = n;
+        (*k)++;
+        return;
+    }
+    int64_t c = (n + sizes[0] - 1) / sizes[0];
+    for (int r = 0; r < sizes[0]; r++) {
+        int64_t a = r * c < n ? r * c : n, b = (r + 1) * c < n ? (r + 1) * c : n;
+        chunks(lo + a, b - a, sizes + 1, na - 1, off, ext, k);
+    }
+}
+
+/* rt_shard_block, rt_shard_extent/offset and rt_layout_of on sizes that the
+ * group does not divide, on the tuple of every axis in mesh order and its
+ * reverse; 5 rows on (2, 2) are 2, 1, 1, 1 */
+static void t_uneven_layouts(tcase *t)
+{
+    if (t->naxes == 0)
+        return;
+    for (int rev = 0; rev < 2; rev++) {
+        rt_axes ax = RT_NO_AXES;
+        int sz[RT_MAX_AXES];
+        for (int i = 0; i < t->naxes; i++) {
+            ax.idx[ax.n] = rev ? t->naxes - 1 - i : i;
+            sz[ax.n] = t->sizes[ax.idx[ax.n]];
+            ax.n++;
+        }
+        int g = rt_group_size(t->ctx, ax), me = rt_group_rank(t->ctx, ax);
+        int64_t *off = malloc(2 * (size_t)g * sizeof *off), *ext = off + g;
+        for (int64_t n = 0; n <= 3 * g + 1; n++) {
+            int k = 0;
+            chunks(0, n, sz, ax.n, off, ext, &k);
+            for (int b = 0; b < g; b++) {
+                int64_t o = -1, e = rt_shard_block(t->ctx, n, ax, b, &o);
+                t->checks++;
+                if (o != off[b] || e != ext[b]) {
+                    t->failures++;
+                    fprintf(stderr, "[rank %d] FAIL uneven: n=%lld block %d is [%lld, +%lld), not [%lld, +%lld)\n",
+                            rt_rank(t->ctx), (long long)n, b, (long long)o, (long long)e, (long long)off[b],
+                            (long long)ext[b]);
+                }
+            }
+            int64_t gl[2] = {n, 3};
+            rt_axes dims[2] = {ax, RT_NO_AXES};
+            rt_layout l = rt_layout_of(t->ctx, "x", 2, gl, dims);
+            t->checks++;
+            if (l.offset[0] != off[me] || l.local[0] != ext[me] || l.local[1] != 3 ||
+                rt_shard_extent(t->ctx, n, ax) != ext[me] || rt_shard_offset(t->ctx, n, ax) != off[me]) {
+                t->failures++;
+                fprintf(stderr, "[rank %d] FAIL uneven layout: n=%lld\n", rt_rank(t->ctx), (long long)n);
+            }
+        }
+        if (g == 4 && ax.n == 2) { /* SPEC 4's example */
+            int64_t want[4] = {2, 1, 1, 1};
+            for (int b = 0; b < 4; b++) {
+                t->checks++;
+                if (rt_shard_block(t->ctx, 5, ax, b, NULL) != want[b]) {
+                    t->failures++;
+                    fprintf(stderr, "[rank %d] FAIL uneven: 5 on (2, 2) block %d\n", rt_rank(t->ctx), b);
+                }
+            }
+        }
+        free(off);
+    }
+}
+
 static int parse_decl(const char *spec, char names[][16], const char **pnames, int *sizes)
 {
     int n = 0;
@@ -610,6 +683,7 @@ int main(int argc, char **argv)
     }
     t_mmap_threshold(&t);
     t_trim_threshold(&t);
+    t_uneven_layouts(&t);
     each_tuple(&t, RT_NO_AXES, 0);
     rt_axes all = RT_NO_AXES;
     for (int a = 0; a < naxes; a++)

@@ -4,8 +4,8 @@
 
 roundtrip.spmd loads in.safetensors (written here with NumPy: GPT-2-like
 names, stacked layers, a fused c_attn, a Linear to transpose, F16, BF16 and
-I64 tensors) through model.map on 1, 2 and 4 ranks (dp=1,tp=1; dp=2; tp=2;
-dp=2,tp=2), and the fields must equal what NumPy makes of the tensors by
+I64 tensors) through model.map on 1, 2, 3 and 4 ranks (dp=1,tp=1; dp=2; tp=2;
+dp=2,tp=2; and tp=3, dp=3, which split dims unevenly, SPEC 4), and the fields must equal what NumPy makes of the tensors by
 the map's rules; its files (by the map, c_attn joined back; by field
 names) must hold the source's values, read here with a NumPy reader, and be
 the same bytes on every mesh; loading them back gives the same fields.
@@ -28,7 +28,12 @@ import st  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 NV, T, D, NH, HD, F, L = 16, 8, 8, 4, 2, 12, 4
-MESHES = [(1, 'dp=1,tp=1'), (2, 'dp=2,tp=1'), (2, 'dp=1,tp=2'), (4, 'dp=2,tp=2')]
+# tp=3 and dp=3 split unevenly (SPEC 4, torch.chunk's split): 16 vocabulary
+# rows 6, 6, 4, 4 heads 2, 2, 0 (a rank with none), D = 8 columns 3, 3, 2,
+# 4 layers and 8 positions on dp = 3 as 2, 2, 0 and 3, 3, 2: each rank reads
+# and writes its own block
+MESHES = [(1, 'dp=1,tp=1'), (2, 'dp=2,tp=1'), (2, 'dp=1,tp=2'), (4, 'dp=2,tp=2'), (3, 'dp=1,tp=3'),
+          (3, 'dp=3,tp=1')]
 failures = []
 
 

@@ -17,7 +17,8 @@ import numpy as np
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 N, NV = 1000, 300
-MESHES = [(1, 'dp=1,tp=1'), (2, 'dp=2,tp=1'), (4, 'dp=2,tp=2')]
+# dp=3 and tp=3 split the 8 windows (3, 3, 2) and their positions unevenly (SPEC 4)
+MESHES = [(1, 'dp=1,tp=1'), (2, 'dp=2,tp=1'), (4, 'dp=2,tp=2'), (3, 'dp=3,tp=1'), (3, 'dp=1,tp=3')]
 failures = []
 
 
