@@ -15,6 +15,9 @@ MODE:
   pipeline  examples/gpt_pp.spmd (the same GPT with pipeline parallelism
           on pp, SPEC 15): its 20-step run on (pp=2), (pp=2, dp=2) and
           (pp=2, tp=2) prints the 1-rank run's losses to float tolerance
+  torch_uneven  the same with GPT-2's vocabulary of 50,257 on tp=3 and dp=3
+          (the vocabulary, sequence, heads, MLP and batch split unevenly)
+          against the one-process reference
   torch   the first steps' losses and gradient norms (before clipping)
           equal those of bench/gpt_torch.py (the
           same GPT in PyTorch, Megatron tensor and sequence parallelism
@@ -280,7 +283,7 @@ def have_torch():
         return False
 
 
-def compare_with_torch(r, reference, torch_consts, meshes, per_mesh, grad_tol=GRAD_TOL):
+def compare_with_torch(r, reference, torch_consts, meshes, per_mesh, grad_tol=GRAD_TOL, extra=None):
     """The first steps' losses and gradient norms and the gradient of step 0
     field by field, ours (r's program, -D SAVE_INIT=1 SAVE_GRAD=1) against
     bench/REFERENCE's from the program's ckpt/init on the same batches, on
@@ -291,8 +294,9 @@ def compare_with_torch(r, reference, torch_consts, meshes, per_mesh, grad_tol=GR
         print("skipped: PyTorch (python3-torch) is not installed")
         return SKIP
     steps = 5
-    prog = r.compile(r.source.split(".")[0], SAVE_INIT=1, SAVE_GRAD=1, STEPS=steps, EVAL_EVERY=100)
-    consts = [f"-D{k}={v}" for k, v in dict(r.small, STEPS=steps).items() if k in torch_consts]
+    extra = extra or {}
+    prog = r.compile(r.source.split(".")[0], SAVE_INIT=1, SAVE_GRAD=1, STEPS=steps, EVAL_EVERY=100, **extra)
+    consts = [f"-D{k}={v}" for k, v in dict(r.small, STEPS=steps, **extra).items() if k in torch_consts or k in extra]
     fails, theirs, torch_grad = 0, None, None
     for mesh in meshes:
         run = os.path.join(r.tmp, "torch_" + mesh.replace(",", "_"))
@@ -324,6 +328,15 @@ def mode_torch(r):
     # the reference is distributed as the program is (Megatron's tp over gloo): it runs on each mesh
     return compare_with_torch(r, "gpt_torch.py", TORCH_CONSTS, ("dp=1,tp=1", "dp=2,tp=2", "dp=1,tp=4", "dp=4,tp=1"),
                               per_mesh=True)
+
+
+def mode_torch_uneven(r):
+    # GPT-2's vocabulary of 50,257 (no padding) on meshes that split it, the
+    # sequence, the heads, the MLP and the batch unevenly (torch.chunk's
+    # blocks, SPEC 4): ours against the one-process PyTorch reference
+    # (Megatron's even split cannot hold it; the model is the same anyway)
+    return compare_with_torch(r, "gpt_torch.py", TORCH_CONSTS, ("dp=1,tp=3", "dp=3,tp=1"), per_mesh=False,
+                              extra={"NV": 50257})
 
 
 def cpu_bench_table(r, script, prog, torch_args):
@@ -478,7 +491,8 @@ def verdict(fails):
 
 def main():
     run_main(__doc__, {"meshes": mode_meshes, "pipeline": mode_pipeline, "resume": mode_resume, "torch": mode_torch,
-                       "gpu_bench": mode_gpu_bench, "remat": mode_remat, "python": mode_python})
+                       "gpu_bench": mode_gpu_bench, "remat": mode_remat, "python": mode_python,
+                       "torch_uneven": mode_torch_uneven})
 
 if __name__ == "__main__":
     main()
