@@ -111,7 +111,7 @@ DEFECTS = [
     D('sim_allreduce_op', 'cuda sim', 'runtime/cuda/collectives.cu',
       'MPI_Op mop = rt_mpi_op(ctx, op, dt);', 'MPI_Op mop = rt_mpi_op(ctx, op == RT_RED_MIN ? RT_RED_MAX : op, dt);',
       r'^gpu/kernels_sim_np2$',
-      "the simulation's all_reduce (its stand-in for NCCL) takes the max for op=min"),
+      "the simulation's all_reduce (its stand-in for NCCL, through host_mpi) takes the max for op=min"),
     # ---- the emitter
     D('emit_fused_tail_bound', 'emitter', 'compiler/emit_c.c',
       'for (int64_t i_ = b_; i_ < n_; i_++) {', 'for (int64_t i_ = b_; i_ < n_ - 1; i_++) {',

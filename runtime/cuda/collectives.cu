@@ -122,23 +122,20 @@ static bool use_nccl(rt_ctx *ctx) { return ctx->tgt->comm && ctx->tgt->comm->ncc
 /* out (device, n_out elements) <- MPI op on in (device, n_in elements) */
 typedef enum { H_ALLREDUCE, H_ALLGATHER, H_REDUCE_SCATTER, H_ALLTOALL } host_op;
 
-static void host_coll(rt_ctx *ctx, host_op k, rt_group *g, rt_dtype dt, rt_reduce_op op,
-                      const void *in, int64_t n_in, void *out, int64_t n_out)
+/* the MPI call of op k on host buffers (the staged path's and the
+ * simulation's stand-in for NCCL) */
+static void host_mpi(rt_ctx *ctx, host_op k, rt_group *g, rt_dtype dt, rt_reduce_op op, const char *hin,
+                     int64_t n_in, char *hout, int64_t n_out)
 {
-    rt_dev_host_sync(ctx, "a collective through host memory"); /* graph regions stay eager */
-    size_t esz = rt_dtype_size(dt);
-    char *buf = (char *)rt_dev_staging(ctx, (size_t)(n_in + n_out) * esz);
-    char *hin = buf, *hout = buf + (size_t)n_in * esz;
-    rt_dev_d2h(ctx, hin, in, (size_t)n_in * esz);
     MPI_Datatype t = rt_mpi_type(dt);
     switch (k) {
-    case H_ALLREDUCE:
-        RT_CALL_MPI(ctx, rt_coll_allreduce(ctx, hin, hout, rt_mpi_count(ctx, n_in), t,
-                                           rt_mpi_op(ctx, op, dt), g));
+    case H_ALLREDUCE: {
+        MPI_Op mop = rt_mpi_op(ctx, op, dt);
+        RT_CALL_MPI(ctx, rt_coll_allreduce(ctx, hin, hout, rt_mpi_count(ctx, n_in), t, mop, g));
         break;
+    }
     case H_ALLGATHER:
-        RT_CALL_MPI(ctx, MPI_Allgather(hin, rt_mpi_count(ctx, n_in), t, hout,
-                                       rt_mpi_count(ctx, n_in), t, g->comm));
+        RT_CALL_MPI(ctx, MPI_Allgather(hin, rt_mpi_count(ctx, n_in), t, hout, rt_mpi_count(ctx, n_in), t, g->comm));
         break;
     case H_REDUCE_SCATTER:
         RT_CALL_MPI(ctx, MPI_Reduce_scatter_block(hin, hout, rt_mpi_count(ctx, n_out), t,
@@ -149,6 +146,17 @@ static void host_coll(rt_ctx *ctx, host_op k, rt_group *g, rt_dtype dt, rt_reduc
                                       rt_mpi_count(ctx, n_in / g->size), t, g->comm));
         break;
     }
+}
+
+static void host_coll(rt_ctx *ctx, host_op k, rt_group *g, rt_dtype dt, rt_reduce_op op,
+                      const void *in, int64_t n_in, void *out, int64_t n_out)
+{
+    rt_dev_host_sync(ctx, "a collective through host memory"); /* graph regions stay eager */
+    size_t esz = rt_dtype_size(dt);
+    char *buf = (char *)rt_dev_staging(ctx, (size_t)(n_in + n_out) * esz);
+    char *hin = buf, *hout = buf + (size_t)n_in * esz;
+    rt_dev_d2h(ctx, hin, in, (size_t)n_in * esz);
+    host_mpi(ctx, k, g, dt, op, hin, n_in, hout, n_out);
     rt_dev_h2d(ctx, out, hout, (size_t)n_out * esz);
 }
 
@@ -237,26 +245,7 @@ static void sim_coll(rt_ctx *ctx, host_op k, rt_group *g, rt_dtype dt, rt_reduce
         rt_sim_open();
         memcpy(hin, in, (size_t)n_in * esz);
         rt_sim_close();
-        MPI_Datatype t = rt_mpi_type(dt);
-        switch (k) {
-        case H_ALLREDUCE: {
-            MPI_Op mop = rt_mpi_op(ctx, op, dt);
-            RT_CALL_MPI(ctx, rt_coll_allreduce(ctx, hin, hout, rt_mpi_count(ctx, n_in), t, mop, g));
-            break;
-        }
-        case H_ALLGATHER:
-            RT_CALL_MPI(ctx, MPI_Allgather(hin, rt_mpi_count(ctx, n_in), t, hout,
-                                           rt_mpi_count(ctx, n_in), t, g->comm));
-            break;
-        case H_REDUCE_SCATTER:
-            RT_CALL_MPI(ctx, MPI_Reduce_scatter_block(hin, hout, rt_mpi_count(ctx, n_out), t,
-                                                      rt_mpi_op(ctx, RT_RED_SUM, dt), g->comm));
-            break;
-        case H_ALLTOALL:
-            RT_CALL_MPI(ctx, MPI_Alltoall(hin, rt_mpi_count(ctx, n_in / g->size), t, hout,
-                                          rt_mpi_count(ctx, n_in / g->size), t, g->comm));
-            break;
-        }
+        host_mpi(ctx, k, g, dt, op, hin, n_in, hout, n_out);
         rt_sim_open();
         memcpy(out, hout, (size_t)n_out * esz);
         rt_sim_close();
