@@ -66,18 +66,23 @@ cmake)
   echo "ok: the depfile reruns spmdc when an imported module changes, and only then"
   check_run build/model
   # spmd_add_library's libmodel_lib.so from Python (the installed package):
-  # the model's first loss, as the program prints it
+  # the model's first loss, as the program prints it (not in the sanitizer
+  # build: Python would need the sanitizers' runtime preloaded)
   [ -f build/libmodel_lib.so ] && [ -f build/libmodel_lib.h ] || fail "spmd_add_library built no libmodel_lib.so and .h"
-  PYTHONPATH="$work/prefix/share/spmdc/python" timeout 60 "${mpirun[@]}" /usr/bin/python3 -c "
+  if [ -n "${SPMD_INSTALL_NO_PYTHON:-}" ]; then
+    echo "ok: spmd_add_library built libmodel_lib.so (Python's call of it is left to the normal build)"
+  else
+    PYTHONPATH="$work/prefix/share/spmdc/python" timeout 60 "${mpirun[@]}" /usr/bin/python3 -c "
 import spmdc
 lib = spmdc.load('build/libmodel_lib.so', mesh='dp=1,tp=2')
 x, t, w1, w2 = lib.start()
 loss = lib.loss_of(x, t, w1, w2).item()
 if lib.rank == 0:
     print('step 0 loss %.6g' % loss)" > "$work/lib.txt" || { cat "$work/lib.txt"; fail "Python on libmodel_lib.so"; }
-  grep -x "$(cat "$work/lib.txt")" "$work/expected.txt" > /dev/null \
-    || { cat "$work/lib.txt" "$work/expected.txt"; fail "libmodel_lib.so's first loss is not the program's"; }
-  echo "ok: spmd_add_library's library, called from Python, gives the program's first loss: $(cat "$work/lib.txt")"
+    grep -x "$(cat "$work/lib.txt")" "$work/expected.txt" > /dev/null \
+      || { cat "$work/lib.txt" "$work/expected.txt"; fail "libmodel_lib.so's first loss is not the program's"; }
+    echo "ok: spmd_add_library's library, called from Python, gives the program's first loss: $(cat "$work/lib.txt")"
+  fi
   ;;
 pkgconfig)
   cd "$work/makefile"
