@@ -16,7 +16,6 @@ erf's, so this tests the names, layouts and splits, not the activation."""
 import math
 import os
 import shutil
-import subprocess
 import sys
 
 import numpy as np
@@ -103,19 +102,10 @@ def main():
         gen = torch.from_numpy(ids).long().clone()
         for i in range(4, T):   # greedy: position i from the logits at i - 1
             gen[:, i] = model(gen)[:, i - 1].argmax(-1)
-    prog = os.path.join(work, 'gpt_hf')
-    subprocess.run([spmdc, os.path.join(HERE, 'gpt_hf.spmd'), '-o', prog], check=True)
     fails = 0
-    for np_, mesh in ((1, 'dp=1,tp=1'), (4, 'dp=2,tp=2')):
-        d = os.path.join(work, mesh.replace(',', '_').replace('=', ''))
-        os.makedirs(d)
-        shutil.copy(src, d)
-        shutil.copy(os.path.join(ROOT, 'examples', 'gpt.map'), d)
-        np.save(os.path.join(d, 'ids.npy'), ids)
-        r = subprocess.run([mpirun] + mpiargs + ['-np', str(np_), prog, '--mesh', mesh], cwd=d,
-                           capture_output=True, text=True, timeout=300)
-        if r.returncode != 0:
-            print(f'FAIL: {mesh}: exit {r.returncode}: {r.stderr[-2000:]}')
+    for mesh, d in st.run_hf(spmdc, os.path.join(HERE, 'gpt_hf.spmd'), work, mpirun, mpiargs, src,
+                             os.path.join(ROOT, 'examples', 'gpt.map'), ids):
+        if d is None:
             fails += 1
             continue
         got = np.load(os.path.join(d, 'out', 'logits.npy'))

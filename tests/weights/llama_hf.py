@@ -13,7 +13,6 @@ tokens (float tolerance), and the file it saves by the map must hold the
 same tensors."""
 import os
 import shutil
-import subprocess
 import sys
 
 import numpy as np
@@ -89,19 +88,10 @@ def main():
     ids = np.random.default_rng(1).integers(0, NV, (B, T)).astype(np.int32)
     with torch.no_grad():
         want = forward(sd, torch.from_numpy(ids).long()).numpy()
-    prog = os.path.join(work, 'llama_hf')
-    subprocess.run([spmdc, os.path.join(HERE, 'llama_hf.spmd'), '-o', prog], check=True)
     fails = 0
-    for np_, mesh in ((1, 'dp=1,tp=1'), (4, 'dp=2,tp=2')):
-        d = os.path.join(work, mesh.replace(',', '_').replace('=', ''))
-        os.makedirs(d)
-        shutil.copy(src, d)
-        shutil.copy(os.path.join(ROOT, 'examples', 'llama.map'), d)
-        np.save(os.path.join(d, 'ids.npy'), ids)
-        r = subprocess.run([mpirun] + mpiargs + ['-np', str(np_), prog, '--mesh', mesh], cwd=d,
-                           capture_output=True, text=True, timeout=300)
-        if r.returncode != 0:
-            print(f'FAIL: {mesh}: exit {r.returncode}: {r.stderr[-2000:]}')
+    for mesh, d in st.run_hf(spmdc, os.path.join(HERE, 'llama_hf.spmd'), work, mpirun, mpiargs, src,
+                             os.path.join(ROOT, 'examples', 'llama.map'), ids):
+        if d is None:
             fails += 1
             continue
         got = np.load(os.path.join(d, 'out', 'logits.npy'))

@@ -50,3 +50,27 @@ def write(path, tensors, header_hook=None):
     h += b' ' * (-len(h) % 8)
     with open(path, 'wb') as f:
         f.write(struct.pack('<Q', len(h)) + h + b''.join(blobs))
+
+
+def run_hf(spmdc, source, work, mpirun, mpiargs, model, map_path, ids):
+    """The Hugging Face tests' runs (gpt_hf.py, llama_hf.py): SOURCE compiled
+    into WORK, then run on 1 rank and on dp=2,tp=2 in a directory of its own
+    holding MODEL (model.safetensors), the map and ids.npy.  Yields (mesh,
+    directory) per mesh, the directory None when the run failed (printed)."""
+    import os
+    import shutil
+    import subprocess
+    prog = os.path.join(work, os.path.basename(source).split('.')[0])
+    subprocess.run([spmdc, source, '-o', prog], check=True)
+    for np_, mesh in ((1, 'dp=1,tp=1'), (4, 'dp=2,tp=2')):
+        d = os.path.join(work, mesh.replace(',', '_').replace('=', ''))
+        os.makedirs(d)
+        shutil.copy(model, d)
+        shutil.copy(map_path, d)
+        np.save(os.path.join(d, 'ids.npy'), ids)
+        r = subprocess.run([mpirun] + mpiargs + ['-np', str(np_), prog, '--mesh', mesh], cwd=d,
+                           capture_output=True, text=True, timeout=300)
+        if r.returncode != 0:
+            print(f'FAIL: {mesh}: exit {r.returncode}: {r.stderr[-2000:]}')
+            d = None
+        yield mesh, d
