@@ -25,8 +25,10 @@ with the batch or the heads sharded alike (causal or not, grouped-query
 heads where the heads are whole), and cross_entropy with the class dim
 whole or sharded (the vocabulary-parallel loss), reduction "none" or "sum"
 (a pending sum over sharded rows), against targets argmax(randn(...))
-laid out as the rows.  Mutants also
-change op=sum on a P value to avg, max or min (reduce_scatter's to avg), add a dtype=f32 without
+laid out as the rows; attention's kv_len= (a cache's first keys) and
+scale_fields on a record (some fields times a number).  Mutants also
+change op=sum on a P value to avg, max or min (reduce_scatter's to avg), make a
+scale_fields glob name no field, add a dtype=f32 without
 bwd_dtype= to a collective whose backward sums, and drop an expert=true.
 """
 import random
@@ -456,13 +458,16 @@ class St:
             e = 'redistribute(%s, %s%s)' % (a[0], at['T'].text(), options(at))
         elif op == 'record':
             e = '%s(%s)' % (at['struct'], ', '.join('%s=%s' % fa for fa in zip(at['fields'], a)))
+        elif op == 'scale_fields':
+            e = 'scale_fields(%s, %s, %s="%s")' % (a[0], at['c'], at['sel'], at['globs'])
         elif op == 'field':
             e = '%s.%s' % (a[0], at['field'])
         elif op == 'randn':
             e = 'randn(%s, seed=%d, std=1.0)' % (at['T'].text(), at['seed'])
         elif op == 'attention':
-            e = 'attention(%s, %s, %s, causal=%s%s)' % (a[0], a[1], a[2], 'true' if at['causal'] else 'false',
-                                                       ', scale=%s' % at['scale'] if at.get('scale') else '')
+            e = 'attention(%s, %s, %s, causal=%s%s%s)' % (a[0], a[1], a[2], 'true' if at['causal'] else 'false',
+                                                         ', scale=%s' % at['scale'] if at.get('scale') else '',
+                                                         ', kv_len=%d' % at['kv_len'] if at.get('kv_len') else '')
         elif op == 'xent':
             # the targets: global class ids drawn from a constant, laid out
             # as the logits' rows (argmax over the whole class dim)
@@ -498,6 +503,17 @@ def type_st(st, env):
         return at['T']
     if op == 'record':
         return Rec(at['struct'], zip(at['fields'], ts))
+    if op == 'scale_fields':
+        # the selected fields times a number (multilinear with a literal:
+        # every letter stays), the others as they are; a glob must match
+        if not isinstance(ts[0], Rec):
+            raise Reject('scale_fields of a tensor')
+        names = [f for f, _ in ts[0].fields]
+        if any(g not in names for g in at['globs'].split('|')):
+            raise Reject('scale_fields: a glob matches no field')
+        for _, ft in ts[0].fields:
+            type_elementwise('multilinear', [ft], nlit=1)
+        return ts[0]
     if op == 'field':
         if not isinstance(ts[0], Rec):
             raise Reject('field of a tensor')
@@ -860,7 +876,8 @@ class Gen:
         q = self.operand((B, H, T, E), ty((B, H, T, E)))
         k = self.operand((B, Hkv, S, E), ty((B, Hkv, S, E)))
         v = self.operand((B, Hkv, S, Ev), ty((B, Hkv, S, Ev)))
-        return self.emit('attention', [q, k, v], causal=r.random() < 0.6, scale=r.choice((None, '0.5')))
+        return self.emit('attention', [q, k, v], causal=r.random() < 0.6, scale=r.choice((None, '0.5')),
+                         kv_len=r.choice((None, None, r.randint(1, S))))   # a cache's first keys
 
     def xent(self, a):
         """cross_entropy of [N, C] logits, the class dim whole or sharded
@@ -964,6 +981,9 @@ class Gen:
             rec = self.emit(r.choice(('convert', 'reinterpret')), [rec], axes=(x,), src='I', dst='R')
         else:
             rec = self.emit('convert', [rec], axes=(x,), src='R', dst='P')
+        if r.random() < 0.4:   # some fields scaled (the optimizers' parameter groups)
+            rec = self.emit('scale_fields', [rec], c=r.choice(('0.5', '-1.5')), sel=r.choice(('only', 'skip')),
+                            globs=r.choice(('a', 'b', 'a|b')))
         self.emit('field', [rec], field='a')
         return self.emit('field', [rec], field='b')
 
@@ -1137,6 +1157,10 @@ def mutants(p, rng):
                             m = st.copy()
                             m.attrs['T'] = Ty(T.shape, spec, T.lt)
                             cands.append(('shard_dim', 'moved %s to dim %d in %s' % (x, e, st.text()), m))
+        if st.op == 'scale_fields':
+            m = st.copy()
+            m.attrs['globs'] = 'c'
+            cands.append(('scale_fields_glob', 'a glob naming no field in %s' % st.text(), m))
         if st.attrs.get('out_partial'):
             m = st.copy()
             m.attrs['out_partial'] = ()
