@@ -48,16 +48,23 @@ long long *ir_imm(IrInst *in, IrOperand o, int k) {
   return &in->imm[s + k];
 }
 
-#define IR_UNARY_NAME_(NAME, name, f, d) [UN_##NAME] = #NAME,
-#define IR_BINARY_NAME_(NAME, name, f, da, db) [BIN_##NAME] = #NAME,
+#define IR_UNARY_NAME_(NAME, name, vec, f, d) [UN_##NAME] = #NAME,
+#define IR_BINARY_NAME_(NAME, name, kind, f, da, db) [BIN_##NAME] = #NAME,
 const char *const ir_unary_name[UN_COUNT] = {RT_UNARY_OPS(IR_UNARY_NAME_)};
 const char *const ir_binary_name[BIN_COUNT] = {RT_BINARY_OPS(IR_BINARY_NAME_)};
 #undef IR_UNARY_NAME_
 #undef IR_BINARY_NAME_
 
-bool ir_binary_is_comparison(IrBinary op) {
-  return op == BIN_EQ || op == BIN_NE || op == BIN_LT || op == BIN_LE || op == BIN_GT || op == BIN_GE;
-}
+/* the X-list's kind column */
+#define IR_KIND_ARITH false
+#define IR_KIND_CMP true
+#define IR_BINARY_CMP_(NAME, name, kind, f, da, db) [BIN_##NAME] = IR_KIND_##kind,
+static const bool binary_is_comparison[BIN_COUNT] = {RT_BINARY_OPS(IR_BINARY_CMP_)};
+#undef IR_BINARY_CMP_
+#undef IR_KIND_ARITH
+#undef IR_KIND_CMP
+
+bool ir_binary_is_comparison(IrBinary op) { return binary_is_comparison[op]; }
 
 IrFn *ir_fn_new(Compiler *c, const char *cname) {
   IrFn *f = arena_alloc(&c->arena, sizeof(IrFn));

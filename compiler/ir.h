@@ -17,15 +17,15 @@
 /* Elementwise ops: the runtime's X-lists, which also hold each op's formula
  * and derivative, so the IR, the runtime's kernels and the generated loops
  * name one set of ops (UN_EXP is RT_EXP, BIN_ADD is RT_ADD). */
-#define IR_UNARY_ENUM_(NAME, name, f, d) UN_##NAME,
-#define IR_BINARY_ENUM_(NAME, name, f, da, db) BIN_##NAME,
+#define IR_UNARY_ENUM_(NAME, name, vec, f, d) UN_##NAME,
+#define IR_BINARY_ENUM_(NAME, name, kind, f, da, db) BIN_##NAME,
 typedef enum { RT_UNARY_OPS(IR_UNARY_ENUM_) UN_COUNT } IrUnary;
 typedef enum { RT_BINARY_OPS(IR_BINARY_ENUM_) BIN_COUNT } IrBinary;
 #undef IR_UNARY_ENUM_
 #undef IR_BINARY_ENUM_
 extern const char *const ir_unary_name[UN_COUNT];   /* "EXP" */
 extern const char *const ir_binary_name[BIN_COUNT]; /* "ADD" */
-/* EQ NE LT LE GT GE: a 0/1 result with no gradient */
+/* the X-list's kind column is CMP (EQ NE LT LE GT GE): a 0/1 result with no gradient */
 bool ir_binary_is_comparison(IrBinary op);
 
 /* all_reduce's op= (the runtime's rt_reduce_op) */

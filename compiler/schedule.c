@@ -32,18 +32,17 @@ bool sched_is_param(const IrFn *f, int v) {
  * scalars, becomes one loop (a kernel): intermediates live in registers, only
  * values used after the run are stored (emit_c.c, emit_cuda.c). */
 
+/* The code generator's column of the binary ops (the runtime's X-list
+ * RT_BINARY_OPS has their formulas): the C operator inside a fused loop;
+ * NULL: not fusable. */
+static const char *const binary_fused[BIN_COUNT] = {
+    [BIN_ADD] = "+", [BIN_SUB] = "-", [BIN_MUL] = "*", [BIN_DIV] = "/",
+};
+
 const char *sched_fused_op(const IrInst *in) {
   if (in->op == IR_ACCUM)
     return "+";
-  if (in->op != IR_BINARY && in->op != IR_BINARY_SCALAR)
-    return NULL;
-  switch (in->binop) {
-  case BIN_ADD: return "+";
-  case BIN_SUB: return "-";
-  case BIN_MUL: return "*";
-  case BIN_DIV: return "/";
-  default: return NULL;
-  }
+  return in->op == IR_BINARY || in->op == IR_BINARY_SCALAR ? binary_fused[in->binop] : NULL;
 }
 
 /* The code generator's columns of the unary ops (the runtime's X-list

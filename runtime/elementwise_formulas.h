@@ -82,11 +82,11 @@ RT_EW_QUAL double rt_pow_db_(double a, double b) { return a > 0 ? pow(a, b) * lo
 /* `case RT_NAME: return FORMULA;` for each row of an X-list: the body of a
  * switch (op) in a function of x (with y = f(x) for the derivative) or of
  * a and b, whose return type rounds the result (host.c, cuda/elementwise.cu) */
-#define RT_UNARY_F_CASE(NAME, name, f, d) \
+#define RT_UNARY_F_CASE(NAME, name, vec, f, d) \
     case RT_##NAME: return (f);
-#define RT_UNARY_D_CASE(NAME, name, f, d) \
+#define RT_UNARY_D_CASE(NAME, name, vec, f, d) \
     case RT_##NAME: return (d);
-#define RT_BINARY_F_CASE(NAME, name, f, da, db) \
+#define RT_BINARY_F_CASE(NAME, name, kind, f, da, db) \
     case RT_##NAME: return (f);
 
 /* The unary ops that also take i32 (exact in integers), and their formulas:

@@ -6,11 +6,11 @@
 
 #include "elementwise_formulas.h"
 
-#define NAME_U(NAME, name, f, d) #name,
-#define NAME_B(NAME, name, f, da, db) #name,
-#define NAME_UB(NAME, name, f, d) #name "_bwd",
-#define NAME_UG(NAME, name, f, d) #name "_with_grad",
-#define NAME_BB(NAME, name, f, da, db) #name "_bwd",
+#define NAME_U(NAME, name, vec, f, d) #name,
+#define NAME_B(NAME, name, kind, f, da, db) #name,
+#define NAME_UB(NAME, name, vec, f, d) #name "_bwd",
+#define NAME_UG(NAME, name, vec, f, d) #name "_with_grad",
+#define NAME_BB(NAME, name, kind, f, da, db) #name "_bwd",
 static const char *const unary_names[] = {RT_UNARY_OPS(NAME_U)};
 static const char *const binary_names[] = {RT_BINARY_OPS(NAME_B)};
 static const char *const unary_bwd_names[] = {RT_UNARY_OPS(NAME_UB)};

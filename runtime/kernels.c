@@ -52,23 +52,23 @@ typedef void (*unary_bwd_fn)(const void *in, const void *dy, void *dx, int64_t n
             G[i] = (T)(d);                                                          \
         }                                                                           \
     }
-#define UNARY_GRAD_DEFS(NAME, name, f, d) \
+#define UNARY_GRAD_DEFS(NAME, name, vec, f, d) \
     UNARY_GRAD_T(NAME, name, f, d, float, f32) UNARY_GRAD_T(NAME, name, f, d, double, f64)
 RT_UNARY_OPS(UNARY_GRAD_DEFS)
 typedef void (*unary_grad_fn)(const void *in, void *out, void *grad, int64_t n);
-#define UNG_F32(NAME, name, f, d) ung_##name##_f32,
-#define UNG_F64(NAME, name, f, d) ung_##name##_f64,
+#define UNG_F32(NAME, name, vec, f, d) ung_##name##_f32,
+#define UNG_F64(NAME, name, vec, f, d) ung_##name##_f64,
 static const unary_grad_fn unary_grad_f32[] = {RT_UNARY_OPS(UNG_F32)};
 static const unary_grad_fn unary_grad_f64[] = {RT_UNARY_OPS(UNG_F64)};
 
-#define UNARY_DEFS(NAME, name, f, d) \
+#define UNARY_DEFS(NAME, name, vec, f, d) \
     UNARY_T(NAME, name, f, d, float, f32) UNARY_T(NAME, name, f, d, double, f64)
 RT_UNARY_OPS(UNARY_DEFS)
 
-#define UN_F32(NAME, name, f, d) un_##name##_f32,
-#define UN_F64(NAME, name, f, d) un_##name##_f64,
-#define UNB_F32(NAME, name, f, d) unb_##name##_f32,
-#define UNB_F64(NAME, name, f, d) unb_##name##_f64,
+#define UN_F32(NAME, name, vec, f, d) un_##name##_f32,
+#define UN_F64(NAME, name, vec, f, d) un_##name##_f64,
+#define UNB_F32(NAME, name, vec, f, d) unb_##name##_f32,
+#define UNB_F64(NAME, name, vec, f, d) unb_##name##_f64,
 static const unary_fn unary_f32[] = {RT_UNARY_OPS(UN_F32)};
 static const unary_fn unary_f64[] = {RT_UNARY_OPS(UN_F64)};
 static const unary_bwd_fn unary_bwd_f32[] = {RT_UNARY_OPS(UNB_F32)};
@@ -161,15 +161,15 @@ typedef void (*binary_fn)(const void *a, int64_t sa, const void *b, int64_t sb, 
             }                                                                       \
         }                                                                           \
     }
-#define BINARY_DEFS(NAME, name, f, da, db)                                         \
+#define BINARY_DEFS(NAME, name, kind, f, da, db)                                         \
     BINARY_T(NAME, name, f, da, db, float, f32)                                    \
     BINARY_T(NAME, name, f, da, db, double, f64)                                   \
     BINARY_T(NAME, name, f, da, db, int32_t, i32)
 RT_BINARY_OPS(BINARY_DEFS)
 
-#define BIN_F32(NAME, name, f, da, db) bin_##name##_f32,
-#define BIN_F64(NAME, name, f, da, db) bin_##name##_f64,
-#define BIN_I32(NAME, name, f, da, db) bin_##name##_i32,
+#define BIN_F32(NAME, name, kind, f, da, db) bin_##name##_f32,
+#define BIN_F64(NAME, name, kind, f, da, db) bin_##name##_f64,
+#define BIN_I32(NAME, name, kind, f, da, db) bin_##name##_i32,
 static const binary_fn binary_tab[3][RT_NBINARY] = {
     [RT_F32] = {RT_BINARY_OPS(BIN_F32)},
     [RT_F64] = {RT_BINARY_OPS(BIN_F64)},
@@ -240,7 +240,7 @@ rt_tensor *rt_binary_scalar(rt_ctx *ctx, rt_binary_op op, const rt_tensor *a, do
 /* ---- binary backward (composite.c's rt_binary_bwd_f64): full-size f64
  * gradients, then summed to each shape */
 
-#define GRAD_CASE(NAME, name, f, da_, db_)                       \
+#define GRAD_CASE(NAME, name, kind, f, da_, db_)                       \
     case RT_##NAME:                                              \
         for (int64_t i = 0; i < n; i++) {                        \
             double a = A[i], b = B[i];                           \

@@ -327,44 +327,50 @@ rt_tensor *rt_index_add(rt_ctx *ctx, rt_tensor *acc, int64_t i, const rt_tensor 
 
 /* ---------------------------------------------------- elementwise kernels */
 
-/* X(NAME, name, f(x), df/dx given x and y = f(x)) */
-#define RT_UNARY_OPS(X)                                             \
-    X(EXP, exp, exp(x), y)                                          \
-    X(LOG, log, log(x), 1.0 / x)                                    \
-    X(SQRT, sqrt, sqrt(x), 0.5 / y)                                 \
-    X(RSQRT, rsqrt, 1.0 / sqrt(x), -0.5 * y * y * y)                \
-    X(TANH, tanh, tanh(x), 1.0 - y * y)                             \
-    X(SIGMOID, sigmoid, rt_sigmoid_(x), y * (1.0 - y))              \
-    X(RELU, relu, (x > 0 ? x : 0.0), (x > 0 ? 1.0 : 0.0))           \
-    X(GELU, gelu, rt_gelu_(x), rt_gelu_d_(x))                       \
-    X(GELU_TANH, gelu_tanh, rt_gelu_tanh_(x), rt_gelu_tanh_d_(x))   \
-    X(SILU, silu, x * rt_sigmoid_(x), rt_silu_d_(x))                \
-    X(ABS, abs, fabs(x), (x > 0 ? 1.0 : (x < 0 ? -1.0 : 0.0)))      \
-    X(SQUARE, square, x * x, 2.0 * x)                               \
-    X(SIN, sin, sin(x), cos(x))                                     \
-    X(COS, cos, cos(x), -sin(x))                                    \
-    X(NEG, neg, -x, -1.0)
+/* X(NAME, name, vec, f(x), df/dx given x and y = f(x)).  vec: VEC when
+ * vmath_isa.h has vector kernels for it (f, f' and both, f32 and f64; the
+ * template's NAME_fd_S function), SCALAR when only the scalar loop runs.
+ * (The compiler's own columns of these ops, the spelling inside a fused loop
+ * and the GEMM epilogues, are schedule.c's unary_codegen.) */
+#define RT_UNARY_OPS(X)                                                       \
+    X(EXP, exp, VEC, exp(x), y)                                               \
+    X(LOG, log, VEC, log(x), 1.0 / x)                                         \
+    X(SQRT, sqrt, SCALAR, sqrt(x), 0.5 / y)                                   \
+    X(RSQRT, rsqrt, SCALAR, 1.0 / sqrt(x), -0.5 * y * y * y)                  \
+    X(TANH, tanh, VEC, tanh(x), 1.0 - y * y)                                  \
+    X(SIGMOID, sigmoid, VEC, rt_sigmoid_(x), y * (1.0 - y))                   \
+    X(RELU, relu, SCALAR, (x > 0 ? x : 0.0), (x > 0 ? 1.0 : 0.0))             \
+    X(GELU, gelu, VEC, rt_gelu_(x), rt_gelu_d_(x))                            \
+    X(GELU_TANH, gelu_tanh, VEC, rt_gelu_tanh_(x), rt_gelu_tanh_d_(x))        \
+    X(SILU, silu, VEC, x * rt_sigmoid_(x), rt_silu_d_(x))                     \
+    X(ABS, abs, SCALAR, fabs(x), (x > 0 ? 1.0 : (x < 0 ? -1.0 : 0.0)))        \
+    X(SQUARE, square, SCALAR, x * x, 2.0 * x)                                 \
+    X(SIN, sin, VEC, sin(x), cos(x))                                          \
+    X(COS, cos, VEC, cos(x), -sin(x))                                         \
+    X(NEG, neg, SCALAR, -x, -1.0)
 
-/* X(NAME, name, f(a, b), df/da, df/db); comparisons give 1 or 0 */
-#define RT_BINARY_OPS(X)                                                        \
-    X(ADD, add, a + b, 1.0, 1.0)                                                \
-    X(SUB, sub, a - b, 1.0, -1.0)                                               \
-    X(MUL, mul, a * b, b, a)                                                    \
-    X(DIV, div, a / b, 1.0 / b, -a / (b * b))                                   \
-    X(POW, pow, pow(a, b), b * pow(a, b - 1.0), rt_pow_db_(a, b))               \
-    X(MAX, max, (a >= b ? a : b), (a > b ? 1.0 : a == b ? 0.5 : 0.0),           \
-      (b > a ? 1.0 : a == b ? 0.5 : 0.0))                                       \
-    X(MIN, min, (a <= b ? a : b), (a < b ? 1.0 : a == b ? 0.5 : 0.0),           \
-      (b < a ? 1.0 : a == b ? 0.5 : 0.0))                                       \
-    X(EQ, eq, (double)(a == b), 0.0, 0.0)                                       \
-    X(NE, ne, (double)(a != b), 0.0, 0.0)                                       \
-    X(LT, lt, (double)(a < b), 0.0, 0.0)                                        \
-    X(LE, le, (double)(a <= b), 0.0, 0.0)                                       \
-    X(GT, gt, (double)(a > b), 0.0, 0.0)                                        \
-    X(GE, ge, (double)(a >= b), 0.0, 0.0)
+/* X(NAME, name, kind, f(a, b), df/da, df/db).  kind: ARITH, or CMP for a
+ * comparison (1 or 0; no gradient flows through it: autodiff stops there,
+ * the compiler's ir_binary_is_comparison) */
+#define RT_BINARY_OPS(X)                                                      \
+    X(ADD, add, ARITH, a + b, 1.0, 1.0)                                       \
+    X(SUB, sub, ARITH, a - b, 1.0, -1.0)                                      \
+    X(MUL, mul, ARITH, a * b, b, a)                                           \
+    X(DIV, div, ARITH, a / b, 1.0 / b, -a / (b * b))                          \
+    X(POW, pow, ARITH, pow(a, b), b * pow(a, b - 1.0), rt_pow_db_(a, b))      \
+    X(MAX, max, ARITH, (a >= b ? a : b), (a > b ? 1.0 : a == b ? 0.5 : 0.0),  \
+      (b > a ? 1.0 : a == b ? 0.5 : 0.0))                                     \
+    X(MIN, min, ARITH, (a <= b ? a : b), (a < b ? 1.0 : a == b ? 0.5 : 0.0),  \
+      (b < a ? 1.0 : a == b ? 0.5 : 0.0))                                     \
+    X(EQ, eq, CMP, (double)(a == b), 0.0, 0.0)                                \
+    X(NE, ne, CMP, (double)(a != b), 0.0, 0.0)                                \
+    X(LT, lt, CMP, (double)(a < b), 0.0, 0.0)                                 \
+    X(LE, le, CMP, (double)(a <= b), 0.0, 0.0)                                \
+    X(GT, gt, CMP, (double)(a > b), 0.0, 0.0)                                 \
+    X(GE, ge, CMP, (double)(a >= b), 0.0, 0.0)
 
-#define RT_ENUM_UNARY_(NAME, name, f, d) RT_##NAME,
-#define RT_ENUM_BINARY_(NAME, name, f, da, db) RT_##NAME,
+#define RT_ENUM_UNARY_(NAME, name, vec, f, d) RT_##NAME,
+#define RT_ENUM_BINARY_(NAME, name, kind, f, da, db) RT_##NAME,
 typedef enum { RT_UNARY_OPS(RT_ENUM_UNARY_) RT_NUNARY } rt_unary_op;
 typedef enum { RT_BINARY_OPS(RT_ENUM_BINARY_) RT_NBINARY } rt_binary_op;
 #undef RT_ENUM_UNARY_

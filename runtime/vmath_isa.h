@@ -7,8 +7,8 @@
  *   LOG##S TANH##S SIN##S COS##S; and VM_TABLE, the table's name.
  * Each op's formula and derivative follow the scalar ones (spmdrt.h's
  * RT_UNARY_OPS, elementwise_formulas.h's helpers) operation by operation, in
- * the tensor's own precision (vmath.h); VM_OPS names the ops that have
- * vector kernels by the X-list's enum (the others run the scalar loop).
+ * the tensor's own precision (vmath.h); the X-list's vec column says which
+ * ops have vector kernels (VEC; the others, SCALAR, run the scalar loop).
  * For the random numbers also: VI (WD lanes of 64 bits), SETI(c), ADDI,
  * ANDI, XORI, SRLI(v, n), MULU32(a, b) (the 64-bit products of the low 32
  * bits), IOTAI (0, 1, ...), TOD(v) (lanes under 2^31 to double), SQRTD. */
@@ -163,11 +163,12 @@ static inline VD gelu_fd_D(VD x, VD *d)
         }                                                                                 \
     }
 
-#define VM_OPS(X) X(exp, EXP) X(log, LOG) X(tanh, TANH) X(sigmoid, SIGMOID) X(gelu, GELU) \
-    X(gelu_tanh, GELU_TANH) X(silu, SILU) X(sin, SIN) X(cos, COS)
-
-#define DEF_BOTH(op, OP) DEF_KERNELS(op, F, float) DEF_KERNELS(op, D, double)
-VM_OPS(DEF_BOTH)
+/* the ops whose vec column in RT_UNARY_OPS is VEC: each has its name##_fd_S
+ * above (a row marked VEC without one does not compile) */
+#define VM_IF_VEC(...) __VA_ARGS__
+#define VM_IF_SCALAR(...)
+#define DEF_BOTH(NAME, op, vec, f, d) VM_IF_##vec(DEF_KERNELS(op, F, float) DEF_KERNELS(op, D, double))
+RT_UNARY_OPS(DEF_BOTH)
 
 static void exp_f64_(const double *x, double *y, int64_t n)
 {
@@ -229,18 +230,18 @@ DEF_SAMPLES(normal, MULD(MULD(SETD(p0), SQRTD(MULD(SETD(-2.0), LOGD(SUBD(SETD(1.
 /* lo + (hi - lo) u */
 DEF_SAMPLES(uniform, ADDD(SETD(p0), MULD(SETD(p1 - p0), unit_v(r[0], r[1]))))
 
-#define UN_F(op, OP) [RT_##OP] = op##_un_F,
-#define UN_D(op, OP) [RT_##OP] = op##_un_D,
-#define UNB_F(op, OP) [RT_##OP] = op##_unb_F,
-#define UNB_D(op, OP) [RT_##OP] = op##_unb_D,
-#define UNG_F(op, OP) [RT_##OP] = op##_ung_F,
-#define UNG_D(op, OP) [RT_##OP] = op##_ung_D,
+#define UN_F(OP, op, vec, f, d) VM_IF_##vec([RT_##OP] = op##_un_F, )
+#define UN_D(OP, op, vec, f, d) VM_IF_##vec([RT_##OP] = op##_un_D, )
+#define UNB_F(OP, op, vec, f, d) VM_IF_##vec([RT_##OP] = op##_unb_F, )
+#define UNB_D(OP, op, vec, f, d) VM_IF_##vec([RT_##OP] = op##_unb_D, )
+#define UNG_F(OP, op, vec, f, d) VM_IF_##vec([RT_##OP] = op##_ung_F, )
+#define UNG_D(OP, op, vec, f, d) VM_IF_##vec([RT_##OP] = op##_ung_D, )
 
 const rt_vm_table VM_TABLE = {
     .name = VM_NAME,
-    .un = {{VM_OPS(UN_F)}, {VM_OPS(UN_D)}},
-    .unb = {{VM_OPS(UNB_F)}, {VM_OPS(UNB_D)}},
-    .ung = {{VM_OPS(UNG_F)}, {VM_OPS(UNG_D)}},
+    .un = {{RT_UNARY_OPS(UN_F)}, {RT_UNARY_OPS(UN_D)}},
+    .unb = {{RT_UNARY_OPS(UNB_F)}, {RT_UNARY_OPS(UNB_D)}},
+    .ung = {{RT_UNARY_OPS(UNG_F)}, {RT_UNARY_OPS(UNG_D)}},
     .exp_f64 = exp_f64_,
     .normal = normal_run,
     .uniform = uniform_run,

@@ -43,7 +43,7 @@ RT_HD static inline double bin_f(rt_binary_op op, double a, double b)
 RT_HD static inline void bin_d(rt_binary_op op, double a, double b, double *ga, double *gb)
 {
     switch (op) {
-#define BIN_D(NAME, name, f, da_, db_) \
+#define BIN_D(NAME, name, kind, f, da_, db_) \
     case RT_##NAME: *ga = (da_); *gb = (db_); return;
         RT_BINARY_OPS(BIN_D)
 #undef BIN_D

@@ -11,9 +11,36 @@
 
 TestSuite(vmath, .init = setup, .fini = teardown);
 
-static const rt_unary_op vector_ops[] = {RT_EXP,  RT_LOG,  RT_TANH, RT_SIGMOID, RT_GELU,
-                                         RT_GELU_TANH, RT_SILU, RT_SIN,  RT_COS};
+/* the ops the X-list's vec column marks VEC (vector kernels) */
+#define VEC_OP_VEC(OP) OP,
+#define VEC_OP_SCALAR(OP)
+#define VEC_OP(NAME, name, vec, f, d) VEC_OP_##vec(RT_##NAME)
+static const rt_unary_op vector_ops[] = {RT_UNARY_OPS(VEC_OP)};
 #define NOPS (int)(sizeof vector_ops / sizeof vector_ops[0])
+#define IS_VEC_VEC true
+#define IS_VEC_SCALAR false
+#define IS_VEC(NAME, name, vec, f, d) [RT_##NAME] = IS_VEC_##vec,
+static const bool is_vec[RT_NUNARY] = {RT_UNARY_OPS(IS_VEC)};
+
+/* Each instruction set's table has the three kernels of an op, in both
+ * precisions, exactly when its vec column says VEC: a row marked VEC whose
+ * kernels were left out would otherwise run the scalar loop unnoticed (and
+ * the comparison below compare the scalar loop with itself). */
+Test(vmath, tables_follow_the_vec_column)
+{
+    cr_assert_gt(NOPS, 0);
+    const rt_vm_table *tabs[] = {&rt_vm_avx512, &rt_vm_avx2};
+    for (int k = 0; k < 2; k++)
+        for (int op = 0; op < RT_NUNARY; op++)
+            for (int dt = 0; dt < 2; dt++) {
+                bool has[3] = {tabs[k]->un[dt][op] != NULL, tabs[k]->unb[dt][op] != NULL,
+                               tabs[k]->ung[dt][op] != NULL};
+                for (int j = 0; j < 3; j++)
+                    cr_assert_eq(has[j], is_vec[op], "%s: %s's kernel %d of %s is %s", tabs[k]->name,
+                                 rt_unary_name((rt_unary_op)op), j, dt ? "f64" : "f32",
+                                 has[j] ? "present but its vec column is SCALAR" : "missing");
+            }
+}
 
 static rt_ctx *ctx_with(const char *vmath)
 {
