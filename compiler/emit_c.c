@@ -508,7 +508,7 @@ static void emit_inst(Emitter *E, IrInst *in, int ind) {
   case IR_SUM:
   case IR_MEAN:
   case IR_AMAX: {
-    const char *fn = in->op == IR_SUM ? "sum" : in->op == IR_MEAN ? "mean" : "amax";
+    const char *fn = ir_op_name[in->op]; /* the IR op's name is the runtime's */
     if (IR_I(in, DIM) == IR_ALL_DIMS)
       out(E, ind, "%s = rt_%s_all(ctx, %s); %s\n", D(E, in, 0), fn, A(E, in, 0), loc);
     else
@@ -518,7 +518,7 @@ static void emit_inst(Emitter *E, IrInst *in, int ind) {
   }
   case IR_ARGMAX:
   case IR_ARGMIN:
-    out(E, ind, "%s = rt_%s(ctx, %s, %lld, %s); %s\n", D(E, in, 0), in->op == IR_ARGMAX ? "argmax" : "argmin",
+    out(E, ind, "%s = rt_%s(ctx, %s, %lld, %s); %s\n", D(E, in, 0), ir_op_name[in->op],
         A(E, in, 0), IR_I(in, DIM), IR_I(in, KEEPDIM) ? "true" : "false", loc);
     return;
   case IR_TOPK:
@@ -534,7 +534,7 @@ static void emit_inst(Emitter *E, IrInst *in, int ind) {
   case IR_CUMSUM: out(E, ind, "%s = rt_cumsum(ctx, %s, %lld); %s\n", D(E, in, 0), A(E, in, 0), IR_I(in, DIM), loc); return;
   case IR_SOFTMAX:
   case IR_LOG_SOFTMAX:
-    out(E, ind, "%s = rt_%s(ctx, %s, %lld); %s\n", D(E, in, 0), in->op == IR_SOFTMAX ? "softmax" : "log_softmax",
+    out(E, ind, "%s = rt_%s(ctx, %s, %lld); %s\n", D(E, in, 0), ir_op_name[in->op],
         A(E, in, 0), IR_I(in, DIM), loc);
     return;
   case IR_LAYER_NORM:
@@ -616,7 +616,7 @@ static void emit_inst(Emitter *E, IrInst *in, int ind) {
     if (in->op == IR_RESHAPE)
       emit_reshape_uneven(E, in, ind + 1);
     out(E, ind + 1, "%s = rt_%s(ctx, %s, %d, layout_.local);\n", D(E, in, 0),
-        in->op == IR_RESHAPE ? "reshape" : "expand", A(E, in, 0), in->t->ndim);
+        ir_op_name[in->op], A(E, in, 0), in->t->ndim);
     out(E, ind, "}\n");
     return;
   }
@@ -815,7 +815,7 @@ static void emit_inst(Emitter *E, IrInst *in, int ind) {
     return;
   }
   case IR_REDUCE_BWD: {
-    const char *fn = IR_I(in, FWD_OP) == IR_SUM ? "sum" : IR_I(in, FWD_OP) == IR_MEAN ? "mean" : "amax";
+    const char *fn = ir_op_name[IR_I(in, FWD_OP)]; /* rt_sum_bwd, rt_mean_bwd, rt_amax_bwd */
     out(E, ind, "%s = rt_%s_bwd(ctx, %s, %s, %s); %s\n", D(E, in, 0), fn, A(E, in, 0),
         IR_I(in, DIM) == IR_ALL_DIMS ? "RT_ALL" : arena_sprintf(&E->c->arena, "%lld", IR_I(in, DIM)), A(E, in, 1), loc);
     return;
@@ -823,7 +823,7 @@ static void emit_inst(Emitter *E, IrInst *in, int ind) {
   case IR_CUMSUM_BWD: out(E, ind, "%s = rt_cumsum_bwd(ctx, %s, %lld); %s\n", D(E, in, 0), A(E, in, 0), IR_I(in, DIM), loc); return;
   case IR_SOFTMAX_BWD:
   case IR_LOG_SOFTMAX_BWD:
-    out(E, ind, "%s = rt_%s_bwd(ctx, %s, %s, %lld); %s\n", D(E, in, 0), in->op == IR_SOFTMAX_BWD ? "softmax" : "log_softmax",
+    out(E, ind, "%s = rt_%s_bwd(ctx, %s, %s, %lld); %s\n", D(E, in, 0), ir_op_name[in->op == IR_SOFTMAX_BWD ? IR_SOFTMAX : IR_LOG_SOFTMAX],
         A(E, in, 0), A(E, in, 1), IR_I(in, DIM), loc);
     return;
   case IR_LAYER_NORM_BWD:
