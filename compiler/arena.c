@@ -49,6 +49,17 @@ void *arena_alloc(Arena *a, size_t size) {
   return p;
 }
 
+void *arena_grow(Arena *a, void *items, int n, int *cap, size_t size, int first) {
+  if (n < *cap)
+    return items;
+  int ncap = *cap ? 2 * *cap : first;
+  void *p = arena_alloc(a, size * (size_t)ncap);
+  if (n)
+    memcpy(p, items, size * (size_t)n);
+  *cap = ncap;
+  return p;
+}
+
 char *arena_strndup(Arena *a, const char *s, size_t n) {
   char *p = arena_alloc(a, n + 1);
   memcpy(p, s, n);

@@ -848,14 +848,7 @@ static Type *check_local_map(Checker *k, Expr *e, TypeExpr *want_te) {
     }
     if (lt->kind == TY_TENSOR)
       lt->local = all;
-    if (k->nlm == k->caplm) {
-      int cap = k->caplm ? 2 * k->caplm : 16;
-      LocalBinding *m = arena_alloc(&k->c->arena, sizeof(LocalBinding) * (size_t)cap);
-      if (k->nlm)
-        memcpy(m, k->lm, sizeof(LocalBinding) * (size_t)k->nlm);
-      k->lm = m;
-      k->caplm = cap;
-    }
+    ARENA_RESERVE(&k->c->arena, k->lm, k->nlm, k->caplm, 16);
     k->lm[k->nlm++] = (LocalBinding){v->sym, lt};
   }
   k->lm_level++;

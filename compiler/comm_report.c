@@ -51,14 +51,7 @@ static void reach_block(Report *R, IrBlock *b) {
 static void reach(Report *R, IrFn *f) {
   if (!f || info(R, f))
     return;
-  if (R->nfns == R->cap) {
-    int cap = R->cap ? R->cap * 2 : 16;
-    FnTotal *n = arena_alloc(&R->c->arena, sizeof(FnTotal) * (size_t)cap);
-    if (R->nfns)
-      memcpy(n, R->fns, sizeof(FnTotal) * (size_t)R->nfns);
-    R->fns = n;
-    R->cap = cap;
-  }
+  ARENA_RESERVE(&R->c->arena, R->fns, R->nfns, R->cap, 16);
   R->fns[R->nfns++] = (FnTotal){.f = f};
   reach(R, f->exp_fwd);
   reach(R, f->exp_bwd);

@@ -73,27 +73,13 @@ IrFn *ir_fn_new(Compiler *c, const char *cname) {
 }
 
 int ir_value(Compiler *c, IrFn *f, Type *t, Name hint) {
-  if (f->nvalues == f->capvalues) {
-    int cap = f->capvalues ? 2 * f->capvalues : 32;
-    IrValue *v = arena_alloc(&c->arena, sizeof(IrValue) * (size_t)cap);
-    if (f->nvalues)
-      memcpy(v, f->values, sizeof(IrValue) * (size_t)f->nvalues);
-    f->values = v;
-    f->capvalues = cap;
-  }
+  ARENA_RESERVE(&c->arena, f->values, f->nvalues, f->capvalues, 32);
   f->values[f->nvalues] = (IrValue){t, hint};
   return f->nvalues++;
 }
 
 int ir_var(Compiler *c, IrFn *f, Type *t, Name name) {
-  if (f->nvars == f->capvars) {
-    int cap = f->capvars ? 2 * f->capvars : 8;
-    IrVar *v = arena_alloc(&c->arena, sizeof(IrVar) * (size_t)cap);
-    if (f->nvars)
-      memcpy(v, f->vars, sizeof(IrVar) * (size_t)f->nvars);
-    f->vars = v;
-    f->capvars = cap;
-  }
+  ARENA_RESERVE(&c->arena, f->vars, f->nvars, f->capvars, 8);
   f->vars[f->nvars] = (IrVar){t, name};
   return f->nvars++;
 }

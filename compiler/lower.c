@@ -1213,14 +1213,7 @@ static int lower_expr(Lower *L, Expr *e) {
 /* ---- records: each is its leaves ---- */
 
 static void memo_push(Lower *L, Expr *e, int *ids, int n) {
-  if (L->nmemo == L->capmemo) {
-    int cap = L->capmemo ? 2 * L->capmemo : 8;
-    __typeof__(L->memo) m = arena_alloc(&L->c->arena, sizeof(*m) * (size_t)cap);
-    if (L->nmemo)
-      memcpy(m, L->memo, sizeof(*m) * (size_t)L->nmemo);
-    L->memo = m;
-    L->capmemo = cap;
-  }
+  ARENA_RESERVE(&L->c->arena, L->memo, L->nmemo, L->capmemo, 8);
   L->memo[L->nmemo].e = e;
   L->memo[L->nmemo].ids = ids;
   L->memo[L->nmemo++].n = n;

@@ -110,14 +110,7 @@ static void poly_add(Compiler *c, Poly *p, Size s, int sign) {
         p->t[i] = p->t[--p->n];
       return;
     }
-  if (p->n == p->cap) {
-    int cap = p->cap ? 2 * p->cap : 8;
-    Size *t = arena_alloc(&c->arena, sizeof(Size) * (size_t)cap);
-    if (p->n)
-      memcpy(t, p->t, sizeof(Size) * (size_t)p->n);
-    p->t = t;
-    p->cap = cap;
-  }
+  ARENA_RESERVE(&c->arena, p->t, p->n, p->cap, 8);
   s.num *= sign;
   p->t[p->n++] = s;
 }
@@ -352,14 +345,7 @@ static double block_bytes(Mem *M, const Type *t, Size sym, const char *name) {
 }
 
 static int new_root(Mem *M, Type *t, const char *name) {
-  if (M->nroots == M->caproots) {
-    int cap = M->caproots ? 2 * M->caproots : 1024;
-    Root *n = arena_alloc(&M->c->arena, sizeof(Root) * (size_t)cap);
-    if (M->nroots)
-      memcpy(n, M->roots, sizeof(Root) * (size_t)M->nroots);
-    M->roots = n;
-    M->caproots = cap;
-  }
+  ARENA_RESERVE(&M->c->arena, M->roots, M->nroots, M->caproots, 1024);
   Root *r = &M->roots[M->nroots];
   r->sym = comm_local_bytes(t);
   r->bytes = block_bytes(M, t, r->sym, name);
@@ -403,14 +389,7 @@ static void hold(Mem *M, int slot, int id) {
 }
 
 static void tape_push(Mem *M, int id, double h, bool hk) {
-  if (M->ntape == M->captape) {
-    int cap = M->captape ? 2 * M->captape : 256;
-    Tape *n = arena_alloc(&M->c->arena, sizeof(Tape) * (size_t)cap);
-    if (M->ntape)
-      memcpy(n, M->tape, sizeof(Tape) * (size_t)M->ntape);
-    M->tape = n;
-    M->captape = cap;
-  }
+  ARENA_RESERVE(&M->c->arena, M->tape, M->ntape, M->captape, 256);
   M->tape[M->ntape++] = (Tape){.root = id, .h = h, .hk = hk};
   if (id < 0)
     return;
@@ -444,24 +423,10 @@ static int open_site(Mem *M, IrFn *f, IrInst *in) {
     if (M->sites[s].in == in && M->sites[s].f == f)
       break;
   if (s == M->nsites) {
-    if (M->nsites == M->capsites) {
-      int cap = M->capsites ? 2 * M->capsites : 32;
-      Site *n = arena_alloc(&M->c->arena, sizeof(Site) * (size_t)cap);
-      if (M->nsites)
-        memcpy(n, M->sites, sizeof(Site) * (size_t)M->nsites);
-      M->sites = n;
-      M->capsites = cap;
-    }
+    ARENA_RESERVE(&M->c->arena, M->sites, M->nsites, M->capsites, 32);
     M->sites[M->nsites++] = (Site){.in = in, .f = f, .depth = M->nstack};
   }
-  if (M->nstack == M->capstack) {
-    int cap = M->capstack ? 2 * M->capstack : 32;
-    int *n = arena_alloc(&M->c->arena, sizeof(int) * (size_t)cap);
-    if (M->nstack)
-      memcpy(n, M->stack, sizeof(int) * (size_t)M->nstack);
-    M->stack = n;
-    M->capstack = cap;
-  }
+  ARENA_RESERVE(&M->c->arena, M->stack, M->nstack, M->capstack, 32);
   M->sites[s].count += 1;
   M->stack[M->nstack++] = s;
   return s;

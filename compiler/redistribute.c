@@ -94,14 +94,7 @@ const char *comm_local_type_text(Compiler *c, const Mesh *m, const Type *t) {
 }
 
 void comm_cost_add(Compiler *c, CommCost *cost, double mult, Size group, Size bytes, const char *bytes_text) {
-  if (cost->n == cost->cap) {
-    int cap = cost->cap ? cost->cap * 2 : 8;
-    CommTerm *t = arena_alloc(&c->arena, sizeof(CommTerm) * (size_t)cap);
-    if (cost->n)
-      memcpy(t, cost->t, sizeof(CommTerm) * (size_t)cost->n);
-    cost->t = t;
-    cost->cap = cap;
-  }
+  ARENA_RESERVE(&c->arena, cost->t, cost->n, cost->cap, 8);
   cost->t[cost->n++] = (CommTerm){mult, group, bytes, bytes_text, false, 0};
 }
 

@@ -47,18 +47,6 @@ struct SarifLog {
   int nnotes, capnotes;
 };
 
-/* Makes room for one more element in an arena array of *n elements. */
-static void *grow(Compiler *c, void *items, int n, int *cap, size_t size) {
-  if (n < *cap)
-    return items;
-  int ncap = *cap ? 2 * *cap : 8;
-  void *p = arena_alloc(&c->arena, size * (size_t)ncap);
-  if (n)
-    memcpy(p, items, size * (size_t)n);
-  *cap = ncap;
-  return p;
-}
-
 static SarifLog *sarif_log(Compiler *c) {
   if (!c->sarif)
     c->sarif = arena_alloc(&c->arena, sizeof(SarifLog));
@@ -71,10 +59,10 @@ void sarif_error(Compiler *c, const char *rule, const char *fmt, Span sp, const 
   while (r < log->nrules && strcmp(log->rules[r].id, rule) != 0)
     r++;
   if (r == log->nrules) {
-    log->rules = grow(c, log->rules, log->nrules, &log->caprules, sizeof(SarifRule));
+    log->rules = arena_grow(&c->arena, log->rules, log->nrules, &log->caprules, sizeof *log->rules, 8);
     log->rules[log->nrules++] = (SarifRule){rule, fmt};
   }
-  log->results = grow(c, log->results, log->nresults, &log->capresults, sizeof(SarifResult));
+  log->results = arena_grow(&c->arena, log->results, log->nresults, &log->capresults, sizeof *log->results, 8);
   log->results[log->nresults++] = (SarifResult){.rule = rule, .message = msg, .sp = sp};
 }
 
@@ -85,7 +73,7 @@ static void add_item(Compiler *c, SarifItem item) {
     return;
   }
   SarifResult *r = &log->results[log->nresults - 1];
-  r->items = grow(c, r->items, r->nitems, &r->capitems, sizeof(SarifItem));
+  r->items = arena_grow(&c->arena, r->items, r->nitems, &r->capitems, sizeof *r->items, 8);
   r->items[r->nitems++] = item;
 }
 
@@ -97,7 +85,7 @@ void sarif_help(Compiler *c, Span at, const char *code, const char *msg) {
 
 void sarif_notification(Compiler *c, const char *level, const char *msg) {
   SarifLog *log = sarif_log(c);
-  log->notes = grow(c, log->notes, log->nnotes, &log->capnotes, sizeof(SarifNotification));
+  log->notes = arena_grow(&c->arena, log->notes, log->nnotes, &log->capnotes, sizeof *log->notes, 8);
   log->notes[log->nnotes++] = (SarifNotification){level, msg};
 }
 

@@ -24,6 +24,13 @@ char *arena_strndup(Arena *a, const char *s, size_t n);
 char *arena_sprintf(Arena *a, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
 void arena_free(Arena *a);
+/* Room for one more element in an arena array of n elements and *cap places
+ * (first: the places of a first allocation; then doubled): items itself, or
+ * a copy of its n elements in a larger array (*cap updated).  ARENA_RESERVE
+ * assigns it back: ARENA_RESERVE(&c->arena, f->values, f->nvalues, f->capvalues, 32). */
+void *arena_grow(Arena *a, void *items, int n, int *cap, size_t size, int first);
+#define ARENA_RESERVE(a, items, n, cap, first) \
+  ((items) = arena_grow((a), (items), (n), &(cap), sizeof *(items), (first)))
 
 /* A growable string in an arena, for building messages and dumps. */
 typedef struct StrBuf {

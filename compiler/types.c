@@ -55,14 +55,7 @@ static Size normalize(Size s) {
 Size size_int(long long v) { return (Size){.num = v, .den = 1}; }
 
 Size size_symbol(Compiler *c, const char *name) {
-  if (c->nsize_syms == c->capsize_syms) {
-    int cap = c->capsize_syms ? 2 * c->capsize_syms : 16;
-    const char **p = arena_alloc(&c->arena, sizeof(char *) * (size_t)cap);
-    if (c->nsize_syms)
-      memcpy(p, c->size_syms, sizeof(char *) * (size_t)c->nsize_syms);
-    c->size_syms = p;
-    c->capsize_syms = cap;
-  }
+  ARENA_RESERVE(&c->arena, c->size_syms, c->nsize_syms, c->capsize_syms, 16);
   c->size_syms[c->nsize_syms] = name;
   return size_axis(SIZE_SYM0 + c->nsize_syms++);
 }
