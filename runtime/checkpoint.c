@@ -36,8 +36,7 @@
 
 /* ---- small helpers */
 
-static char *fmt(rt_ctx *ctx, const char *f, ...) __attribute__((format(printf, 2, 3)));
-static char *fmt(rt_ctx *ctx, const char *f, ...)
+char *rt_io_fmt(rt_ctx *ctx, const char *f, ...)
 {
     va_list ap;
     va_start(ap, f);
@@ -161,10 +160,10 @@ char *rt_io_parent_of(rt_ctx *ctx, const char *path)
 {
     const char *slash = strrchr(path, '/');
     if (!slash)
-        return fmt(ctx, ".");
+        return rt_io_fmt(ctx, ".");
     if (slash == path)
-        return fmt(ctx, "/");
-    return fmt(ctx, "%.*s", (int)(slash - path), path);
+        return rt_io_fmt(ctx, "/");
+    return rt_io_fmt(ctx, "%.*s", (int)(slash - path), path);
 }
 
 bool rt_io_fsync_dir(const char *what, const char *dir, char *err)
@@ -414,7 +413,7 @@ static void write_tensor_file(rt_ctx *ctx, const char *what, const char *file,
                  "MPI_File_write_at (header)", file);
         RT_CALL_MPI(ctx, MPI_Get_count(&st, MPI_BYTE, &n));
         if (n != (int)hl)
-            short_write = fmt(ctx, "%s: short write of the header of '%s' (%d of %zu bytes): is the disk full?",
+            short_write = rt_io_fmt(ctx, "%s: short write of the header of '%s' (%d of %zu bytes): is the disk full?",
                               what, file, n, hl);
     }
     if (any) {
@@ -428,7 +427,7 @@ static void write_tensor_file(rt_ctx *ctx, const char *what, const char *file,
                  "MPI_File_write_all", file);
         RT_CALL_MPI(ctx, MPI_Get_count(&st, v.memtype, &n));
         if (n != count && !short_write)
-            short_write = fmt(ctx, "%s: short write to '%s' (%d of %d blocks): is the disk full?", what,
+            short_write = rt_io_fmt(ctx, "%s: short write to '%s' (%d of %d blocks): is the disk full?", what,
                               file, n, count);
         free_view(ctx, &v);
     }
@@ -438,7 +437,7 @@ static void write_tensor_file(rt_ctx *ctx, const char *what, const char *file,
     struct stat sb = {0};
     long long want = (long long)hl + (long long)rt_numel_of(l->ndim, l->global) * (long long)rt_dtype_size(x->dtype);
     if (ctx->rank == 0 && !short_write && (stat(file, &sb) != 0 || (long long)sb.st_size < want))
-        short_write = fmt(ctx, "%s: '%s' has %lld of %lld bytes after writing: is the disk full?", what, file,
+        short_write = rt_io_fmt(ctx, "%s: '%s' has %lld of %lld bytes after writing: is the disk full?", what, file,
                           (long long)sb.st_size, want);
     int failed = short_write != NULL, any_failed = 0;
     RT_CALL_MPI(ctx, MPI_Allreduce(&failed, &any_failed, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD));
@@ -484,7 +483,7 @@ static rt_tensor *read_tensor_file(rt_ctx *ctx, const char *path, const char *di
             rt_fail(ctx, "%s", err);
     } else {
         MPI_File fh;
-        char *w = fmt(ctx, "load '%s'", path);
+        char *w = rt_io_fmt(ctx, "load '%s'", path);
         rt_io_check_visible(ctx, w, path, false);
         rt_io_check(ctx, MPI_File_open(MPI_COMM_WORLD, path, MPI_MODE_RDONLY, MPI_INFO_NULL, &fh),
                  w, "MPI_File_open", path);
@@ -521,7 +520,7 @@ rt_tensor *rt_load_npy(rt_ctx *ctx, const char *path, rt_dtype dt, const rt_layo
 void rt_save_npy(rt_ctx *ctx, const char *path, const rt_tensor *x, const rt_layout *l)
 {
     rt_kspan ks = rt_kernel_begin(ctx);
-    char *what = fmt(ctx, "save '%s'", path);
+    char *what = rt_io_fmt(ctx, "save '%s'", path);
     char err[MSG] = "", *tmp = NULL;
     if (ctx->rank == 0) {
         char *parent = rt_io_parent_of(ctx, path);
@@ -530,7 +529,7 @@ void rt_save_npy(rt_ctx *ctx, const char *path, const rt_tensor *x, const rt_lay
             if (stat(path, &st) == 0 && S_ISDIR(st.st_mode)) {
                 FAIL("%s: it is a directory", what);
             } else {
-                tmp = fmt(ctx, "%s.tmp.XXXXXX", path);
+                tmp = rt_io_fmt(ctx, "%s.tmp.XXXXXX", path);
                 int fd = mkstemp(tmp);
                 if (fd < 0)
                     FAIL("%s: cannot create a temporary file '%s': %s", what, tmp,
@@ -585,8 +584,8 @@ rt_ckpt *rt_ckpt_begin(rt_ctx *ctx, const char *dir)
     size_t len = strlen(dir);
     while (len > 1 && dir[len - 1] == '/')
         len--;
-    ck->dir = fmt(ctx, "%.*s", (int)len, dir);
-    ck->what = fmt(ctx, "save '%s'", ck->dir);
+    ck->dir = rt_io_fmt(ctx, "%.*s", (int)len, dir);
+    ck->what = rt_io_fmt(ctx, "save '%s'", ck->dir);
     char err[MSG] = "", *tmp = NULL;
     if (ctx->rank == 0) {
         const char *base = strrchr(ck->dir, '/');
@@ -600,7 +599,7 @@ rt_ckpt *rt_ckpt_begin(rt_ctx *ctx, const char *dir)
             if (exists && !S_ISDIR(st.st_mode))
                 FAIL("%s: '%s' exists and is not a directory", ck->what, ck->dir);
             else if (!exists || replaceable(ck->what, ck->dir, err)) {
-                tmp = fmt(ctx, "%s.tmp.XXXXXX", ck->dir);
+                tmp = rt_io_fmt(ctx, "%s.tmp.XXXXXX", ck->dir);
                 if (!mkdtemp(tmp))
                     FAIL("%s: cannot create the temporary directory '%s': %s", ck->what, tmp,
                          strerror(errno));
@@ -629,9 +628,9 @@ void rt_ckpt_write(rt_ctx *ctx, rt_ckpt *ck, const char *name, const rt_tensor *
         ck->names = realloc(ck->names, (size_t)ck->cap * sizeof *ck->names);
         RT_CHECK(ctx, ck->names != NULL, "out of memory");
     }
-    ck->names[ck->n++] = fmt(ctx, "%s", name);
-    char *file = fmt(ctx, "%s/%s.npy", ck->tmp, name);
-    char *what = fmt(ctx, "%s (field '%s')", ck->what, name);
+    ck->names[ck->n++] = rt_io_fmt(ctx, "%s", name);
+    char *file = rt_io_fmt(ctx, "%s/%s.npy", ck->tmp, name);
+    char *what = rt_io_fmt(ctx, "%s (field '%s')", ck->what, name);
     write_tensor_file(ctx, what, file, x, l);
     free(what);
     free(file);
@@ -668,11 +667,11 @@ static bool commit_dir(rt_ctx *ctx, rt_ckpt *ck, char *err)
         /* swap old and new in one step; the old one then has the temporary name */
         char *old = NULL;
         if (renameat2(AT_FDCWD, ck->tmp, AT_FDCWD, ck->dir, RENAME_EXCHANGE) == 0) {
-            old = fmt(ctx, "%s", ck->tmp);
+            old = rt_io_fmt(ctx, "%s", ck->tmp);
         } else if (errno == EINVAL || errno == ENOSYS || errno == ENOTSUP) {
             /* no atomic exchange here: move the old one aside first */
             const char *suffix = ck->tmp + strlen(ck->dir) + strlen(".tmp");
-            old = fmt(ctx, "%s.old%s", ck->dir, suffix);
+            old = rt_io_fmt(ctx, "%s.old%s", ck->dir, suffix);
             if (rename(ck->dir, old) != 0 || rename(ck->tmp, ck->dir) != 0) {
                 FAIL("%s: cannot replace '%s' with '%s': %s", what, ck->dir, ck->tmp,
                      strerror(errno));
@@ -711,7 +710,7 @@ rt_tensor *rt_ckpt_read(rt_ctx *ctx, const char *dir, const char *name, rt_dtype
 {
     RT_CHECK(ctx, valid_field_name(name), "load '%s': '%s' is not a valid field name", dir,
              name);
-    char *path = fmt(ctx, "%s/%s.npy", dir, name);
+    char *path = rt_io_fmt(ctx, "%s/%s.npy", dir, name);
     rt_tensor *t = read_tensor_file(ctx, path, dir, name, dt, l);
     free(path);
     return t;

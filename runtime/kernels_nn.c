@@ -178,13 +178,14 @@ static void log_softmax_bwd_lane(const rt_vm_table *vm, double *dx, const double
 #define L_ RT_LANES
 #define AT_(p, j, r) (p)[(j) * L_ + (r)]
 
-RT_WIDEST static void softmax_group(const rt_vm_table *vm, double *y, const double *x, const double *unused,
-                          int64_t n)
+/* each lane's max m, y = exp(x - m) and its sum s: the first steps of both */
+RT_WIDEST static void shifted_exp_group(const rt_vm_table *vm, double *y, const double *x, int64_t n,
+                                        double *m, double *s)
 {
-    (void)unused;
-    double m[L_], s[L_] = {0};
-    for (int r = 0; r < L_; r++)
+    for (int r = 0; r < L_; r++) {
         m[r] = -INFINITY;
+        s[r] = 0;
+    }
     for (int64_t j = 0; j < n; j++)
         for (int r = 0; r < L_; r++)
             m[r] = AT_(x, j, r) > m[r] ? AT_(x, j, r) : m[r];
@@ -195,6 +196,14 @@ RT_WIDEST static void softmax_group(const rt_vm_table *vm, double *y, const doub
     for (int64_t j = 0; j < n; j++)
         for (int r = 0; r < L_; r++)
             s[r] += AT_(y, j, r);
+}
+
+RT_WIDEST static void softmax_group(const rt_vm_table *vm, double *y, const double *x, const double *unused,
+                          int64_t n)
+{
+    (void)unused;
+    double m[L_], s[L_];
+    shifted_exp_group(vm, y, x, n, m, s);
     for (int64_t j = 0; j < n; j++)
         for (int r = 0; r < L_; r++)
             AT_(y, j, r) /= s[r];
@@ -204,19 +213,8 @@ RT_WIDEST static void log_softmax_group(const rt_vm_table *vm, double *y, const 
                               const double *unused, int64_t n)
 {
     (void)unused;
-    double m[L_], s[L_] = {0}, lse[L_];
-    for (int r = 0; r < L_; r++)
-        m[r] = -INFINITY;
-    for (int64_t j = 0; j < n; j++)
-        for (int r = 0; r < L_; r++)
-            m[r] = AT_(x, j, r) > m[r] ? AT_(x, j, r) : m[r];
-    for (int64_t j = 0; j < n; j++)
-        for (int r = 0; r < L_; r++)
-            AT_(y, j, r) = AT_(x, j, r) - m[r];
-    lane_exp(vm, y, y, L_ * n);
-    for (int64_t j = 0; j < n; j++)
-        for (int r = 0; r < L_; r++)
-            s[r] += AT_(y, j, r);
+    double m[L_], s[L_], lse[L_];
+    shifted_exp_group(vm, y, x, n, m, s);
     for (int r = 0; r < L_; r++)
         lse[r] = m[r] + log(s[r]);
     for (int64_t j = 0; j < n; j++)

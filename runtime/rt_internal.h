@@ -184,6 +184,8 @@ __attribute__((noreturn)) void rt_fail_all(rt_ctx *ctx, const char *msg);
  * tokens.c. Messages are at most RT_IO_MSG bytes. */
 #define RT_IO_MSG 1024
 mode_t rt_io_umask(void);
+/* a malloc'd formatted string (the caller frees it); out of memory stops */
+char *rt_io_fmt(rt_ctx *ctx, const char *f, ...) __attribute__((format(printf, 2, 3)));
 /* every rank learns rank 0's verdict (msg[0] == 0: success); on failure
  * every rank reports it and stops */
 void rt_io_verdict(rt_ctx *ctx, char *msg);

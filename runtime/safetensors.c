@@ -39,18 +39,6 @@
 #define MSG RT_IO_MSG
 #define ST_MAX_HEADER 100000000LL /* the format's own limit (safetensors' MAX_HEADER_SIZE) */
 
-static char *fmt(rt_ctx *ctx, const char *f, ...) __attribute__((format(printf, 2, 3)));
-static char *fmt(rt_ctx *ctx, const char *f, ...)
-{
-    va_list ap;
-    va_start(ap, f);
-    char *s = NULL;
-    int n = vasprintf(&s, f, ap);
-    va_end(ap);
-    RT_CHECK(ctx, n >= 0 && s, "out of memory");
-    return s;
-}
-
 static void *xcalloc(rt_ctx *ctx, size_t n, size_t size)
 {
     void *p = calloc(n ? n : 1, size ? size : 1);
@@ -518,14 +506,14 @@ static bool parse_step(rt_ctx *ctx, const char **pp, st_step *st, char *err, con
 static void parse_map(rt_ctx *ctx, const char *path, const char *text, st_map *m)
 {
     memset(m, 0, sizeof *m);
-    m->path = fmt(ctx, "%s", path);
+    m->path = rt_io_fmt(ctx, "%s", path);
     int cap = 0;
     char err[MSG];
     int lineno = 0;
     for (const char *p = text; *p;) {
         lineno++;
         size_t len = strcspn(p, "\n");
-        char *line = fmt(ctx, "%.*s", (int)len, p);
+        char *line = rt_io_fmt(ctx, "%.*s", (int)len, p);
         p += len + (p[len] == '\n');
         char *hash = strchr(line, '#');
         if (hash)
@@ -535,14 +523,14 @@ static void parse_map(rt_ctx *ctx, const char *path, const char *text, st_map *m
             free(line);
             continue;
         }
-        char *where = fmt(ctx, "map '%s' line %d", path, lineno);
+        char *where = rt_io_fmt(ctx, "map '%s' line %d", path, lineno);
         size_t fl = strcspn(q, " \t\r");
-        char *field = fmt(ctx, "%.*s", (int)fl, q);
+        char *field = rt_io_fmt(ctx, "%.*s", (int)fl, q);
         q = skip_blanks(q + fl);
         size_t pl = strcspn(q, " \t\r");
         if (!pl)
             fail_all(ctx, "%s: a line is a field path, a tensor name and steps; '%s' has no tensor name", where, field);
-        char *pattern = fmt(ctx, "%.*s", (int)pl, q);
+        char *pattern = rt_io_fmt(ctx, "%.*s", (int)pl, q);
         q = skip_blanks(q + pl);
         const char *brace = strstr(pattern, "{L}");
         if (brace && strstr(brace + 3, "{L}"))
@@ -613,7 +601,7 @@ static void read_map(rt_ctx *ctx, const char *what, const char *path, st_map *m)
                 failf(err, "%s: map '%s': cannot read: %s", what, path, strerror(errno));
             fclose(f);
             if (!text)
-                text = fmt(ctx, "%s", "");
+                text = rt_io_fmt(ctx, "%s", "");
             text[n] = 0;
         }
     }
@@ -636,11 +624,11 @@ static const st_line *line_of(const st_map *m, const char *field)
 static char *tensor_name(rt_ctx *ctx, const st_line *ln, const char *field, int64_t l)
 {
     if (!ln)
-        return fmt(ctx, "%s", field);
+        return rt_io_fmt(ctx, "%s", field);
     const char *b = strstr(ln->pattern, "{L}");
     if (!b || l < 0)
-        return fmt(ctx, "%s", ln->pattern);
-    return fmt(ctx, "%.*s%lld%s", (int)(b - ln->pattern), ln->pattern, (long long)l, b + 3);
+        return rt_io_fmt(ctx, "%s", ln->pattern);
+    return rt_io_fmt(ctx, "%.*s%lld%s", (int)(b - ln->pattern), ln->pattern, (long long)l, b + 3);
 }
 
 /* ---- views: a field (per layer) as a box of the tensor's split shape */
@@ -1047,7 +1035,7 @@ rt_tensor *rt_st_read(rt_ctx *ctx, const char *file, const char *map, const char
                       const rt_layout *l)
 {
     rt_kspan ks = rt_kernel_begin(ctx);
-    char *what = fmt(ctx, "load '%s'", file);
+    char *what = rt_io_fmt(ctx, "load '%s'", file);
     st_map m = {0};
     const st_line *ln = NULL;
     if (map) {
@@ -1075,9 +1063,9 @@ rt_tensor *rt_st_read(rt_ctx *ctx, const char *file, const char *map, const char
             fail_all(ctx, "%s: field '%s': no tensor '%s'", what, field, name);
         char shp[256];
         shape_text(shp, sizeof shp, e->ndim, e->shape);
-        char *where = map ? fmt(ctx, "%s: field '%s': tensor '%s' of shape %s (map '%s' line %d)", what, field, name,
+        char *where = map ? rt_io_fmt(ctx, "%s: field '%s': tensor '%s' of shape %s (map '%s' line %d)", what, field, name,
                                 shp, map, ln->lineno)
-                          : fmt(ctx, "%s: field '%s': tensor '%s' of shape %s", what, field, name, shp);
+                          : rt_io_fmt(ctx, "%s: field '%s': tensor '%s' of shape %s", what, field, name, shp);
         if (!view_forward(ctx, ln, e->ndim, e->shape, &views[li], err, where))
             rt_fail_all(ctx, err);
         bool same = views[li].nfl == nfl;
@@ -1211,9 +1199,9 @@ struct rt_st_save {
 rt_st_save *rt_st_save_begin(rt_ctx *ctx, const char *file, const char *map)
 {
     rt_st_save *s = xcalloc(ctx, 1, sizeof *s);
-    s->file = fmt(ctx, "%s", file);
-    s->map = map ? fmt(ctx, "%s", map) : NULL;
-    s->what = fmt(ctx, "save '%s'", file);
+    s->file = rt_io_fmt(ctx, "%s", file);
+    s->map = map ? rt_io_fmt(ctx, "%s", map) : NULL;
+    s->what = rt_io_fmt(ctx, "save '%s'", file);
     return s;
 }
 
@@ -1230,7 +1218,7 @@ void rt_st_save_put(rt_ctx *ctx, rt_st_save *s, const char *field, const rt_tens
     }
     st_put *p = &s->puts[s->n++];
     memset(p, 0, sizeof *p);
-    p->field = fmt(ctx, "%s", field);
+    p->field = rt_io_fmt(ctx, "%s", field);
     p->x = rt_retain((rt_tensor *)x);
     p->l = *l;
 }
@@ -1273,8 +1261,8 @@ void rt_st_save_commit(rt_ctx *ctx, rt_st_save *s)
         int lay = stacked ? 1 : 0;
         p->nlayers = stacked ? p->l.global[0] : 1;
         p->views = xcalloc(ctx, (size_t)(p->nlayers ? p->nlayers : 1), sizeof *p->views);
-        char *where = s->map ? fmt(ctx, "%s: field '%s' (map '%s' line %d)", what, p->field, s->map, p->ln->lineno)
-                             : fmt(ctx, "%s: field '%s'", what, p->field);
+        char *where = s->map ? rt_io_fmt(ctx, "%s: field '%s' (map '%s' line %d)", what, p->field, s->map, p->ln->lineno)
+                             : rt_io_fmt(ctx, "%s: field '%s'", what, p->field);
         for (int64_t li = 0; li < p->nlayers; li++) {
             if (!view_backward(ctx, p->ln, p->l.ndim - lay, p->l.global + lay, &p->views[li], err, where))
                 rt_fail_all(ctx, err);
@@ -1368,7 +1356,7 @@ void rt_st_save_commit(rt_ctx *ctx, rt_st_save *s)
             if (stat(s->file, &st) == 0 && S_ISDIR(st.st_mode)) {
                 failf(err0, "%s: it is a directory", what);
             } else {
-                tmp = fmt(ctx, "%s.tmp.XXXXXX", s->file);
+                tmp = rt_io_fmt(ctx, "%s.tmp.XXXXXX", s->file);
                 int fd = mkstemp(tmp);
                 if (fd < 0)
                     failf(err0, "%s: cannot create a temporary file '%s': %s", what, tmp, strerror(errno));
@@ -1396,7 +1384,7 @@ void rt_st_save_commit(rt_ctx *ctx, rt_st_save *s)
             ok = posix_io(f.fd, true, head, 8 + hl, 0);
         }
         if (!ok)
-            short_write = fmt(ctx, "%s: short write of the header of '%s': is the disk full?", what, path);
+            short_write = rt_io_fmt(ctx, "%s: short write of the header of '%s': is the disk full?", what, path);
     }
     for (int c = 0; c < nparts; c++) {
         const st_put *p = &s->puts[parts[c].put];
@@ -1427,7 +1415,7 @@ void rt_st_save_commit(rt_ctx *ctx, rt_st_save *s)
         }
         if (!box_io(ctx, &f, true, (int64_t)(8 + hl) + begin[c], (int)es, v->nv, v->vshape, bs, bl, buf, active) &&
             !short_write)
-            short_write = fmt(ctx, "%s: short write of tensor '%s' to '%s': is the disk full?", what, parts[c].tensor,
+            short_write = rt_io_fmt(ctx, "%s: short write of tensor '%s' to '%s': is the disk full?", what, parts[c].tensor,
                               path);
         free(buf);
         free(bs);
@@ -1437,12 +1425,12 @@ void rt_st_save_commit(rt_ctx *ctx, rt_st_save *s)
     if (f.mpi) {
         rt_io_check(ctx, MPI_File_sync(f.fh), what, "MPI_File_sync", path);
     } else if (fsync(f.fd) != 0 && !short_write) {
-        short_write = fmt(ctx, "%s: fsync of '%s' failed: %s", what, path, strerror(errno));
+        short_write = rt_io_fmt(ctx, "%s: fsync of '%s' failed: %s", what, path, strerror(errno));
     }
     struct stat sb = {0};
     long long want = (long long)(8 + hl) + (long long)data;
     if (ctx->rank == 0 && !short_write && (stat(path, &sb) != 0 || (long long)sb.st_size < want))
-        short_write = fmt(ctx, "%s: '%s' has %lld of %lld bytes after writing: is the disk full?", what, path,
+        short_write = rt_io_fmt(ctx, "%s: '%s' has %lld of %lld bytes after writing: is the disk full?", what, path,
                           (long long)sb.st_size, want);
     int failed = short_write != NULL, any_failed = failed;
     if (ctx->mpi)
