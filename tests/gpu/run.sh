@@ -3,8 +3,10 @@
 # tests/gpu/bundle.sh (SPEC 14; issue 17):
 #   bash run.sh [--bundle DIR] [--only PART,...] [--dry-run] [--timeout S]
 # PARTS (in order): kernels (every kernel against the CPU's results), rerun
-# (a second run, bit-identical), simbits (the row kernels in f64 against the
-# simulation build's, bit for bit: a warp's sums in the emulated order),
+# (a second run, bit-identical), simbits (the row kernels in f64 and the
+# attention kernels in every dtype against the simulation build's, bit for
+# bit: a warp's sums in the emulated order, attention's fma chains and its
+# own exp and log),
 # errors (ids and targets out of range, found on the device, stop both
 # ranks with the CPU's message and the line, at the next synchronisation),
 # resume (a checkpoint the CPU wrote), host2,
@@ -166,7 +168,7 @@ part() {
 
 part kernels "mpirun -np 1 $kern $work/np1 && $cmp $bundle/ref/np1 $work/np1"
 part rerun "mpirun -np 1 $kern $work/again && $cmp --identical $work/np1 $work/again"
-part simbits "mpirun -np 1 $kern $work/simbits rowbits && $cmp --identical $bundle/ref/sim $work/simbits"
+part simbits "mpirun -np 1 $kern $work/simbits rowbits,attention && $cmp --identical $bundle/ref/sim $work/simbits"
 part errors "bash $bundle/run.sh --bundle $bundle --errors-worker"
 part resume "KERNELS_RESUME_FROM=$bundle/ref/np1/ckpt mpirun -np 1 $kern $work/resume resume && $cmp --subset $bundle/ref/np1 $work/resume"
 part host2 "SPMD_COLL=host mpirun -np 2 $kern $work/np2 collectives,files && $cmp $bundle/ref/np2 $work/np2"
