@@ -1,11 +1,13 @@
 /* The CUDA target's thin launch layer, shared by every file of runtime/cuda.
  *
  * Device code is written as per-element bodies (lambdas marked RT_HD)
- * launched through rt_launch, and per-row bodies run by a warp of 32 lanes
- * through rt_launch_rows: compiled by nvcc, grid-stride kernels on the
- * ctx's stream; compiled by the host C++ compiler with RT_SIM (the
+ * launched through rt_launch, per-row bodies run by a warp of 32 lanes
+ * through rt_launch_rows, and per-block bodies of phases over shared-memory
+ * tiles through rt_launch_tiles: compiled by nvcc, grid-stride kernels on
+ * the ctx's stream; compiled by the host C++ compiler with RT_SIM (the
  * simulation build, libspmdrt_cudasim), plain loops on the host (a row's
- * lanes emulated step by step, the same arithmetic in the same order). Device
+ * lanes emulated step by step, a block's phases in order, the same
+ * arithmetic in the same order). Device
  * memory is reached only through the functions below, so in the simulation
  * every device allocation is its own mapping, kept PROT_NONE except during a
  * simulated launch or a runtime copy: a host read of device memory crashes
