@@ -255,17 +255,21 @@ template <class T> static RT_HD inline T attn_dot(const T *a, int64_t as, const 
 }
 
 /* The rows and keys of a tile (B of each, B the kernel's: attn_tile) and
- * each kernel's shared memory in elements of T. */
+ * each kernel's shared memory in elements of T. The k and v tiles' rows are
+ * padded to an odd length (attn_pad): the threads of a warp read the same
+ * element of consecutive keys, which then fall in different banks. */
 enum { ATTN_FWD, ATTN_DKDV, ATTN_DQ };
+RT_DEV_INLINE int64_t attn_pad(int64_t n) { return n | 1; }
 static int64_t attn_smem_elems(int kind, int64_t B, int64_t e, int64_t ev)
 {
+    int64_t kv = B * attn_pad(e) + B * attn_pad(ev);
     switch (kind) {
     case ATTN_FWD: /* q, k, v, the scores, the output rows; max, sum, rescale */
-        return B * e * 2 + B * ev * 2 + B * B + 3 * B;
+        return B * e + kv + B * ev + B * B + 3 * B;
     case ATTN_DKDV: /* k, v, dk, dv, q, dout; p, ds; lse, D */
-        return B * e * 3 + B * ev * 3 + 2 * B * B + 2 * B;
-    default: /* q, dq, k; dout, v; ds; lse, D */
-        return B * e * 3 + B * ev * 2 + B * B + 2 * B;
+        return kv + B * e * 2 + B * ev * 2 + 2 * B * B + 2 * B;
+    default: /* q, dq, k, dout, v; ds; lse, D */
+        return kv + B * e * 2 + B * ev + B * B + 2 * B;
     }
 }
 /* the largest tile of 64, 32, ..., 1 rows whose shared memory fits
@@ -285,7 +289,7 @@ static int64_t attn_tile(int kind, int64_t e, int64_t ev, size_t esz)
 template <class T>
 static RT_HD inline void attn_pds(const T *sQ, const T *sK, const T *sdO, const T *sV, const T *sL, const T *sD,
                                   int64_t rr, int64_t c, int64_t lim, int64_t nvalid, int64_t e, int64_t ev,
-                                  T scale, T *p, T *ds)
+                                  int64_t ke, int64_t kve, T scale, T *p, T *ds)
 {
     T lr = sL[rr];
     if (c > lim || c >= nvalid || lr == (T)-INFINITY) {
@@ -293,8 +297,8 @@ static RT_HD inline void attn_pds(const T *sQ, const T *sK, const T *sdO, const 
         *ds = 0;
         return;
     }
-    T pv = attn_exp(attn_dot(sQ + rr * e, 1, sK + c * e, 1, e, (T)0) * scale - lr);
-    T dp = attn_dot(sdO + rr * ev, 1, sV + c * ev, 1, ev, (T)0);
+    T pv = attn_exp(attn_dot(sQ + rr * e, 1, sK + c * ke, 1, e, (T)0) * scale - lr);
+    T dp = attn_dot(sdO + rr * ev, 1, sV + c * kve, 1, ev, (T)0);
     *p = pv;
     *ds = pv * (dp - sD[rr]) * scale;
 }
@@ -308,10 +312,10 @@ static void tiled_fwd(rt_ctx *ctx, const rt_tensor *q, const rt_tensor *k, const
     void *O = o->data, *LS = L ? L->data : NULL;
     rt_dtype dt = q->dtype, lt = L ? L->dtype : RT_F32;
     T scale = (T)scale_d;
-    int64_t nqt = (d.t + B - 1) / B, e = d.e, ev = d.ev;
+    int64_t nqt = (d.t + B - 1) / B, e = d.e, ev = d.ev, ke = attn_pad(e), kve = attn_pad(ev);
     size_t smem = (size_t)attn_smem_elems(ATTN_FWD, B, e, ev) * sizeof(T);
     rt_launch_tiles(ctx, d.b * d.h * nqt, smem, [=] RT_HD(rt_block & blk, int64_t bi) {
-        T *sQ = (T *)blk.smem, *sK = sQ + B * e, *sV = sK + B * e, *sS = sV + B * ev, *sA = sS + B * B;
+        T *sQ = (T *)blk.smem, *sK = sQ + B * e, *sV = sK + B * ke, *sS = sV + B * kve, *sA = sS + B * B;
         T *sM = sA + B * ev, *sL = sM + B, *sAl = sL + B;
         int64_t bh = bi / nqt, i0 = bi % nqt * B, br = d.t - i0 < B ? d.t - i0 : B;
         int64_t kv = bh / d.h * d.hkv + bh % d.h / d.g, row0 = bh * d.t + i0;
@@ -324,13 +328,13 @@ static void tiled_fwd(rt_ctx *ctx, const rt_tensor *q, const rt_tensor *k, const
         });
         for (int64_t j0 = 0; j0 < hi; j0 += B) {
             int64_t bc = hi - j0 < B ? hi - j0 : B, krow0 = kv * d.s + j0;
-            blk.par(bc * e, [&](int64_t i) { sK[i] = (T)rt_ld(K, dt, krow0 * e + i); });
-            blk.par(bc * ev, [&](int64_t i) { sV[i] = (T)rt_ld(V, dt, krow0 * ev + i); });
+            blk.par(bc * e, [&](int64_t i) { sK[i / e * ke + i % e] = (T)rt_ld(K, dt, krow0 * e + i); });
+            blk.par(bc * ev, [&](int64_t i) { sV[i / ev * kve + i % ev] = (T)rt_ld(V, dt, krow0 * ev + i); });
             /* the scores, -inf past a row's causal limit */
             blk.par(br * bc, [&](int64_t i) {
                 int64_t r = i / bc, c = i % bc;
                 sS[i] = c <= attn_last(causal, i0 + r, d.t, d.sn) - j0
-                            ? attn_dot(sQ + r * e, 1, sK + c * e, 1, e, (T)0) * scale
+                            ? attn_dot(sQ + r * e, 1, sK + c * ke, 1, e, (T)0) * scale
                             : (T)-INFINITY;
             });
             /* each row's online softmax: the new max, the probabilities
@@ -356,7 +360,7 @@ static void tiled_fwd(rt_ctx *ctx, const rt_tensor *q, const rt_tensor *k, const
             });
             blk.par(br * ev, [&](int64_t i) {
                 int64_t r = i / ev, x = i % ev;
-                sA[i] = attn_dot(sS + r * bc, 1, sV + x, ev, bc, sA[i] * sAl[r]);
+                sA[i] = attn_dot(sS + r * bc, 1, sV + x, kve, bc, sA[i] * sAl[r]);
             });
         }
         blk.par(br * ev, [&](int64_t i) {
@@ -381,7 +385,7 @@ static void tiled_bwd(rt_ctx *ctx, const rt_tensor *q, const rt_tensor *k, const
                       double scale_d, rt_attn_dims d, int64_t Bk, int64_t Bq, rt_tensor *DQ, rt_tensor *DK,
                       rt_tensor *DV)
 {
-    int64_t rows = d.b * d.h * d.t, e = d.e, ev = d.ev;
+    int64_t rows = d.b * d.h * d.t, e = d.e, ev = d.ev, ke = attn_pad(e), kve = attn_pad(ev);
     rt_tensor *drow = rt_empty(ctx, sizeof(T) == sizeof(double) ? RT_F64 : RT_F32, 1, &rows);
     const void *Q = q->data, *K = k->data, *V = v->data, *O = out->data, *LS = lse->data, *DO = dout->data;
     void *dQ = DQ->data, *dK = DK->data, *dV = DV->data;
@@ -397,17 +401,17 @@ static void tiled_bwd(rt_ctx *ctx, const rt_tensor *q, const rt_tensor *k, const
     int64_t B = Bk, nkt = (d.s + B - 1) / B;
     size_t smem = (size_t)attn_smem_elems(ATTN_DKDV, B, e, ev) * sizeof(T);
     rt_launch_tiles(ctx, d.b * d.hkv * nkt, smem, [=] RT_HD(rt_block & blk, int64_t bi) {
-        T *sK = (T *)blk.smem, *sV = sK + B * e, *sdK = sV + B * ev, *sdV = sdK + B * e, *sQ = sdV + B * ev;
+        T *sK = (T *)blk.smem, *sV = sK + B * ke, *sdK = sV + B * kve, *sdV = sdK + B * e, *sQ = sdV + B * ev;
         T *sdO = sQ + B * e, *sP = sdO + B * ev, *sdS = sP + B * B, *sL = sdS + B * B, *sD = sL + B;
         int64_t kv = bi / nkt, j0 = bi % nkt * B, bc = d.s - j0 < B ? d.s - j0 : B, krow0 = kv * d.s + j0;
         int64_t nvalid = d.sn - j0 < 0 ? 0 : d.sn - j0; /* keys of the tile inside kv_len */
         int64_t b = kv / d.hkv, kh = kv % d.hkv;
         blk.par(bc * e, [&](int64_t i) {
-            sK[i] = (T)rt_ld(K, dt, krow0 * e + i);
+            sK[i / e * ke + i % e] = (T)rt_ld(K, dt, krow0 * e + i);
             sdK[i] = 0;
         });
         blk.par(bc * ev, [&](int64_t i) {
-            sV[i] = (T)rt_ld(V, dt, krow0 * ev + i);
+            sV[i / ev * kve + i % ev] = (T)rt_ld(V, dt, krow0 * ev + i);
             sdV[i] = 0;
         });
         for (int64_t g = 0; g < d.g && nvalid > 0; g++)
@@ -424,7 +428,7 @@ static void tiled_bwd(rt_ctx *ctx, const rt_tensor *q, const rt_tensor *k, const
                 blk.par(br * bc, [&](int64_t i) {
                     int64_t r = i / bc, c = i % bc;
                     attn_pds(sQ, sK, sdO, sV, sL, sD, r, c, attn_last(causal, i0 + r, d.t, d.sn) - j0, nvalid, e,
-                             ev, scale, sP + i, sdS + i);
+                             ev, ke, kve, scale, sP + i, sdS + i);
                 });
                 /* dk_c += sum_r ds_rc q_r; dv_c += sum_r p_rc dout_r */
                 blk.par(bc * (e + ev), [&](int64_t i) {
@@ -445,8 +449,8 @@ static void tiled_bwd(rt_ctx *ctx, const rt_tensor *q, const rt_tensor *k, const
     int64_t nqt = (d.t + B - 1) / B;
     smem = (size_t)attn_smem_elems(ATTN_DQ, B, e, ev) * sizeof(T);
     rt_launch_tiles(ctx, d.b * d.h * nqt, smem, [=] RT_HD(rt_block & blk, int64_t bi) {
-        T *sQ = (T *)blk.smem, *sdQ = sQ + B * e, *sK = sdQ + B * e, *sdO = sK + B * e, *sV = sdO + B * ev;
-        T *sdS = sV + B * ev, *sL = sdS + B * B, *sD = sL + B;
+        T *sQ = (T *)blk.smem, *sdQ = sQ + B * e, *sK = sdQ + B * e, *sdO = sK + B * ke, *sV = sdO + B * ev;
+        T *sdS = sV + B * kve, *sL = sdS + B * B, *sD = sL + B;
         int64_t bh = bi / nqt, i0 = bi % nqt * B, br = d.t - i0 < B ? d.t - i0 : B;
         int64_t kv = bh / d.h * d.hkv + bh % d.h / d.g, row0 = bh * d.t + i0;
         int64_t hi = attn_last(causal, i0 + br - 1, d.t, d.sn) + 1;
@@ -461,18 +465,18 @@ static void tiled_bwd(rt_ctx *ctx, const rt_tensor *q, const rt_tensor *k, const
         });
         for (int64_t j0 = 0; j0 < hi; j0 += B) {
             int64_t bc = hi - j0 < B ? hi - j0 : B, krow0 = kv * d.s + j0;
-            blk.par(bc * e, [&](int64_t i) { sK[i] = (T)rt_ld(K, dt, krow0 * e + i); });
-            blk.par(bc * ev, [&](int64_t i) { sV[i] = (T)rt_ld(V, dt, krow0 * ev + i); });
+            blk.par(bc * e, [&](int64_t i) { sK[i / e * ke + i % e] = (T)rt_ld(K, dt, krow0 * e + i); });
+            blk.par(bc * ev, [&](int64_t i) { sV[i / ev * kve + i % ev] = (T)rt_ld(V, dt, krow0 * ev + i); });
             blk.par(br * bc, [&](int64_t i) {
                 int64_t r = i / bc, c = i % bc;
                 T p;
                 attn_pds(sQ, sK, sdO, sV, sL, sD, r, c, attn_last(causal, i0 + r, d.t, d.sn) - j0, bc, e, ev,
-                         scale, &p, sdS + i);
+                         ke, kve, scale, &p, sdS + i);
             });
             /* dq_r += sum_c ds_rc k_c */
             blk.par(br * e, [&](int64_t i) {
                 int64_t r = i / e, x = i % e;
-                sdQ[i] = attn_dot(sdS + r * bc, 1, sK + x, e, bc, sdQ[i]);
+                sdQ[i] = attn_dot(sdS + r * bc, 1, sK + x, ke, bc, sdQ[i]);
             });
         }
         blk.par(br * e, [&](int64_t i) { rt_st(dQ, dt, row0 * e + i, sdQ[i]); });

@@ -415,8 +415,11 @@ template <class F> static void rt_launch_tiles(rt_ctx *ctx, int64_t nblocks, siz
     if (nblocks <= 0)
         return;
     rt_count_op(ctx, RT_OP_KERNEL);
-    if (smem > 48 * 1024)
+    static size_t opted = 48 * 1024; /* this kernel's limit so far (once per size: not in a capture's way) */
+    if (smem > opted) {
         RT_CU(ctx, cudaFuncSetAttribute(rt_tiles_<F>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
+        opted = smem;
+    }
     int64_t blocks = nblocks > 65535 * 16 ? 65535 * 16 : nblocks;
     rt_tiles_<<<(unsigned)blocks, RT_TILE_THREADS, smem, (cudaStream_t)ctx->tgt->stream>>>(nblocks, f);
     rt_launch_check_(ctx);
