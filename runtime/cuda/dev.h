@@ -1,11 +1,13 @@
 /* The CUDA target's thin launch layer, shared by every file of runtime/cuda.
  *
  * Device code is written as per-element bodies (lambdas marked RT_HD)
- * launched through rt_launch, and per-row bodies run by a warp of 32 lanes
- * through rt_launch_rows: compiled by nvcc, grid-stride kernels on the
- * ctx's stream; compiled by the host C++ compiler with RT_SIM (the
+ * launched through rt_launch, per-row bodies run by a warp of 32 lanes
+ * through rt_launch_rows, and per-block bodies of phases over shared-memory
+ * tiles through rt_launch_tiles: compiled by nvcc, grid-stride kernels on
+ * the ctx's stream; compiled by the host C++ compiler with RT_SIM (the
  * simulation build, libspmdrt_cudasim), plain loops on the host (a row's
- * lanes emulated step by step, the same arithmetic in the same order). Device
+ * lanes emulated step by step, a block's phases in order, the same
+ * arithmetic in the same order). Device
  * memory is reached only through the functions below, so in the simulation
  * every device allocation is its own mapping, kept PROT_NONE except during a
  * simulated launch or a runtime copy: a host read of device memory crashes
@@ -30,6 +32,7 @@
 #include <math.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdlib.h>
 
 #include "rt_internal.h"
 
@@ -337,6 +340,88 @@ template <class F> static void rt_launch_rows(rt_ctx *ctx, int64_t nrows, F f)
         blocks = 65535 * 16;
     rt_rows_<<<(unsigned)blocks, RT_ROWS_PER_BLOCK * RT_WARP, 0, (cudaStream_t)ctx->tgt->stream>>>(
         nrows, f);
+    rt_launch_check_(ctx);
+}
+#endif
+
+/* ---- a block per tile: rt_launch_tiles(ctx, nblocks, smem, body) runs
+ * body(blk, b) for each block b in [0, nblocks) with blk.smem, smem bytes of
+ * the block's shared memory (8-byte aligned). The body is a sequence of
+ * phases blk.par(n, g): g(i) for every i < n, each i independent (thread t
+ * of the block takes i = t, t + RT_TILE_THREADS, ...), then a barrier. A
+ * phase reads what earlier phases wrote to shared memory; an element is
+ * written by one g(i) only, which adds its terms in a fixed order, so the
+ * result does not depend on how the i are spread over threads. The body's
+ * control flow must depend only on b and its arguments (every thread of a
+ * block reaches every barrier); per-thread state lives in shared memory.
+ * nvcc: blocks of RT_TILE_THREADS threads in a grid-stride loop over b,
+ * dynamic shared memory (opted in above 48 KiB), __syncthreads() after each
+ * phase. RT_SIM: the blocks one after another, each phase's i in order on
+ * one host buffer: the same arithmetic in the same order as the GPU. The
+ * budget a kernel sizes its tiles to: RT_TILE_SMEM bytes (two blocks on an
+ * H100/H200 multiprocessor). */
+#define RT_TILE_THREADS 128
+#define RT_TILE_SMEM (100 * 1024)
+struct rt_block {
+    void *smem;
+    template <class G> RT_HD void par(int64_t n, G g) const
+    {
+#ifdef __CUDA_ARCH__
+        for (int64_t i = threadIdx.x; i < n; i += blockDim.x)
+            g(i);
+        __syncthreads();
+#else
+        for (int64_t i = 0; i < n; i++)
+            g(i);
+#endif
+    }
+};
+#ifdef RT_SIM
+template <class F> static void rt_launch_tiles(rt_ctx *ctx, int64_t nblocks, size_t smem, F f)
+{
+    if (nblocks <= 0)
+        return;
+    rt_count_op(ctx, RT_OP_KERNEL);
+    auto run = [=]() {
+        /* host memory: the block's shared memory is no device mapping */
+        double *sh = (double *)malloc(smem ? smem : 8);
+        if (!sh)
+            rt_dev_fail(ctx, "rt_launch_tiles", "out of host memory for a block's shared memory");
+        rt_block blk;
+        blk.smem = sh;
+        rt_sim_open();
+        for (int64_t b = 0; b < nblocks; b++)
+            f(blk, b);
+        rt_sim_close();
+        free(sh);
+    };
+    if (rt_sim_capturing()) {
+        rt_sim_record(run);
+        return;
+    }
+    run();
+}
+#else
+template <class F> __global__ void rt_tiles_(int64_t nblocks, F f)
+{
+    extern __shared__ double rt_smem_[];
+    rt_block blk;
+    blk.smem = rt_smem_;
+    for (int64_t b = blockIdx.x; b < nblocks; b += gridDim.x)
+        f(blk, b);
+}
+template <class F> static void rt_launch_tiles(rt_ctx *ctx, int64_t nblocks, size_t smem, F f)
+{
+    if (nblocks <= 0)
+        return;
+    rt_count_op(ctx, RT_OP_KERNEL);
+    static size_t opted = 48 * 1024; /* this kernel's limit so far (once per size: not in a capture's way) */
+    if (smem > opted) {
+        RT_CU(ctx, cudaFuncSetAttribute(rt_tiles_<F>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
+        opted = smem;
+    }
+    int64_t blocks = nblocks > 65535 * 16 ? 65535 * 16 : nblocks;
+    rt_tiles_<<<(unsigned)blocks, RT_TILE_THREADS, smem, (cudaStream_t)ctx->tgt->stream>>>(nblocks, f);
     rt_launch_check_(ctx);
 }
 #endif

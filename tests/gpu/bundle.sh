@@ -12,8 +12,8 @@
 # --target=cuda and the CPU build's outputs, or progs/MISSING saying why
 # there are none.
 # --programs: only these e2e programs (default: all); --no-gpt: not the
-# flagship nor GPT-2 small (the tests here bundle one program to try run.sh's
-# parts).
+# flagship, GPT-2 small nor the attention benchmark (the tests here bundle
+# one program to try run.sh's parts).
 set -euo pipefail
 build=$(cd "$1" && pwd); out=$2; shift 2
 sim="" programs="" gpt=1
@@ -45,9 +45,10 @@ else
   echo cuda > "$out/KIND"
 fi
 mpirun -np 1 "$build/tests/gpu/gpu_kernels_cpu" "$out/ref/np1" >/dev/null
-# the row kernels in f64 by the simulation build (libspmdrt_cudasim, which
-# every build has): the GPU's must have the same bits (run.sh's simbits)
-mpirun -np 1 "$build/tests/gpu/gpu_kernels_sim" "$out/ref/sim" rowbits >/dev/null
+# the row kernels in f64 and attention by the simulation build
+# (libspmdrt_cudasim, which every build has): the GPU's must have the same
+# bits (run.sh's simbits)
+mpirun -np 1 "$build/tests/gpu/gpu_kernels_sim" "$out/ref/sim" rowbits,attention >/dev/null
 # the collectives alone (their inputs come after fewer draws than in np1)
 mpirun -np 1 "$build/tests/gpu/gpu_kernels_cpu" "$out/ref/np1c" collectives >/dev/null
 for np in 2 4; do
@@ -138,5 +139,12 @@ cp "$repo/bench/gpt_torch.py" "$out/bench/"
 cp "$repo"/bench/gpu/flagship.sh "$repo"/bench/gpu/gpt2.sh "$repo"/bench/gpu/flagship_table.py \
    "$repo"/bench/gpu/gpt_torch_gpu.py "$out/bench/gpu/"
 cp "$repo/examples/gpt.spmd" "$repo/examples/gpt2_small.spmd" "$out/examples/"
+# the attention benchmark (bench/gpu/attention.sh: the fused op in f32 and
+# bf16 and the einsum formulation, against PyTorch's SDPA)
+for spec in attention_f32:0 attention_bf16:2 attention_einsum:1; do
+  env $cuda_env "$build/compiler/spmdc" --target=cuda -D MODE=${spec#*:} -D STEPS=${GPU_ATTN_STEPS:-20} \
+    "$repo/bench/attention.spmd" -o "$out/progs/${spec%%:*}" || printf '%s: spmdc --target=cuda fails\n' "${spec%%:*}" >> "$out/progs/MISSING"
+done
+cp "$repo"/bench/gpu/attention.sh "$repo"/bench/gpu/attention_torch.py "$out/bench/gpu/"
 fi
 echo "bundle.sh: $out ($(cat "$out/KIND")): $(du -sh "$out" | cut -f1)"

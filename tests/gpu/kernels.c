@@ -10,7 +10,7 @@
  *   kernels DIR [SECTION,...]  (under mpirun: collectives on a 1-axis mesh;
  *                              sections: elementwise shapes reductions nn
  *                              selection random linalg collectives files
- *                              long batched rows rowbits resume, all by default; resume reads the
+ *                              long batched rows rowbits resume attention, all by default; resume reads the
  *                              checkpoint in $KERNELS_RESUME_FROM, else the
  *                              one files wrote)
  * Inputs come from a fixed LCG on the host, so every build sees the same. */
@@ -473,6 +473,64 @@ static void rowbits(void)
     rt_free(C, ids); rt_free(C, edy);
 }
 
+/* fused attention (rt_attention, rt_attention_bwd; the CUDA target's tiled
+ * kernels, runtime/cuda/attention.cu) on shapes at the tiles' edges: T and S
+ * not multiples of the tile (64 rows; 32 in f32's dk/dv, 32 and 16 in f64),
+ * S != T (the causal mask bottom-right), kv_len, grouped-query heads in both
+ * layouts ([B, H, T, E] with H = G Hkv, and [B, Hkv, G, T, E]), Ev != E,
+ * E = 24 and 64, T = 1, a row that sees no key (causal, T > S), and a head
+ * size too large for any tile (the reference kernels). The output, the
+ * log-sum-exp and dq, dk, dv. prefix names the results; with f64 only,
+ * rowbits's case (the GPU's bits must equal the simulation's) */
+static void attention_cases(const char *prefix, bool f64_only)
+{
+    static const struct {
+        const char *name;
+        int64_t b, hkv, g, t, s, e, ev, kv_len;
+        bool causal, grouped;
+    } cases[] = {
+        {"edge", 2, 2, 2, 70, 70, 24, 24, -1, true, false},
+        {"cross", 1, 1, 4, 5, 83, 64, 64, -1, false, false},
+        {"decode", 1, 2, 1, 3, 90, 64, 64, 71, true, false},
+        {"long", 1, 1, 1, 130, 130, 64, 64, -1, true, false},
+        {"grouped", 1, 2, 3, 33, 40, 24, 16, 37, true, true},
+        {"one", 2, 1, 2, 1, 7, 24, 24, -1, true, false},
+        {"empty_rows", 1, 1, 1, 9, 4, 8, 8, -1, true, false},
+        {"wide", 1, 1, 1, 2, 3, 13000, 3, -1, true, false},
+    };
+    static const rt_dtype dts[] = {RT_F32, RT_BF16, RT_F64};
+    for (int k = 0; k < 3; k++) {
+        rt_dtype dt = dts[k];
+        if (f64_only && dt != RT_F64)
+            continue;
+        const char *dn = rt_dtype_name(dt), *cl = f64_only ? "f32" : fcls(dt);
+        for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+            int64_t b = cases[c].b, hkv = cases[c].hkv, g = cases[c].g, t = cases[c].t, s = cases[c].s;
+            int64_t e = cases[c].e, ev = cases[c].ev;
+            rt_tensor *q = cases[c].grouped ? input(dt, SH(b, hkv, g, t, e), -1, 1)
+                                            : input(dt, SH(b, hkv * g, t, e), -1, 1);
+            rt_tensor *kk = input(dt, SH(b, hkv, s, e), -1, 1), *v = input(dt, SH(b, hkv, s, ev), -1, 1);
+            rt_tensor *dy = cases[c].grouped ? input(dt, SH(b, hkv, g, t, ev), -1, 1)
+                                             : input(dt, SH(b, hkv * g, t, ev), -1, 1);
+            double scale = 1 / sqrt((double)e);
+            rt_tensor *lse = NULL, *y = rt_attention(C, q, kk, v, cases[c].causal, scale, cases[c].kv_len, &lse);
+            rt_tensor *dq, *dk, *dv;
+            rt_attention_bwd(C, q, kk, v, y, lse, dy, cases[c].causal, scale, cases[c].kv_len, &dq, &dk, &dv);
+            char name[96];
+#define NAME(what) (snprintf(name, sizeof name, "%s_%s_%s_%s", prefix, cases[c].name, what, dn), name)
+            out(NAME("out"), cl, y);
+            out(NAME("lse"), "f32", lse);
+            out(NAME("dq"), cl, dq);
+            out(NAME("dk"), cl, dk);
+            out(NAME("dv"), cl, dv);
+#undef NAME
+            rt_free(C, q); rt_free(C, kk); rt_free(C, v); rt_free(C, dy);
+        }
+    }
+}
+
+static void attention(void) { attention_cases("attention", false); }
+
 static void nn(void)
 {
     static const rt_dtype dts[] = {RT_F32, RT_BF16};
@@ -739,7 +797,7 @@ int main(int argc, char **argv)
                     {"nn", nn},                   {"selection", selection}, {"random", random_},
                     {"linalg", linalg},           {"collectives", collectives}, {"files", files}, {"long", long_lanes}, {"batched", batched},
                     {"rows", rows},               {"rowbits", rowbits},
-                    {"resume", resume}};
+                    {"resume", resume},           {"attention", attention}};
     for (size_t i = 0; i < sizeof sections / sizeof sections[0]; i++) {
         const char *at = only ? strstr(only, sections[i].name) : NULL;
         size_t len = strlen(sections[i].name);

@@ -3,8 +3,10 @@
 # tests/gpu/bundle.sh (SPEC 14; issue 17):
 #   bash run.sh [--bundle DIR] [--only PART,...] [--dry-run] [--timeout S]
 # PARTS (in order): kernels (every kernel against the CPU's results), rerun
-# (a second run, bit-identical), simbits (the row kernels in f64 against the
-# simulation build's, bit for bit: a warp's sums in the emulated order),
+# (a second run, bit-identical), simbits (the row kernels in f64 and the
+# attention kernels in every dtype against the simulation build's, bit for
+# bit: a warp's sums in the emulated order, attention's fma chains and its
+# own exp and log),
 # errors (ids and targets out of range, found on the device, stop both
 # ranks with the CPU's message and the line, at the next synchronisation),
 # resume (a checkpoint the CPU wrote), host2,
@@ -17,7 +19,10 @@
 # losses and gradient norms), speed (the flagship's step time, --profile),
 # gpt2 (GPT-2 small in bf16: a reduced size's first 20 steps on 1 rank and
 # dp=2,tp=2 against the CPU's, then bench/gpu/gpt2.sh at full size against
-# PyTorch eager and torch.compile; about 8 minutes: run it alone, --only gpt2).
+# PyTorch eager and torch.compile; about 8 minutes: run it alone, --only gpt2),
+# attention (bench/gpu/attention.sh: the fused op's forward and backward at
+# B=4, H=12, T=1024, E=64 in f32 and bf16 against PyTorch's
+# scaled_dot_product_attention, timed; about 2 minutes).
 # Each part prints its failures and "PART: ok" or "PART: FAILED"; the last
 # line is "N passed, M failed" (checks, not parts). Exit status 1 on failure.
 set -uo pipefail
@@ -29,12 +34,12 @@ while [ $# -gt 0 ]; do
     --only) only=$2; shift 2 ;;
     --dry-run) dry=1; shift ;;
     --timeout) limit=$2; shift 2 ;;
-    -h|--help) sed -n '2,22p' "$0"; exit 0 ;;
-    --programs-worker|--gpt-worker|--speed-worker|--errors-worker|--gpt2-worker) worker=${1#--}; shift ;;
+    -h|--help) sed -n '2,27p' "$0"; exit 0 ;;
+    --programs-worker|--gpt-worker|--speed-worker|--errors-worker|--gpt2-worker|--attention-worker) worker=${1#--}; shift ;;
     *) echo "run.sh: unknown argument '$1' (see --help)" >&2; exit 2 ;;
   esac
 done
-parts="kernels rerun simbits errors resume host2 host4 nccl abi programs gpt speed gpt2"
+parts="kernels rerun simbits errors resume host2 host4 nccl abi programs gpt speed gpt2 attention"
 for p in ${only//,/ }; do
   case " $parts " in *" $p "*) ;; *) echo "run.sh: unknown part '$p' (parts: $parts)" >&2; exit 2 ;; esac
 done
@@ -137,6 +142,19 @@ if [ "$worker" = gpt2-worker ]; then
   cat "$work"/gpt2_*/cmp | awk '/passed, .* failed$/ {p += $1; f += $3} END {print p " passed, " f " failed"}'
   exit 0
 fi
+# attention: bench/gpu/attention.sh (ours against PyTorch's SDPA); a check
+# passes when ours ran in f32 and bf16 (the timings are for the note)
+if [ "$worker" = attention-worker ]; then
+  timeout 300 bash "$bundle/bench/gpu/attention.sh" "$bundle" > "$work/attention" 2>&1
+  rc=$?; cat "$work/attention"
+  line=$(grep '^ATTENTION ' "$work/attention")
+  if [ $rc = 0 ] && grep -q 'ours_f32_ms=[0-9]' <<<"$line" && grep -q 'ours_bf16_ms=[0-9]' <<<"$line"; then
+    echo "1 passed, 0 failed"
+  else
+    echo "FAIL attention: no timing of ours in f32 and bf16"; echo "0 passed, 1 failed"
+  fi
+  exit 0
+fi
 passed=0 failed=0
 
 # runs a part's command; its output's "N passed, M failed" line (or 1 failed
@@ -146,7 +164,7 @@ part() {
   wanted "$name" || return 0
   if [ $dry = 1 ]; then echo "would run $name: $*"; return 0; fi
   local log="$work/$name.log"
-  local lim=$limit; case $name in programs) lim=$((limit * 3)) ;; speed) lim=$((limit + 330)) ;; gpt2) lim=$((limit + 450)) ;; esac
+  local lim=$limit; case $name in programs) lim=$((limit * 3)) ;; speed) lim=$((limit + 330)) ;; gpt2) lim=$((limit + 450)) ;; attention) lim=$((limit + 200)) ;; esac
   timeout "$lim" bash -c "$*" >"$log" 2>&1
   local rc=$? line
   [ -n "${OUT:-}" ] && mkdir -p "$OUT/logs" && cp "$log" "$OUT/logs/$name.log"
@@ -166,7 +184,7 @@ part() {
 
 part kernels "mpirun -np 1 $kern $work/np1 && $cmp $bundle/ref/np1 $work/np1"
 part rerun "mpirun -np 1 $kern $work/again && $cmp --identical $work/np1 $work/again"
-part simbits "mpirun -np 1 $kern $work/simbits rowbits && $cmp --identical $bundle/ref/sim $work/simbits"
+part simbits "mpirun -np 1 $kern $work/simbits rowbits,attention && $cmp --identical $bundle/ref/sim $work/simbits"
 part errors "bash $bundle/run.sh --bundle $bundle --errors-worker"
 part resume "KERNELS_RESUME_FROM=$bundle/ref/np1/ckpt mpirun -np 1 $kern $work/resume resume && $cmp --subset $bundle/ref/np1 $work/resume"
 part host2 "SPMD_COLL=host mpirun -np 2 $kern $work/np2 collectives,files && $cmp $bundle/ref/np2 $work/np2"
@@ -177,6 +195,7 @@ part programs "bash $bundle/run.sh --bundle $bundle --programs-worker"
 part gpt "bash $bundle/run.sh --bundle $bundle --gpt-worker"
 part speed "bash $bundle/run.sh --bundle $bundle --speed-worker"
 part gpt2 "bash $bundle/run.sh --bundle $bundle --gpt2-worker"
+part attention "bash $bundle/run.sh --bundle $bundle --attention-worker"
 [ $dry = 1 ] && exit 0
 # what comes back from a lent machine: one archive of the logs
 [ -n "${OUT:-}" ] && [ -d "$OUT/logs" ] && tar -C "$OUT" -czf "$OUT/logs.tar.gz" logs && rm -rf "$OUT/logs"
