@@ -108,7 +108,7 @@ rt_tensor *rt_token_batch(rt_ctx *ctx, const char *path, uint64_t seed, int64_t 
         for (int64_t r = 0; r < l->local[0]; r++) {
             uint32_t u[4];
             rt_philox_(seed, (uint64_t)(l->offset[0] + r), 1, u);   /* uniform's stream 1 */
-            double first = 0.0 + (double)(n - w) * rt_philox_unit_(u[0], u[1]);
+            double first = 0.0 + (double)(n - w) * rt_philox_unit_(u[0], u[1]);   /* lo + (hi - lo) u */
             int64_t o = (int64_t)first + l->offset[1];
             for (int64_t c = 0; c < l->local[1]; c++) {
                 const unsigned char *p = map + start + (o + c) * tsize;
