@@ -18,6 +18,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "philox.h"
 #include "rt_internal.h"
 
 #define MSG RT_IO_MSG
@@ -87,15 +88,16 @@ rt_tensor *rt_token_batch(rt_ctx *ctx, const char *path, uint64_t seed, int64_t 
     if (ctx->mpi)
         RT_CALL_MPI(ctx, MPI_Bcast(v, 3, MPI_LONG_LONG, 0, MPI_COMM_WORLD));
     long long n = v[0], tsize = v[1], start = v[2];
-    /* the windows' starts: uniform(f64[B], seed) on [0, n - W), rows of this block */
-    rt_layout rows = {.ndim = 1, .global = {l->global[0]}, .offset = {l->offset[0]}, .local = {l->local[0]}};
-    rt_tensor *u = rt_uniform(ctx, RT_F64, &rows, seed, 0.0, (double)(n - w));
-    const double *first = rt_host_view(ctx, u);
-    rt_tensor *t = rt_empty(ctx, RT_I32, 2, l->local);
-    int32_t *out = rt_host_buffer(ctx, t);
+    /* the windows' starts: uniform(f64[B], seed) on [0, n - W) at the
+     * global rows of this block, drawn here on the host with philox.h's
+     * generator (random.c's and the CUDA target's: the same bits), so a
+     * device target neither waits for the device nor stages through the
+     * pinned buffer; the batch goes up as one copy (rt_from_data) */
+    int64_t nloc = l->local[0] * l->local[1];
+    int32_t *out = malloc(nloc > 0 ? (size_t)nloc * sizeof *out : 1);
+    RT_CHECK(ctx, out != NULL, "token_batch '%s': out of memory for %lld tokens", path, (long long)nloc);
     const char *bad = NULL;
     char badmsg[MSG];
-    int64_t nloc = l->local[0] * l->local[1];
     if (nloc > 0) {
         int fd = open(path, O_RDONLY);
         RT_CHECK(ctx, fd >= 0, "token file '%s': cannot open: %s (on rank %d)", path, strerror(errno), ctx->rank);
@@ -104,7 +106,10 @@ rt_tensor *rt_token_batch(rt_ctx *ctx, const char *path, uint64_t seed, int64_t 
         RT_CHECK(ctx, map != MAP_FAILED, "token file '%s': cannot map: %s", path, strerror(errno));
         close(fd);
         for (int64_t r = 0; r < l->local[0]; r++) {
-            int64_t o = (int64_t)first[r] + l->offset[1];
+            uint32_t u[4];
+            rt_philox_(seed, (uint64_t)(l->offset[0] + r), 1, u);   /* uniform's stream 1 */
+            double first = 0.0 + (double)(n - w) * rt_philox_unit_(u[0], u[1]);   /* lo + (hi - lo) u */
+            int64_t o = (int64_t)first + l->offset[1];
             for (int64_t c = 0; c < l->local[1]; c++) {
                 const unsigned char *p = map + start + (o + c) * tsize;
                 uint32_t tok;
@@ -128,9 +133,9 @@ rt_tensor *rt_token_batch(rt_ctx *ctx, const char *path, uint64_t seed, int64_t 
         }
         munmap((void *)map, len);
     }
-    rt_free(ctx, u);
     rt_io_agree(ctx, bad);
-    rt_host_commit(ctx, t, out);
+    rt_tensor *t = rt_from_data(ctx, RT_I32, 2, l->local, out);
+    free(out);
     rt_kernel_end(ctx, &ks, RT_K_IO, "token_batch");
     return t;
 }

@@ -11,8 +11,14 @@ shuffled with a fixed seed and the last VAL_FRACTION of them form the
 validation set, so no fortune is split between the two.
 
 Tokens are bytes (vocabulary 256, so the vocabulary splits evenly over any
-power-of-two `tp`), stored as int32 (the program loads `i32`). Written:
+power-of-two `tp`), stored as token files, nanoGPT's raw little-endian
+uint16 (examples/gpt.spmd and gpt2_small.spmd read them with token_batch,
+docs/weights.md), and as int32 .npy arrays (what NumPy and PyTorch readers
+use: bench/gpt_torch.py, examples/gpt_train.py, examples/gpt_pp.spmd).
+Written:
 
+    OUTDIR/train.bin    the training tokens                  uint16[NTRAIN]
+    OUTDIR/val.bin      the validation tokens                uint16[NVAL]
     OUTDIR/tokens.npy   every token, train then val          i32[N]
     OUTDIR/train.npy    the training tokens                  i32[NTRAIN]
     OUTDIR/val.npy      the validation tokens                i32[NVAL]
@@ -100,6 +106,8 @@ def main():
     np.save(os.path.join(args.outdir, "tokens.npy"), np.concatenate([train, val]))
     np.save(os.path.join(args.outdir, "train.npy"), train)
     np.save(os.path.join(args.outdir, "val.npy"), val)
+    train.astype("<u2").tofile(os.path.join(args.outdir, "train.bin"))
+    val.astype("<u2").tofile(os.path.join(args.outdir, "val.bin"))
     entropy, val_xent = unigram(train, val)
     meta = {
         "source": source,

@@ -6,7 +6,8 @@
 # ranks (dp=2, tp=2), within 10 minutes of the job's start; on the GPU
 # (spmdc --target=cuda, one rank per GPU) where the machine has one.
 #
-#   build/gpt_run/data/     the tokens (scripts/gpt_data.py): train.npy, val.npy, meta.json
+#   build/gpt_run/data/     the tokens (scripts/gpt_data.py): the token files train.bin and
+#                           val.bin the program reads (nanoGPT's uint16), .npy copies, meta.json
 #   build/gpt_run/train.log what the program printed (losses, step time, tokens/s)
 #   build/gpt_run/ckpt/last the last checkpoint: run the job again and it resumes from it
 #   build/gpt_run/loss.png  the loss curves (scripts/gpt_plot.py)
@@ -47,7 +48,7 @@ if [ "${GPT_FRESH:-0}" = 1 ]; then
   rm -rf "$run/ckpt" "$run/train.log"
 fi
 mkdir -p "$run"
-if [ ! -f "$run/data/sizes.sh" ]; then
+if [ ! -f "$run/data/sizes.sh" ] || [ ! -f "$run/data/train.bin" ]; then
   echo "== /usr/bin/python3 scripts/gpt_data.py $run/data"
   /usr/bin/python3 scripts/gpt_data.py "$run/data"
 fi

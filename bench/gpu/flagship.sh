@@ -12,7 +12,7 @@
 # Environment (defaults for the GPU machine; the overrides let it run on a
 # CPU with a CPU-built program standing in, as tests/gpt/run_gpt.py does):
 #   FLAGSHIP_PROG     our program             BUNDLE_DIR/progs/gpt_speed (gpt2: gpt2_speed)
-#   FLAGSHIP_DATA     train.npy's directory   BUNDLE_DIR/data
+#   FLAGSHIP_DATA     the data directory (train.bin, train.npy)   BUNDLE_DIR/data
 #   FLAGSHIP_PYTHON   PyTorch's python        /opt/torch/.venv/bin/python3
 #   FLAGSHIP_DEVICE   cuda | cpu              cuda
 #   FLAGSHIP_STEPS    timed PyTorch steps     as many as ours ran, less the warm-up (at most 1000)

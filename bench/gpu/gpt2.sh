@@ -4,7 +4,7 @@
 #   bash bench/gpu/gpt2.sh BUNDLE_DIR
 # runs our prebuilt GPT-2 small (BUNDLE_DIR/progs/gpt2_speed:
 # examples/gpt2_small.spmd by spmdc --target=cuda, L=12, D=768, 12 heads,
-# T=1024, vocab 50304, B=16; bf16 compute with f32 master weights; on 1
+# T=1024, vocab 50257 (GPT-2's), B=16; bf16 compute with f32 master weights; on 1
 # rank, --profile), then PyTorch's same training step (bench/gpu/
 # gpt_torch_gpu.py --model gpt2: the batch, the loss, clipping, the schedule,
 # AdamW, from our initial parameters) eager and with torch.compile, each

@@ -7,7 +7,9 @@ scripts/gpt_data.py.
 MODE:
   meshes  the same 20-step training run (losses, gradient norms,
           validation losses) on 1 rank and on the meshes (2,1), (1,2),
-          (2,2): SPEC section 12
+          (2,2): SPEC section 12; and the same on 1 rank bit for bit when
+          the program reads the .npy arrays instead of the token files
+          (its batches as they were cut before token_batch)
   resume  a run stopped after STOP steps (its checkpoint written) and run
           again resumes from the checkpoint and continues bit-identically:
           the same printed numbers and byte-identical checkpoint files as
@@ -166,7 +168,7 @@ def compare_meshes(r, prog, meshes):
 def mode_meshes(r):
     prog = r.compile("gpt", STEPS=20, EVAL_EVERY=5)      # a 20-step trajectory
     meshes = ["dp=1,tp=1", "dp=2,tp=1", "dp=1,tp=2", "dp=2,tp=2"]
-    fails = compare_meshes(r, prog, meshes)[0]
+    fails, first = compare_meshes(r, prog, meshes)
     # then the sample the flagship writes (temperature and top-k from the
     # trained model): the same bytes on every mesh for its seed
     if r.source != "gpt.spmd":   # llama.spmd (llama/meshes) writes none
@@ -179,7 +181,47 @@ def mode_meshes(r):
             fails += 1
     if all(np.array_equal(x, ids[0]) for x in ids):
         print(f"ok: the generated sample ({ids[0].shape[0]} windows) is the same on every mesh")
-    return fails
+    return fails + tokens_vs_npy(r, dict(STEPS=20, EVAL_EVERY=5), first)
+
+
+# The flagship as it read its text before it read token files: the whole
+# .npy array loaded, the windows cut with take_along_dim at the starts that
+# window_starts draws (its batch() then); tokens_vs_npy compiles it.
+NPY_WINDOWS = """
+fn npy_windows(data: i32[N]{dp: R, tp: R}, seed) -> i32[B@dp, T1]{tp: R} {
+  let idx = reshape(window_starts(N, seed), [B, 1]) + iota(i32[B@dp, T1]{tp: R}, dim=1);
+  return take_along_dim(reshape(data, [1, N]), idx, dim=1);
+}
+"""
+TOKEN_BATCH = re.compile(r'token_batch\("data/(train|val)\.bin", i32\[B@dp, T1\]\{tp: R\}, seed=([^,]+), vocab=NV\)')
+
+
+def tokens_vs_npy(r, consts, ours):
+    """1 (printing FAIL) unless the flagship compiled with its token_batch
+    reads replaced by the .npy arrays' windows prints OURS (the flagship's
+    1-rank output) exactly: the token files give the same batches, so the
+    same losses, bit for bit; else 0."""
+    src = open(os.path.join(ROOT, "examples", "gpt.spmd")).read()
+    size = {"train": "NTRAIN", "val": "NVAL"}
+    npy, n = TOKEN_BATCH.subn(lambda m: f'npy_windows(load("data/{m.group(1)}.npy", i32[{size[m.group(1)]}]'
+                                        f'{{dp: R, tp: R}}), {m.group(2)})', src)
+    if n != 3:
+        print(f"FAIL: {n} token_batch reads in examples/gpt.spmd, not the 3 this test replaces")
+        return 1
+    path = os.path.join(r.tmp, "gpt_npy.spmd")
+    with open(path, "w") as f:
+        f.write(npy.replace("\nfn main() {", NPY_WINDOWS + "\nfn main() {", 1))
+    c = dict(r.small, **consts)
+    prog = os.path.join(r.tmp, "gpt_npy")
+    sh([r.a.spmdc, "-I", os.path.join(ROOT, "stdlib"), path, *[f"-D{k}={v}" for k, v in c.items()],
+        *[f"-D{k}={v}" for k, v in r.sizes.items()], "-o", prog], r.tmp, r.a.v)
+    out = untimed(r.run(prog, "dp=1,tp=1", os.path.join(r.tmp, "npy")))
+    if out != ours:
+        print("FAIL: the flagship on the .npy arrays prints\n" + out + "\non the token files\n" + ours)
+        return 1
+    print(f"ok: the flagship on the token files (train.bin, val.bin) prints what it prints on the .npy arrays, "
+          f"every loss bit for bit ({len(out.splitlines())} lines)")
+    return 0
 
 
 def mode_pipeline(r):

@@ -71,6 +71,10 @@ TORCH_STEPS = 6
 class Runner(run_gpt.Runner):
     source, small = "gpt2_small.spmd", SMALL
 
+    def __init__(self, args, tmp):
+        super().__init__(args, tmp)
+        self.sizes = {}    # the example reads token files (data/train.bin): no NTRAIN, NVAL
+
 
 def mode_meshes(r):
     prog = r.compile("gpt2")

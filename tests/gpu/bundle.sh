@@ -86,10 +86,10 @@ if [ $gpt = 1 ]; then
 # dp=2,tp=2, every step's loss and gradient norm against the CPU target's
 # (tests/gpu/gpt_compare.py); and a longer run for its step time (--profile)
 data="$repo/build/gpt_run/data"
-if [ ! -f "$data/sizes.sh" ]; then
+if [ ! -f "$data/sizes.sh" ] || [ ! -f "$data/train.bin" ]; then
   data="$out/gpt_data_tmp"; /usr/bin/python3 "$repo/scripts/gpt_data.py" "$data" >/dev/null
 fi
-mkdir -p "$out/data"; cp "$data"/train.npy "$data"/val.npy "$data"/meta.json "$data"/sizes.sh "$out/data/"
+mkdir -p "$out/data"; cp "$data"/train.bin "$data"/val.bin "$data"/train.npy "$data"/val.npy "$data"/meta.json "$data"/sizes.sh "$out/data/"
 rm -rf "$out/gpt_data_tmp"
 . "$out/data/sizes.sh"
 gflags="-D NTRAIN=$NTRAIN -D NVAL=$NVAL -D PRINT_EVERY=1 -D EVAL_EVERY=10 -D CKPT_EVERY=100000 -D STOP_AFTER=${GPU_GPT_STEPS:-20}"
@@ -126,11 +126,11 @@ env $cuda_env "$build/compiler/spmdc" --target=cuda -D NTRAIN=$NTRAIN -D NVAL=$N
 # tests/gpt2's 0.003 the fortunes make a loss spike by step 18 that turns
 # rounding differences into 12% (1 rank against dp=2,tp=2 on the CPU); at
 # 0.001 those two differ by at most 9e-4 over the 20 steps.
-g2flags="-D NTRAIN=$NTRAIN -D NVAL=$NVAL -D T=32 -D D=64 -D NH=4 -D L=2 -D NV=512 -D B=8 -D WARMUP=2 -D LR=0.001"
+g2flags="-D T=32 -D D=64 -D NH=4 -D L=2 -D NV=512 -D B=8 -D WARMUP=2 -D LR=0.001"
 g2flags="$g2flags -D PRINT_EVERY=1 -D EVAL_EVERY=10 -D EVAL_BATCHES=2 -D STOP_AFTER=${GPU_GPT2_STEPS:-20}"
 model_check gpt2 "$repo/examples/gpt2_small.spmd" "$g2flags"
 # shellcheck disable=SC2086
-env $cuda_env "$build/compiler/spmdc" --target=cuda -D NTRAIN=$NTRAIN -D NVAL=$NVAL -D PRINT_EVERY=10 \
+env $cuda_env "$build/compiler/spmdc" --target=cuda -D PRINT_EVERY=10 \
   -D EVAL_EVERY=100000 -D EVAL_BATCHES=1 -D STOP_AFTER=${GPU_GPT2_SPEED_STEPS:-40} -D SAVE_INIT=1 \
   "$repo/examples/gpt2_small.spmd" -o "$out/progs/gpt2_speed" || printf 'gpt2_speed: spmdc --target=cuda fails\n' >> "$out/progs/MISSING"
 cp "$here/gpt_compare.py" "$out/"

@@ -52,24 +52,33 @@ def write(path, tensors, header_hook=None):
         f.write(struct.pack('<Q', len(h)) + h + b''.join(blobs))
 
 
-def run_hf(spmdc, source, work, mpirun, mpiargs, model, map_path, ids):
-    """The Hugging Face tests' runs (gpt_hf.py, llama_hf.py): SOURCE compiled
-    into WORK, then run on 1 rank and on dp=2,tp=2 in a directory of its own
-    holding MODEL (model.safetensors), the map and ids.npy.  Yields (mesh,
-    directory) per mesh, the directory None when the run failed (printed)."""
+def run_hf(spmdc, source, work, mpirun, mpiargs, model, map_path, ids, defines=None,
+           meshes=((1, 'dp=1,tp=1'), (4, 'dp=2,tp=2')), data=None):
+    """The Hugging Face tests' runs (gpt_hf.py, llama_hf.py, gpt2_hf.py):
+    SOURCE compiled into WORK (spmdc -D NAME=VALUE for DEFINES), then run on
+    each of MESHES ((ranks, mesh), default 1 rank and dp=2,tp=2) in a
+    directory of its own holding MODEL (under its own name), the map,
+    ids.npy and DATA (a directory, linked as data/); the standard output
+    goes to out.txt there.  Yields (mesh, directory) per mesh, the
+    directory None when the run failed (printed)."""
     import os
     import shutil
     import subprocess
     prog = os.path.join(work, os.path.basename(source).split('.')[0])
-    subprocess.run([spmdc, source, '-o', prog], check=True)
-    for np_, mesh in ((1, 'dp=1,tp=1'), (4, 'dp=2,tp=2')):
+    flags = [f'-D{k}={v}' for k, v in (defines or {}).items()]
+    subprocess.run([spmdc, source, *flags, '-o', prog], check=True)
+    for np_, mesh in meshes:
         d = os.path.join(work, mesh.replace(',', '_').replace('=', ''))
         os.makedirs(d)
         shutil.copy(model, d)
         shutil.copy(map_path, d)
         np.save(os.path.join(d, 'ids.npy'), ids)
+        if data:
+            os.symlink(os.path.abspath(data), os.path.join(d, 'data'))
         r = subprocess.run([mpirun] + mpiargs + ['-np', str(np_), prog, '--mesh', mesh], cwd=d,
                            capture_output=True, text=True, timeout=300)
+        with open(os.path.join(d, 'out.txt'), 'w') as f:
+            f.write(r.stdout)
         if r.returncode != 0:
             print(f'FAIL: {mesh}: exit {r.returncode}: {r.stderr[-2000:]}')
             d = None
