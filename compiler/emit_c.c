@@ -507,8 +507,10 @@ static void emit_guards(Emitter *E, IrInst *in, int ind) {
     source_position(E->c, in->span, &line, &col);
     const char *path = source_file(E->c, in->span.file)->path, *base = strrchr(path, '/');
     const char *what = in->op == IR_IF ? "an `if`'s condition" : in->op == IR_FOR ? "a `for`'s bound" : ir_op_name[in->op];
-    const char *name = arena_sprintf(&E->c->arena, "%s (%s, %s:%d)", E->f->values[v].hint ? E->f->values[v].hint : vname(E, v),
-                                     what, base ? base + 1 : path, line);
+    const char *vn = E->f->values[v].hint ? E->f->values[v].hint
+                     : E->defs && E->defs[v] && *source_text(E, E->defs[v]->span) ? source_text(E, E->defs[v]->span)
+                                                                       : vname(E, v);
+    const char *name = arena_sprintf(&E->c->arena, "%s (%s, %s:%d)", vn, what, base ? base + 1 : path, line);
     out(E, ind, "rt_guard(ctx, %s(%s), %s);\n", E->f->values[v].type->kind == TY_FLOAT ? "rt_region_f" : "rt_region_i",
         vname(E, v), c_string(E, name));
   }
@@ -1606,7 +1608,9 @@ static void report_region(Emitter *E, const Schedule *S, const GraphRegion *R, i
     sb_puts(&names, *p == ',' ? "`, `" : (char[]){*p, 0});
   sb_putc(&names, '`');
   fprintf(E->region_report, "  %s: region %d: capturable: %d device operations; %d tensor inputs, %d results; "
-                            "host scalars frozen in the graph (it runs eagerly when one changes): %s\n",
+                            "host scalars, from which its fill recomputes before each replay the numbers its device "
+                            "operations take (random seeds, arithmetic's scalars and fused kernels' numbers through "
+                            "its slot table; any other compared, a replay refused when one differs): %s\n",
           io.label, number, R->ops, io.nin + io.nin_slots, io.nouts + io.nout_slots, io.nsc ? names.data : "none");
 }
 

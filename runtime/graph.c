@@ -494,8 +494,10 @@ void rt_graphs_free(rt_ctx *ctx)
         return;
     for (rt_graph_region *r = g->list; r; r = r->next)
         if (g->verbose && ctx->rank == 0)
-            fprintf(stderr, "spmd: graph region %s: %s, %ld replays, %ld eager iterations\n", r->label,
-                    r->state == R_CAPTURED ? "captured" : "not captured", r->replays, r->eager_runs);
+            fprintf(stderr, "spmd: graph region %s: %s, %ld replays, %ld eager iterations (%d host numbers "
+                            "read from its slot table, %d taken by value and compared)\n", r->label,
+                    r->state == R_CAPTURED ? "captured" : "not captured", r->replays, r->eager_runs,
+                    r->graph ? r->nslots : 0, r->nguards);
     rt_graph_region *next;
     for (rt_graph_region *r = g->list; r; r = next) {
         next = r->next;
