@@ -451,35 +451,8 @@ static bool host_scalar(Emitter *E, int v) {
   return k == TY_INT || k == TY_FLOAT || k == TY_BOOL;
 }
 
-/* 'f' or 'i': argument a of in is read through a slot; 0: by value */
-static int slot_of(IrInst *in, int a) {
-  switch (in->op) {
-  case IR_BINARY_SCALAR: return a == 1 ? 'f' : 0;
-  case IR_RANDN: return a == 0 ? 'i' : a == 2 && IR_I(in, MEAN_GIVEN) ? 'f' : 0;
-  case IR_UNIFORM: return a == 0 ? 'i' : 0;
-  case IR_DROPOUT: return a == 1 ? 'i' : 0;
-  default: return 0;
-  }
-}
-
-static bool host_work(IrOp op) {
-  if (ir_has(op, IRF_PURE_HOST))
-    return true;
-  switch (op) {
-  case IR_VAR_GET:
-  case IR_VAR_SET:
-  case IR_FOR:
-  case IR_IF:
-  case IR_RETURN:
-  case IR_PUSH:
-  case IR_POP:
-  case IR_CALL:
-  case IR_VJP_CALL:
-  case IR_FREE:
-  case IR_COUNT: return true;
-  default: return false;
-  }
-}
+static int slot_of(IrInst *in, int a) { return region_slot_of(in, a); }
+static bool host_work(IrOp op) { return region_host_work(op); }
 
 static bool graph_numbers(Emitter *E) {
   return E->tgt == &target_cuda && (E->f != E->p->main || E->in_region || E->fill);
@@ -1601,17 +1574,25 @@ static void region_io(Emitter *E, const Schedule *S, const GraphRegion *R, Regio
 static void report_region(Emitter *E, const Schedule *S, const GraphRegion *R, int number) {
   RegionIO io;
   region_io(E, S, R, &io);
-  StrBuf names; /* `a`, `b + 1` */
-  sb_init(&names, &E->c->arena);
-  sb_putc(&names, '`');
-  for (const char *p = io.names; *p; p++)
-    sb_puts(&names, *p == ',' ? "`, `" : (char[]){*p, 0});
-  sb_putc(&names, '`');
+  /* each host scalar: where it reaches (regions.c): a slot, a number taken by value */
+  StrBuf slots, guards;
+  sb_init(&slots, &E->c->arena);
+  sb_init(&guards, &E->c->arena);
+  const char *p = io.names;
+  for (int i = 0; i < io.nsc; i++) {
+    size_t len = strcspn(p, ",");
+    bool slot, guard;
+    region_scalar_reach(E->c, E->f, S->insts, R->a, R->b, io.scalars[i], &slot, &guard);
+    StrBuf *to = guard ? &guards : slot ? &slots : NULL;
+    if (to)
+      sb_printf(to, "%s`%.*s`", to->data && *to->data ? ", " : "", (int)len, p);
+    p += len + (p[len] == ',');
+  }
   fprintf(E->region_report, "  %s: region %d: capturable: %d device operations; %d tensor inputs, %d results; "
-                            "host scalars, from which its fill recomputes before each replay the numbers its device "
-                            "operations take (random seeds, arithmetic's scalars and fused kernels' numbers through "
-                            "its slot table; any other compared, a replay refused when one differs): %s\n",
-          io.label, number, R->ops, io.nin + io.nin_slots, io.nouts + io.nout_slots, io.nsc ? names.data : "none");
+                            "host scalars its kernels read from its slot table (refreshed before each replay): %s; "
+                            "taken by value (a replay is refused when one differs): %s\n",
+          io.label, number, R->ops, io.nin + io.nin_slots, io.nouts + io.nout_slots,
+          slots.data && *slots.data ? slots.data : "none", guards.data && *guards.data ? guards.data : "none");
 }
 
 /* The region's fill (runtime/graph.c), into E->fills: main's host scalars

@@ -74,7 +74,7 @@ int ir_value(Compiler *c, IrFn *f, Type *t, Name hint) {
     f->values = v;
     f->capvalues = cap;
   }
-  f->values[f->nvalues] = (IrValue){t, hint};
+  f->values[f->nvalues] = (IrValue){t, hint, 0};
   return f->nvalues++;
 }
 
