@@ -618,6 +618,7 @@ static void call_bwd(Rev *r, IrInst *in, IrBlock *here) {
     for (int i = 0; i < in->nargs; i++) {
       pop->dst[i] = fwd->args[i] = bval(r, ftype(r, in->args[i]));
       r->b->values[pop->dst[i]].hint = r->f->values[in->args[i]].hint;
+      r->b->values[pop->dst[i]].tape_of = in->args[i] + 1;
     }
     for (int d = 0; d < in->ndst; d++) /* the results again: not used, freed at once */
       ir_add_dst(r->ad->c, fwd, bval(r, ftype(r, in->dst[d])));
@@ -652,6 +653,8 @@ static void reverse_inst(Rev *r, IrInst *in, IrBlock *fb) {
     pop->ndst = 2;
     pop->dst[0] = bval(r, type_new(c, TY_INT));
     pop->dst[1] = bval(r, type_new(c, TY_INT));
+    r->b->values[pop->dst[0]].tape_of = in->args[0] + 1;
+    r->b->values[pop->dst[1]].tape_of = in->args[1] + 1;
     IrInst *loop = bemit(r, IR_FOR, sp, 2, pop->dst);
     IR_I(loop, BACKWARDS) = 1; /* runs backwards */
     loop->dst[0] = bval(r, type_new(c, TY_INT));
@@ -666,6 +669,7 @@ static void reverse_inst(Rev *r, IrInst *in, IrBlock *fb) {
     IrInst *pop = bemit(r, IR_POP, sp, 0, NULL);
     pop->ndst = 1;
     pop->dst[0] = bval(r, type_new(c, TY_BOOL));
+    r->b->values[pop->dst[0]].tape_of = in->args[0] + 1;
     IrInst *br = bemit(r, IR_IF, sp, 1, pop->dst);
     IrBlock *saved = r->out;
     r->out = &br->body;
@@ -722,6 +726,7 @@ static void reverse_inst(Rev *r, IrInst *in, IrBlock *fb) {
     for (int i = 0; i < nres; i++) {
       pop->dst[i] = res_b[i] = bval(r, ftype(r, res_f[i]));
       r->b->values[res_b[i]].hint = r->f->values[res_f[i]].hint;
+      r->b->values[res_b[i]].tape_of = res_f[i] + 1;
     }
   }
   int dy = in->ndst ? adjoint(r, in->dst[0], sp) : -1;
@@ -928,6 +933,7 @@ static Variant *variant(AD *ad, IrFn *f, Mask mask) {
    * parameters out */
   IrFn *b = v->bwd = ir_fn_new(c, arena_sprintf(&c->arena, "%s_bwd%s", f->cname, suffix));
   b->role = IRFN_BACKWARD;
+  b->tape_fwd = v->fwd;
   b->span = f->span;
   b->fn = f->fn;
   r.b = b;

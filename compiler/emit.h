@@ -38,6 +38,15 @@ typedef struct Emitter {
   bool in_region;    /* emitting a graph region's body (emit_c.c): its host work was hoisted */
   int ngraphs;       /* graph regions emitted so far */
   FILE *region_report; /* --regions: where the regions and what stops them are described */
+  /* the CUDA target's graph regions' fills (runtime/graph.c): the host
+   * arithmetic of a region and of the functions it calls, without the
+   * device work, calling rt_slot_f/rt_slot_i/rt_guard as the real code does */
+  bool fill;        /* emitting a fill: only host work, slots and guards */
+  IrInst **defs;    /* per value of f: its defining instruction */
+  FILE *fills;      /* their C (placed before the functions) */
+  FILE *fill_protos; /* and their prototypes */
+  IrFn **fill_fns;  /* functions whose fill a fill calls; nfill_done emitted */
+  int nfill_fns, capfill_fns, nfill_done;
 } Emitter;
 
 /* A fused elementwise region, its outputs allocated by the host program:
@@ -85,5 +94,9 @@ bool emit_transparent(const IrInst *in);
 
 /* emit_cuda.c: the .cu's prelude */
 void cuda_begin(Emitter *E, const char *source_path);
+/* emit_cuda.c: a fused region's host numbers, in its launcher's order, as
+ * rt_slot_f/rt_slot_i calls: in the real code, into hs_<name> (what the
+ * launch passes); in a fill (E->fill), for their values alone */
+void cuda_fused_slots(Emitter *E, const FusedRegion *r, int ind);
 
 #endif

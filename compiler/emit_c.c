@@ -439,10 +439,70 @@ static void emit_loc(Emitter *E, const IrInst *in, int ind) {
 static void emit_block(Emitter *E, IrBlock *b, int ind);
 
 
+/* ---- graph regions' host numbers on the CUDA target (runtime/graph.c):
+ * a device operation's host number that a kernel can read from device
+ * memory goes through rt_slot_f/rt_slot_i (a region's slot table, refreshed
+ * before each replay); every other host number a device operation takes by
+ * value, and each `if` condition and `for` bound of a function a region may
+ * call, is named to rt_guard (a replay is refused when one differs). A
+ * region's fill makes the same calls in the same order. */
+static bool host_scalar(Emitter *E, int v) {
+  TypeKind k = E->f->values[v].type->kind;
+  return k == TY_INT || k == TY_FLOAT || k == TY_BOOL;
+}
+
+static int slot_of(IrInst *in, int a) { return region_slot_of(in, a); }
+static bool host_work(IrOp op) { return region_host_work(op); }
+
+static bool graph_numbers(Emitter *E) {
+  return E->tgt == &target_cuda && (E->f != E->p->main || E->in_region || E->fill);
+}
+
+static void emit_guards(Emitter *E, IrInst *in, int ind) {
+  if (!graph_numbers(E))
+    return;
+  int n = 0;
+  if (in->op == IR_IF)
+    n = 1;
+  else if (in->op == IR_FOR)
+    n = 2;
+  else if (!host_work(in->op))
+    n = in->nargs;
+  if ((in->op == IR_IF || in->op == IR_FOR) && E->f == E->p->main)
+    return;
+  for (int a = 0; a < n; a++) {
+    int v = in->args[a];
+    if (v < 0 || !host_scalar(E, v) || slot_of(in, a))
+      continue;
+    if (E->defs && E->defs[v] && E->defs[v]->op == IR_HOST_CONST)
+      continue; /* a literal cannot change */
+    int line, col;
+    source_position(E->c, in->span, &line, &col);
+    const char *path = source_file(E->c, in->span.file)->path, *base = strrchr(path, '/');
+    const char *what = in->op == IR_IF ? "an `if`'s condition" : in->op == IR_FOR ? "a `for`'s bound" : ir_op_name[in->op];
+    const char *vn = E->f->values[v].hint ? E->f->values[v].hint
+                     : E->defs && E->defs[v] && *source_text(E, E->defs[v]->span) ? source_text(E, E->defs[v]->span)
+                                                                       : vname(E, v);
+    const char *name = arena_sprintf(&E->c->arena, "%s (%s, %s:%d)", vn, what, base ? base + 1 : path, line);
+    out(E, ind, "rt_guard(ctx, %s(%s), %s);\n", E->f->values[v].type->kind == TY_FLOAT ? "rt_region_f" : "rt_region_i",
+        vname(E, v), c_string(E, name));
+  }
+}
+
+/* argument a of in as the operation takes it: through a slot on the CUDA target */
+static const char *slot_arg(Emitter *E, IrInst *in, int a, const char *cast) {
+  if (E->tgt != &target_cuda)
+    return arena_sprintf(&E->c->arena, "%s%s", cast, vname(E, in->args[a]));
+  return arena_sprintf(&E->c->arena, "rt_slot_%c(ctx, %s%s)", slot_of(in, a), cast, vname(E, in->args[a]));
+}
+
 static void emit_inst(Emitter *E, IrInst *in, int ind) {
   int line, col;
   source_position(E->c, in->span, &line, &col);
   const char *loc = arena_sprintf(&E->c->arena, "/* %s:%d */", source_file(E->c, in->span.file)->path, line);
+  if (!E->fill)
+    emit_guards(E, in, ind);
+  bool cu = E->tgt == &target_cuda;
   switch (in->op) {
   case IR_HOST_CONST:
     if (in->t->kind == TY_FLOAT)
@@ -493,9 +553,9 @@ static void emit_inst(Emitter *E, IrInst *in, int ind) {
         A(E, in, 1), loc);
     return;
   case IR_BINARY_SCALAR:
-    out(E, ind, "%s = rt_binary_scalar(ctx, RT_%s, %s, (double)%s, %s); %s\n", D(E, in, 0), ir_binary_name[in->binop],
-        A(E, in, 0),
-        A(E, in, 1), IR_I(in, SCALAR_LEFT) ? "true" : "false", loc);
+    out(E, ind, "%s = rt_binary_scalar%s(ctx, RT_%s, %s, %s, %s); %s\n", D(E, in, 0), cu ? "_h" : "",
+        ir_binary_name[in->binop], A(E, in, 0), slot_arg(E, in, 1, "(double)"), IR_I(in, SCALAR_LEFT) ? "true" : "false",
+        loc);
     return;
   case IR_MATMUL: out(E, ind, "%s = rt_matmul(ctx, %s, %s); %s\n", D(E, in, 0), A(E, in, 0), A(E, in, 1), loc); return;
   case IR_EINSUM: {
@@ -591,8 +651,8 @@ static void emit_inst(Emitter *E, IrInst *in, int ind) {
     /* the mask is keyed by each element's index in x's global layout */
     out(E, ind, "{ %s\n", loc);
     emit_shape(E, ind + 1, in->t, "dropout");
-    out(E, ind + 1, "%s = rt_dropout(ctx, %s, (double)%s, (int64_t)%s, &layout_, %s);\n", D(E, in, 0), A(E, in, 0),
-        A(E, in, 2), A(E, in, 1), axes_c(E, in));
+    out(E, ind + 1, "%s = rt_dropout%s(ctx, %s, (double)%s, %s, &layout_, %s);\n", D(E, in, 0), cu ? "_h" : "",
+        A(E, in, 0), A(E, in, 2), slot_arg(E, in, 1, "(int64_t)"), axes_c(E, in));
     out(E, ind, "}\n");
     return;
   case IR_EMBEDDING:
@@ -669,19 +729,20 @@ static void emit_inst(Emitter *E, IrInst *in, int ind) {
       out(E, ind + 1, "%s = rt_full(ctx, %s, %d, layout_.local, %s);\n", D(E, in, 0), dt, in->t->ndim,
           in->nargs ? arena_sprintf(&E->c->arena, "(double)%s", A(E, in, 0)) : num(E, in->f));
     else if (in->op == IR_RANDN && !IR_I(in, MEAN_GIVEN))
-      out(E, ind + 1, "%s = rt_randn(ctx, %s, &layout_, (uint64_t)%s, (double)%s);\n", D(E, in, 0), dt, A(E, in, 0),
-          A(E, in, 1));
+      out(E, ind + 1, "%s = rt_randn%s(ctx, %s, &layout_, %s, (double)%s);\n", D(E, in, 0), cu ? "_h" : "", dt,
+          slot_arg(E, in, 0, cu ? "(int64_t)" : "(uint64_t)"), A(E, in, 1));
     else if (in->op == IR_RANDN) { /* with a mean */
-      out(E, ind + 1, "rt_tensor *z_ = rt_randn(ctx, %s, &layout_, (uint64_t)%s, (double)%s);\n", dt, A(E, in, 0),
-          A(E, in, 1));
-      out(E, ind + 1, "%s = rt_binary_scalar(ctx, RT_ADD, z_, (double)%s, false);\n", D(E, in, 0), A(E, in, 2));
+      out(E, ind + 1, "rt_tensor *z_ = rt_randn%s(ctx, %s, &layout_, %s, (double)%s);\n", cu ? "_h" : "", dt,
+          slot_arg(E, in, 0, cu ? "(int64_t)" : "(uint64_t)"), A(E, in, 1));
+      out(E, ind + 1, "%s = rt_binary_scalar%s(ctx, RT_ADD, z_, %s, false);\n", D(E, in, 0), cu ? "_h" : "",
+          slot_arg(E, in, 2, "(double)"));
       out(E, ind + 1, "rt_free(ctx, z_);\n");
     } else if (in->op == IR_TOKEN_BATCH)
       out(E, ind + 1, "%s = rt_token_batch(ctx, %s, (uint64_t)%s, (int64_t)%s, &layout_);\n", D(E, in, 0),
           c_string(E, in->s), A(E, in, 0), A(E, in, 1));
     else if (in->op == IR_UNIFORM)
-      out(E, ind + 1, "%s = rt_uniform(ctx, %s, &layout_, (uint64_t)%s, (double)%s, (double)%s);\n", D(E, in, 0), dt,
-          A(E, in, 0), A(E, in, 1), A(E, in, 2));
+      out(E, ind + 1, "%s = rt_uniform%s(ctx, %s, &layout_, %s, (double)%s, (double)%s);\n", D(E, in, 0),
+          cu ? "_h" : "", dt, slot_arg(E, in, 0, cu ? "(int64_t)" : "(uint64_t)"), A(E, in, 1), A(E, in, 2));
     else if (in->strs && path_is_safetensors(in->s)) /* a field of a .safetensors file, by the map */
       out(E, ind + 1, "%s = rt_st_read(ctx, %s, %s, %s, %s, &layout_);\n", D(E, in, 0), c_string(E, in->s),
           in->strs[1] ? c_string(E, in->strs[1]) : "NULL", c_string(E, in->strs[0]), dt);
@@ -1513,15 +1574,72 @@ static void region_io(Emitter *E, const Schedule *S, const GraphRegion *R, Regio
 static void report_region(Emitter *E, const Schedule *S, const GraphRegion *R, int number) {
   RegionIO io;
   region_io(E, S, R, &io);
-  StrBuf names; /* `a`, `b + 1` */
-  sb_init(&names, &E->c->arena);
-  sb_putc(&names, '`');
-  for (const char *p = io.names; *p; p++)
-    sb_puts(&names, *p == ',' ? "`, `" : (char[]){*p, 0});
-  sb_putc(&names, '`');
+  /* each host scalar: where it reaches (regions.c): a slot, a number taken by value */
+  StrBuf slots, guards;
+  sb_init(&slots, &E->c->arena);
+  sb_init(&guards, &E->c->arena);
+  const char *p = io.names;
+  for (int i = 0; i < io.nsc; i++) {
+    size_t len = strcspn(p, ",");
+    bool slot, guard;
+    region_scalar_reach(E->c, E->f, S->insts, R->a, R->b, io.scalars[i], &slot, &guard);
+    StrBuf *to = guard ? &guards : slot ? &slots : NULL;
+    if (to)
+      sb_printf(to, "%s`%.*s`", to->data && *to->data ? ", " : "", (int)len, p);
+    p += len + (p[len] == ',');
+  }
   fprintf(E->region_report, "  %s: region %d: capturable: %d device operations; %d tensor inputs, %d results; "
-                            "host scalars frozen in the graph (it runs eagerly when one changes): %s\n",
-          io.label, number, R->ops, io.nin + io.nin_slots, io.nouts + io.nout_slots, io.nsc ? names.data : "none");
+                            "host scalars its kernels read from its slot table (refreshed before each replay): %s; "
+                            "taken by value (a replay is refused when one differs): %s\n",
+          io.label, number, R->ops, io.nin + io.nin_slots, io.nouts + io.nout_slots,
+          slots.data && *slots.data ? slots.data : "none", guards.data && *guards.data ? guards.data : "none");
+}
+
+/* The region's fill (runtime/graph.c), into E->fills: main's host scalars
+ * from host_ (rt_region_begin's), its literals, then its units' host
+ * numbers and the fills of the functions it calls. */
+static void fill_units(Emitter *E, const Schedule *S, int a, int b, int ind);
+
+static void emit_region_fill(Emitter *E, const Schedule *S, const GraphRegion *R, const RegionIO *io, int number) {
+  IrFn *f = E->f;
+  FILE *saved = E->out;
+  E->out = E->fills;
+  E->fill = true;
+  E->in_region = true;
+  fprintf(E->out, "/* graph region %d (%s): its host numbers, before each replay */\n", number, io->label);
+  fprintf(E->out, "static void fill_region_%d(rt_ctx *ctx, const uint64_t *host_) {\n", number);
+  out(E, 1, "(void)ctx;\n");
+  out(E, 1, "(void)host_;\n");
+  bool *done = arena_alloc(&E->c->arena, sizeof(bool) * (size_t)(f->nvalues + 1));
+  for (int i = 0; i < io->nsc; i++) {
+    int v = io->scalars[i];
+    TypeKind k = f->values[v].type->kind;
+    out(E, 1, "%s %s = %s;\n", ctype_of(f->values[v].type), vname(E, v),
+        arena_sprintf(&E->c->arena, k == TY_FLOAT ? "rt_region_unf(host_[%d])" : k == TY_BOOL ? "host_[%d] != 0"
+                                                                                              : "(int64_t)host_[%d]", i));
+    done[v] = true;
+  }
+  for (int j = R->a; j < R->b; j++) {
+    IrInst *in = S->insts[j];
+    if (region_hoisted(E->c, f, in))
+      continue;
+    for (int a = 0; a < in->nargs; a++) {
+      int v = in->args[a];
+      if (v < 0 || done[v] || !host_scalar(E, v) || !E->defs[v] || E->defs[v]->op != IR_HOST_CONST)
+        continue;
+      done[v] = true;
+      out(E, 1, "%s %s = 0;\n", ctype_of(f->values[v].type), vname(E, v));
+      emit_inst(E, E->defs[v], 1);
+    }
+  }
+  fill_units(E, S, R->a, R->b, 1);
+  for (int v = 0; v < f->nvalues; v++)
+    if (done[v])
+      out(E, 1, "(void)%s;\n", vname(E, v));
+  fputs("}\n\n", E->out);
+  E->fill = false;
+  E->in_region = false;
+  E->out = saved;
 }
 
 /* Before insts[R->a]: the hoisted host work, then rt_region_begin with the
@@ -1564,9 +1682,10 @@ static void emit_region_begin(Emitter *E, const Schedule *S, const GraphRegion *
     }
     fputs("};\n", E->out);
   }
-  out(E, ind + 1, "if (rt_region_begin(ctx, &graph_, %s, %s, %d, %s, %d, %s, %d, %s)) {\n", c_string(E, io->label),
-      nin ? "in_" : "NULL", nin, nkill ? "dies_" : "NULL", nkill, io->nsc ? "host_" : "NULL", io->nsc,
-      c_string(E, io->names));
+  out(E, ind + 1, "if (rt_region_begin(ctx, &graph_, %s, %s, %d, %s, %d, %s, %d, %s, fill_region_%d)) {\n",
+      c_string(E, io->label), nin ? "in_" : "NULL", nin, nkill ? "dies_" : "NULL", nkill, io->nsc ? "host_" : "NULL",
+      io->nsc, c_string(E, io->names), number);
+  emit_region_fill(E, S, R, io, number);
 }
 
 static void emit_region_end(Emitter *E, const RegionIO *io, int ind) {
@@ -1592,6 +1711,229 @@ static void emit_region_end(Emitter *E, const RegionIO *io, int ind) {
   }
   out(E, ind + 1, "}\n");
   out(E, ind, "}\n");
+}
+
+/* ---- fills (runtime/graph.c): the host arithmetic of a region and of
+ * each function it calls, without their device work, calling rt_slot_f,
+ * rt_slot_i and rt_guard in the order the real code does (the same
+ * schedule, walked the same way); runs before each replay. */
+static bool ret_scalar(const Type *t) { return t->kind == TY_INT || t->kind == TY_FLOAT || t->kind == TY_BOOL; }
+
+static void fill_signature(Emitter *E, IrFn *f, FILE *o) {
+  IrFn *saved = E->f;
+  E->f = f;
+  fprintf(o, "static __attribute__((unused)) void fill_%s(rt_ctx *ctx%s", f->cname, ir_uses_tape(f) ? ", tape_t *tape" : "");
+  for (int i = 0; i < f->nparams; i++)
+    if (host_scalar(E, f->params[i]))
+      fprintf(o, ", %s %s", ctype_of(f->values[f->params[i]].type), vname(E, f->params[i]));
+  for (int i = 0; i < f->nret; i++)
+    if (ret_scalar(f->ret_types[i]))
+      fprintf(o, ", %s *ret%d", ctype_of(f->ret_types[i]), i);
+  fputc(')', o);
+  E->f = saved;
+}
+
+static void need_fill(Emitter *E, IrFn *f) {
+  for (int i = 0; i < E->nfill_fns; i++)
+    if (E->fill_fns[i] == f)
+      return;
+  if (E->nfill_fns == E->capfill_fns) {
+    int nc = E->capfill_fns ? 2 * E->capfill_fns : 16;
+    IrFn **n = arena_alloc(&E->c->arena, sizeof *n * (size_t)nc);
+    if (E->nfill_fns)
+      memcpy(n, E->fill_fns, sizeof *n * (size_t)E->nfill_fns);
+    E->fill_fns = n;
+    E->capfill_fns = nc;
+  }
+  E->fill_fns[E->nfill_fns++] = f;
+  fill_signature(E, f, E->fill_protos);
+  fputs(";\n", E->fill_protos);
+}
+
+static void fill_block(Emitter *E, IrBlock *b, int ind);
+static void fill_units(Emitter *E, const Schedule *S, int a, int b, int ind);
+
+static void fill_call(Emitter *E, IrInst *in, int ind) {
+  IrFn *g = in->callee;
+  need_fill(E, g);
+  out(E, ind, "fill_%s(ctx%s", g->cname, ir_uses_tape(g) ? ", tape" : "");
+  for (int i = 0; i < in->nargs && i < g->nparams; i++) {
+    TypeKind k = g->values[g->params[i]].type->kind;
+    if (k == TY_INT || k == TY_FLOAT || k == TY_BOOL)
+      fprintf(E->out, ", %s", A(E, in, i));
+  }
+  for (int i = 0; i < in->ndst && i < g->nret; i++)
+    if (ret_scalar(g->ret_types[i]))
+      fprintf(E->out, ", %s", in->dst[i] >= 0 ? arena_sprintf(&E->c->arena, "&%s", D(E, in, i)) : "NULL");
+  fputs(");\n", E->out);
+}
+
+static void fill_inst(Emitter *E, IrInst *in, int ind) {
+  if (ir_has(in->op, IRF_PURE_HOST)) {
+    emit_inst(E, in, ind);
+    return;
+  }
+  switch (in->op) {
+  case IR_VAR_GET:
+    if (host_scalar(E, in->dst[0]))
+      emit_inst(E, in, ind);
+    return;
+  case IR_VAR_SET:
+    if (host_scalar(E, in->args[0]))
+      emit_inst(E, in, ind);
+    return;
+  case IR_FOR:
+    emit_guards(E, in, ind);
+    if (IR_I(in, BACKWARDS))
+      out(E, ind, "for (%s = %s - 1; %s >= %s; %s--) {\n", D(E, in, 0), A(E, in, 1), D(E, in, 0), A(E, in, 0),
+          D(E, in, 0));
+    else
+      out(E, ind, "for (%s = %s; %s < %s; %s++) {\n", D(E, in, 0), A(E, in, 0), D(E, in, 0), A(E, in, 1), D(E, in, 0));
+    fill_block(E, &in->body, ind + 1);
+    out(E, ind, "}\n");
+    return;
+  case IR_IF:
+    emit_guards(E, in, ind);
+    out(E, ind, "if (%s) {\n", A(E, in, 0));
+    fill_block(E, &in->body, ind + 1);
+    if (in->els.head) {
+      out(E, ind, "} else {\n");
+      fill_block(E, &in->els, ind + 1);
+    }
+    out(E, ind, "}\n");
+    return;
+  case IR_RETURN:
+    for (int i = 0; i < in->nargs; i++)
+      if (host_scalar(E, in->args[i]) && i < E->f->nret && ret_scalar(E->f->ret_types[i]))
+        out(E, ind, "if (ret%d)\n%*s*ret%d = %s;\n", i, 2 * (ind + 1), "", i, A(E, in, i));
+    return;
+  case IR_PUSH:
+    for (int i = 0; i < in->nargs; i++)
+      if (host_scalar(E, in->args[i]))
+        out(E, ind, "tape_push(ctx, tape, NULL, (double)%s);\n", A(E, in, i));
+    return;
+  case IR_POP:
+    for (int i = in->ndst - 1; i >= 0; i--)
+      if (host_scalar(E, in->dst[i]))
+        out(E, ind, "{ double h_; tape_pop(ctx, tape, &h_); %s = (%s)h_; }\n", D(E, in, i),
+            ctype_of(E->f->values[in->dst[i]].type));
+    return;
+  case IR_CALL:
+  case IR_VJP_CALL: fill_call(E, in, ind); return;
+  case IR_FREE:
+  case IR_COUNT: return;
+  default:
+    emit_guards(E, in, ind);
+    for (int a = 0; a < in->nargs; a++)
+      if (slot_of(in, a))
+        out(E, ind, "(void)rt_slot_%c(ctx, (%s)%s);\n", slot_of(in, a), slot_of(in, a) == 'f' ? "double" : "int64_t",
+            A(E, in, a));
+    return;
+  }
+}
+
+static void fill_units(Emitter *E, const Schedule *S, int a, int b, int ind) {
+  for (int j = a; j < b;) {
+    int run = S->run_end[j] ? S->run_end[j] - j : 0;
+    if (S->gemm[j]) {
+      /* a GEMM with its epilogue: no host number */
+    } else if (run) {
+      for (int k = j; k < S->run_end[j]; k++)
+        if (transparent(S->insts[k]) && !(E->in_region && region_hoisted(E->c, E->f, S->insts[k])))
+          fill_inst(E, S->insts[k], ind);
+      FusedRegion r = {S->insts, j, S->run_end[j], 0, E->f->values[S->insts[j]->dst[0]].type, S->out, NULL, NULL,
+                       S->insts[j]->span};
+      cuda_fused_slots(E, &r, ind);
+    } else {
+      if (!(E->in_region && region_hoisted(E->c, E->f, S->insts[j])))
+        fill_inst(E, S->insts[j], ind);
+      run = 1;
+    }
+    j += run;
+  }
+}
+
+static void fill_block(Emitter *E, IrBlock *b, int ind) {
+  Schedule S;
+  schedule_block(E->c, E->f, b, ++E->nblocks, E->nuses, E->lastuse, E->defblk, &S);
+  fill_units(E, &S, 0, S.n, ind);
+}
+
+/* the fill of f (need_fill), into E->fills */
+static void emit_fill_fn(Emitter *E, IrFn *f) {
+  FILE *saved = E->out;
+  E->out = E->fills;
+  E->f = f;
+  E->fill = true;
+  fill_signature(E, f, E->out);
+  fputs(" {\n", E->out);
+  out(E, 1, "(void)ctx;\n");
+  if (f->vjp_fwd) { /* value_and_grad: the forward's and the backward's fills on a tape of host numbers */
+    out(E, 1, "tape_t tape_ = {0};\n");
+    need_fill(E, f->vjp_fwd);
+    need_fill(E, f->vjp_bwd);
+    out(E, 1, "fill_%s(ctx, &tape_", f->vjp_fwd->cname);
+    for (int i = 0; i < f->nparams && i < f->vjp_fwd->nparams; i++)
+      if (host_scalar(E, f->params[i]))
+        fprintf(E->out, ", %s", vname(E, f->params[i]));
+    for (int i = 0; i < f->vjp_fwd->nret; i++)
+      if (ret_scalar(f->vjp_fwd->ret_types[i]))
+        fputs(", NULL", E->out);
+    fputs(");\n", E->out);
+    out(E, 1, "fill_%s(ctx, &tape_", f->vjp_bwd->cname);
+    for (int i = 0; i < f->vjp_bwd->nparams; i++)
+      if (ret_scalar(f->vjp_bwd->values[f->vjp_bwd->params[i]].type))
+        fputs(", 0", E->out);
+    for (int i = 0; i < f->vjp_bwd->nret; i++)
+      if (ret_scalar(f->vjp_bwd->ret_types[i]))
+        fputs(", NULL", E->out);
+    fputs(");\n", E->out);
+    out(E, 1, "free(tape_.t);\n");
+    out(E, 1, "free(tape_.h);\n");
+    for (int i = 0; i < f->nparams; i++)
+      if (host_scalar(E, f->params[i]))
+        out(E, 1, "(void)%s;\n", vname(E, f->params[i]));
+    for (int i = 0; i < f->nret; i++)
+      if (ret_scalar(f->ret_types[i]))
+        out(E, 1, "(void)ret%d;\n", i);
+    fputs("}\n\n", E->out);
+    E->fill = false;
+    E->out = saved;
+    return;
+  }
+  E->lastuse = arena_alloc(&E->c->arena, sizeof(int) * (size_t)(f->nvalues + 1));
+  E->nuses = arena_alloc(&E->c->arena, sizeof(int) * (size_t)(f->nvalues + 1));
+  E->defblk = arena_alloc(&E->c->arena, sizeof(int) * (size_t)(f->nvalues + 1));
+  E->moved = arena_alloc(&E->c->arena, sizeof(bool) * (size_t)(f->nvalues + 1));
+  E->dying = arena_alloc(&E->c->arena, sizeof(bool) * (size_t)(f->nvalues + 1));
+  E->nblocks = 0;
+  sched_count_uses(&f->body, E->nuses);
+  E->defs = arena_alloc(&E->c->arena, sizeof(IrInst *) * (size_t)(f->nvalues + 1));
+  note_defs(&f->body, E->defs);
+  bool *param = arena_alloc(&E->c->arena, sizeof(bool) * (size_t)(f->nvalues + 1));
+  for (int i = 0; i < f->nparams; i++)
+    param[f->params[i]] = true;
+  for (int v = 0; v < f->nvalues; v++)
+    if (!param[v] && host_scalar(E, v))
+      out(E, 1, "%s %s = 0;\n", ctype_of(f->values[v].type), vname(E, v));
+  for (int sl = 0; sl < f->nvars; sl++)
+    if (ret_scalar(f->vars[sl].type))
+      out(E, 1, "%s %s = 0;\n", ctype_of(f->vars[sl].type), varname(E, sl));
+  if (ir_uses_tape(f))
+    out(E, 1, "(void)tape;\n");
+  fill_block(E, &f->body, 1);
+  for (int v = 0; v < f->nvalues; v++)
+    if (host_scalar(E, v))
+      out(E, 1, "(void)%s;\n", vname(E, v));
+  for (int sl = 0; sl < f->nvars; sl++)
+    if (ret_scalar(f->vars[sl].type))
+      out(E, 1, "(void)%s;\n", varname(E, sl));
+  for (int i = 0; i < f->nret; i++)
+    if (ret_scalar(f->ret_types[i]))
+      out(E, 1, "(void)ret%d;\n", i);
+  fputs("}\n\n", E->out);
+  E->fill = false;
+  E->out = saved;
 }
 
 /* Emits a block; each tensor it defines is freed after its last use in it. */
@@ -1713,6 +2055,8 @@ static void emit_fn(Emitter *E, IrFn *f) {
   E->started = false;
   E->nblocks = 0;
   sched_count_uses(&f->body, E->nuses);
+  E->defs = arena_alloc(&E->c->arena, sizeof(IrInst *) * (size_t)(f->nvalues + 1));
+  note_defs(&f->body, E->defs);
   int line, col;
   source_position(E->c, f->span, &line, &col);
   fprintf(E->out, "/* %s:%d: %s */\n", source_file(E->c, f->span.file)->path, line, f->fn ? f->fn->name : f->cname);
@@ -2121,10 +2465,14 @@ bool emit_program(Compiler *c, IrProgram *p, const Target *tgt, FILE *fp, FILE *
    * kernels' launchers they call can go before them */
   char *body = NULL, *protos = NULL;
   size_t nbody = 0, nprotos = 0;
+  char *fills = NULL, *fprotos = NULL;
+  size_t nfills = 0, nfprotos = 0;
   if (cu) {
     E.out = open_memstream(&body, &nbody);
     E.protos = open_memstream(&protos, &nprotos);
-    if (!E.out || !E.protos)
+    E.fills = open_memstream(&fills, &nfills);
+    E.fill_protos = open_memstream(&fprotos, &nfprotos);
+    if (!E.out || !E.protos || !E.fills || !E.fill_protos)
       diag_fatal(c, "out of memory");
     cuda_begin(&E, source_path);
   }
@@ -2156,14 +2504,23 @@ bool emit_program(Compiler *c, IrProgram *p, const Target *tgt, FILE *fp, FILE *
     fputs("  return rt_finalize(ctx);\n}\n", o);
   }
   if (cu) {
+    while (E.nfill_done < E.nfill_fns) /* the fills the regions' fills call, and theirs */
+      emit_fill_fn(&E, E.fill_fns[E.nfill_done++]);
     fclose(E.out);
     fclose(E.protos);
+    fclose(E.fills);
+    fclose(E.fill_protos);
     fputs("#include \"spmdrt_kernels.h\"\n\n", fp);
     if (nprotos)
       fprintf(fp, "/* the fused elementwise regions' kernels, in %s's companion .cu */\n%s\n", source_path, protos);
+    if (nfills)
+      fprintf(fp, "/* graph regions' fills (runtime/graph.c): the host numbers of a region's device work, without\n"
+                  " * it, run before each replay; slots refreshed, guards compared */\n%s\n%s", fprotos, fills);
     fwrite(body, 1, nbody, fp);
     free(body);
     free(protos);
+    free(fills);
+    free(fprotos);
   }
   return true;
 }

@@ -74,31 +74,65 @@ static Kargs kernel_args(Emitter *E, const FusedRegion *r) {
   return k;
 }
 
-/* "const float *x_5", "double lr_3", "float *y_7" */
-static const char *param(Emitter *E, const FusedRegion *r, const Kargs *k, int i) {
+/* "const float *x_5", "double lr_3", "float *y_7"; slot: a host number as
+ * the launcher and the kernel take it, "rt_hf lr_3_s" (spmdrt_kernels.h) */
+static const char *param(Emitter *E, const FusedRegion *r, const Kargs *k, int i, bool slot) {
   const Type *t = E->f->values[k->v[i]].type;
   const char *n = emit_vname(E, k->v[i]);
   if (t->kind != TY_TENSOR) {
+    if (slot)
+      return arena_sprintf(ar(E), "%s %s_s", t->kind == TY_FLOAT ? "rt_hf" : "rt_hi", n);
     const char *ct = emit_ctype(t);
     return arena_sprintf(ar(E), "%s %s", ct, n);
   }
   return arena_sprintf(ar(E), "%s%s *%s", k->out[i] ? "" : "const ", elem_type(r->t), n);
 }
 
-static const char *params(Emitter *E, const FusedRegion *r, const Kargs *k) {
+static const char *params(Emitter *E, const FusedRegion *r, const Kargs *k, bool slot) {
   StrBuf sb;
   sb_init(&sb, ar(E));
   for (int i = 0; i < k->n; i++)
-    sb_printf(&sb, ", %s", param(E, r, k, i));
+    sb_printf(&sb, ", %s", param(E, r, k, i, slot));
   return sb.data;
 }
 
-static const char *names(Emitter *E, const Kargs *k) {
+static bool is_host(Emitter *E, int v) { return E->f->values[v].type->kind != TY_TENSOR; }
+
+static const char *names(Emitter *E, const Kargs *k, bool slot) {
   StrBuf sb;
   sb_init(&sb, ar(E));
   for (int i = 0; i < k->n; i++)
-    sb_printf(&sb, ", %s", emit_vname(E, k->v[i]));
+    sb_printf(&sb, ", %s%s", emit_vname(E, k->v[i]), slot && is_host(E, k->v[i]) ? "_s" : "");
   return sb.data;
+}
+
+/* in the kernel (the simulation: the closure), when it runs: each host
+ * number from its slot or its value */
+static void read_host_numbers(Emitter *E, const Kargs *k, int ind) {
+  for (int i = 0; i < k->n; i++) {
+    if (!is_host(E, k->v[i]))
+      continue;
+    const Type *t = E->f->values[k->v[i]].type;
+    const char *n = emit_vname(E, k->v[i]);
+    emit_out(E, ind, "const %s %s = (%s)%s(%s_s);\n", emit_ctype(t), n, emit_ctype(t),
+             t->kind == TY_FLOAT ? "rt_hf_get" : "rt_hi_get", n);
+  }
+}
+
+void cuda_fused_slots(Emitter *E, const FusedRegion *r, int ind) {
+  Kargs k = kernel_args(E, r);
+  for (int i = 0; i < k.n; i++) {
+    if (!is_host(E, k.v[i]))
+      continue;
+    const Type *t = E->f->values[k.v[i]].type;
+    const char *n = emit_vname(E, k.v[i]);
+    bool f = t->kind == TY_FLOAT;
+    if (E->fill)
+      emit_out(E, ind, "(void)rt_slot_%s(ctx, %s%s);\n", f ? "f" : "i", f ? "" : "(int64_t)", n);
+    else
+      emit_out(E, ind, "const %s hs_%s = rt_slot_%s(ctx, %s%s);\n", f ? "rt_hf" : "rt_hi", n, f ? "f" : "i",
+                f ? "" : "(int64_t)", n);
+  }
 }
 
 /* The prefix of the program's kernels: spmd_<file stem>_ (launchers are
@@ -131,21 +165,23 @@ void cuda_begin(Emitter *E, const char *source_path) {
 static void cuda_fused(Emitter *E, const FusedRegion *r, int ind) {
   Kargs k = kernel_args(E, r);
   const char *name = arena_sprintf(ar(E), "%sfused_%d", E->kprefix, E->nregions++);
-  const char *ps = params(E, r, &k), *ns = names(E, &k);
+  const char *ps = params(E, r, &k, false), *ns = names(E, &k, false);
+  const char *pss = params(E, r, &k, true), *nss = names(E, &k, true);
   int line, col;
   source_position(E->c, r->span, &line, &col);
   const char *where = arena_sprintf(ar(E), "%s:%d", source_file(E->c, r->span.file)->path, line);
-  /* the host: the launch, with device pointers */
+  /* the host: its host numbers (a graph region's slots), the launch, with device pointers */
+  cuda_fused_slots(E, r, ind);
   emit_out(E, ind, "%s(ctx, n_", name);
   for (int i = 0; i < k.n; i++) {
     const char *n = emit_vname(E, k.v[i]);
     if (E->f->values[k.v[i]].type->kind == TY_TENSOR)
       fprintf(E->out, ", rt_device_data(%s)", n);
     else
-      fprintf(E->out, ", %s", n);
+      fprintf(E->out, ", hs_%s", n);
   }
   fputs(");\n", E->out);
-  fprintf(E->protos, "void %s(rt_ctx *ctx, int64_t n_%s); /* %s */\n", name, ps, where);
+  fprintf(E->protos, "void %s(rt_ctx *ctx, int64_t n_%s); /* %s */\n", name, pss, where);
   /* the kernel file: body, kernel, launcher */
   FILE *host = E->out;
   E->out = E->cu;
@@ -156,17 +192,20 @@ static void cuda_fused(Emitter *E, const FusedRegion *r, int ind) {
   emit_fused_body(E, r, 1);
   fputs("}\n\n", E->cu);
   fputs("#ifdef SPMD_CUDA_DEVICE\n", E->cu);
-  fprintf(E->cu, "__global__ void %s_kernel(int64_t n_%s) {\n", name, ps);
+  fprintf(E->cu, "__global__ void %s_kernel(int64_t n_%s) {\n", name, pss);
+  read_host_numbers(E, &k, 1);
   fputs("  for (int64_t i_ = RT_GRID_FIRST; i_ < n_; i_ += RT_GRID_STRIDE)\n", E->cu);
   fprintf(E->cu, "    %s_body(i_%s);\n}\n#endif\n\n", name, ns);
-  fprintf(E->cu, "SPMD_EXTERN_C void %s(rt_ctx *ctx, int64_t n_%s) {\n", name, ps);
+  fprintf(E->cu, "SPMD_EXTERN_C void %s(rt_ctx *ctx, int64_t n_%s) {\n", name, pss);
   fputs("#ifdef SPMD_CUDA_DEVICE\n", E->cu);
   fputs("  if (n_ <= 0)\n    return;\n", E->cu);
-  fprintf(E->cu, "  %s_kernel<<<rt_grid_blocks(n_), RT_BLOCK_THREADS, 0, rt_kernel_stream(ctx)>>>(n_%s);\n", name, ns);
+  fprintf(E->cu, "  %s_kernel<<<rt_grid_blocks(n_), RT_BLOCK_THREADS, 0, rt_kernel_stream(ctx)>>>(n_%s);\n", name, nss);
   fprintf(E->cu, "  rt_kernel_launched(ctx, \"fused (%s)\");\n", where);
-  fputs("#else /* the simulation: the same body, a loop on the host (recorded in a graph's capture) */\n", E->cu);
+  fputs("#else /* the simulation: the same body, a loop on the host (recorded in a graph's capture; its\n"
+        "       * host numbers read when it runs) */\n", E->cu);
   fputs("  rt_sim_kernel(ctx, [=]() {\n", E->cu);
   fputs("    rt_sim_launch_begin(ctx);\n", E->cu);
+  read_host_numbers(E, &k, 2);
   fprintf(E->cu, "    for (int64_t i_ = 0; i_ < n_; i_++)\n      %s_body(i_%s);\n", name, ns);
   fputs("    rt_sim_launch_end(ctx);\n  });\n#endif\n}\n\n", E->cu);
   E->out = host;

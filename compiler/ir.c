@@ -74,7 +74,7 @@ IrFn *ir_fn_new(Compiler *c, const char *cname) {
 
 int ir_value(Compiler *c, IrFn *f, Type *t, Name hint) {
   ARENA_RESERVE(&c->arena, f->values, f->nvalues, f->capvalues, 32);
-  f->values[f->nvalues] = (IrValue){t, hint};
+  f->values[f->nvalues] = (IrValue){t, hint, 0};
   return f->nvalues++;
 }
 

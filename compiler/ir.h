@@ -187,6 +187,8 @@ struct IrInst {
 typedef struct IrValue {
   Type *type;
   Name hint;             /* the source variable it came from, if any */
+  int tape_of;           /* a backward's value popped off the tape: 1 + the
+                            forward's value pushed (its tape_fwd's); 0: none */
 } IrValue;
 
 typedef struct IrVar {
@@ -211,6 +213,7 @@ struct IrFn {
   bool is_main;
   bool emitted;          /* reachable from main: emit_c writes it */
   IrFnRole role;         /* a generated forward or backward takes the tape */
+  IrFn *tape_fwd;        /* a backward: the forward whose pushes it pops */
   /* a value_and_grad wrapper: runs vjp_fwd, seeds 1.0, runs vjp_bwd */
   IrFn *vjp_fwd, *vjp_bwd;
   int vjp_ngrads;

@@ -195,3 +195,186 @@ bool region_hoisted(Compiler *c, IrFn *f, IrInst *in) {
   Span where;
   return region_kind(c, f, in, &why, &where) == RGN_HOST;
 }
+
+int region_slot_of(IrInst *in, int a) {
+  switch (in->op) {
+  case IR_BINARY_SCALAR: return a == 1 ? 'f' : 0;
+  case IR_RANDN: return a == 0 ? 'i' : a == 2 && IR_I(in, MEAN_GIVEN) ? 'f' : 0;
+  case IR_UNIFORM: return a == 0 ? 'i' : 0;
+  case IR_DROPOUT: return a == 1 ? 'i' : 0;
+  default: return 0;
+  }
+}
+
+bool region_host_work(IrOp op) {
+  if (ir_has(op, IRF_PURE_HOST))
+    return true;
+  switch (op) {
+  case IR_VAR_GET:
+  case IR_VAR_SET:
+  case IR_FOR:
+  case IR_IF:
+  case IR_RETURN:
+  case IR_PUSH:
+  case IR_POP:
+  case IR_CALL:
+  case IR_VJP_CALL:
+  case IR_FREE:
+  case IR_COUNT: return true;
+  default: return false;
+  }
+}
+
+/* ---- region_scalar_reach: a taint of host values, per function (the
+ * union over its calls), to a fixed point */
+typedef struct Reach {
+  IrFn *f;
+  bool *val, *var, *ret;
+  struct Reach *next;
+} Reach;
+
+typedef struct ReachAll {
+  Compiler *c;
+  Reach *list;
+  bool changed, slot, guard;
+} ReachAll;
+
+static Reach *reach_of(ReachAll *R, IrFn *f) {
+  for (Reach *r = R->list; r; r = r->next)
+    if (r->f == f)
+      return r;
+  Reach *r = arena_alloc(&R->c->arena, sizeof *r);
+  memset(r, 0, sizeof *r);
+  r->f = f;
+  r->val = arena_alloc(&R->c->arena, sizeof(bool) * (size_t)(f->nvalues + 1));
+  r->var = arena_alloc(&R->c->arena, sizeof(bool) * (size_t)(f->nvars + 1));
+  r->ret = arena_alloc(&R->c->arena, sizeof(bool) * (size_t)(f->nret + 1));
+  memset(r->val, 0, sizeof(bool) * (size_t)(f->nvalues + 1));
+  memset(r->var, 0, sizeof(bool) * (size_t)(f->nvars + 1));
+  memset(r->ret, 0, sizeof(bool) * (size_t)(f->nret + 1));
+  r->next = R->list;
+  R->list = r;
+  R->changed = true;
+  return r;
+}
+
+static void mark(ReachAll *R, bool *b) {
+  if (!*b) {
+    *b = true;
+    R->changed = true;
+  }
+}
+
+static bool host_num(const IrFn *f, int v) {
+  if (v < 0)
+    return false;
+  TypeKind k = f->values[v].type->kind;
+  return k == TY_INT || k == TY_FLOAT || k == TY_BOOL;
+}
+
+static void reach_call(ReachAll *R, Reach *r, IrInst *in) {
+  IrFn *g = in->callee;
+  if (in->op == IR_VJP_CALL && g->vjp_fwd) { /* the forward takes the wrapper's arguments */
+    reach_of(R, g->vjp_bwd);
+    g = g->vjp_fwd;
+  }
+  bool any = false;
+  for (int i = 0; i < in->nargs && i < g->nparams; i++)
+    any |= r->val[in->args[i]] && host_num(r->f, in->args[i]);
+  Reach *q = any ? reach_of(R, g) : NULL;
+  for (Reach *x = R->list; x && !q; x = x->next)
+    if (x->f == g)
+      q = x;
+  if (!q)
+    return;
+  for (int i = 0; i < in->nargs && i < g->nparams; i++)
+    if (r->val[in->args[i]] && host_num(r->f, in->args[i]))
+      mark(R, &q->val[g->params[i]]);
+  if (in->op == IR_CALL)
+    for (int i = 0; i < in->ndst && i < g->nret; i++)
+      if (q->ret[i] && in->dst[i] >= 0)
+        mark(R, &r->val[in->dst[i]]);
+}
+
+static void reach_block(ReachAll *R, Reach *r, IrBlock *b, IrInst **only, int a, int n) {
+  IrFn *f = r->f;
+  IrInst *in = only ? NULL : b->head;
+  for (int k = a;; k++) {
+    if (only) {
+      if (k >= n)
+        break;
+      in = only[k];
+    } else if (k > a) {
+      in = in->next;
+    }
+    if (!in)
+      break;
+    bool any = false;
+    for (int i = 0; i < in->nargs; i++)
+      any |= in->args[i] >= 0 && r->val[in->args[i]] && host_num(f, in->args[i]);
+    if (in->op == IR_POP)
+      for (int i = 0; i < in->ndst; i++) {
+        int d = in->dst[i], src = d >= 0 ? f->values[d].tape_of - 1 : -1;
+        if (src < 0 || !f->tape_fwd)
+          continue;
+        Reach *q = NULL;
+        for (Reach *x = R->list; x; x = x->next)
+          if (x->f == f->tape_fwd)
+            q = x;
+        if (q && q->val[src])
+          mark(R, &r->val[d]);
+      }
+    if (ir_has(in->op, IRF_PURE_HOST) && any)
+      for (int i = 0; i < in->ndst; i++)
+        if (in->dst[i] >= 0)
+          mark(R, &r->val[in->dst[i]]);
+    if (in->op == IR_VAR_SET && any)
+      mark(R, &r->var[IR_I(in, SLOT)]);
+    if (in->op == IR_VAR_GET && r->var[IR_I(in, SLOT)] && host_num(f, in->dst[0]))
+      mark(R, &r->val[in->dst[0]]);
+    if (in->op == IR_RETURN)
+      for (int i = 0; i < in->nargs && i < f->nret; i++)
+        if (r->val[in->args[i]] && host_num(f, in->args[i]))
+          mark(R, &r->ret[i]);
+    if ((in->op == IR_IF || in->op == IR_FOR) && any) {
+      R->guard = true;
+      if (in->op == IR_FOR)
+        mark(R, &r->val[in->dst[0]]);
+    }
+    if (in->op == IR_CALL || in->op == IR_VJP_CALL)
+      reach_call(R, r, in);
+    if (!region_host_work(in->op) && any)
+      for (int i = 0; i < in->nargs; i++)
+        if (in->args[i] >= 0 && r->val[in->args[i]] && host_num(f, in->args[i])) {
+          if (region_slot_of(in, i))
+            R->slot = true;
+          else
+            R->guard = true;
+        }
+    if (in->body.head)
+      reach_block(R, r, &in->body, NULL, 0, 0);
+    if (in->els.head)
+      reach_block(R, r, &in->els, NULL, 0, 0);
+  }
+}
+
+void region_scalar_reach(Compiler *c, IrFn *main, IrInst **insts, int a, int b, int v, bool *slot, bool *guard) {
+  ReachAll R = {c, NULL, true, false, false};
+  Reach *m = reach_of(&R, main);
+  m->val[v] = true;
+  IrInst **only = arena_alloc(&c->arena, sizeof(IrInst *) * (size_t)(b - a + 1));
+  int n = 0;
+  for (int k = a; k < b; k++)
+    if (!region_hoisted(c, main, insts[k]))
+      only[n++] = insts[k];
+  while (R.changed) {
+    R.changed = false;
+    for (Reach *r = R.list; r; r = r->next)
+      if (r->f == main)
+        reach_block(&R, r, NULL, only, 0, n);
+      else
+        reach_block(&R, r, &r->f->body, NULL, 0, 0);
+  }
+  *slot = R.slot;
+  *guard = R.guard;
+}

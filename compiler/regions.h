@@ -30,6 +30,20 @@ int region_device_ops(Compiler *c, IrInst *in);
 /* Whether in (a member of a region of main) is host work hoisted before it. */
 bool region_hoisted(Compiler *c, IrFn *f, IrInst *in);
 
+/* The CUDA target's graph numbers (emit_c.c, runtime/graph.c): 'f' or 'i'
+ * when argument a of in is read by its kernel through a slot of the
+ * region's table, 0 when it is taken by value (a guard if a host number). */
+int region_slot_of(IrInst *in, int a);
+/* Whether in is host work or control flow, not a device operation. */
+bool region_host_work(IrOp op);
+
+/* Where host value v of main (a host scalar of a region, insts[a..b) of
+ * main's schedule, hoisted units skipped) reaches, through host arithmetic,
+ * calls, vars, returns and the autodiff tape: *slot, a number a kernel reads
+ * from the slot table; *guard, a number taken by value or an `if`/`for` of
+ * a callee (a replay is refused when it differs). */
+void region_scalar_reach(Compiler *c, IrFn *main, IrInst **insts, int a, int b, int v, bool *slot, bool *guard);
+
 /* A region needs at least this many device operations to be captured: a
  * graph of one kernel saves nothing. */
 enum { REGION_MIN_OPS = 2 };

@@ -13,10 +13,24 @@
  *      graph reads (unless they are those buffers), releases what the
  *      region's code would have released, launches the graph, and hands out
  *      the graph's result buffers.
+ * Host numbers: the generated code passes the ones a kernel can read from
+ * device memory (random seeds, rt_binary_scalar's scalar, fused kernels'
+ * host numbers) through rt_slot_f/rt_slot_i, and names every other host
+ * number a device operation takes by value, and each host `if` and `for`
+ * bound inside the region's callees, with rt_guard. The warm-up counts the
+ * slots; the capture gives each its slot of the region's device table (its
+ * value in a pinned host buffer, whose copy to the table is the graph's
+ * first node) and records the guards. Before each replay the region's fill
+ * (the compiler's copy of the region's host arithmetic alone, without its
+ * device work) runs from the loop's host scalars and calls the same
+ * functions in the same order: the slots' new values go to the pinned
+ * buffer, the guards are compared. Right after the capture the fill runs
+ * once from the captured scalars and must give the captured values (an
+ * internal check of the compiler's copy).
  * A replay is refused (the iteration runs eagerly, with the same results)
- * when a host scalar of the region differs from the captured one (they are
- * frozen in the graph), or when a buffer the graph writes is still held by
- * the program (a result of the previous replay kept somewhere): the region
+ * when a guard differs from the captured one (without a fill: when a host
+ * scalar of the region does), or when a buffer the graph writes is still
+ * held by the program (a result of the previous replay kept somewhere): the region
  * holds a reference to each buffer it reads or writes, and a replay needs
  * every other reference to be one the region's code would drop.
  * SPMD_GRAPHS=0 turns all of it off (every region eager, as the CPU target). */
@@ -37,6 +51,17 @@ struct rt_graph_region {
     int nin, nout, nwarm;
     uint64_t *host;
     int nhost;
+    rt_region_fill fill;
+    /* the slot table: nslots device slots (the warm-up's count), their
+     * pinned host copy and its upload's event; fillbuf: a fill's values */
+    int nslots, used;
+    uint64_t *slot_dev, *slot_pin, *fillbuf;
+    void *slot_ev;
+    bool overflow;
+    /* the guards: the captured numbers and their names; gi: a fill's next */
+    uint64_t *guards;
+    const char **guard_names;
+    int nguards, capguards, gi, bad;
     void *graph;
     void **priv; /* buffers freed during the capture: the graph's scratch */
     size_t *privcap;
@@ -54,6 +79,7 @@ struct rt_graphs {
     rt_graph_region *probe;       /* in its warm-up */
     char *probe_why;
     rt_graph_region *capture;     /* being captured */
+    rt_graph_region *filling;     /* its fill running (before a replay) */
 };
 
 static struct rt_graphs *graphs_of(rt_ctx *ctx)
@@ -139,6 +165,86 @@ static const char *host_name(const char *names, int i, char *buf, size_t n)
     return buf;
 }
 
+/* the region's fill from host: the slots' values to fillbuf, the guards
+ * compared (r->bad: the first that differs) */
+static void run_fill(rt_ctx *ctx, rt_graph_region *r, const uint64_t *host)
+{
+    struct rt_graphs *g = ctx->graphs;
+    r->used = 0;
+    r->gi = 0;
+    r->bad = -1;
+    g->filling = r;
+    r->fill(ctx, host);
+    g->filling = NULL;
+}
+
+/* the slot of the region being captured for bits (NULL: none, by value) */
+static const void *slot_take(rt_ctx *ctx, uint64_t bits)
+{
+    struct rt_graphs *g = ctx->graphs;
+    if (!g)
+        return NULL;
+    rt_graph_region *r = g->capture;
+    if (r) {
+        if (r->used >= r->nslots) { /* more than the warm-up had: by value (rt_region_end) */
+            r->used++;
+            r->overflow = true;
+            return NULL;
+        }
+        r->slot_pin[r->used] = bits;
+        return r->slot_dev + r->used++;
+    }
+    if ((r = g->filling)) {
+        if (r->used < r->nslots)
+            r->fillbuf[r->used] = bits;
+        r->used++;
+        return NULL;
+    }
+    if ((r = g->probe))
+        r->nslots++;
+    return NULL;
+}
+
+rt_hf rt_slot_f(rt_ctx *ctx, double v)
+{
+    rt_hf h = {v, (const double *)slot_take(ctx, rt_region_f(v))};
+    return h;
+}
+
+rt_hi rt_slot_i(rt_ctx *ctx, int64_t v)
+{
+    rt_hi h = {v, (const int64_t *)slot_take(ctx, rt_region_i(v))};
+    return h;
+}
+
+void rt_guard(rt_ctx *ctx, uint64_t bits, const char *what)
+{
+    struct rt_graphs *g = ctx->graphs;
+    if (!g)
+        return;
+    rt_graph_region *r = g->capture;
+    if (r) {
+        if (r->nguards == r->capguards) {
+            int nc = r->capguards ? 2 * r->capguards : 64;
+            uint64_t *ng = realloc(r->guards, sizeof *ng * (size_t)nc);
+            RT_CHECK(ctx, ng != NULL, "out of memory");
+            r->guards = ng;
+            const char **nn = realloc(r->guard_names, sizeof *nn * (size_t)nc);
+            RT_CHECK(ctx, nn != NULL, "out of memory");
+            r->guard_names = nn;
+            r->capguards = nc;
+        }
+        r->guards[r->nguards] = bits;
+        r->guard_names[r->nguards++] = what;
+        return;
+    }
+    if ((r = g->filling)) {
+        if (r->bad < 0 && (r->gi >= r->nguards || r->guards[r->gi] != bits))
+            r->bad = r->gi;
+        r->gi++;
+    }
+}
+
 /* a replay, or false (with a note) when it would not give the eager results */
 static bool try_replay(rt_ctx *ctx, rt_graph_region *r, rt_tensor **const *in, int nin, rt_tensor **const *dies,
                        int ndies, const uint64_t *host, int nhost, const char *host_names)
@@ -147,7 +253,18 @@ static bool try_replay(rt_ctx *ctx, rt_graph_region *r, rt_tensor **const *in, i
         note(ctx, r, NOTE_HOST, ": %s%s", "its inputs differ from the captured ones", "");
         return false;
     }
-    for (int i = 0; i < nhost; i++)
+    if (r->fill) {
+        run_fill(ctx, r, host);
+        if (r->bad >= 0 || r->gi != r->nguards || r->used != r->nslots) {
+            char name[200];
+            snprintf(name, sizeof name, "%s", r->bad >= 0 && r->bad < r->nguards ? r->guard_names[r->bad]
+                                              : "its host work");
+            note(ctx, r, NOTE_HOST, " when the number `%s` differs from the captured one (%s)", name,
+                 "a graph keeps the numbers its device operations take by value");
+            return false;
+        }
+    }
+    for (int i = 0; i < nhost && !r->fill; i++)
         if (host[i] != r->host[i]) {
             char name[64];
             note(ctx, r, NOTE_HOST,
@@ -174,6 +291,10 @@ static bool try_replay(rt_ctx *ctx, rt_graph_region *r, rt_tensor **const *in, i
                  " (the graph would overwrite it)");
             return false;
         }
+    if (r->nslots) { /* the slot table's new values, once the last replay's upload read the old */
+        rt_target_slots_wait(ctx, r->slot_ev);
+        memcpy(r->slot_pin, r->fillbuf, sizeof *r->fillbuf * (size_t)r->nslots);
+    }
     for (int i = 0; i < nin; i++)
         if (*in[i] != r->in[i])
             rt_target_graph_copy(ctx, r->in[i]->data, (*in[i])->data,
@@ -189,7 +310,7 @@ static bool try_replay(rt_ctx *ctx, rt_graph_region *r, rt_tensor **const *in, i
 
 bool rt_region_begin(rt_ctx *ctx, rt_graph_region **rp, const char *label, rt_tensor **const *in, int nin,
                      rt_tensor **const *dies, int ndies, const uint64_t *host, int nhost,
-                     const char *host_names)
+                     const char *host_names, rt_region_fill fill)
 {
     struct rt_graphs *g = graphs_of(ctx);
     if (!g->enabled)
@@ -231,8 +352,20 @@ bool rt_region_begin(rt_ctx *ctx, rt_graph_region **rp, const char *label, rt_te
             memcpy(r->host, host, sizeof *host * (size_t)nhost);
         r->nhost = nhost;
         r->capture_iter = r->iter;
+        r->fill = fill;
+        if (r->nslots) { /* the warm-up's count */
+            size_t bytes = sizeof(uint64_t) * (size_t)r->nslots;
+            void *pin = NULL;
+            r->slot_dev = rt_target_slots_new(ctx, bytes, &pin, &r->slot_ev);
+            r->slot_pin = pin;
+            r->fillbuf = malloc(bytes);
+            RT_CHECK(ctx, r->fillbuf != NULL, "out of memory");
+        }
+        r->used = 0;
         g->capture = r;
         rt_target_capture_begin(ctx);
+        if (r->nslots)
+            rt_target_slots_upload(ctx, r->slot_dev, r->slot_pin, r->slot_ev, sizeof(uint64_t) * (size_t)r->nslots);
         return true;
     case R_CAPTURED:
         if (try_replay(ctx, r, in, nin, dies, ndies, host, nhost, host_names))
@@ -271,6 +404,22 @@ void rt_region_end(rt_ctx *ctx, rt_graph_region *r, rt_tensor *const *out, int n
             r->out[i] = rt_retain(out[i]);
         r->nout = nout;
         r->state = R_CAPTURED;
+        if (r->overflow) { /* its host work took more slots than its warm-up's: run once, then eagerly */
+            r->state = R_EAGER;
+            note(ctx, r, NOTE_EAGER, ": %s%s", "its device operations read more host numbers than in its warm-up",
+                 "");
+        } else if (r->fill) { /* the fill from the captured scalars gives the captured numbers */
+            int used = r->used;
+            run_fill(ctx, r, r->host);
+            int slot = -1;
+            for (int i = 0; i < used && i < r->nslots && slot < 0; i++)
+                if (r->fillbuf[i] != r->slot_pin[i])
+                    slot = i;
+            if (r->used != used || r->gi != r->nguards || r->bad >= 0 || slot >= 0)
+                rt_fail(ctx, "internal error: graph region %s: its fill gives %d slots and %d guards (guard %d, "
+                             "slot %d differs), its capture %d and %d", r->label, r->used, r->gi, r->bad, slot,
+                        used, r->nguards);
+        }
         rt_target_graph_launch(ctx, r->graph); /* the captured iteration's work */
     }
 }
@@ -345,8 +494,10 @@ void rt_graphs_free(rt_ctx *ctx)
         return;
     for (rt_graph_region *r = g->list; r; r = r->next)
         if (g->verbose && ctx->rank == 0)
-            fprintf(stderr, "spmd: graph region %s: %s, %ld replays, %ld eager iterations\n", r->label,
-                    r->state == R_CAPTURED ? "captured" : "not captured", r->replays, r->eager_runs);
+            fprintf(stderr, "spmd: graph region %s: %s, %ld replays, %ld eager iterations (%d host numbers "
+                            "read from its slot table, %d taken by value and compared)\n", r->label,
+                    r->state == R_CAPTURED ? "captured" : "not captured", r->replays, r->eager_runs,
+                    r->graph ? r->nslots : 0, r->nguards);
     rt_graph_region *next;
     for (rt_graph_region *r = g->list; r; r = next) {
         next = r->next;
@@ -360,6 +511,11 @@ void rt_graphs_free(rt_ctx *ctx)
         free(r->priv);
         free(r->privcap);
         free(r->host);
+        if (r->slot_dev)
+            rt_target_slots_free(ctx, r->slot_dev, r->slot_pin, r->slot_ev, sizeof(uint64_t) * (size_t)r->nslots);
+        free(r->fillbuf);
+        free(r->guards);
+        free(r->guard_names);
         free(r->label);
         free(r);
     }

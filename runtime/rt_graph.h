@@ -35,6 +35,14 @@ void rt_target_graph_launch(rt_ctx *ctx, void *graph);
 void rt_target_graph_free(rt_ctx *ctx, void *graph);
 /* bytes from src to dst, device memory of this rank, in stream order */
 void rt_target_graph_copy(rt_ctx *ctx, void *dst, const void *src, size_t bytes);
+/* a region's slot table (spmdrt.h rt_hf): bytes of device memory, a pinned
+ * host buffer of as many bytes (*pinned) and an event (*ev); upload, during
+ * a capture: the copy of pinned to dev, the graph's first node, then ev
+ * recorded; wait: the last launch's upload done (pinned may be written) */
+void *rt_target_slots_new(rt_ctx *ctx, size_t bytes, void **pinned, void **ev);
+void rt_target_slots_free(rt_ctx *ctx, void *dev, void *pinned, void *ev, size_t bytes);
+void rt_target_slots_upload(rt_ctx *ctx, void *dev, const void *pinned, void *ev, size_t bytes);
+void rt_target_slots_wait(rt_ctx *ctx, void *ev);
 /* how many launches, GEMMs, copies, collectives the graph holds (-1: unknown) */
 long rt_target_graph_nodes(void *graph);
 

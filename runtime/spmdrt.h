@@ -626,7 +626,7 @@ bool rt_exists(rt_ctx *ctx, const char *path);
  * it that waits for the device keeps the region eager), captures it as a
  * CUDA graph on the next iteration, then replays the graph. The generated
  * code:
- *     if (rt_region_begin(ctx, &r, "f.spmd:12-20", in, nin, dies, ndies, host, nhost, "step,lr")) {
+ *     if (rt_region_begin(ctx, &r, "f.spmd:12-20", in, nin, dies, ndies, host, nhost, "step,lr", fill)) {
  *       ... the region's host code, run eagerly or captured ...
  *       rt_region_end(ctx, r, out, nout);
  *     } else {
@@ -635,12 +635,17 @@ bool rt_exists(rt_ctx *ctx, const char *path);
  * in: the region's tensor inputs (the variables holding them); dies: the
  * variables whose reference the region's code releases; host: its host
  * scalars (rt_region_i, rt_region_f), whose names are host_names (commas).
+ * fill (the CUDA target's generated code; may be NULL): the region's host
+ * arithmetic alone, run from host before each replay: it calls rt_slot_f,
+ * rt_slot_i and rt_guard in the order the region's code does, which gives
+ * the replay its slot table's new values and the numbers to compare.
  * A replay copies each input into the buffer the graph reads (unless it is
- * that buffer), releases dies (setting them NULL), launches the graph and
- * returns false; the results are then the graph's buffers. It runs eagerly
- * (returns true) when SPMD_GRAPHS=0, on the CPU target, when a host scalar
- * differs from the captured one, or when a buffer the graph writes is still
- * held by the program: never a wrong result. */
+ * that buffer), writes the slot table, releases dies (setting them NULL),
+ * launches the graph and returns false; the results are then the graph's
+ * buffers. It runs eagerly (returns true) when SPMD_GRAPHS=0, on the CPU
+ * target, when a number taken by value (rt_guard; without fill: a host
+ * scalar) differs from the captured one, or when a buffer the graph writes
+ * is still held by the program: never a wrong result. */
 typedef struct rt_graph_region rt_graph_region;
 static inline uint64_t rt_region_i(int64_t v) { return (uint64_t)v; }
 static inline uint64_t rt_region_f(double v)
@@ -649,9 +654,38 @@ static inline uint64_t rt_region_f(double v)
     b.d = v;
     return b.u;
 }
+static inline double rt_region_unf(uint64_t u)
+{
+    union { double d; uint64_t u; } b;
+    b.u = u;
+    return b.d;
+}
+typedef void (*rt_region_fill)(rt_ctx *ctx, const uint64_t *host);
 bool rt_region_begin(rt_ctx *ctx, rt_graph_region **r, const char *label, rt_tensor **const *in, int nin,
                      rt_tensor **const *dies, int ndies, const uint64_t *host, int nhost,
-                     const char *host_names);
+                     const char *host_names, rt_region_fill fill);
+/* A host number a device operation reads (the CUDA target's generated code
+ * passes the step-dependent ones this way: random seeds, rt_binary_scalar's
+ * scalar, the host numbers of fused kernels): v, or, when d is set, the
+ * number at d, a slot of the region's device slot table, which each replay
+ * refreshes with one copy from pinned host memory (the graph's first node)
+ * before its kernels read it. rt_slot_f/rt_slot_i: {v, NULL} outside a
+ * capture; during one, the region's next slot (v written to it); while a
+ * region's fill runs, v is the next slot's value for the replay. */
+typedef struct rt_hf { double v; const double *d; } rt_hf;
+typedef struct rt_hi { int64_t v; const int64_t *d; } rt_hi;
+rt_hf rt_slot_f(rt_ctx *ctx, double v);
+rt_hi rt_slot_i(rt_ctx *ctx, int64_t v);
+/* A host number a device operation of a region takes by value (what, its
+ * name and line, for the note): recorded by the capture, compared by each
+ * replay's fill (a difference: that iteration runs eagerly). */
+void rt_guard(rt_ctx *ctx, uint64_t bits, const char *what);
+/* by-value forms of the operations that take a slot (rt_binary_scalar,
+ * rt_randn, rt_uniform, rt_dropout): the CPU target reads v */
+rt_tensor *rt_binary_scalar_h(rt_ctx *ctx, rt_binary_op op, const rt_tensor *a, rt_hf s, bool scalar_left);
+rt_tensor *rt_randn_h(rt_ctx *ctx, rt_dtype dt, const rt_layout *l, rt_hi seed, double std);
+rt_tensor *rt_uniform_h(rt_ctx *ctx, rt_dtype dt, const rt_layout *l, rt_hi seed, double lo, double hi);
+rt_tensor *rt_dropout_h(rt_ctx *ctx, const rt_tensor *x, double p, rt_hi seed, const rt_layout *l, rt_axes stack);
 void rt_region_end(rt_ctx *ctx, rt_graph_region *r, rt_tensor *const *out, int nout);
 rt_tensor *rt_region_out(rt_ctx *ctx, rt_graph_region *r, int i); /* a new reference */
 

@@ -6,7 +6,8 @@
  * extern "C" launcher
  *     void spmd_<stem>_fused_<N>(rt_ctx *ctx, int64_t n_, ARGS...);
  * whose ARGS are the tensors' device pointers (float or double, const when
- * read) and host numbers (int64_t, double, bool).  The host program (FILE.c)
+ * read) and host numbers (rt_hf for double, rt_hi for int64_t and bool: a
+ * value or a graph region's slot, read by the kernel with rt_hf_get).  The host program (FILE.c)
  * declares the launchers, takes each pointer with rt_device_data and never
  * reads through it.
  *
@@ -101,5 +102,12 @@ template <class F> static inline void rt_sim_kernel(rt_ctx *ctx, F f) {
 }
 #endif
 #endif
+
+/* A host number of a launch (spmdrt.h rt_hf, rt_hi): a launcher passes it
+ * on as it is, and the kernel (the simulation: the recorded closure) reads
+ * it when it runs, from its slot of a graph region's table when it has one
+ * (rt_slot_f: refreshed before each replay), else the value passed. */
+static RT_HD inline double rt_hf_get(rt_hf h) { return h.d ? *h.d : h.v; }
+static RT_HD inline int64_t rt_hi_get(rt_hi h) { return h.d ? *h.d : h.v; }
 
 #endif /* SPMDRT_KERNELS_H */

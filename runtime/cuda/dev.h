@@ -45,6 +45,12 @@
 #define RT_DEV_INLINE static __host__ __device__ inline
 #endif
 
+/* a host number a kernel reads (spmdrt.h rt_hf, rt_hi): its slot in a graph
+ * region's table when it has one (read when the kernel runs: a replay's
+ * refreshed value), else the value passed */
+RT_DEV_INLINE double rt_dev_hf(rt_hf h) { return h.d ? *h.d : h.v; }
+RT_DEV_INLINE int64_t rt_dev_hi(rt_hi h) { return h.d ? *h.d : h.v; }
+
 /* ---- the target's state (ctx->tgt) */
 struct rt_cuda_comm; /* collectives.cu */
 struct rt_gemm_plans; /* gemm.cu */

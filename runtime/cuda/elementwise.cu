@@ -154,11 +154,11 @@ rt_tensor *rt_binary(rt_ctx *ctx, rt_binary_op op, const rt_tensor *a, const rt_
     return y;
 }
 
-/* a op s (or s op a): the scalar by value in the launch, rounded to a's
- * dtype as a scalar tensor of it would hold it (a bf16 scalar to bf16),
+/* a op s (or s op a): the scalar by value in the launch or, in a graph
+ * region, read from its slot by the kernel (rt_slot_f), rounded there to
+ * a's dtype as a scalar tensor of it would hold it (a bf16 scalar to bf16),
  * then rt_binary's arithmetic; no device scalar allocated and filled */
-rt_tensor *rt_binary_scalar(rt_ctx *ctx, rt_binary_op op, const rt_tensor *a, double s,
-                            bool scalar_left)
+rt_tensor *rt_binary_scalar_h(rt_ctx *ctx, rt_binary_op op, const rt_tensor *a, rt_hf s, bool scalar_left)
 {
     rt_tensor st = {};
     st.dtype = a->dtype; /* a header for the checks: rank 0, one element */
@@ -166,14 +166,14 @@ rt_tensor *rt_binary_scalar(rt_ctx *ctx, rt_binary_op op, const rt_tensor *a, do
     rt_binary_check(ctx, op, scalar_left ? &st : a, scalar_left ? a : &st);
     RT_KERNEL(ctx, RT_K_ELEMENTWISE, rt_binary_name(op));
     ctx->tgt->op = rt_binary_name(op);
-    unsigned char held[8];
     rt_dtype dt = a->dtype;
-    rt_st(held, dt, 0, s);
-    double sv = rt_ld(held, dt, 0);
     rt_tensor *y = rt_empty(ctx, dt, a->ndim, a->shape);
     const void *A = a->data;
     void *Y = y->data;
     rt_launch(ctx, y->numel, [=] RT_HD(int64_t i) {
+        double held[1]; /* 8 bytes, aligned for any dtype */
+        rt_st(held, dt, 0, rt_dev_hf(s));
+        double sv = rt_ld(held, dt, 0);
         double x = rt_ld(A, dt, i);
         double v = scalar_left ? bin_f(op, sv, x) : bin_f(op, x, sv);
         if (dt == RT_BF16)
@@ -181,6 +181,11 @@ rt_tensor *rt_binary_scalar(rt_ctx *ctx, rt_binary_op op, const rt_tensor *a, do
         rt_st(Y, dt, i, v);
     });
     return y;
+}
+
+rt_tensor *rt_binary_scalar(rt_ctx *ctx, rt_binary_op op, const rt_tensor *a, double s, bool scalar_left)
+{
+    return rt_binary_scalar_h(ctx, op, a, rt_hf{s, NULL}, scalar_left);
 }
 
 /* ---- binary backward (composite.c's rt_binary_bwd_f64): full-size f64

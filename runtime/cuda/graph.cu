@@ -134,6 +134,67 @@ void rt_target_graph_free(rt_ctx *ctx, void *graph)
 long rt_target_graph_nodes(void *graph) { return ((cuda_graph *)graph)->nodes; }
 #endif
 
+/* a region's slot table: device memory, its pinned host copy (the
+ * simulation: host memory) and the upload's event */
+void *rt_target_slots_new(rt_ctx *ctx, size_t bytes, void **pinned, void **ev)
+{
+    void *dev = rt_dev_alloc(ctx, bytes);
+#ifdef RT_SIM
+    *pinned = calloc(1, bytes);
+    RT_CHECK(ctx, *pinned != NULL, "out of memory");
+    *ev = NULL;
+#else
+    RT_CU(ctx, cudaMallocHost(pinned, bytes));
+    memset(*pinned, 0, bytes);
+    cudaEvent_t e;
+    RT_CU(ctx, cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
+    *ev = (void *)e;
+#endif
+    return dev;
+}
+
+void rt_target_slots_free(rt_ctx *ctx, void *dev, void *pinned, void *ev, size_t bytes)
+{
+    rt_dev_free(ctx, dev, bytes);
+#ifdef RT_SIM
+    (void)ev;
+    free(pinned);
+#else
+    RT_CU(ctx, cudaEventDestroy((cudaEvent_t)ev));
+    RT_CU(ctx, cudaFreeHost(pinned));
+#endif
+}
+
+/* during a capture: the copy of the pinned values to the table, the graph's
+ * first node (a replay's refresh), then the event the next replay waits
+ * for before it writes the pinned buffer again */
+void rt_target_slots_upload(rt_ctx *ctx, void *dev, const void *pinned, void *ev, size_t bytes)
+{
+    rt_count_op(ctx, RT_OP_COPY);
+#ifdef RT_SIM
+    (void)ev;
+    rt_sim_record([=]() { /* read at the replay, not now */
+        rt_sim_open();
+        memcpy(dev, pinned, bytes);
+        rt_sim_close();
+    });
+#else
+    cudaStream_t s = (cudaStream_t)ctx->tgt->stream;
+    RT_CU(ctx, cudaMemcpyAsync(dev, pinned, bytes, cudaMemcpyHostToDevice, s));
+    RT_CU(ctx, cudaEventRecord((cudaEvent_t)ev, s));
+#endif
+}
+
+void rt_target_slots_wait(rt_ctx *ctx, void *ev)
+{
+#ifdef RT_SIM
+    (void)ctx;
+    (void)ev; /* a replay ran to its end */
+#else
+    RT_CU(ctx, cudaEventSynchronize((cudaEvent_t)ev));
+#endif
+}
+
 void rt_target_graph_copy(rt_ctx *ctx, void *dst, const void *src, size_t bytes)
 {
     rt_dev_d2d(ctx, dst, src, bytes);

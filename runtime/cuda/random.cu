@@ -29,7 +29,7 @@ void rt_philox4x32(uint64_t seed, uint64_t counter, uint32_t stream, uint32_t ou
     rt_philox_(seed, counter, stream, out);
 }
 
-static rt_tensor *fill(rt_ctx *ctx, rt_dtype dt, const rt_layout *lp, uint64_t seed,
+static rt_tensor *fill(rt_ctx *ctx, rt_dtype dt, const rt_layout *lp, rt_hi seed,
                        uint32_t stream, double p0, double p1)
 {
     rt_random_check(ctx, dt, lp);
@@ -40,7 +40,7 @@ static rt_tensor *fill(rt_ctx *ctx, rt_dtype dt, const rt_layout *lp, uint64_t s
     void *T = t->data;
     rt_launch(ctx, t->numel, [=] RT_HD(int64_t k) {
         uint32_t r[4];
-        rt_philox_(seed, global_index(l, k), stream, r);
+        rt_philox_((uint64_t)rt_dev_hi(seed), global_index(l, k), stream, r);
         double v = stream ? p0 + (p1 - p0) * rt_philox_unit_(r[0], r[1])
                           : p0 * sqrt(-2.0 * log(1.0 - rt_philox_unit_(r[0], r[1]))) *
                                 cos(6.283185307179586 * rt_philox_unit_(r[2], r[3]));
@@ -49,19 +49,36 @@ static rt_tensor *fill(rt_ctx *ctx, rt_dtype dt, const rt_layout *lp, uint64_t s
     return t;
 }
 
-rt_tensor *rt_randn(rt_ctx *ctx, rt_dtype dt, const rt_layout *l, uint64_t seed, double std)
+/* the seed by value, or from a graph region's slot (rt_slot_i) */
+rt_tensor *rt_randn_h(rt_ctx *ctx, rt_dtype dt, const rt_layout *l, rt_hi seed, double std)
 {
     return fill(ctx, dt, l, seed, 0, std, 0);
+}
+
+rt_tensor *rt_uniform_h(rt_ctx *ctx, rt_dtype dt, const rt_layout *l, rt_hi seed, double lo, double hi)
+{
+    return fill(ctx, dt, l, seed, 1, lo, hi);
+}
+
+rt_tensor *rt_randn(rt_ctx *ctx, rt_dtype dt, const rt_layout *l, uint64_t seed, double std)
+{
+    return fill(ctx, dt, l, rt_hi{(int64_t)seed, NULL}, 0, std, 0);
 }
 
 rt_tensor *rt_uniform(rt_ctx *ctx, rt_dtype dt, const rt_layout *l, uint64_t seed,
                       double lo, double hi)
 {
-    return fill(ctx, dt, l, seed, 1, lo, hi);
+    return fill(ctx, dt, l, rt_hi{(int64_t)seed, NULL}, 1, lo, hi);
 }
 
 rt_tensor *rt_dropout(rt_ctx *ctx, const rt_tensor *x, double p, int64_t seed,
                       const rt_layout *l, rt_axes stack)
+{
+    return rt_dropout_h(ctx, x, p, rt_hi{seed, NULL}, l, stack);
+}
+
+rt_tensor *rt_dropout_h(rt_ctx *ctx, const rt_tensor *x, double p, rt_hi seed, const rt_layout *l,
+                        rt_axes stack)
 {
     rt_dropout_check(ctx, x, p, l);
     if (p == 0)
@@ -79,7 +96,7 @@ rt_tensor *rt_dropout(rt_ctx *ctx, const rt_tensor *x, double p, int64_t seed,
     rt_dtype dt = x->dtype;
     rt_launch(ctx, x->numel, [=] RT_HD(int64_t k) {
         uint32_t r[4];
-        rt_philox_((uint64_t)seed, base + global_index(lc, k), 2, r);
+        rt_philox_((uint64_t)rt_dev_hi(seed), base + global_index(lc, k), 2, r);
         rt_st(Y, dt, k, rt_philox_unit_(r[0], r[1]) < p ? 0.0 : rt_ld(X, dt, k) * scale);
     });
     return y;

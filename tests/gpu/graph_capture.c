@@ -37,7 +37,7 @@ static int step(rt_ctx *ctx, rt_graph_region **r, int k, double s, int sync_in_b
     rt_tensor **in[] = {&x}, **dies[] = {&x};
     const uint64_t host[] = {rt_region_f(s)};
     int replayed = 0;
-    if (rt_region_begin(ctx, r, "graph_capture.c:1-2", in, 1, dies, 1, host, 1, "s")) {
+    if (rt_region_begin(ctx, r, "graph_capture.c:1-2", in, 1, dies, 1, host, 1, "s", NULL)) {
         rt_tensor *a = rt_binary_scalar(ctx, RT_MUL, x, s, false);
         rt_free(ctx, x);
         x = NULL;

@@ -4,7 +4,10 @@ training step (examples/gpt.spmd, from the batch to AdamW and the loss
 accumulator) as one capturable region: its `if` that saves the first
 gradient is sunk below it, and the read of the batch from the token file
 (token_batch, a host effect), the clock, the prints, the evaluation and
-the checkpoints stay outside (docs/runtime.md "Graph regions")."""
+the checkpoints stay outside (docs/runtime.md "Graph regions"); its
+step-dependent host scalars (dropout's seed, AdamW's step, the learning
+rate) all reach its kernels through the slot table, none is taken by value
+(which would refuse every replay)."""
 import os
 import re
 import subprocess
@@ -45,10 +48,17 @@ def main():
     inside = [t for t in OUTSIDE if a <= line_of(t) <= b]
     if inside:
         sys.exit('FAIL: the region %d-%d holds %s:\n%s' % (a, b, inside, r.stdout))
+    m = re.search(r'gpt\.spmd:%d-%d: region \d+: .*host scalars its kernels read from its slot table '
+                  r'\(refreshed before each replay\): (.*); taken by value \(a replay is refused when one differs\): '
+                  r'(.*)$' % (a, b), r.stdout, re.M)
+    want = ('`1000 * step`', '`step + 1`', '`lr`')
+    if not m or m.group(2) != 'none' or any(w not in m.group(1) for w in want):
+        sys.exit('FAIL: the step\'s host scalars %s are not all read from the slot table, none by value:\n%s'
+                 % (', '.join(want), r.stdout))
     for op in ('wall_time', 'token_batch'):
         if not re.search(r'stops a region: `%s`' % op, r.stdout):
             sys.exit('FAIL: %s is not named as what stops a region:\n%s' % (op, r.stdout))
-    print('ok: the step, lines %d-%d, is one capturable region' % (a, b))
+    print('ok: the step, lines %d-%d, is one capturable region; its host scalars through the slot table: %s' % (a, b, m.group(1)))
 
 
 if __name__ == '__main__':

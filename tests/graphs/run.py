@@ -12,6 +12,8 @@ the timing columns of its output masked):
   expect=replay some region is captured and replayed
   expect=eager  no region is replayed, and rank 0 says why (note=RE, a
                 regular expression its note must match)
+  eager=N       the region replayed most ran N iterations eagerly (0: after
+                its warm-up and capture, every iteration a replay)
   args=A;B      program arguments
   env=K=V       an environment variable of the runs (repeatable)
   fail=RE       both runs exit non-zero with RE in their standard error
@@ -63,7 +65,8 @@ def gpt_case(tmp):
 
 def run_case(spmdc, simlib, mpirun, case, tmp):
     path, _, opts = case.partition(':')
-    o = {'np': '1', 'D': [], 'env': [], 'fail': None, 'expect': None, 'note': None, 'mesh': None, 'args': '', 'captured': '0'}
+    o = {'np': '1', 'D': [], 'env': [], 'fail': None, 'expect': None, 'note': None, 'mesh': None, 'args': '', 'captured': '0',
+         'eager': None}
     data = None
     if path == 'gpt':
         path, o['D'], data = gpt_case(tmp)
@@ -122,8 +125,8 @@ def run_case(spmdc, simlib, mpirun, case, tmp):
             return '%s differs with graphs on and off' % rel
     if o['fail']:
         return 'ok: %s: both runs stop with %r' % (name, o['fail'])
-    replays = [int(n) for n in re.findall(r'^spmd: graph region .*: (?:captured|not captured), (\d+) replays',
-                                           err1, re.M)]
+    summary = re.findall(r'^spmd: graph region .*: (?:captured|not captured), (\d+) replays, (\d+) eager', err1, re.M)
+    replays = [int(n) for n, _ in summary]
     captured = len(re.findall(r'^spmd: graph region .*: captured, ', err1, re.M))
     if captured < int(o['captured']):
         return '%d regions captured, not at least %s:\n%s' % (captured, o['captured'], err1)
@@ -131,13 +134,18 @@ def run_case(spmdc, simlib, mpirun, case, tmp):
         return 'SPMD_GRAPHS=0 still ran graph regions:\n' + err0
     if o['expect'] == 'replay' and not any(replays):
         return 'no region was replayed:\n' + err1
+    if o['eager'] is not None:
+        most = max(summary, key=lambda s: int(s[0]))
+        if int(most[1]) != int(o['eager']):
+            return 'the region replayed most ran %s iterations eagerly, not %s:\n%s' % (most[1], o['eager'], err1)
     if o['expect'] == 'eager':
         if any(replays):
             return 'a region was replayed:\n' + err1
         if o['note'] and not re.search(o['note'], err1):
             return 'no note matching %r:\n%s' % (o['note'], err1)
-    return 'ok: %s, %d files the same with graphs on and off; %d regions captured, replays per region: %s' % (
-        name, len(f1), captured, replays or 'no region')
+    lines = re.findall(r'^spmd: graph region .*$', err1, re.M)
+    return 'ok: %s, %d files the same with graphs on and off; %d regions captured, replays per region: %s\n  %s' % (
+        name, len(f1), captured, replays or 'no region', '\n  '.join(lines))
 
 
 def main():
