@@ -22,7 +22,11 @@
 # PyTorch eager and torch.compile; about 8 minutes: run it alone, --only gpt2),
 # attention (bench/gpu/attention.sh: the fused op's forward and backward at
 # B=4, H=12, T=1024, E=64 in f32 and bf16 against PyTorch's
-# scaled_dot_product_attention, timed; about 2 minutes).
+# scaled_dot_product_attention, timed; about 2 minutes), graphs (the
+# flagship's step captured and replayed as a CUDA graph, SPMD_GRAPHS=1,
+# against eager, SPMD_GRAPHS=0: its first 20 steps print the same numbers,
+# the step region replays on every step after its capture, and the step time
+# of each, 150 steps on 1 GPU: about 1 minute).
 # Each part prints its failures and "PART: ok" or "PART: FAILED"; the last
 # line is "N passed, M failed" (checks, not parts). Exit status 1 on failure.
 set -uo pipefail
@@ -34,12 +38,12 @@ while [ $# -gt 0 ]; do
     --only) only=$2; shift 2 ;;
     --dry-run) dry=1; shift ;;
     --timeout) limit=$2; shift 2 ;;
-    -h|--help) sed -n '2,27p' "$0"; exit 0 ;;
-    --programs-worker|--gpt-worker|--speed-worker|--errors-worker|--gpt2-worker|--attention-worker) worker=${1#--}; shift ;;
+    -h|--help) sed -n '2,31p' "$0"; exit 0 ;;
+    --programs-worker|--gpt-worker|--speed-worker|--errors-worker|--gpt2-worker|--attention-worker|--graphs-worker) worker=${1#--}; shift ;;
     *) echo "run.sh: unknown argument '$1' (see --help)" >&2; exit 2 ;;
   esac
 done
-parts="kernels rerun simbits errors resume host2 host4 nccl abi programs gpt speed gpt2 attention"
+parts="kernels rerun simbits errors resume host2 host4 nccl abi programs gpt speed gpt2 attention graphs"
 for p in ${only//,/ }; do
   case " $parts " in *" $p "*) ;; *) echo "run.sh: unknown part '$p' (parts: $parts)" >&2; exit 2 ;; esac
 done
@@ -155,6 +159,47 @@ if [ "$worker" = attention-worker ]; then
   fi
   exit 0
 fi
+# graphs: the flagship with its step region captured and replayed
+# (SPMD_GRAPHS=1, the CUDA target's default) and eager (SPMD_GRAPHS=0) on 1
+# GPU: progs/gpt_check's 20 steps print the same numbers (all but the
+# timings), rank 0's summary says the step region replayed on every step
+# after the warm-up and the capture, and progs/gpt_speed's step time in each
+# mode (the last "ms/step" printed: 50 steps after 100) for the note
+if [ "$worker" = graphs-worker ]; then
+  p=0 f=0
+  for g in 0 1; do
+    for prog in gpt_check gpt_speed; do
+      d="$work/graphs_${prog}_$g"; mkdir -p "$d"; ln -s "$bundle/data" "$d/data"
+      (cd "$d" && SPMD_GRAPHS=$g SPMD_GRAPHS_VERBOSE=1 timeout 150 mpirun -np 1 "$bundle/progs/$prog" \
+         --mesh dp=1,tp=1 > "$d/out" 2>&1; echo $? > "$d/rc")
+      [ -n "${OUT:-}" ] && mkdir -p "$OUT/logs" && cp "$d/out" "$OUT/logs/graphs_${prog}_$g.txt"
+    done
+  done
+  numbers() { grep -E '^step [0-9]+ ' "$1" | sed -E 's/ ms\/step [^ ]+ tok\/s [^ ]+//'; }
+  e="$work/graphs_gpt_check_0" r="$work/graphs_gpt_check_1"
+  if [ "$(cat "$e/rc")" = 0 ] && [ "$(cat "$r/rc")" = 0 ] && [ "$(numbers "$e/out" | wc -l)" -gt 0 ] \
+     && diff <(numbers "$e/out") <(numbers "$r/out") > "$work/graphs.diff"; then
+    p=$((p + 1))
+  else
+    f=$((f + 1)); echo "FAIL graphs: gpt_check with graphs (exit $(cat "$r/rc")) does not print eager's numbers (exit $(cat "$e/rc"))"
+    head -20 "$work/graphs.diff" 2>/dev/null; tail -5 "$r/out"
+  fi
+  # the step region (the one with the most replays): captured, then replayed
+  # on every step but the warm-up and the capture
+  summary=$(grep -E 'graph region .*: captured, [0-9]+ replays' "$r/out" | sort -t, -k2 -n | tail -1)
+  echo "${summary:-no graph region summary}"
+  replays=$(sed -nE 's/.*captured, ([0-9]+) replays, ([0-9]+) eager.*/\1 \2/p' <<<"$summary")
+  steps=$(numbers "$r/out" | grep -c ' train ')
+  if [ -n "$replays" ] && [ "${replays#* }" = 0 ] && [ "${replays% *}" -ge $((steps - 2)) ] && [ "$steps" -gt 2 ]; then
+    p=$((p + 1))
+  else
+    f=$((f + 1)); echo "FAIL graphs: the step region did not replay on every step after its capture ($steps steps)"
+  fi
+  ms() { grep -E '^step [0-9]+ train' "$1" | tail -1 | sed -nE 's/.* ms\/step ([^ ]+) .*/\1/p'; }
+  echo "GRAPHS eager_ms=$(ms "$work/graphs_gpt_speed_0/out") graphs_ms=$(ms "$work/graphs_gpt_speed_1/out") (gpt_speed, the last 50 steps, 1 GPU)"
+  echo "$p passed, $f failed"
+  exit 0
+fi
 passed=0 failed=0
 
 # runs a part's command; its output's "N passed, M failed" line (or 1 failed
@@ -164,12 +209,12 @@ part() {
   wanted "$name" || return 0
   if [ $dry = 1 ]; then echo "would run $name: $*"; return 0; fi
   local log="$work/$name.log"
-  local lim=$limit; case $name in programs) lim=$((limit * 3)) ;; speed) lim=$((limit + 330)) ;; gpt2) lim=$((limit + 450)) ;; attention) lim=$((limit + 200)) ;; esac
+  local lim=$limit; case $name in programs) lim=$((limit * 3)) ;; speed) lim=$((limit + 330)) ;; gpt2) lim=$((limit + 450)) ;; attention|graphs) lim=$((limit + 200)) ;; esac
   timeout "$lim" bash -c "$*" >"$log" 2>&1
   local rc=$? line
   [ -n "${OUT:-}" ] && mkdir -p "$OUT/logs" && cp "$log" "$OUT/logs/$name.log"
   line=$(grep -E '^[0-9]+ passed, [0-9]+ failed$' "$log" | tail -1)
-  grep -E '^FAIL|error' "$log" | head -20
+  grep -E '^FAIL|error|^GRAPHS ' "$log" | head -20
   if [ -n "$line" ]; then
     passed=$((passed + ${line%% passed*})); local f=${line#*, }; failed=$((failed + ${f%% failed*}))
     # a part that exited non-zero after "N passed, 0 failed" failed all the same
@@ -196,6 +241,7 @@ part gpt "bash $bundle/run.sh --bundle $bundle --gpt-worker"
 part speed "bash $bundle/run.sh --bundle $bundle --speed-worker"
 part gpt2 "bash $bundle/run.sh --bundle $bundle --gpt2-worker"
 part attention "bash $bundle/run.sh --bundle $bundle --attention-worker"
+part graphs "bash $bundle/run.sh --bundle $bundle --graphs-worker"
 [ $dry = 1 ] && exit 0
 # what comes back from a lent machine: one archive of the logs
 [ -n "${OUT:-}" ] && [ -d "$OUT/logs" ] && tar -C "$OUT" -czf "$OUT/logs.tar.gz" logs && rm -rf "$OUT/logs"
