@@ -15,7 +15,6 @@ The flagship's GELU is erf's (GPT-2's is tanh's): the PyTorch model uses
 erf's, so this tests the names, layouts and splits, not the activation."""
 import math
 import os
-import shutil
 import sys
 
 import numpy as np
@@ -82,17 +81,10 @@ class GPT2(torch.nn.Module):
 
 
 def main():
-    spmdc, work, mpirun = sys.argv[1:4]
-    mpiargs = sys.argv[4:]
-    if os.path.exists(work):
-        shutil.rmtree(work)
-    os.makedirs(work)
+    spmdc, work, mpirun, mpiargs = st.harness_args(sys.argv)
     torch.manual_seed(0)
     model = GPT2()
-    with torch.no_grad():
-        for name, p in model.named_parameters():   # random, with every parameter mattering
-            p.copy_(torch.randn(p.shape) * (0.3 if p.dim() > 1 else 0.1) + (1.0 if name.endswith('ln_1.weight') or
-                    name.endswith('ln_2.weight') or name.endswith('ln_f.weight') else 0.0))
+    st.randomize_gpt2(model, 0.3)   # random, with every parameter mattering
     sd = {k: v.detach().numpy().astype(np.float32) for k, v in model.state_dict().items()}
     src = os.path.join(work, 'model.safetensors')
     st.write(src, {k: ('F32', v) for k, v in sd.items()})

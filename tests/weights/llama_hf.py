@@ -12,7 +12,6 @@ llama_hf.spmd, the example's model at a small size, loads it by the map on
 tokens (float tolerance), and the file it saves by the map must hold the
 same tensors."""
 import os
-import shutil
 import sys
 
 import numpy as np
@@ -66,11 +65,7 @@ def forward(sd, ids):
 
 
 def main():
-    spmdc, work, mpirun = sys.argv[1:4]
-    mpiargs = sys.argv[4:]
-    if os.path.exists(work):
-        shutil.rmtree(work)
-    os.makedirs(work)
+    spmdc, work, mpirun, mpiargs = st.harness_args(sys.argv)
     g = torch.Generator().manual_seed(0)
     shapes = {'model.embed_tokens.weight': (NV, D), 'model.norm.weight': (D,), 'lm_head.weight': (NV, D)}
     for l in range(L):

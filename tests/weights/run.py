@@ -75,9 +75,7 @@ def expected(t):
 
 
 def run(spmdc, prog, np_, mesh, work, mpirun, files):
-    if os.path.exists(work):
-        shutil.rmtree(work)
-    os.makedirs(work)
+    st.fresh_dir(work)
     for name, path in files.items():
         shutil.copy(path, os.path.join(work, name))
     cmd = [mpirun] + MPIARGS + ['-np', str(np_), prog, '--mesh', mesh]
@@ -97,11 +95,7 @@ def compare_fields(dirpath, want, what):
 
 def main():
     global MPIARGS
-    spmdc, work, mpirun = sys.argv[1], sys.argv[2], sys.argv[3]
-    MPIARGS = sys.argv[4:]
-    if os.path.exists(work):
-        shutil.rmtree(work)
-    os.makedirs(work)
+    spmdc, work, mpirun, MPIARGS = st.harness_args(sys.argv)
     prog = os.path.join(work, 'roundtrip')
     subprocess.run([spmdc, os.path.join(HERE, 'roundtrip.spmd'), '-o', prog], check=True)
     t = source()

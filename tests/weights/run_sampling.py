@@ -8,13 +8,14 @@ seed draws the same and another seed differently; and the frequencies of
 4096 draws from one row's softmax (at temperatures 1 and 2) are within 5
 standard deviations of its probabilities."""
 import os
-import shutil
 import subprocess
 import sys
 
 import numpy as np
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+import st  # noqa: E402
 NR, NV, K = 4096, 8, 3
 SAME = 4096  # rows alike (all): a frequency test of every draw
 MESHES = [(1, 'dp=1,tp=1'), (2, 'dp=2,tp=1'), (4, 'dp=2,tp=2')]
@@ -37,11 +38,7 @@ def freq_ok(draws, logits, temp, what):
 
 
 def main():
-    spmdc, work, mpirun = sys.argv[1:4]
-    mpiargs = sys.argv[4:]
-    if os.path.exists(work):
-        shutil.rmtree(work)
-    os.makedirs(work)
+    spmdc, work, mpirun, mpiargs = st.harness_args(sys.argv)
     prog = os.path.join(work, 'sampling')
     subprocess.run([spmdc, os.path.join(HERE, 'sampling.spmd'), '-o', prog], check=True)
     row = np.array([1.0, 0.5, 2.0, -1.0, 0.0, 1.5, 0.25, 2.0], np.float32)   # a tie: classes 2 and 7

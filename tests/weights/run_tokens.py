@@ -8,14 +8,14 @@ Bad files (odd length, a token past the vocabulary, a wrong header, a
 header whose count disagrees with the file) stop every rank with a message
 naming the file."""
 import os
-import shutil
-import struct
 import subprocess
 import sys
 
 import numpy as np
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+import st  # noqa: E402
 N, NV = 1000, 300
 # dp=3 and tp=3 split the 8 windows (3, 3, 2) and their positions unevenly (SPEC 4)
 MESHES = [(1, 'dp=1,tp=1'), (2, 'dp=2,tp=1'), (4, 'dp=2,tp=2'), (3, 'dp=3,tp=1'), (3, 'dp=1,tp=3')]
@@ -34,11 +34,7 @@ def llmc(tokens, magic, version, dt):
 
 
 def main():
-    spmdc, work, mpirun = sys.argv[1:4]
-    mpiargs = sys.argv[4:]
-    if os.path.exists(work):
-        shutil.rmtree(work)
-    os.makedirs(work)
+    spmdc, work, mpirun, mpiargs = st.harness_args(sys.argv)
     prog = os.path.join(work, 'tokens')
     subprocess.run([spmdc, os.path.join(HERE, 'tokens.spmd'), '-o', prog], check=True)
     tok = np.random.default_rng(3).integers(0, NV, N).astype(np.int32)

@@ -3,6 +3,8 @@ the format's description (Debian has no `safetensors` module): an 8-byte
 little-endian header length, a JSON header (name -> dtype, shape,
 data_offsets), then little-endian row-major data."""
 import json
+import os
+import shutil
 import struct
 
 import numpy as np
@@ -83,3 +85,29 @@ def run_hf(spmdc, source, work, mpirun, mpiargs, model, map_path, ids, defines=N
             print(f'FAIL: {mesh}: exit {r.returncode}: {r.stderr[-2000:]}')
             d = None
         yield mesh, d
+
+
+def fresh_dir(path):
+    """path as an empty directory (removed first if it exists)."""
+    if os.path.exists(path):
+        shutil.rmtree(path)
+    os.makedirs(path)
+
+
+def harness_args(argv):
+    """The weights tests' command line, SPMDC WORK MPIRUN [MPIRUN ARGS...]:
+    (spmdc, work, mpirun, mpirun's arguments), WORK made fresh."""
+    spmdc, work, mpirun = argv[1:4]
+    fresh_dir(work)
+    return spmdc, work, mpirun, argv[4:]
+
+
+def randomize_gpt2(model, scale):
+    """A transformers-named GPT-2's parameters drawn at random (torch's
+    current seed) so that every one matters: matrices N(0, scale^2), vectors
+    N(0, 0.01), the layer norms' weights around 1."""
+    import torch
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            norm = name.endswith('ln_1.weight') or name.endswith('ln_2.weight') or name.endswith('ln_f.weight')
+            p.copy_(torch.randn(p.shape) * (scale if p.dim() > 1 else 0.1) + (1.0 if norm else 0.0))
