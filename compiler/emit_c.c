@@ -1860,6 +1860,20 @@ static void fill_block(Emitter *E, IrBlock *b, int ind) {
 }
 
 /* the fill of f (need_fill), into E->fills */
+/* The per-function facts both emitters of a function read: each value's
+ * uses and definition, the tables the liveness walk fills. */
+static void analyse_fn(Emitter *E, IrFn *f) {
+  E->lastuse = arena_alloc(&E->c->arena, sizeof(int) * (size_t)(f->nvalues + 1));
+  E->nuses = arena_alloc(&E->c->arena, sizeof(int) * (size_t)(f->nvalues + 1));
+  E->defblk = arena_alloc(&E->c->arena, sizeof(int) * (size_t)(f->nvalues + 1));
+  E->moved = arena_alloc(&E->c->arena, sizeof(bool) * (size_t)(f->nvalues + 1));
+  E->dying = arena_alloc(&E->c->arena, sizeof(bool) * (size_t)(f->nvalues + 1));
+  E->nblocks = 0;
+  sched_count_uses(&f->body, E->nuses);
+  E->defs = arena_alloc(&E->c->arena, sizeof(IrInst *) * (size_t)(f->nvalues + 1));
+  note_defs(&f->body, E->defs);
+}
+
 static void emit_fill_fn(Emitter *E, IrFn *f) {
   FILE *saved = E->out;
   E->out = E->fills;
@@ -1901,15 +1915,7 @@ static void emit_fill_fn(Emitter *E, IrFn *f) {
     E->out = saved;
     return;
   }
-  E->lastuse = arena_alloc(&E->c->arena, sizeof(int) * (size_t)(f->nvalues + 1));
-  E->nuses = arena_alloc(&E->c->arena, sizeof(int) * (size_t)(f->nvalues + 1));
-  E->defblk = arena_alloc(&E->c->arena, sizeof(int) * (size_t)(f->nvalues + 1));
-  E->moved = arena_alloc(&E->c->arena, sizeof(bool) * (size_t)(f->nvalues + 1));
-  E->dying = arena_alloc(&E->c->arena, sizeof(bool) * (size_t)(f->nvalues + 1));
-  E->nblocks = 0;
-  sched_count_uses(&f->body, E->nuses);
-  E->defs = arena_alloc(&E->c->arena, sizeof(IrInst *) * (size_t)(f->nvalues + 1));
-  note_defs(&f->body, E->defs);
+  analyse_fn(E, f);
   bool *param = arena_alloc(&E->c->arena, sizeof(bool) * (size_t)(f->nvalues + 1));
   for (int i = 0; i < f->nparams; i++)
     param[f->params[i]] = true;
@@ -2047,16 +2053,8 @@ static void emit_fn(Emitter *E, IrFn *f) {
     emit_vjp(E, f);
     return;
   }
-  E->lastuse = arena_alloc(&E->c->arena, sizeof(int) * (size_t)(f->nvalues + 1));
-  E->nuses = arena_alloc(&E->c->arena, sizeof(int) * (size_t)(f->nvalues + 1));
-  E->defblk = arena_alloc(&E->c->arena, sizeof(int) * (size_t)(f->nvalues + 1));
-  E->moved = arena_alloc(&E->c->arena, sizeof(bool) * (size_t)(f->nvalues + 1));
-  E->dying = arena_alloc(&E->c->arena, sizeof(bool) * (size_t)(f->nvalues + 1));
   E->started = false;
-  E->nblocks = 0;
-  sched_count_uses(&f->body, E->nuses);
-  E->defs = arena_alloc(&E->c->arena, sizeof(IrInst *) * (size_t)(f->nvalues + 1));
-  note_defs(&f->body, E->defs);
+  analyse_fn(E, f);
   int line, col;
   source_position(E->c, f->span, &line, &col);
   fprintf(E->out, "/* %s:%d: %s */\n", source_file(E->c, f->span.file)->path, line, f->fn ? f->fn->name : f->cname);
