@@ -160,24 +160,26 @@ void rt_sim_record(std::function<void()> op); /* sim.cpp: during a capture */
  * (--profile, rt_count_op and rt_count_sync), at the same points in both
  * builds: the simulation counts what the GPU build does. */
 #ifdef RT_SIM
+/* a simulated launch: run() now, or recorded for the replays while a graph
+ * is captured */
+template <class R> static void rt_sim_launch(R run)
+{
+    if (rt_sim_capturing())
+        rt_sim_record(run);
+    else
+        run();
+}
 template <class F> static void rt_launch_as(rt_ctx *ctx, rt_op_kind kind, int64_t n, F f)
 {
     if (n <= 0)
         return;
     rt_count_op(ctx, kind);
-    if (rt_sim_capturing()) {
-        rt_sim_record([=]() {
-            rt_sim_open();
-            for (int64_t i = 0; i < n; i++)
-                f(i);
-            rt_sim_close();
-        });
-        return;
-    }
-    rt_sim_open();
-    for (int64_t i = 0; i < n; i++)
-        f(i);
-    rt_sim_close();
+    rt_sim_launch([=]() {
+        rt_sim_open();
+        for (int64_t i = 0; i < n; i++)
+            f(i);
+        rt_sim_close();
+    });
 }
 #else
 template <class F> __global__ void rt_grid_stride_(int64_t n, F f)
@@ -282,21 +284,13 @@ template <class F> static void rt_launch_rows(rt_ctx *ctx, int64_t nrows, F f)
     if (nrows <= 0)
         return;
     rt_count_op(ctx, RT_OP_KERNEL);
-    if (rt_sim_capturing()) {
-        rt_sim_record([=]() {
-            rt_sim_open();
-            rt_warp w;
-            for (int64_t r = 0; r < nrows; r++)
-                f(w, r);
-            rt_sim_close();
-        });
-        return;
-    }
-    rt_sim_open();
-    rt_warp w;
-    for (int64_t r = 0; r < nrows; r++)
-        f(w, r);
-    rt_sim_close();
+    rt_sim_launch([=]() {
+        rt_sim_open();
+        rt_warp w;
+        for (int64_t r = 0; r < nrows; r++)
+            f(w, r);
+        rt_sim_close();
+    });
 }
 #else
 struct rt_warp {
@@ -401,11 +395,7 @@ template <class F> static void rt_launch_tiles(rt_ctx *ctx, int64_t nblocks, siz
         rt_sim_close();
         free(sh);
     };
-    if (rt_sim_capturing()) {
-        rt_sim_record(run);
-        return;
-    }
-    run();
+    rt_sim_launch(run);
 }
 #else
 template <class F> __global__ void rt_tiles_(int64_t nblocks, F f)
