@@ -48,8 +48,7 @@ MODE:
   remat   the blocks recomputed in the backward (-D REMAT=1, remat()) give
           the printed numbers, the gradient of step 0 and the final
           checkpoint of the run without (REMAT=0) byte for byte, with
-          dropout on, on 1 rank and on (2,2) (--meshes: only these; the
-          sanitizer build's run: (2,2), tests/CMakeLists.txt)
+          dropout on, on 1 rank and on (2,2)
 
 The timing columns of the program's lines (ms/step, tok/s) are left out of
 every comparison.
@@ -493,7 +492,7 @@ def mode_remat(r):
     fails = 0
     progs = {k: r.compile(f"gpt_remat{k}", REMAT=k, SAVE_GRAD=1, STEPS=4, EVAL_EVERY=4, CKPT_EVERY=4, DROPOUT=0.1)
              for k in (0, 1)}
-    for mesh in r.a.meshes or ("dp=1,tp=1", "dp=2,tp=2"):
+    for mesh in ("dp=1,tp=1", "dp=2,tp=2"):
         runs = {k: os.path.join(r.tmp, f"remat{k}_" + mesh.replace(",", "_")) for k in progs}
         outs = {k: untimed(r.run(progs[k], mesh, runs[k])) for k in progs}
         if outs[0] != outs[1] or not re.search(r"^step 4 val ", outs[0], re.M):
@@ -513,11 +512,7 @@ def run_main(doc, modes, runner=Runner, prefix="gpt_test_"):
     ap.add_argument("spmdc")
     ap.add_argument("--mpirun", default=os.environ.get("MPIRUN", "mpirun"))
     ap.add_argument("-v", action="store_true")
-    ap.add_argument("--meshes", type=lambda v: v.split(";"), default=None,
-                    help="remat: run on these meshes only (';'-separated, e.g. 'dp=2,tp=2')")
     args = ap.parse_args()
-    if args.meshes and args.mode != "remat":
-        ap.error("--meshes is remat's option")
     args.spmdc = os.path.abspath(args.spmdc)
     with tempfile.TemporaryDirectory(prefix=prefix) as tmp:
         fails = modes[args.mode](runner(args, tmp))
