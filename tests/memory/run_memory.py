@@ -14,15 +14,7 @@ Programs: tests/golden/memory_fused.spmd on dp=2 and memory_report.spmd
 reports are goldens;
 examples/gpt.spmd at a small size on 1 rank, (2,1) and (2,2), with
 REMAT=1 on 1 rank and (2,2); examples/gpt_pp.spmd (4 blocks, 4
-microbatches) on pp=1, 2, 4.
-
---fewer-runs (the sanitizer build's run, tests/CMakeLists.txt): every
-case's report is made (the sanitized spmdc --memory-report), but the
-program runs under --profile only for the goldens, the flagship with and
-without remat on (2,2) and gpt_pp on pp=2; the other cases' reports are
-checked only where they need no run (the residuals falling with more
-stages, in the report's numbers).  The numbers do not depend on the
-sanitizers: the normal build compares every case."""
+microbatches) on pp=1, 2, 4."""
 import os
 import re
 import subprocess
@@ -74,16 +66,8 @@ def profile(spmdc, src, flags, mesh, cwd):
     return total, comps, rss
 
 
-# the cases whose program --fewer-runs runs (name, mesh)
-FEWER = {("golden/memory_fused", "dp=2"), ("golden/memory_report", "dp=2,tp=2"), ("gpt", "dp=2,tp=2"),
-         ("gpt REMAT=1", "dp=2,tp=2"), ("gpt_pp", "pp=2,dp=1,tp=1")}
-
-
 def main():
-    args = sys.argv[1:]
-    fewer = "--fewer-runs" in args
-    args = [a for a in args if a != "--fewer-runs"]
-    spmdc = os.path.abspath(args[0])
+    spmdc = os.path.abspath(sys.argv[1])
     fails = 0
     with tempfile.TemporaryDirectory(prefix="memory_test_") as tmp:
         data = os.path.join(tmp, "data")
@@ -111,11 +95,6 @@ def main():
             os.makedirs(run)
             os.symlink(data, os.path.join(run, "data"))
             st, sc, text = report(spmdc, src, flags, mesh, run)
-            if fewer and (name, mesh) not in FEWER:
-                print(f"ok {name} on {mesh}: the report (total {st:.0f} B; " +
-                      ", ".join(f"{c} {sc[c]:.0f}" for c in COMPS) + "), not run (--fewer-runs)")
-                resid[(name, mesh)] = (sc["residuals"], None)
-                continue
             rt, rc, rss = profile(spmdc, src, flags, mesh, run)
             bad = [c for c in COMPS if sc[c] != rc[c]]
             off = (st - rt) / rt
@@ -135,11 +114,9 @@ def main():
 
         def falls(what, seq):
             nonlocal fails
-            # (a side not measured, None: a case --fewer-runs did not run)
-            ok = all(a[i] > b[i] for a, b in zip(seq, seq[1:]) for i in (0, 1)
-                     if a[i] is not None and b[i] is not None)
+            ok = all(a[0] > b[0] and a[1] > b[1] for a, b in zip(seq, seq[1:]))
             print(f"{'ok' if ok else 'FAIL'} {what}: residuals (report, runtime) " +
-                  " > ".join(f"{a[0]:.0f}/" + ("-" if a[1] is None else f"{a[1]:.0f}") + " B" for a in seq))
+                  " > ".join(f"{a[0]:.0f}/{a[1]:.0f} B" for a in seq))
             fails += not ok
 
         for mesh in ("dp=1,tp=1", "dp=2,tp=2"):
