@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The whole test suite: installs missing packages, builds spmdc and libspmdrt,
 # runs every test with ctest, then builds with clang (-Werror, a test subset
-# and a 60 s fuzz campaign), then runs every test again in an ASan+UBSan build.
+# and a 60 s fuzz campaign), then runs the tests again in an ASan+UBSan build
+# (less those whose sanitized code another test runs there: tests/README.md).
 #   bash scripts/test.sh            all three builds
 #   bash scripts/test.sh --quick    the normal build only
 set -euo pipefail
