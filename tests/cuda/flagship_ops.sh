@@ -14,7 +14,7 @@
 # launch per level of its tree and one to store); 372 and 0 after. The
 # global norm's fields summed by one multi-tensor operation per placement
 # (rt_sum_squares: 3 launches each, not a square, a sum and an addition per
-# field): 378 before, 324 after, so CEILING is 335. A step with fewer than
+# field): 371 before (main 7a61b95), 324 after, so CEILING is 335. A step with fewer than
 # FLOOR operations means the
 # counting broke. Counted with SPMD_GRAPHS=0: the step is a graph region
 # that replays from its third step, and a replay is one graph launch whose
