@@ -380,6 +380,14 @@ static void bwd_rule(Rev *r, IrInst *in, IrBlock *here, int dy, const int *res_f
     grad_of_first(r, here, b, in);
     return;
   }
+  case IR_SUM_SQUARES: { /* dx = 2 x dy for each x, in one multi-tensor operation */
+    int *args = arena_alloc(&c->arena, sizeof(int) * (size_t)(in->nargs + 1)), n = 0;
+    args[n++] = dy;
+    for (int i = 0; i < in->nargs; i++)
+      args[n++] = RES(in->args[i]);
+    grads_per_arg(r, here, bemit(r, IR_SUM_SQUARES_BWD, sp, n, args), in, in->nargs);
+    return;
+  }
   case IR_CUMSUM: {
     IrInst *b = bemit(r, IR_CUMSUM_BWD, sp, 1, &dy);
     IR_I(b, DIM) = IR_I(in, DIM);

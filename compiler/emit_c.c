@@ -576,6 +576,12 @@ static void emit_inst(Emitter *E, IrInst *in, int ind) {
           IR_I(in, KEEPDIM) ? "true" : "false", loc);
     return;
   }
+  case IR_SUM_SQUARES:
+    out(E, ind, "{ const rt_tensor *xs_[] = {");
+    for (int i = 0; i < in->nargs; i++)
+      fprintf(E->out, "%s%s", i ? ", " : "", A(E, in, i));
+    fprintf(E->out, "}; %s = rt_sum_squares(ctx, %d, xs_); } %s\n", D(E, in, 0), in->nargs, loc);
+    return;
   case IR_ARGMAX:
   case IR_ARGMIN:
     out(E, ind, "%s = rt_%s(ctx, %s, %lld, %s); %s\n", D(E, in, 0), ir_op_name[in->op],
@@ -879,6 +885,21 @@ static void emit_inst(Emitter *E, IrInst *in, int ind) {
     const char *fn = ir_op_name[IR_I(in, FWD_OP)]; /* rt_sum_bwd, rt_mean_bwd, rt_amax_bwd */
     out(E, ind, "%s = rt_%s_bwd(ctx, %s, %s, %s); %s\n", D(E, in, 0), fn, A(E, in, 0),
         IR_I(in, DIM) == IR_ALL_DIMS ? "RT_ALL" : arena_sprintf(&E->c->arena, "%lld", IR_I(in, DIM)), A(E, in, 1), loc);
+    return;
+  }
+  case IR_SUM_SQUARES_BWD: { /* dsts not wanted stay NULL */
+    out(E, ind, "{ const rt_tensor *xs_[] = {");
+    for (int i = 1; i < in->nargs; i++)
+      fprintf(E->out, "%s%s", i > 1 ? ", " : "", A(E, in, i));
+    fprintf(E->out, "}; const bool want_[] = {");
+    for (int i = 0; i < in->ndst; i++)
+      fprintf(E->out, "%s%s", i ? ", " : "", in->dst[i] >= 0 ? "true" : "false");
+    fprintf(E->out, "}; rt_tensor *dxs_[%d] = {0}; rt_sum_squares_bwd(ctx, %d, xs_, %s, want_, dxs_);", in->ndst,
+            in->nargs - 1, A(E, in, 0));
+    for (int i = 0; i < in->ndst; i++)
+      if (in->dst[i] >= 0)
+        fprintf(E->out, " %s = dxs_[%d];", D(E, in, i), i);
+    fprintf(E->out, " } %s\n", loc);
     return;
   }
   case IR_CUMSUM_BWD: out(E, ind, "%s = rt_cumsum_bwd(ctx, %s, %lld); %s\n", D(E, in, 0), A(E, in, 0), IR_I(in, DIM), loc); return;

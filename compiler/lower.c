@@ -473,12 +473,15 @@ static int *lower_args(Lower *L, Expr *call, int *n) {
 
 /* ---- a whole record at once (check_record.c has the rules) ---- */
 
-/* global_norm(x, squared=): each leaf's squares summed on each rank (a
- * 0-d value P on the axes where the leaf is V), the sums of leaves placed
- * alike added in field order, each such group all-reduced over its P axes
- * (one all-reduce per group) and reinterpreted R -> I where the result is
- * I, the groups added in the order of their first field, then sqrt unless
- * squared=true.  Only existing IR ops, so autodiff needs no rule of its own. */
+/* global_norm(x, squared=): the leaves placed alike (the same letter on
+ * every axis once V is read as P) form a group, in the order of its first
+ * field; each group's squares are summed on each rank by one multi-tensor
+ * sum_squares over its leaves in field order (each leaf's squares summed in
+ * order, the leaves' sums added in field order: a 0-d value P on the axes
+ * where the leaves are V), each group all-reduced over its P axes (one
+ * all-reduce per group) and reinterpreted R -> I where the result is I, the
+ * groups added in order, then sqrt unless squared=true.  sum_squares has
+ * its own backward rule (2 x dy); the rest are existing IR ops. */
 static int lower_global_norm(Lower *L, Expr *call) {
   Span sp = call->span;
   Type *rt = call->ty;
@@ -486,34 +489,28 @@ static int lower_global_norm(Lower *L, Expr *call) {
   int naxes = L->k->naxes, n;
   int *leaves = lower_leaves(L, x, &n);
   int *gsum = arena_alloc(&L->c->arena, sizeof(int) * (size_t)(n + 1)), ng = 0;
+  int *group = arena_alloc(&L->c->arena, sizeof(int) * (size_t)(n + 1));
   Type **gty = arena_alloc(&L->c->arena, sizeof(Type *) * (size_t)(n + 1));
   for (int j = 0; j < n; j++) {
     Type *ft = type_leaf(x->ty, j);
-    IrInst *u = emit(L, IR_UNARY, sp);
-    ir_set_args(L->c, u, 1, &leaves[j]);
-    u->unop = UN_SQUARE;
-    u->dst[0] = value(L, ft, NULL);
-    u->ndst = 1;
     Type *st = type_scalar(L->c, rt->dtype, naxes, LT_R);
     st->local = rt->local;
     for (int a = 0; a < naxes; a++)
       st->lt[a] = ft->lt[a] == LT_V ? LT_P : ft->lt[a];
-    IrInst *in = emit(L, IR_SUM, sp);
-    ir_set_args(L->c, in, 1, &u->dst[0]);
-    IR_I(in, DIM) = IR_ALL_DIMS; /* every element */
-    IR_I(in, KEEPDIM) = 0;
-    in->dst[0] = value(L, st, NULL);
-    in->ndst = 1;
     int g = 0;
     while (g < ng && memcmp(gty[g]->lt, st->lt, sizeof st->lt) != 0)
       g++;
-    if (g == ng) {
-      gty[ng] = st;
-      gsum[ng++] = in->dst[0];
-    } else {
-      gsum[g] = emit1(L, IR_BINARY, sp, st, 2, (int[]){gsum[g], in->dst[0]});
-      L->b->tail->binop = BIN_ADD;
-    }
+    if (g == ng)
+      gty[ng++] = st;
+    group[j] = g;
+  }
+  int *args = arena_alloc(&L->c->arena, sizeof(int) * (size_t)(n + 1));
+  for (int g = 0; g < ng; g++) {
+    int na = 0;
+    for (int j = 0; j < n; j++)
+      if (group[j] == g)
+        args[na++] = leaves[j];
+    gsum[g] = emit1(L, IR_SUM_SQUARES, sp, gty[g], na, args);
   }
   int total = -1;
   for (int g = 0; g < ng; g++) {

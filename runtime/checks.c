@@ -198,6 +198,19 @@ void rt_reduce_check(rt_ctx *ctx, const rt_tensor *x, int *dim, bool keepdim, rt
     }
 }
 
+void rt_sum_squares_check(rt_ctx *ctx, int n, const rt_tensor *const *xs, const rt_tensor *dy)
+{
+    RT_CHECK(ctx, n >= 1, "sum_squares: no tensors");
+    rt_dtype dt = xs[0]->dtype;
+    RT_CHECK(ctx, dt == RT_F32 || dt == RT_F64 || dt == RT_BF16,
+             "sum_squares: needs floating-point tensors");
+    for (int j = 1; j < n; j++)
+        RT_CHECK(ctx, xs[j]->dtype == dt, "sum_squares: tensor %d's dtype differs from the first's", j);
+    if (dy)
+        RT_CHECK(ctx, dy->dtype == dt && dy->numel == 1,
+                 "sum_squares backward: the gradient is not one element of the tensors' dtype");
+}
+
 bool rt_sum_to_shape_check(rt_ctx *ctx, const rt_tensor *g, int ndim, const int64_t *shape)
 {
     RT_CHECK(ctx, ndim <= g->ndim, "sum_to_shape: target has more dims than the gradient");

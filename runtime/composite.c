@@ -44,6 +44,39 @@ rt_tensor *rt_mean_all(rt_ctx *ctx, const rt_tensor *x)
 }
 rt_tensor *rt_amax_all(rt_ctx *ctx, const rt_tensor *x) { return reduce_all(ctx, x, RT_REDUCE_MAX, "amax"); }
 
+/* global_norm's sum of squares over several tensors: the target's kernel
+ * for f32 and f64; bf16 (whose squares and partial sums round to bf16) as
+ * the ops it stands for, which give those bits by construction */
+rt_tensor *rt_sum_squares(rt_ctx *ctx, int n, const rt_tensor *const *xs)
+{
+    rt_sum_squares_check(ctx, n, xs, NULL);
+    RT_KERNEL(ctx, RT_K_REDUCE, "sum_squares");
+    if (xs[0]->dtype != RT_BF16)
+        return rt_sum_squares_dev(ctx, n, xs);
+    rt_tensor *total = NULL;
+    for (int j = 0; j < n; j++) {
+        rt_tensor *q = rt_unary(ctx, RT_SQUARE, xs[j]);
+        rt_tensor *s = rt_sum_all(ctx, q);
+        rt_free(ctx, q);
+        if (total) {
+            rt_tensor *t = rt_binary(ctx, RT_ADD, total, s);
+            rt_free(ctx, total);
+            rt_free(ctx, s);
+            s = t;
+        }
+        total = s;
+    }
+    return total;
+}
+
+void rt_sum_squares_bwd(rt_ctx *ctx, int n, const rt_tensor *const *xs, const rt_tensor *dy,
+                        const bool *want, rt_tensor **dxs)
+{
+    rt_sum_squares_check(ctx, n, xs, dy);
+    RT_KERNEL(ctx, RT_K_ELEMENTWISE, "sum_squares_bwd");
+    rt_sum_squares_bwd_dev(ctx, n, xs, dy, want, dxs);
+}
+
 /* dy of a reduction, broadcast back to x's shape (RT_ALL: reduced everything) */
 static rt_tensor *expand_back(rt_ctx *ctx, const rt_tensor *x, int dim, const rt_tensor *dy)
 {

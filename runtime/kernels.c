@@ -319,6 +319,62 @@ rt_tensor *rt_sum_to_shape(rt_ctx *ctx, const rt_tensor *g, int ndim, const int6
     return y;
 }
 
+/* ---- global_norm's sum of squares over several tensors (f32, f64): each
+ * tensor's squares, rounded to its dtype, summed in order in double and
+ * rounded (rt_sum_all of rt_unary(SQUARE)), the tensors' sums added in
+ * order with each addition rounded (rt_binary(ADD)); its backward
+ * 2 * x * dy (exact in double for f32 and bf16, rounded once on storing) */
+
+rt_tensor *rt_sum_squares_dev(rt_ctx *ctx, int n, const rt_tensor *const *xs)
+{
+    rt_dtype dt = xs[0]->dtype;
+    size_t cap;
+    double *lane = rt_scratch(ctx, 4096, &cap), total = 0;
+    for (int j = 0; j < n; j++) {
+        double a = 0;
+        for (int64_t o = 0; o < xs[j]->numel; o += 4096) {
+            int64_t m = xs[j]->numel - o < 4096 ? xs[j]->numel - o : 4096;
+            rt_load_f64(xs[j], o, m, lane);
+            if (dt == RT_F32)
+                for (int64_t i = 0; i < m; i++)
+                    a += (double)(float)(lane[i] * lane[i]);
+            else
+                for (int64_t i = 0; i < m; i++)
+                    a += lane[i] * lane[i];
+        }
+        if (dt == RT_F32)
+            a = (double)(float)a;
+        total = j == 0 ? a : dt == RT_F32 ? (double)(float)(total + a) : total + a;
+    }
+    rt_pool_release(ctx, lane, cap);
+    rt_tensor *y = rt_empty(ctx, dt, 0, NULL);
+    rt_store_f64(y, 0, 1, &total);
+    return y;
+}
+
+void rt_sum_squares_bwd_dev(rt_ctx *ctx, int n, const rt_tensor *const *xs, const rt_tensor *dy,
+                            const bool *want, rt_tensor **dxs)
+{
+    double d;
+    rt_load_f64(dy, 0, 1, &d);
+    size_t cap;
+    double *lane = rt_scratch(ctx, 4096, &cap);
+    for (int j = 0; j < n; j++) {
+        dxs[j] = NULL;
+        if (!want[j])
+            continue;
+        rt_tensor *g = dxs[j] = rt_empty(ctx, xs[j]->dtype, xs[j]->ndim, xs[j]->shape);
+        for (int64_t o = 0; o < g->numel; o += 4096) {
+            int64_t m = g->numel - o < 4096 ? g->numel - o : 4096;
+            rt_load_f64(xs[j], o, m, lane);
+            for (int64_t i = 0; i < m; i++)
+                lane[i] = 2.0 * lane[i] * d;
+            rt_store_f64(g, o, m, lane);
+        }
+    }
+    rt_pool_release(ctx, lane, cap);
+}
+
 /* ---- reductions over one dim: x viewed as [outer, d, inner] (composite.c:
  * rt_sum, rt_mean, rt_amax and their backwards) */
 

@@ -529,6 +529,13 @@ void rt_binary_grads(rt_ctx *ctx, rt_binary_op op, const rt_tensor *a, const rt_
 rt_tensor *rt_reduce_dim(rt_ctx *ctx, const rt_tensor *x, int dim, bool keepdim, rt_reduce_kind k,
                          const char *what);
 
+/* The target's rt_sum_squares of f32 or f64 tensors (checked; bf16 is
+ * composite.c's) and its backward (any float dtype): spmdrt.h */
+rt_tensor *rt_sum_squares_dev(rt_ctx *ctx, int n, const rt_tensor *const *xs);
+void rt_sum_squares_bwd_dev(rt_ctx *ctx, int n, const rt_tensor *const *xs, const rt_tensor *dy,
+                            const bool *want, rt_tensor **dxs);
+void rt_sum_squares_check(rt_ctx *ctx, int n, const rt_tensor *const *xs, const rt_tensor *dy);
+
 /* The target: each library (the CPU's, the CUDA one) defines these. */
 /* ctx_new: allocates ctx->tgt, the target's state */
 void rt_target_new(rt_ctx *ctx);

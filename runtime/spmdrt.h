@@ -422,6 +422,17 @@ rt_tensor *rt_sum_all(rt_ctx *ctx, const rt_tensor *x);  /* 0-d */
 rt_tensor *rt_mean_all(rt_ctx *ctx, const rt_tensor *x);
 rt_tensor *rt_amax_all(rt_ctx *ctx, const rt_tensor *x);
 rt_tensor *rt_cumsum(rt_ctx *ctx, const rt_tensor *x, int dim);
+/* global_norm's multi-tensor reduction: the sum of the squares of every
+ * element of the n tensors xs (floating point, one dtype), a 0-d tensor of
+ * their dtype, in one operation: each tensor's squares (rounded to its
+ * dtype) summed in order in double (the CUDA target: in rt_sum_all's fixed
+ * chunks and tree) and rounded, those sums added in the order of xs, each
+ * addition rounded: the bits of rt_sum_all of each rt_unary(SQUARE) added
+ * with rt_binary(ADD) in order, on either target. Its backward: dxs[j] =
+ * 2 * xs[j] * dy for each j with want[j] (else NULL), in one operation. */
+rt_tensor *rt_sum_squares(rt_ctx *ctx, int n, const rt_tensor *const *xs);
+void rt_sum_squares_bwd(rt_ctx *ctx, int n, const rt_tensor *const *xs, const rt_tensor *dy,
+                        const bool *want, rt_tensor **dxs);
 /* backward: dim = RT_ALL for the *_all forms */
 #define RT_ALL (-1000)
 rt_tensor *rt_sum_bwd(rt_ctx *ctx, const rt_tensor *x, int dim, const rt_tensor *dy);

@@ -63,6 +63,116 @@ rt_tensor *rt_lanes_combine_to(rt_ctx *ctx, rt_tensor *p, int64_t outer, int64_t
     return p;
 }
 
+/* ---- global_norm's sum of squares over several tensors (composite.c's
+ * rt_sum_squares; f32, f64): each tensor in rt_sum_all's chunks of
+ * RT_CHUNK squares (rounded to its dtype) and its tree over them
+ * (rt_tree_sum), rounded, then the tensors' sums added in order, each
+ * addition rounded: the bits of rt_sum_all of each square added with
+ * rt_binary, in three launches for up to RT_MT tensors (two more for each
+ * further RT_MT). The tensors go to the device by value, RT_MT at a time. */
+#define RT_MT 32
+struct rt_mt_group {
+    int n;
+    const void *x[RT_MT];
+    void *y[RT_MT];         /* the backward's results */
+    int64_t numel[RT_MT];
+    int64_t off[RT_MT + 1]; /* the first chunk (backward: element) of each, from the group's */
+};
+RT_DEV_INLINE int rt_mt_find(const rt_mt_group &g, int64_t t)
+{
+    int k = 0;
+    while (k + 1 < g.n && g.off[k + 1] <= t)
+        k++;
+    return k;
+}
+RT_DEV_INLINE double rt_round_to(rt_dtype dt, double v) { return dt == RT_F32 ? (double)(float)v : v; }
+
+rt_tensor *rt_sum_squares_dev(rt_ctx *ctx, int n, const rt_tensor *const *xs)
+{
+    ctx->tgt->op = "sum_squares";
+    rt_dtype dt = xs[0]->dtype;
+    int64_t total = 0, nn = n;
+    for (int j = 0; j < n; j++)
+        total += (xs[j]->numel + RT_CHUNK - 1) / RT_CHUNK;
+    int64_t np = total > 0 ? total : 1;
+    rt_tensor *p = rt_empty(ctx, RT_F64, 1, &np), *s = rt_empty(ctx, RT_F64, 1, &nn);
+    double *P = (double *)p->data, *S = (double *)s->data;
+    int64_t base = 0;
+    for (int j0 = 0; j0 < n; j0 += RT_MT) {
+        rt_mt_group g = {};
+        g.n = n - j0 < RT_MT ? n - j0 : RT_MT;
+        for (int k = 0; k < g.n; k++) {
+            g.x[k] = xs[j0 + k]->data;
+            g.numel[k] = xs[j0 + k]->numel;
+            g.off[k + 1] = g.off[k] + (g.numel[k] + RT_CHUNK - 1) / RT_CHUNK;
+        }
+        int64_t b = base, j0_ = j0;
+        if (g.off[g.n] > 0)
+            rt_launch(ctx, g.off[g.n], [=] RT_HD(int64_t t) { /* a chunk's squares, in order */
+                int k = rt_mt_find(g, t);
+                int64_t i0 = (t - g.off[k]) * RT_CHUNK;
+                int64_t i1 = i0 + RT_CHUNK < g.numel[k] ? i0 + RT_CHUNK : g.numel[k];
+                double a = 0.0;
+                for (int64_t i = i0; i < i1; i++) {
+                    double v = rt_ld(g.x[k], dt, i);
+                    a += rt_round_to(dt, v * v);
+                }
+                P[b + t] = a;
+            });
+        rt_launch(ctx, g.n, [=] RT_HD(int64_t k) { /* a tensor's tree over its chunks */
+            rt_tree_sum tr = {};
+            for (int64_t c = g.off[k]; c < g.off[k + 1]; c++)
+                tr.add(P[b + c]);
+            S[j0_ + k] = rt_round_to(dt, tr.total());
+        });
+        base += g.off[g.n];
+    }
+    rt_tensor *y = rt_empty(ctx, dt, 0, NULL);
+    void *Y = y->data;
+    rt_launch(ctx, 1, [=] RT_HD(int64_t) { /* the tensors' sums in order */
+        double a = S[0];
+        for (int64_t j = 1; j < nn; j++)
+            a = rt_round_to(dt, a + S[j]);
+        rt_st(Y, dt, 0, a);
+    });
+    rt_free(ctx, p);
+    rt_free(ctx, s);
+    return y;
+}
+
+/* dxs[j] = 2 * xs[j] * dy (exact in double for f32 and bf16, rounded once
+ * on storing), one launch for up to RT_MT tensors */
+void rt_sum_squares_bwd_dev(rt_ctx *ctx, int n, const rt_tensor *const *xs, const rt_tensor *dy,
+                            const bool *want, rt_tensor **dxs)
+{
+    ctx->tgt->op = "sum_squares_bwd";
+    rt_dtype dt = xs[0]->dtype;
+    const void *D = dy->data;
+    rt_mt_group g = {};
+    for (int j = 0; j <= n; j++) {
+        if (j < n) {
+            dxs[j] = NULL;
+            if (!want[j])
+                continue;
+            dxs[j] = rt_empty(ctx, dt, xs[j]->ndim, xs[j]->shape);
+            g.x[g.n] = xs[j]->data;
+            g.y[g.n] = dxs[j]->data;
+            g.numel[g.n] = xs[j]->numel;
+            g.off[g.n + 1] = g.off[g.n] + xs[j]->numel;
+            g.n++;
+        }
+        if (g.n == RT_MT || (j == n && g.n > 0)) {
+            if (g.off[g.n] > 0)
+                rt_launch(ctx, g.off[g.n], [=] RT_HD(int64_t t) {
+                    int k = rt_mt_find(g, t);
+                    int64_t i = t - g.off[k];
+                    rt_st(g.y[k], dt, i, 2.0 * rt_ld(g.x[k], dt, i) * rt_ld(D, dt, 0));
+                });
+            g = rt_mt_group{};
+        }
+    }
+}
+
 static rt_tensor *scan(rt_ctx *ctx, const rt_tensor *x, int dim, bool reverse)
 {
     dim = rt_norm_dim(ctx, dim, x->ndim, "cumsum");

@@ -10,7 +10,7 @@
  *   kernels DIR [SECTION,...]  (under mpirun: collectives on a 1-axis mesh;
  *                              sections: elementwise shapes reductions nn
  *                              selection random linalg collectives files
- *                              long batched rows rowbits resume attention, all by default; resume reads the
+ *                              long sum_squares batched rows rowbits resume attention, all by default; resume reads the
  *                              checkpoint in $KERNELS_RESUME_FROM, else the
  *                              one files wrote)
  * Inputs come from a fixed LCG on the host, so every build sees the same. */
@@ -226,6 +226,84 @@ static void reductions(void)
     rt_free(C, one);
     rt_free(C, x);
     rt_free(C, xb);
+}
+
+/* global_norm's multi-tensor sum of squares (rt_sum_squares) over 40
+ * tensors of many sizes (empty, one element, a chunk of the CUDA target and
+ * one more, several levels of chunks; more than one group of 32 tensors on
+ * the CUDA target), each dtype: its bits must be those of the ops it
+ * replaces (each tensor's squares summed, the sums added in order) on every
+ * target, and its backward 2 * x * dy those of the square's backward */
+static void sum_squares(void)
+{
+    static const int64_t sizes[] = {0, 1, 64, 65, 4097, 300000, 7, 128, 129, 33};
+    enum { N = 40 };
+    for (int k = 0; k < 3; k++) {
+        rt_dtype dt = k == 0 ? RT_F32 : k == 1 ? RT_F64 : RT_BF16;
+        const rt_tensor *xs[N];
+        rt_tensor *own[N], *total = NULL;
+        for (int j = 0; j < N; j++) {
+            int64_t n = sizes[j % 10] / (j >= 10 ? j / 10 + 1 : 1);
+            rt_tensor *f = input(RT_F32, 1, &n, -2, 2);
+            own[j] = dt == RT_F32 ? f : rt_astype(C, f, dt);
+            if (dt != RT_F32)
+                rt_free(C, f);
+            xs[j] = own[j];
+            rt_tensor *q = rt_unary(C, RT_SQUARE, own[j]), *s = rt_sum_all(C, q);
+            rt_free(C, q);
+            if (total) {
+                rt_tensor *t = rt_binary(C, RT_ADD, total, s);
+                rt_free(C, total);
+                rt_free(C, s);
+                s = t;
+            }
+            total = s;
+        }
+        rt_tensor *y = rt_sum_squares(C, N, xs);
+        if (rt_item(C, y) != rt_item(C, total)) {
+            fprintf(stderr, "sum_squares (%s): %.17g, the ops it replaces: %.17g\n", rt_dtype_name(dt),
+                    rt_item(C, y), rt_item(C, total));
+            exit(1);
+        }
+        char name[64];
+        snprintf(name, sizeof name, "sum_squares_%s", rt_dtype_name(dt));
+        out(name, fcls(dt), y);
+        rt_free(C, total);
+        rt_tensor *dy = rt_scalar(C, dt, -0.75), *dxs[N];
+        bool want[N];
+        for (int j = 0; j < N; j++)
+            want[j] = j % 3 != 1;
+        rt_sum_squares_bwd(C, N, xs, dy, want, dxs);
+        for (int j = 0; j < N; j++) {
+            if (!want[j]) {
+                if (dxs[j]) {
+                    fprintf(stderr, "sum_squares_bwd: a gradient not asked for\n");
+                    exit(1);
+                }
+                continue;
+            }
+            /* the square's backward: f'(x) = 2x, times dy broadcast */
+            rt_tensor *two = rt_binary_scalar(C, RT_MUL, own[j], 2.0, false);
+            rt_tensor *e = rt_sum_bwd(C, own[j], RT_ALL, dy), *ref = rt_binary(C, RT_MUL, e, two);
+            rt_tensor *d = rt_binary(C, RT_SUB, dxs[j], ref);
+            rt_tensor *a = rt_unary(C, RT_ABS, d), *m = a->numel ? rt_amax_all(C, a) : rt_scalar(C, dt, 0);
+            if (rt_item(C, m) != 0) {
+                fprintf(stderr, "sum_squares_bwd (%s) of tensor %d differs from the square's backward\n",
+                        rt_dtype_name(dt), j);
+                exit(1);
+            }
+            if (j == 3 || j == 35) {
+                snprintf(name, sizeof name, "sum_squares_bwd_%s_%d", rt_dtype_name(dt), j);
+                out(name, dt == RT_BF16 ? "bf16" : "bits", dxs[j]);
+            } else {
+                rt_free(C, dxs[j]);
+            }
+            rt_free(C, two); rt_free(C, e); rt_free(C, ref); rt_free(C, d); rt_free(C, a); rt_free(C, m);
+        }
+        rt_free(C, dy);
+        for (int j = 0; j < N; j++)
+            rt_free(C, own[j]);
+    }
 }
 
 /* reductions over lanes longer than a chunk of the CUDA target (64 terms:
@@ -795,7 +873,7 @@ int main(int argc, char **argv)
         void (*run)(void);
     } sections[] = {{"elementwise", elementwise}, {"shapes", shapes},   {"reductions", reductions},
                     {"nn", nn},                   {"selection", selection}, {"random", random_},
-                    {"linalg", linalg},           {"collectives", collectives}, {"files", files}, {"long", long_lanes}, {"batched", batched},
+                    {"linalg", linalg},           {"collectives", collectives}, {"files", files}, {"long", long_lanes}, {"sum_squares", sum_squares}, {"batched", batched},
                     {"rows", rows},               {"rowbits", rowbits},
                     {"resume", resume},           {"attention", attention}};
     for (size_t i = 0; i < sizeof sections / sizeof sections[0]; i++) {
