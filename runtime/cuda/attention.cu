@@ -322,7 +322,9 @@ RT_DEV_INLINE float attn_ds(float p, float dp, float D, float scale)
  * (bf16): the tile products q k^T and p v by rt_mma_tiles (mma.h: tensor
  * cores in the real build, their emulation in the simulation), p rounded to
  * bf16 as their operand (each row's sum, hence the log-sum-exp, from the
- * unrounded p); everything else the same code as f32's. */
+ * unrounded p); everything else the same code as f32's. (MMA is tested by
+ * a plain if: nvcc does not let an extended lambda first capture a variable
+ * inside if constexpr; the branch not taken is dead code.) */
 template <class T, bool MMA>
 static void tiled_fwd(rt_ctx *ctx, const rt_tensor *q, const rt_tensor *k, const rt_tensor *v, bool causal,
                       double scale_d, rt_attn_dims d, int64_t B, rt_tensor *o, rt_tensor *L)
@@ -350,7 +352,7 @@ static void tiled_fwd(rt_ctx *ctx, const rt_tensor *q, const rt_tensor *k, const
             blk.par(bc * e, [&](int64_t i) { sK[i / e * ke + i % e] = (T)rt_ld(K, dt, krow0 * e + i); });
             blk.par(bc * ev, [&](int64_t i) { sV[i / ev * kve + i % ev] = (T)rt_ld(V, dt, krow0 * ev + i); });
             /* the scores, -inf past a row's causal limit */
-            if constexpr (MMA)
+            if (MMA)
                 rt_mma_tiles(
                     blk, br, bc, e, [&](int64_t r, int64_t x) { return sQ[r * e + x]; },
                     [&](int64_t x, int64_t c) { return sK[c * ke + x]; }, [&](int64_t, int64_t) { return 0.0f; },
@@ -386,7 +388,7 @@ static void tiled_fwd(rt_ctx *ctx, const rt_tensor *q, const rt_tensor *k, const
                 sAl[r] = alpha;
             });
             /* the output rows: rescaled, plus p v */
-            if constexpr (MMA)
+            if (MMA)
                 rt_mma_tiles(
                     blk, br, ev, bc, [&](int64_t r, int64_t c) { return sS[r * bc + c]; },
                     [&](int64_t c, int64_t x) { return sV[c * kve + x]; },
@@ -463,7 +465,7 @@ static void tiled_bwd(rt_ctx *ctx, const rt_tensor *q, const rt_tensor *k, const
                     sL[r] = (T)rt_ld(LS, lt, row0 + r);
                     sD[r] = D[row0 + r];
                 });
-                if constexpr (MMA) {
+                if (MMA) {
                     /* p = exp(q k^T scale - lse), then ds = p (dout v^T - D) scale */
                     rt_mma_tiles(
                         blk, br, bc, e, [&](int64_t r, int64_t x) { return sQ[r * e + x]; },
@@ -533,7 +535,7 @@ static void tiled_bwd(rt_ctx *ctx, const rt_tensor *q, const rt_tensor *k, const
             int64_t bc = hi - j0 < B ? hi - j0 : B, krow0 = kv * d.s + j0;
             blk.par(bc * e, [&](int64_t i) { sK[i / e * ke + i % e] = (T)rt_ld(K, dt, krow0 * e + i); });
             blk.par(bc * ev, [&](int64_t i) { sV[i / ev * kve + i % ev] = (T)rt_ld(V, dt, krow0 * ev + i); });
-            if constexpr (MMA) {
+            if (MMA) {
                 /* p into sdS, then ds in its place; dq_r += sum_c ds_rc k_c */
                 rt_mma_tiles(
                     blk, br, bc, e, [&](int64_t r, int64_t x) { return sQ[r * e + x]; },
