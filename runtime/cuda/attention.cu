@@ -18,16 +18,20 @@
  * layout [B, Hkv, G, T, E] is the same memory as [B, Hkv * G, T, E].  The
  * memory is O(T x E) per head: shared-memory tiles, D (a value per row), no
  * T x S buffer.  f32 and bf16 compute in float (bf16 read exactly, each
- * result rounded once), f64 in double; every product-sum is an explicit fma
- * chain in index order (the build has --fmad=false) and no atomics: each
+ * result rounded once), f64 in double; every product-sum of f32 and f64 is
+ * an explicit fma chain in index order (the build has --fmad=false) and no
+ * atomics (bf16's: tensor-core tiles, below): each
  * element of the output, dq, dk and dv is one thread's, so its bits depend
  * on the inputs and the tile size B only (the same on every run, grid and
  * build; the GPU and the simulation differ only where their exp and log
  * round differently). B: 64, halved until a kernel's tiles fit RT_TILE_SMEM
  * (attn_tile), the same in both builds; a head size too large for B = 1 (in
  * the thousands) runs the reference kernels below (a thread per row, in
- * double).  Tensor cores (bf16 mma) are not used yet: the scalar path is
- * both builds'. */
+ * double).  bf16 computes its tile products on tensor cores (mma.h,
+ * rt_mma_tiles: mma.sync m16n8k16 with f32 accumulation; in the simulation
+ * the same fragments and an emulated MMA), p and ds rounded to bf16 as
+ * their operands; the rest is f32's code, and the GPU's bf16 bits may
+ * differ from the simulation's in the last bits of f32 sums. */
 #include <math.h>
 #include <string.h>
 
