@@ -584,6 +584,12 @@ cudaStream_t rt_kernel_stream(rt_ctx *ctx)
 }
 #endif
 
+#ifdef RT_SIM
+/* spmdrt_kernels.h's rt_sim_kernel: a simulated generated kernel's launch,
+ * counted as the GPU build's rt_kernel_launched counts it */
+void rt_sim_kernel_count(rt_ctx *ctx) { rt_count_op(ctx, RT_OP_KERNEL); }
+#endif
+
 void rt_kernel_launched(rt_ctx *ctx, const char *what)
 {
     ctx->tgt->op = what; /* a string literal of the generated code */
