@@ -197,8 +197,8 @@ static void cuda_fused(Emitter *E, const FusedRegion *r, int ind) {
   fputs("  for (int64_t i_ = RT_GRID_FIRST; i_ < n_; i_ += RT_GRID_STRIDE)\n", E->cu);
   fprintf(E->cu, "    %s_body(i_%s);\n}\n#endif\n\n", name, ns);
   fprintf(E->cu, "SPMD_EXTERN_C void %s(rt_ctx *ctx, int64_t n_%s) {\n", name, pss);
+  fputs("  if (n_ <= 0) /* no launch: none counted either (--profile) */\n    return;\n", E->cu);
   fputs("#ifdef SPMD_CUDA_DEVICE\n", E->cu);
-  fputs("  if (n_ <= 0)\n    return;\n", E->cu);
   fprintf(E->cu, "  %s_kernel<<<rt_grid_blocks(n_), RT_BLOCK_THREADS, 0, rt_kernel_stream(ctx)>>>(n_%s);\n", name, nss);
   fprintf(E->cu, "  rt_kernel_launched(ctx, \"fused (%s)\");\n", where);
   fputs("#else /* the simulation: the same body, a loop on the host (recorded in a graph's capture; its\n"

@@ -67,6 +67,10 @@ struct rt_graph_region {
     size_t *privcap;
     int npriv, cappriv;
     long replays, eager_runs;
+    /* --profile: the device operations its capture recorded, by kind
+     * (rt_count_op during the capture): a replay adds them, as the eager
+     * iteration's launches would have been counted one by one */
+    double ops[RT_NOPS];
     int capture_iter;
     unsigned noted;
     struct rt_graph_region *next;
@@ -304,6 +308,8 @@ static bool try_replay(rt_ctx *ctx, rt_graph_region *r, rt_tensor **const *in, i
         *dies[i] = NULL;
     }
     rt_target_graph_launch(ctx, r->graph);
+    for (int k = 0; k < RT_NOPS; k++)
+        ctx->prof.ops[k] += r->ops[k];
     r->replays++;
     return true;
 }
@@ -363,6 +369,7 @@ bool rt_region_begin(rt_ctx *ctx, rt_graph_region **rp, const char *label, rt_te
         }
         r->used = 0;
         g->capture = r;
+        memcpy(r->ops, ctx->prof.ops, sizeof r->ops); /* the count before; the capture's, at its end */
         rt_target_capture_begin(ctx);
         if (r->nslots)
             rt_target_slots_upload(ctx, r->slot_dev, r->slot_pin, r->slot_ev, sizeof(uint64_t) * (size_t)r->nslots);
@@ -398,6 +405,8 @@ void rt_region_end(rt_ctx *ctx, rt_graph_region *r, rt_tensor *const *out, int n
     if (g->capture == r) {
         r->graph = rt_target_capture_end(ctx);
         g->capture = NULL;
+        for (int k = 0; k < RT_NOPS; k++)
+            r->ops[k] = ctx->prof.ops[k] - r->ops[k];
         r->out = calloc((size_t)(nout ? nout : 1), sizeof *r->out);
         RT_CHECK(ctx, r->out != NULL, "out of memory");
         for (int i = 0; i < nout; i++)
@@ -492,12 +501,19 @@ void rt_graphs_free(rt_ctx *ctx)
     struct rt_graphs *g = ctx->graphs;
     if (!g)
         return;
-    for (rt_graph_region *r = g->list; r; r = r->next)
+    for (rt_graph_region *r = g->list; r; r = r->next) {
         if (g->verbose && ctx->rank == 0)
             fprintf(stderr, "spmd: graph region %s: %s, %ld replays, %ld eager iterations (%d host numbers "
-                            "read from its slot table, %d taken by value and compared)\n", r->label,
+                            "read from its slot table, %d taken by value and compared)%s", r->label,
                     r->state == R_CAPTURED ? "captured" : "not captured", r->replays, r->eager_runs,
-                    r->graph ? r->nslots : 0, r->nguards);
+                    r->graph ? r->nslots : 0, r->nguards, r->graph ? "" : "\n");
+        if (g->verbose && ctx->rank == 0 && r->graph) /* what --profile counts for each replay */
+            fprintf(stderr, "; a replay counts %.0f device operations (%.0f kernels, %.0f GEMMs, %.0f copies, "
+                            "%.0f collectives), its graph holds %ld nodes\n",
+                    r->ops[RT_OP_KERNEL] + r->ops[RT_OP_GEMM] + r->ops[RT_OP_COPY] + r->ops[RT_OP_COLL],
+                    r->ops[RT_OP_KERNEL], r->ops[RT_OP_GEMM], r->ops[RT_OP_COPY], r->ops[RT_OP_COLL],
+                    rt_target_graph_nodes(r->graph));
+    }
     rt_graph_region *next;
     for (rt_graph_region *r = g->list; r; r = next) {
         next = r->next;

@@ -56,8 +56,17 @@ rt_kspan rt_kernel_begin(rt_ctx *ctx)
         s.alloc0 = ctx->prof.alloc_s;
         s.faults0 = ctx->profile ? minor_faults() : 0;
         s.t0 = rt_now();
+        if (ctx->profile && ctx->prof.dev_begin)
+            ctx->prof.dev_begin(ctx);
     }
     return s;
+}
+
+void rt_prof_device_time(rt_ctx *ctx, int kind, int region, double seconds)
+{
+    ctx->prof.kind_s[kind] += seconds;
+    if (region >= 0 && region < ctx->prof.nregions)
+        ctx->prof.regions[region].kind[kind] += seconds;
 }
 
 /* the innermost open region's totals */
@@ -86,9 +95,14 @@ static void kernel_done(rt_ctx *ctx, rt_kspan *s, rt_kind kind, const char *name
                     bytes);
     if (!ctx->profile)
         return;
-    ctx->prof.kind_s[kind] += dur;
     ctx->prof.kind_calls[kind] += 1;
     ctx->prof.kind_faults[kind] += (double)(minor_faults() - s->faults0);
+    /* the device's time where the target measures it (collectives: the
+     * time blocked; file I/O: the host's) */
+    int region = ctx->nopen ? ctx->open_region[ctx->nopen - 1] : -1;
+    if (ctx->prof.dev_end && ctx->prof.dev_end(ctx, kind == RT_K_COLL || kind == RT_K_IO ? -1 : (int)kind, region))
+        return;
+    ctx->prof.kind_s[kind] += dur;
     rt_region *r = open_region(ctx);
     if (r)
         r->kind[kind] += dur;
@@ -614,6 +628,8 @@ static void print_step_ops(rt_ctx *ctx, bool same)
 
 void rt_profile_print(rt_ctx *ctx)
 {
+    if (ctx->prof.dev_flush) /* the device times still queued */
+        ctx->prof.dev_flush(ctx);
     double total = rt_now() - ctx->t_start;
     ctx->prof.faults_end = minor_faults();
     print_kinds(ctx, total);

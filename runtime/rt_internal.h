@@ -79,6 +79,16 @@ typedef struct rt_prof {
     double ops[RT_NOPS]; /* device operations so far, by kind (rt_count_op) */
     double syncs;        /* host synchronisations so far (rt_count_sync) */
     bool counts_launches; /* the target counts its own operations (CUDA), not kernel spans */
+    /* the target's device timer (the CUDA target; NULL: kernels timed on
+     * the host): dev_begin at the start of each outermost kernel span,
+     * dev_end at its end with its kind and the innermost open region's
+     * index (-1: none), or kind -1 (not timed on the device: dropped);
+     * true when the span's time comes from the device instead, added by
+     * rt_prof_device_time when dev_flush (or the target itself, at a
+     * synchronisation) reads the queued spans */
+    void (*dev_begin)(rt_ctx *ctx);
+    bool (*dev_end)(rt_ctx *ctx, int kind, int region);
+    void (*dev_flush)(rt_ctx *ctx);
     rt_region *regions;
     int nregions, cap_regions;
 } rt_prof;
@@ -236,6 +246,9 @@ void rt_region_leave(rt_ctx *ctx, int level, double incl);
 void rt_region_step(rt_ctx *ctx, int level);
 /* one device operation of a kind / one host synchronisation (--profile) */
 static inline void rt_count_op(rt_ctx *ctx, rt_op_kind k) { ctx->prof.ops[k] += 1; }
+/* profile.c: seconds of device time of a kernel span of kind in region (an
+ * index of prof.regions, or -1) */
+void rt_prof_device_time(rt_ctx *ctx, int kind, int region, double seconds);
 static inline void rt_count_sync(rt_ctx *ctx) { ctx->prof.syncs += 1; }
 void rt_profile_start(rt_ctx *ctx);
 double rt_process_start(void); /* the process's start on rt_now()'s clock; 0: unknown */

@@ -88,10 +88,15 @@ static inline void rt_sim_launch_end(rt_ctx *ctx) {
  * during a graph's capture (the CUDA runtime's simulation library), record
  * it for the graph's replays. */
 extern "C" int rt_sim_record_c(void (*run)(void *), void *arg, void (*del)(void *)) __attribute__((weak));
+/* --profile's count of the launch (the CUDA runtime's simulation library:
+ * one kernel, as the GPU build's rt_kernel_launched counts it; the CPU
+ * runtime counts its own kernel spans instead and has none) */
+extern "C" void rt_sim_kernel_count(rt_ctx *ctx) __attribute__((weak));
 template <class F> static void rt_sim_run_(void *f) { (*static_cast<F *>(f))(); }
 template <class F> static void rt_sim_del_(void *f) { delete static_cast<F *>(f); }
 template <class F> static inline void rt_sim_kernel(rt_ctx *ctx, F f) {
-  (void)ctx;
+  if (rt_sim_kernel_count)
+    rt_sim_kernel_count(ctx);
   if (rt_sim_record_c) {
     F *copy = new F(f);
     if (rt_sim_record_c(&rt_sim_run_<F>, copy, &rt_sim_del_<F>))

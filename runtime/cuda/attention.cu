@@ -18,20 +18,25 @@
  * layout [B, Hkv, G, T, E] is the same memory as [B, Hkv * G, T, E].  The
  * memory is O(T x E) per head: shared-memory tiles, D (a value per row), no
  * T x S buffer.  f32 and bf16 compute in float (bf16 read exactly, each
- * result rounded once), f64 in double; every product-sum is an explicit fma
- * chain in index order (the build has --fmad=false) and no atomics: each
+ * result rounded once), f64 in double; every product-sum of f32 and f64 is
+ * an explicit fma chain in index order (the build has --fmad=false) and no
+ * atomics (bf16's: tensor-core tiles, below): each
  * element of the output, dq, dk and dv is one thread's, so its bits depend
  * on the inputs and the tile size B only (the same on every run, grid and
  * build; the GPU and the simulation differ only where their exp and log
  * round differently). B: 64, halved until a kernel's tiles fit RT_TILE_SMEM
  * (attn_tile), the same in both builds; a head size too large for B = 1 (in
  * the thousands) runs the reference kernels below (a thread per row, in
- * double).  Tensor cores (bf16 mma) are not used yet: the scalar path is
- * both builds'. */
+ * double).  bf16 computes its tile products on tensor cores (mma.h,
+ * rt_mma_tiles: mma.sync m16n8k16 with f32 accumulation; in the simulation
+ * the same fragments and an emulated MMA), p and ds rounded to bf16 as
+ * their operands; the rest is f32's code, and the GPU's bf16 bits may
+ * differ from the simulation's in the last bits of f32 sums. */
 #include <math.h>
 #include <string.h>
 
 #include "dev.h"
+#include "mma.h"
 
 /* ---- exp and log of our own: the GPU's math library and the host's round
  * differently, these are the same operations (IEEE +, *, /, fma, rint,
@@ -303,8 +308,28 @@ static RT_HD inline void attn_pds(const T *sQ, const T *sK, const T *sdO, const 
     *ds = pv * (dp - sD[rr]) * scale;
 }
 
-/* the forward: a block per (batch, query head, tile of B query rows) */
-template <class T>
+/* the tensor-core path's p and ds (attn_pds's, from the score s = q_r . k_c
+ * and dp = dout_r . v_c computed by rt_mma_tiles): p_rc = exp(s scale -
+ * lse_r), 0 where masked; ds_rc = p (dp - D_r) scale */
+RT_DEV_INLINE float attn_p(float s, float scale, float lr, int64_t c, int64_t lim, int64_t nvalid)
+{
+    if (c > lim || c >= nvalid || lr == -INFINITY)
+        return 0;
+    return attn_exp(s * scale - lr);
+}
+RT_DEV_INLINE float attn_ds(float p, float dp, float D, float scale)
+{
+    return p == 0 ? 0.0f : p * (dp - D) * scale;
+}
+
+/* the forward: a block per (batch, query head, tile of B query rows). MMA
+ * (bf16): the tile products q k^T and p v by rt_mma_tiles (mma.h: tensor
+ * cores in the real build, their emulation in the simulation), p rounded to
+ * bf16 as their operand (each row's sum, hence the log-sum-exp, from the
+ * unrounded p); everything else the same code as f32's. (MMA is tested by
+ * a plain if: nvcc does not let an extended lambda first capture a variable
+ * inside if constexpr; the branch not taken is dead code.) */
+template <class T, bool MMA>
 static void tiled_fwd(rt_ctx *ctx, const rt_tensor *q, const rt_tensor *k, const rt_tensor *v, bool causal,
                       double scale_d, rt_attn_dims d, int64_t B, rt_tensor *o, rt_tensor *L)
 {
@@ -331,12 +356,20 @@ static void tiled_fwd(rt_ctx *ctx, const rt_tensor *q, const rt_tensor *k, const
             blk.par(bc * e, [&](int64_t i) { sK[i / e * ke + i % e] = (T)rt_ld(K, dt, krow0 * e + i); });
             blk.par(bc * ev, [&](int64_t i) { sV[i / ev * kve + i % ev] = (T)rt_ld(V, dt, krow0 * ev + i); });
             /* the scores, -inf past a row's causal limit */
-            blk.par(br * bc, [&](int64_t i) {
-                int64_t r = i / bc, c = i % bc;
-                sS[i] = c <= attn_last(causal, i0 + r, d.t, d.sn) - j0
-                            ? attn_dot(sQ + r * e, 1, sK + c * ke, 1, e, (T)0) * scale
-                            : (T)-INFINITY;
-            });
+            if (MMA)
+                rt_mma_tiles(
+                    blk, br, bc, e, [&](int64_t r, int64_t x) { return sQ[r * e + x]; },
+                    [&](int64_t x, int64_t c) { return sK[c * ke + x]; }, [&](int64_t, int64_t) { return 0.0f; },
+                    [&](int64_t r, int64_t c, float s) {
+                        sS[r * bc + c] = c <= attn_last(causal, i0 + r, d.t, d.sn) - j0 ? s * scale : (T)-INFINITY;
+                    });
+            else
+                blk.par(br * bc, [&](int64_t i) {
+                    int64_t r = i / bc, c = i % bc;
+                    sS[i] = c <= attn_last(causal, i0 + r, d.t, d.sn) - j0
+                                ? attn_dot(sQ + r * e, 1, sK + c * ke, 1, e, (T)0) * scale
+                                : (T)-INFINITY;
+                });
             /* each row's online softmax: the new max, the probabilities
              * (in place), the sum, the old terms' rescale */
             blk.par(br, [&](int64_t r) {
@@ -358,10 +391,18 @@ static void tiled_fwd(rt_ctx *ctx, const rt_tensor *q, const rt_tensor *k, const
                 sM[r] = mx;
                 sAl[r] = alpha;
             });
-            blk.par(br * ev, [&](int64_t i) {
-                int64_t r = i / ev, x = i % ev;
-                sA[i] = attn_dot(sS + r * bc, 1, sV + x, kve, bc, sA[i] * sAl[r]);
-            });
+            /* the output rows: rescaled, plus p v */
+            if (MMA)
+                rt_mma_tiles(
+                    blk, br, ev, bc, [&](int64_t r, int64_t c) { return sS[r * bc + c]; },
+                    [&](int64_t c, int64_t x) { return sV[c * kve + x]; },
+                    [&](int64_t r, int64_t x) { return sA[r * ev + x] * sAl[r]; },
+                    [&](int64_t r, int64_t x, float o) { sA[r * ev + x] = o; });
+            else
+                blk.par(br * ev, [&](int64_t i) {
+                    int64_t r = i / ev, x = i % ev;
+                    sA[i] = attn_dot(sS + r * bc, 1, sV + x, kve, bc, sA[i] * sAl[r]);
+                });
         }
         blk.par(br * ev, [&](int64_t i) {
             T l = sL[i / ev], inv = l > 0 ? 1 / l : 0;
@@ -378,8 +419,11 @@ static void tiled_fwd(rt_ctx *ctx, const rt_tensor *q, const rt_tensor *k, const
  * key/value head, tile of B keys) over the group's query heads and their
  * query tiles in order; then dq by a block per (batch, query head, tile of B
  * query rows) over the key tiles in order. No atomics: every element of dq,
- * dk and dv is one thread's fused multiply-add chain. */
-template <class T>
+ * dk and dv is one thread's fused multiply-add chain (MMA, bf16: one lane's
+ * accumulators, the tile products q k^T, dout v^T, p^T dout, ds^T q and ds k
+ * by rt_mma_tiles, p and ds rounded to bf16 as their operands; ds from the
+ * unrounded p). */
+template <class T, bool MMA>
 static void tiled_bwd(rt_ctx *ctx, const rt_tensor *q, const rt_tensor *k, const rt_tensor *v,
                       const rt_tensor *out, const rt_tensor *lse, const rt_tensor *dout, bool causal,
                       double scale_d, rt_attn_dims d, int64_t Bk, int64_t Bq, rt_tensor *DQ, rt_tensor *DK,
@@ -425,6 +469,34 @@ static void tiled_bwd(rt_ctx *ctx, const rt_tensor *q, const rt_tensor *k, const
                     sL[r] = (T)rt_ld(LS, lt, row0 + r);
                     sD[r] = D[row0 + r];
                 });
+                if (MMA) {
+                    /* p = exp(q k^T scale - lse), then ds = p (dout v^T - D) scale */
+                    rt_mma_tiles(
+                        blk, br, bc, e, [&](int64_t r, int64_t x) { return sQ[r * e + x]; },
+                        [&](int64_t x, int64_t c) { return sK[c * ke + x]; }, [&](int64_t, int64_t) { return 0.0f; },
+                        [&](int64_t r, int64_t c, float s) {
+                            sP[r * bc + c] = attn_p(s, scale, sL[r], c, attn_last(causal, i0 + r, d.t, d.sn) - j0,
+                                                    nvalid);
+                        });
+                    rt_mma_tiles(
+                        blk, br, bc, ev, [&](int64_t r, int64_t y) { return sdO[r * ev + y]; },
+                        [&](int64_t y, int64_t c) { return sV[c * kve + y]; }, [&](int64_t, int64_t) { return 0.0f; },
+                        [&](int64_t r, int64_t c, float dp) {
+                            sdS[r * bc + c] = attn_ds(sP[r * bc + c], dp, sD[r], scale);
+                        });
+                    /* dv_c += sum_r p_rc dout_r; dk_c += sum_r ds_rc q_r */
+                    rt_mma_tiles(
+                        blk, bc, ev, br, [&](int64_t c, int64_t r) { return sP[r * bc + c]; },
+                        [&](int64_t r, int64_t x) { return sdO[r * ev + x]; },
+                        [&](int64_t c, int64_t x) { return sdV[c * ev + x]; },
+                        [&](int64_t c, int64_t x, float g) { sdV[c * ev + x] = g; });
+                    rt_mma_tiles(
+                        blk, bc, e, br, [&](int64_t c, int64_t r) { return sdS[r * bc + c]; },
+                        [&](int64_t r, int64_t x) { return sQ[r * e + x]; },
+                        [&](int64_t c, int64_t x) { return sdK[c * e + x]; },
+                        [&](int64_t c, int64_t x, float g) { sdK[c * e + x] = g; });
+                    continue;
+                }
                 blk.par(br * bc, [&](int64_t i) {
                     int64_t r = i / bc, c = i % bc;
                     attn_pds(sQ, sK, sdO, sV, sL, sD, r, c, attn_last(causal, i0 + r, d.t, d.sn) - j0, nvalid, e,
@@ -467,6 +539,27 @@ static void tiled_bwd(rt_ctx *ctx, const rt_tensor *q, const rt_tensor *k, const
             int64_t bc = hi - j0 < B ? hi - j0 : B, krow0 = kv * d.s + j0;
             blk.par(bc * e, [&](int64_t i) { sK[i / e * ke + i % e] = (T)rt_ld(K, dt, krow0 * e + i); });
             blk.par(bc * ev, [&](int64_t i) { sV[i / ev * kve + i % ev] = (T)rt_ld(V, dt, krow0 * ev + i); });
+            if (MMA) {
+                /* p into sdS, then ds in its place; dq_r += sum_c ds_rc k_c */
+                rt_mma_tiles(
+                    blk, br, bc, e, [&](int64_t r, int64_t x) { return sQ[r * e + x]; },
+                    [&](int64_t x, int64_t c) { return sK[c * ke + x]; }, [&](int64_t, int64_t) { return 0.0f; },
+                    [&](int64_t r, int64_t c, float s) {
+                        sdS[r * bc + c] = attn_p(s, scale, sL[r], c, attn_last(causal, i0 + r, d.t, d.sn) - j0, bc);
+                    });
+                rt_mma_tiles(
+                    blk, br, bc, ev, [&](int64_t r, int64_t y) { return sdO[r * ev + y]; },
+                    [&](int64_t y, int64_t c) { return sV[c * kve + y]; }, [&](int64_t, int64_t) { return 0.0f; },
+                    [&](int64_t r, int64_t c, float dp) {
+                        sdS[r * bc + c] = attn_ds(sdS[r * bc + c], dp, sD[r], scale);
+                    });
+                rt_mma_tiles(
+                    blk, br, e, bc, [&](int64_t r, int64_t c) { return sdS[r * bc + c]; },
+                    [&](int64_t c, int64_t x) { return sK[c * ke + x]; },
+                    [&](int64_t r, int64_t x) { return sdQ[r * e + x]; },
+                    [&](int64_t r, int64_t x, float g) { sdQ[r * e + x] = g; });
+                continue;
+            }
             blk.par(br * bc, [&](int64_t i) {
                 int64_t r = i / bc, c = i % bc;
                 T p;
@@ -499,9 +592,11 @@ rt_tensor *rt_attention(rt_ctx *ctx, const rt_tensor *q, const rt_tensor *k, con
     if (B == 0)
         ref_fwd(ctx, q, k, v, causal, scale, d, o, L);
     else if (f64)
-        tiled_fwd<double>(ctx, q, k, v, causal, scale, d, B, o, L);
+        tiled_fwd<double, false>(ctx, q, k, v, causal, scale, d, B, o, L);
+    else if (q->dtype == RT_BF16)
+        tiled_fwd<float, true>(ctx, q, k, v, causal, scale, d, B, o, L);
     else
-        tiled_fwd<float>(ctx, q, k, v, causal, scale, d, B, o, L);
+        tiled_fwd<float, false>(ctx, q, k, v, causal, scale, d, B, o, L);
     if (lse)
         *lse = L;
     return o;
@@ -523,9 +618,11 @@ void rt_attention_bwd(rt_ctx *ctx, const rt_tensor *q, const rt_tensor *k, const
     if (Bk == 0 || Bq == 0)
         ref_bwd(ctx, q, k, v, out, lse, dout, causal, scale, d, DQ, DK, DV);
     else if (f64)
-        tiled_bwd<double>(ctx, q, k, v, out, lse, dout, causal, scale, d, Bk, Bq, DQ, DK, DV);
+        tiled_bwd<double, false>(ctx, q, k, v, out, lse, dout, causal, scale, d, Bk, Bq, DQ, DK, DV);
+    else if (q->dtype == RT_BF16)
+        tiled_bwd<float, true>(ctx, q, k, v, out, lse, dout, causal, scale, d, Bk, Bq, DQ, DK, DV);
     else
-        tiled_bwd<float>(ctx, q, k, v, out, lse, dout, causal, scale, d, Bk, Bq, DQ, DK, DV);
+        tiled_bwd<float, false>(ctx, q, k, v, out, lse, dout, causal, scale, d, Bk, Bq, DQ, DK, DV);
     rt_hand_over(ctx, DQ, dq);
     rt_hand_over(ctx, DK, dk);
     rt_hand_over(ctx, DV, dv);

@@ -74,6 +74,13 @@ struct rt_target {
     int64_t *err;          /* the device error record (rt_dev_errors), or NULL */
     int64_t *err_host;     /* its pinned host copy, read at a synchronisation */
     bool err_pending;      /* a check was launched since the last read */
+    /* --profile's device timer (target.cu): the open span's start event,
+     * the queue of ended spans, the events free for reuse */
+    void *tm_open;
+    struct rt_dev_span *tm_q;
+    int tm_n, tm_cap;
+    void **tm_free;
+    int tm_nfree, tm_capfree;
 };
 
 extern "C" {

@@ -80,6 +80,147 @@ static void dev_ready(rt_ctx *ctx)
 #endif
 }
 
+/* ---- --profile's device timer (rt_prof's dev_begin, dev_end, dev_flush):
+ * an event on the stream at the start and at the end of each outermost
+ * kernel span (an op: its launches, GEMMs, copies), the pair queued with
+ * its kind and region; at each rt_dev_sync (the events are then done), when
+ * 4096 are queued, and before the profile prints, the queued pairs' times
+ * go to the kinds and regions (rt_prof_device_time). The GPU build: CUDA
+ * events (cudaEventElapsedTime), so a kind's time is the device's, not the
+ * host's around asynchronous launches. The simulation keeps the host's
+ * clock: its "event" is rt_now() less the allocation time so far (a
+ * simulated launch runs when called, so the span's host time less its
+ * allocations, as on the CPU target), through the same queue. During a
+ * graph capture nothing is timed on the device (an event recorded into a
+ * capture marks no time): the span keeps its host time. Collectives (the
+ * time blocked) and file I/O keep the host's. */
+struct rt_dev_span {
+    void *e0, *e1;
+    int kind, region;
+};
+
+static void *tm_event(rt_ctx *ctx)
+{
+    rt_target *t = ctx->tgt;
+    if (t->tm_nfree)
+        return t->tm_free[--t->tm_nfree];
+#ifdef RT_SIM
+    double *e = (double *)malloc(sizeof *e);
+    RT_CHECK(ctx, e != NULL, "out of memory for the profile");
+    return e;
+#else
+    cudaEvent_t e;
+    RT_CU(ctx, cudaEventCreate(&e));
+    return (void *)e;
+#endif
+}
+
+static void tm_record(rt_ctx *ctx, void *e)
+{
+#ifdef RT_SIM
+    *(double *)e = rt_now() - ctx->prof.alloc_s;
+#else
+    RT_CU(ctx, cudaEventRecord((cudaEvent_t)e, (cudaStream_t)ctx->tgt->stream));
+#endif
+}
+
+static void tm_release(rt_ctx *ctx, void *e)
+{
+    rt_target *t = ctx->tgt;
+    if (t->tm_nfree == t->tm_capfree) {
+        int cap = t->tm_capfree ? 2 * t->tm_capfree : 64;
+        void **n = (void **)realloc(t->tm_free, (size_t)cap * sizeof *n);
+        RT_CHECK(ctx, n != NULL, "out of memory for the profile");
+        t->tm_free = n;
+        t->tm_capfree = cap;
+    }
+    t->tm_free[t->tm_nfree++] = e;
+}
+
+static void tm_flush(rt_ctx *ctx)
+{
+    rt_target *t = ctx->tgt;
+    if (!t || t->tm_n == 0)
+        return;
+#ifndef RT_SIM
+    /* the last span's end: every queued event is done after it (one stream) */
+    RT_CU(ctx, cudaEventSynchronize((cudaEvent_t)t->tm_q[t->tm_n - 1].e1));
+#endif
+    for (int i = 0; i < t->tm_n; i++) {
+        rt_dev_span *s = &t->tm_q[i];
+#ifdef RT_SIM
+        double sec = *(double *)s->e1 - *(double *)s->e0;
+#else
+        float ms = 0;
+        RT_CU(ctx, cudaEventElapsedTime(&ms, (cudaEvent_t)s->e0, (cudaEvent_t)s->e1));
+        double sec = ms / 1e3;
+#endif
+        rt_prof_device_time(ctx, s->kind, s->region, sec);
+        tm_release(ctx, s->e0);
+        tm_release(ctx, s->e1);
+    }
+    t->tm_n = 0;
+}
+
+static void tm_begin(rt_ctx *ctx)
+{
+    rt_target *t = ctx->tgt;
+    if (t->tm_open) /* a span left open (an error's exit): drop it */
+        tm_release(ctx, t->tm_open);
+    t->tm_open = NULL;
+    if (!t->stream || rt_graph_capturing(ctx))
+        return;
+    t->tm_open = tm_event(ctx);
+    tm_record(ctx, t->tm_open);
+}
+
+static bool tm_end(rt_ctx *ctx, int kind, int region)
+{
+    rt_target *t = ctx->tgt;
+    void *e0 = t->tm_open;
+    t->tm_open = NULL;
+    if (!e0)
+        return false;
+    if (kind < 0 || rt_graph_capturing(ctx)) {
+        tm_release(ctx, e0);
+        return false;
+    }
+    void *e1 = tm_event(ctx);
+    tm_record(ctx, e1);
+    if (t->tm_n == t->tm_cap) {
+        int cap = t->tm_cap ? 2 * t->tm_cap : 256;
+        rt_dev_span *n = (rt_dev_span *)realloc(t->tm_q, (size_t)cap * sizeof *n);
+        RT_CHECK(ctx, n != NULL, "out of memory for the profile");
+        t->tm_q = n;
+        t->tm_cap = cap;
+    }
+    t->tm_q[t->tm_n++] = rt_dev_span{e0, e1, kind, region};
+    if (t->tm_n >= 4096) /* the profiler's own wait (not counted as the program's) */
+        tm_flush(ctx);
+    return true;
+}
+
+static void tm_free_all(rt_ctx *ctx)
+{
+    rt_target *t = ctx->tgt;
+    tm_flush(ctx);
+    if (t->tm_open)
+        tm_release(ctx, t->tm_open);
+    t->tm_open = NULL;
+    for (int i = 0; i < t->tm_nfree; i++) {
+#ifdef RT_SIM
+        free(t->tm_free[i]);
+#else
+        cudaEventDestroy((cudaEvent_t)t->tm_free[i]);
+#endif
+    }
+    free(t->tm_free);
+    free(t->tm_q);
+    t->tm_free = NULL;
+    t->tm_q = NULL;
+    t->tm_nfree = t->tm_capfree = t->tm_n = t->tm_cap = 0;
+}
+
 void rt_cuda_set_current(rt_ctx *ctx); /* tensor_data.cu */
 
 void rt_target_new(rt_ctx *ctx)
@@ -90,6 +231,9 @@ void rt_target_new(rt_ctx *ctx)
         exit(1);
     }
     ctx->prof.counts_launches = true; /* rt_count_op at each launch, copy, GEMM */
+    ctx->prof.dev_begin = tm_begin;   /* --profile: kernel spans timed on the device */
+    ctx->prof.dev_end = tm_end;
+    ctx->prof.dev_flush = tm_flush;
     rt_cuda_set_current(ctx);
 }
 
@@ -112,6 +256,10 @@ void rt_target_free(rt_ctx *ctx)
         rt_dev_sync(ctx); /* NCCL's work done before its communicators go */
     rt_cuda_comm_free(ctx);
     rt_cuda_gemm_free(ctx);
+    tm_free_all(ctx);
+    ctx->prof.dev_begin = NULL;
+    ctx->prof.dev_end = NULL;
+    ctx->prof.dev_flush = NULL;
     if (t->stream) {
         if (t->err)
             rt_dev_free(ctx, t->err, RT_DEVERR_WORDS * sizeof(int64_t));
@@ -407,6 +555,7 @@ void rt_dev_sync(rt_ctx *ctx)
     if (t->err_pending)
         report_dev_errors(ctx);
 #endif
+    tm_flush(ctx); /* --profile's queued spans: done now */
 }
 
 #ifndef RT_SIM
@@ -433,6 +582,12 @@ cudaStream_t rt_kernel_stream(rt_ctx *ctx)
 {
     return (cudaStream_t)ctx->tgt->stream;
 }
+#endif
+
+#ifdef RT_SIM
+/* spmdrt_kernels.h's rt_sim_kernel: a simulated generated kernel's launch,
+ * counted as the GPU build's rt_kernel_launched counts it */
+void rt_sim_kernel_count(rt_ctx *ctx) { rt_count_op(ctx, RT_OP_KERNEL); }
 #endif
 
 void rt_kernel_launched(rt_ctx *ctx, const char *what)

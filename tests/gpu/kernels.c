@@ -10,7 +10,8 @@
  *   kernels DIR [SECTION,...]  (under mpirun: collectives on a 1-axis mesh;
  *                              sections: elementwise shapes reductions nn
  *                              selection random linalg collectives files
- *                              long sum_squares batched rows rowbits resume attention, all by default; resume reads the
+ *                              long sum_squares batched rows rowbits resume
+ *                              attention attnbits, all by default; resume reads the
  *                              checkpoint in $KERNELS_RESUME_FROM, else the
  *                              one files wrote)
  * Inputs come from a fixed LCG on the host, so every build sees the same. */
@@ -558,9 +559,12 @@ static void rowbits(void)
  * layouts ([B, H, T, E] with H = G Hkv, and [B, Hkv, G, T, E]), Ev != E,
  * E = 24 and 64, T = 1, a row that sees no key (causal, T > S), and a head
  * size too large for any tile (the reference kernels). The output, the
- * log-sum-exp and dq, dk, dv. prefix names the results; with f64 only,
- * rowbits's case (the GPU's bits must equal the simulation's) */
-static void attention_cases(const char *prefix, bool f64_only)
+ * log-sum-exp and dq, dk, dv. bf16 runs the tensor-core tiles
+ * (runtime/cuda/mma.h; emulated in the simulation). prefix names the
+ * results; bits: f32 and f64 only, whose fma chains the GPU must reproduce
+ * bit for bit (run.sh's simbits; a tensor core's sums are not IEEE's step
+ * by step, so bf16's last bits may differ from the emulation's) */
+static void attention_cases(const char *prefix, bool bits)
 {
     static const struct {
         const char *name;
@@ -579,9 +583,9 @@ static void attention_cases(const char *prefix, bool f64_only)
     static const rt_dtype dts[] = {RT_F32, RT_BF16, RT_F64};
     for (int k = 0; k < 3; k++) {
         rt_dtype dt = dts[k];
-        if (f64_only && dt != RT_F64)
+        if (bits && dt == RT_BF16)
             continue;
-        const char *dn = rt_dtype_name(dt), *cl = f64_only ? "f32" : fcls(dt);
+        const char *dn = rt_dtype_name(dt), *cl = fcls(dt);
         for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
             int64_t b = cases[c].b, hkv = cases[c].hkv, g = cases[c].g, t = cases[c].t, s = cases[c].s;
             int64_t e = cases[c].e, ev = cases[c].ev;
@@ -608,6 +612,7 @@ static void attention_cases(const char *prefix, bool f64_only)
 }
 
 static void attention(void) { attention_cases("attention", false); }
+static void attnbits(void) { attention_cases("attnbits", true); }
 
 static void nn(void)
 {
@@ -875,7 +880,8 @@ int main(int argc, char **argv)
                     {"nn", nn},                   {"selection", selection}, {"random", random_},
                     {"linalg", linalg},           {"collectives", collectives}, {"files", files}, {"long", long_lanes}, {"sum_squares", sum_squares}, {"batched", batched},
                     {"rows", rows},               {"rowbits", rowbits},
-                    {"resume", resume},           {"attention", attention}};
+                    {"resume", resume},           {"attention", attention},
+                    {"attnbits", attnbits}};
     for (size_t i = 0; i < sizeof sections / sizeof sections[0]; i++) {
         const char *at = only ? strstr(only, sections[i].name) : NULL;
         size_t len = strlen(sections[i].name);

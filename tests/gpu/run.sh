@@ -4,9 +4,9 @@
 #   bash run.sh [--bundle DIR] [--only PART,...] [--dry-run] [--timeout S]
 # PARTS (in order): kernels (every kernel against the CPU's results), rerun
 # (a second run, bit-identical), simbits (the row kernels in f64 and the
-# attention kernels in every dtype against the simulation build's, bit for
+# attention kernels in f32 and f64 against the simulation build's, bit for
 # bit: a warp's sums in the emulated order, attention's fma chains and its
-# own exp and log),
+# own exp and log; bf16 attention's tensor-core sums are not bit for bit),
 # errors (ids and targets out of range, found on the device, stop both
 # ranks with the CPU's message and the line, at the next synchronisation),
 # resume (a checkpoint the CPU wrote), host2,
@@ -20,7 +20,9 @@
 # gpt2 (GPT-2 small in bf16: a reduced size's first 20 steps on 1 rank and
 # dp=2,tp=2 against the CPU's, then bench/gpu/gpt2.sh at full size against
 # PyTorch eager and torch.compile; about 8 minutes: run it alone, --only gpt2),
-# attention (bench/gpu/attention.sh: the fused op's forward and backward at
+# attention (the fused op's results against the CPU's, bf16 on tensor
+# cores; the bf16 MMA in the library's SASS where cuobjdump is at hand;
+# bench/gpu/attention.sh: the fused op's forward and backward at
 # B=4, H=12, T=1024, E=64 in f32 and bf16 against PyTorch's
 # scaled_dot_product_attention, timed; about 2 minutes), graphs (the
 # flagship's step captured and replayed as a CUDA graph, SPMD_GRAPHS=1,
@@ -38,7 +40,7 @@ while [ $# -gt 0 ]; do
     --only) only=$2; shift 2 ;;
     --dry-run) dry=1; shift ;;
     --timeout) limit=$2; shift 2 ;;
-    -h|--help) sed -n '2,31p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,33p' "$0"; exit 0 ;;
     --programs-worker|--gpt-worker|--speed-worker|--errors-worker|--gpt2-worker|--attention-worker|--graphs-worker) worker=${1#--}; shift ;;
     *) echo "run.sh: unknown argument '$1' (see --help)" >&2; exit 2 ;;
   esac
@@ -146,17 +148,41 @@ if [ "$worker" = gpt2-worker ]; then
   cat "$work"/gpt2_*/cmp | awk '/passed, .* failed$/ {p += $1; f += $3} END {print p " passed, " f " failed"}'
   exit 0
 fi
-# attention: bench/gpu/attention.sh (ours against PyTorch's SDPA); a check
-# passes when ours ran in f32 and bf16 (the timings are for the note)
+# attention: the fused op's results on this GPU (kernels.c's attention
+# section) against the CPU's (the bundle's ref/attn): bf16 on tensor cores
+# within 1e-2, f32 and f64 within 1e-5, one check each; where cuobjdump is
+# at hand, libspmdrt_cuda's SASS must hold the bf16 MMA (HMMA.16816.F32.BF16:
+# the tensor-core path is compiled in); then bench/gpu/attention.sh (ours
+# against PyTorch's SDPA): a check that passes when ours ran in f32 and bf16
+# (the timings are for the note)
 if [ "$worker" = attention-worker ]; then
+  p=0 f=0
+  timeout 120 mpirun -np 1 "$kern" "$work/attn" attention > "$work/attn.log" 2>&1 &&
+    $cmp "$bundle/ref/attn" "$work/attn" > "$work/attn.cmp" 2>&1
+  cat "$work/attn.cmp" 2>/dev/null | grep -v '^[0-9]* passed' | head -20
+  line=$(grep -E '^[0-9]+ passed, [0-9]+ failed$' "$work/attn.cmp" 2>/dev/null | tail -1)
+  if [ -n "$line" ]; then
+    p=$((p + ${line%% passed*})); ff=${line#*, }; f=$((f + ${ff%% failed*}))
+    echo "attention results against the CPU: $line"
+  else
+    echo "FAIL attention: the kernels' attention section did not run"; tail -5 "$work/attn.log"; f=$((f + 1))
+  fi
+  objdump=""
+  for c in cuobjdump /usr/local/cuda/bin/cuobjdump; do command -v $c > /dev/null && { objdump=$c; break; }; done
+  if [ -n "$objdump" ]; then
+    n=$($objdump -sass "$bundle"/lib/libspmdrt_cuda.so 2>/dev/null | grep -c 'HMMA\.16816\.F32\.BF16')
+    echo "attention: $n HMMA.16816.F32.BF16 instructions in libspmdrt_cuda"
+    if [ "$n" -gt 0 ]; then p=$((p + 1)); else echo "FAIL attention: no bf16 tensor-core MMA in libspmdrt_cuda"; f=$((f + 1)); fi
+  fi
   timeout 300 bash "$bundle/bench/gpu/attention.sh" "$bundle" > "$work/attention" 2>&1
   rc=$?; cat "$work/attention"
   line=$(grep '^ATTENTION ' "$work/attention")
   if [ $rc = 0 ] && grep -q 'ours_f32_ms=[0-9]' <<<"$line" && grep -q 'ours_bf16_ms=[0-9]' <<<"$line"; then
-    echo "1 passed, 0 failed"
+    p=$((p + 1))
   else
-    echo "FAIL attention: no timing of ours in f32 and bf16"; echo "0 passed, 1 failed"
+    echo "FAIL attention: no timing of ours in f32 and bf16"; f=$((f + 1))
   fi
+  echo "$p passed, $f failed"
   exit 0
 fi
 # graphs: the flagship with its step region captured and replayed
@@ -229,7 +255,7 @@ part() {
 
 part kernels "mpirun -np 1 $kern $work/np1 && $cmp $bundle/ref/np1 $work/np1"
 part rerun "mpirun -np 1 $kern $work/again && $cmp --identical $work/np1 $work/again"
-part simbits "mpirun -np 1 $kern $work/simbits rowbits,attention && $cmp --identical $bundle/ref/sim $work/simbits"
+part simbits "mpirun -np 1 $kern $work/simbits rowbits,attnbits && $cmp --identical $bundle/ref/sim $work/simbits"
 part errors "bash $bundle/run.sh --bundle $bundle --errors-worker"
 part resume "KERNELS_RESUME_FROM=$bundle/ref/np1/ckpt mpirun -np 1 $kern $work/resume resume && $cmp --subset $bundle/ref/np1 $work/resume"
 part host2 "SPMD_COLL=host mpirun -np 2 $kern $work/np2 collectives,files && $cmp $bundle/ref/np2 $work/np2"
