@@ -506,16 +506,43 @@ static bool one_rank(Mem *M, IrInst *in) {
   return g == 1;
 }
 
-/* Whether the runtime returns a new reference to the operand (no buffer):
- * rt_retain in rt_reinterpret, rt_convert between R and I, a collective
- * over a group of one rank (not to or from the stacked form), rt_ppermute
- * by a multiple of the group's size, rt_dropout with p = 0.  (A convert
- * from R or I to P shares on the group's first rank only; the report is of
- * the others, which make zeros.) */
+/* Whether a slice of a tensor of type t along dim is a contiguous block
+ * of it, which rt_slice returns as a view: every dim before dim has one
+ * element on this rank (the largest block's rank, as block_bytes). */
+static bool slice_contiguous(Mem *M, const Type *t, long long dim) {
+  if (t->kind != TY_TENSOR)
+    return false;
+  if (dim < 0)
+    dim += t->ndim;
+  for (int d = 0; d < dim && d < t->ndim; d++) {
+    if (t->shape[d].unknown)
+      return false;
+    double g = size_value(M, t->shape[d]);
+    if (g != (double)(long long)g)
+      return false;
+    long long ext = (long long)g;
+    for (int k = 0; !t->local && k < MAX_MESH_AXES && t->spec[d][k] >= 0; k++)
+      ext = chunk_ext(ext, M->sizes[t->spec[d][k]], 0);
+    if (ext != 1)
+      return false;
+  }
+  return true;
+}
+
+/* Whether the runtime returns a new reference to the operand's buffer (no
+ * new bytes): rt_retain in rt_reinterpret, rt_convert between R and I, a
+ * collective over a group of one rank (not to or from the stacked form),
+ * rt_ppermute by a multiple of the group's size, rt_dropout with p = 0;
+ * and a view of it (rt_view: the same storage, Root): rt_reshape,
+ * rt_index, rt_slice of a contiguous block.  (A convert from R or I to P
+ * shares on the group's first rank only; the report is of the others,
+ * which make zeros.) */
 static bool shares(Mem *M, Frame *F, IrInst *in) {
   double p;
   switch (in->op) {
   case IR_COPY: case IR_REINTERPRET: return true;
+  case IR_RESHAPE: case IR_INDEX: return true;
+  case IR_SLICE: return slice_contiguous(M, F->f->values[in->args[0]].type, IR_I(in, DIM));
   case IR_CONVERT:
     return (IR_I(in, SRC) == LTY_R || IR_I(in, SRC) == LTY_I) && (IR_I(in, DST) == LTY_R || IR_I(in, DST) == LTY_I);
   case IR_ALL_REDUCE: return one_rank(M, in);
@@ -828,7 +855,14 @@ static void run_inst(Mem *M, Frame *F, IrInst *in) {
     release(M, F->root[in->args[0]]);
     F->root[in->args[0]] = -1;
     return;
-  case IR_INDEX_ADD_SLOT: return; /* in place: the slot's tensor */
+  case IR_INDEX_ADD_SLOT: { /* in place: the slot's tensor, unless shared (rt_index_add copies it) */
+    int s = (int)IR_I(in, SLOT), r = F->vroot[s];
+    if (r >= 0 && (M->roots[r].refs > 1 || M->roots[r].tape > 0)) {
+      F->vroot[s] = new_root(M, f->vars[s].type, NULL);
+      release(M, r);
+    }
+    return;
+  }
   case IR_CALL: {
     int site = open_site(M, f, in);
     run_call(M, F, in, in->callee);
@@ -867,6 +901,12 @@ static void run_inst(Mem *M, Frame *F, IrInst *in) {
   }
   if (in->op == IR_BINARY_BWD || in->op == IR_SUM_TO_SHAPE) {
     run_grad_to_shape(M, F, in);
+    return;
+  }
+  if (in->op == IR_CONCAT_BWD && F->root[in->args[0]] >= 0 &&
+      slice_contiguous(M, f->values[in->args[0]].type, IR_I(in, DIM))) { /* each gradient a view (rt_slice) */
+    for (int d = 0; d < in->ndst; d++)
+      give(M, F, in->dst[d], F->root[in->args[0]]);
     return;
   }
   bool share = in->nargs > 0 && shares(M, F, in);
