@@ -12,7 +12,8 @@
  * tensor results are new buffers of their local size, or share their
  * operand's where the runtime shares (reinterpret, convert between R and I,
  * collectives over one rank, ppermute by a multiple of the axis size,
- * dropout with p = 0).  Var slots and the autodiff tape hold references,
+ * dropout with p = 0) or views it (reshape, index, a slice or concat's
+ * gradient of a contiguous block: a Root is the runtime's rt_storage).  Var slots and the autodiff tape hold references,
  * calls borrow their arguments and return new references.  Host values are
  * computed where they are constants, mesh sizes, loop indices or
  * arithmetic on those; a condition it cannot compute is taken as false,
@@ -1129,50 +1130,77 @@ static Poly total_of(Mem *M) {
 }
 
 /* Each formula of the report of M evaluated on other meshes against the
- * report there: every axis alone at 1, 2, 4, 8 and twice its size here,
- * on the meshes the program can run on. A formula that differs gets the
- * axis in its mask. *tried: the meshes compared. */
+ * report there: every combination of the axes' sizes at 1, 2, 4, 8, here
+ * and twice here (where the high-water falls can depend on several sizes
+ * at once), on the meshes the program can run on; with more than
+ * GRID_MAX such meshes, those differing from here on at most two axes.
+ * A formula that differs gets the axes that differ in its mask. *tried:
+ * the meshes compared. */
+enum { NCAND = 6, GRID_MAX = 1296 };
 static void check_formulas(Compiler *c, IrProgram *p, Mem *M, Formulas *fs, int *tried) {
   *tried = 0;
-  for (int a = 0; a < p->mesh->naxes; a++) {
-    long long cand[] = {1, 2, 4, 8, 2 * M->sizes[a]};
-    for (size_t ci = 0; ci < sizeof cand / sizeof *cand; ci++) {
-      bool seen = cand[ci] == M->sizes[a];
-      for (size_t cj = 0; cj < ci; cj++)
-        seen |= cand[cj] == cand[ci];
-      if (seen)
-        continue;
-      long long sizes[MAX_MESH_AXES];
-      memcpy(sizes, M->sizes, sizeof sizes);
-      sizes[a] = cand[ci];
-      Mem *Q = arena_alloc(&c->arena, sizeof(Mem));
-      mem_run(c, p, sizes, Q);
-      if (Q->uneven)
-        continue; /* the formulas count equal blocks */
-      ++*tried;
-      Poly qtotal = total_of(Q);
-      Formulas qs = formulas_of(Q, &qtotal);
-      /* M's formulas at Q's sizes */
-      Mem at = *M;
-      memcpy(at.sizes, sizes, sizeof at.sizes);
-      for (int i = 0; i < fs->n; i++) {
-        double want;
-        if (i < F_SITES) {
-          want = qs.value[i];
-        } else {
-          int s = i - F_SITES, q = 0;
-          while (q < Q->nsites && !(Q->sites[q].in == M->sites[s].in && Q->sites[q].f == M->sites[s].f))
-            q++;
-          if (q == Q->nsites) { /* the site is not run there */
-            fs->mask[i] |= 1u << a;
-            continue;
-          }
-          want = Q->sites[q].bytes;
-        }
-        double got = poly_value(&at, fs->poly[i]);
-        if (got - want > 0.5 || want - got > 0.5)
-          fs->mask[i] |= 1u << a;
+  int na = p->mesh->naxes;
+  long long cand[MAX_MESH_AXES][NCAND];
+  int ncand[MAX_MESH_AXES];
+  double grid = 1;
+  for (int a = 0; a < na; a++) { /* here first, then the others once each */
+    long long all[NCAND] = {M->sizes[a], 1, 2, 4, 8, 2 * M->sizes[a]};
+    ncand[a] = 0;
+    for (int ci = 0; ci < NCAND; ci++) {
+      bool seen = false;
+      for (int cj = 0; cj < ncand[a]; cj++)
+        seen |= cand[a][cj] == all[ci];
+      if (!seen)
+        cand[a][ncand[a]++] = all[ci];
+    }
+    grid *= ncand[a];
+  }
+  int pick[MAX_MESH_AXES] = {0};
+  for (;;) { /* the odometer over the candidates; pick 0 is here */
+    int a = 0;
+    while (a < na && ++pick[a] == ncand[a])
+      pick[a++] = 0;
+    if (a == na)
+      break;
+    unsigned differ = 0;
+    int ndiff = 0;
+    long long sizes[MAX_MESH_AXES];
+    memcpy(sizes, M->sizes, sizeof sizes);
+    for (int b = 0; b < na; b++)
+      if (pick[b]) {
+        sizes[b] = cand[b][pick[b]];
+        differ |= 1u << b;
+        ndiff++;
       }
+    if (grid > GRID_MAX && ndiff > 2)
+      continue;
+    Mem *Q = arena_alloc(&c->arena, sizeof(Mem));
+    mem_run(c, p, sizes, Q);
+    if (Q->uneven)
+      continue; /* the formulas count equal blocks */
+    ++*tried;
+    Poly qtotal = total_of(Q);
+    Formulas qs = formulas_of(Q, &qtotal);
+    /* M's formulas at Q's sizes */
+    Mem at = *M;
+    memcpy(at.sizes, sizes, sizeof at.sizes);
+    for (int i = 0; i < fs->n; i++) {
+      double want;
+      if (i < F_SITES) {
+        want = qs.value[i];
+      } else {
+        int s = i - F_SITES, q = 0;
+        while (q < Q->nsites && !(Q->sites[q].in == M->sites[s].in && Q->sites[q].f == M->sites[s].f))
+          q++;
+        if (q == Q->nsites) { /* the site is not run there */
+          fs->mask[i] |= differ;
+          continue;
+        }
+        want = Q->sites[q].bytes;
+      }
+      double got = poly_value(&at, fs->poly[i]);
+      if (got - want > 0.5 || want - got > 0.5)
+        fs->mask[i] |= differ;
     }
   }
 }
@@ -1265,8 +1293,9 @@ bool memory_report(Compiler *c, IrProgram *p, FILE *out, const char *source_path
     }
   }
   if (p->mesh->naxes)
-    fprintf(out, "formulas: each holds on the %d other meshes tried (each axis at 1, 2, 4, 8 and twice its size here, "
-                 "where the mesh divides every sharded dim), but for the sizes named in [holds for ...]\n", tried);
+    fprintf(out, "formulas: each holds on the %d other meshes tried (the axes' sizes at 1, 2, 4, 8, here and twice here, "
+                 "in every combination where the mesh divides every sharded dim), but for the sizes named in "
+                 "[holds for ...]\n", tried);
   if (M.capped_loop || M.guessed_if || M.unknown_loop)
     fprintf(out, "assumed:%s%s%s\n", M.capped_loop ? " main's loops run twice (later steps repeat them);" : "",
             M.guessed_if ? " conditions not known before the run are false;" : "",

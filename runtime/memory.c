@@ -1,6 +1,8 @@
-/* Memory accounting: the bytes of every live tensor as requested (numel
- * times the dtype's size; the pool's size classes and cached buffers are
- * not counted), each in one component: parameters and optimizer state
+/* Memory accounting: the bytes of every live storage as requested (numel
+ * times the dtype's size of the tensor that allocated it; the pool's size
+ * classes and cached buffers are not counted; a view adds nothing, its
+ * base's storage counts while any tensor over it lives), each in one
+ * component: parameters and optimizer state
  * while a var slot of main holds the tensor (generated code calls
  * rt_mem_hold after each assignment of such a var), residuals while the
  * autodiff tape holds it (the generated tape_push/tape_pop call
