@@ -135,6 +135,8 @@ rt_tensor *rt_view(rt_ctx *ctx, const rt_tensor *x, int ndim, const int64_t *sha
              "internal error: a view of elements %lld..%lld of a tensor of %lld", (long long)off,
              (long long)(off + v->numel), (long long)x->numel);
     v->data = (char *)x->data + (size_t)off * rt_dtype_size(x->dtype);
+    if (ctx->async) /* collectives in flight advance here too, as at the copy a view replaces */
+        ctx->async(ctx, RT_ASYNC_ALLOC, NULL);
     v->refs = 1;
     v->view = true;
     v->st = x->st;
