@@ -12,7 +12,8 @@
  * tensor results are new buffers of their local size, or share their
  * operand's where the runtime shares (reinterpret, convert between R and I,
  * collectives over one rank, ppermute by a multiple of the axis size,
- * dropout with p = 0).  Var slots and the autodiff tape hold references,
+ * dropout with p = 0) or views it (reshape, index, a slice or concat's
+ * gradient of a contiguous block: a Root is the runtime's rt_storage).  Var slots and the autodiff tape hold references,
  * calls borrow their arguments and return new references.  Host values are
  * computed where they are constants, mesh sizes, loop indices or
  * arithmetic on those; a condition it cannot compute is taken as false,
@@ -506,16 +507,43 @@ static bool one_rank(Mem *M, IrInst *in) {
   return g == 1;
 }
 
-/* Whether the runtime returns a new reference to the operand (no buffer):
- * rt_retain in rt_reinterpret, rt_convert between R and I, a collective
- * over a group of one rank (not to or from the stacked form), rt_ppermute
- * by a multiple of the group's size, rt_dropout with p = 0.  (A convert
- * from R or I to P shares on the group's first rank only; the report is of
- * the others, which make zeros.) */
+/* Whether a slice of a tensor of type t along dim is a contiguous block
+ * of it, which rt_slice returns as a view: every dim before dim has one
+ * element on this rank (the largest block's rank, as block_bytes). */
+static bool slice_contiguous(Mem *M, const Type *t, long long dim) {
+  if (t->kind != TY_TENSOR)
+    return false;
+  if (dim < 0)
+    dim += t->ndim;
+  for (int d = 0; d < dim && d < t->ndim; d++) {
+    if (t->shape[d].unknown)
+      return false;
+    double g = size_value(M, t->shape[d]);
+    if (g != (double)(long long)g)
+      return false;
+    long long ext = (long long)g;
+    for (int k = 0; !t->local && k < MAX_MESH_AXES && t->spec[d][k] >= 0; k++)
+      ext = chunk_ext(ext, M->sizes[t->spec[d][k]], 0);
+    if (ext != 1)
+      return false;
+  }
+  return true;
+}
+
+/* Whether the runtime returns a new reference to the operand's buffer (no
+ * new bytes): rt_retain in rt_reinterpret, rt_convert between R and I, a
+ * collective over a group of one rank (not to or from the stacked form),
+ * rt_ppermute by a multiple of the group's size, rt_dropout with p = 0;
+ * and a view of it (rt_view: the same storage, Root): rt_reshape,
+ * rt_index, rt_slice of a contiguous block.  (A convert from R or I to P
+ * shares on the group's first rank only; the report is of the others,
+ * which make zeros.) */
 static bool shares(Mem *M, Frame *F, IrInst *in) {
   double p;
   switch (in->op) {
   case IR_COPY: case IR_REINTERPRET: return true;
+  case IR_RESHAPE: case IR_INDEX: return true;
+  case IR_SLICE: return slice_contiguous(M, F->f->values[in->args[0]].type, IR_I(in, DIM));
   case IR_CONVERT:
     return (IR_I(in, SRC) == LTY_R || IR_I(in, SRC) == LTY_I) && (IR_I(in, DST) == LTY_R || IR_I(in, DST) == LTY_I);
   case IR_ALL_REDUCE: return one_rank(M, in);
@@ -828,7 +856,14 @@ static void run_inst(Mem *M, Frame *F, IrInst *in) {
     release(M, F->root[in->args[0]]);
     F->root[in->args[0]] = -1;
     return;
-  case IR_INDEX_ADD_SLOT: return; /* in place: the slot's tensor */
+  case IR_INDEX_ADD_SLOT: { /* in place: the slot's tensor, unless shared (rt_index_add copies it) */
+    int s = (int)IR_I(in, SLOT), r = F->vroot[s];
+    if (r >= 0 && (M->roots[r].refs > 1 || M->roots[r].tape > 0)) {
+      F->vroot[s] = new_root(M, f->vars[s].type, NULL);
+      release(M, r);
+    }
+    return;
+  }
   case IR_CALL: {
     int site = open_site(M, f, in);
     run_call(M, F, in, in->callee);
@@ -867,6 +902,12 @@ static void run_inst(Mem *M, Frame *F, IrInst *in) {
   }
   if (in->op == IR_BINARY_BWD || in->op == IR_SUM_TO_SHAPE) {
     run_grad_to_shape(M, F, in);
+    return;
+  }
+  if (in->op == IR_CONCAT_BWD && F->root[in->args[0]] >= 0 &&
+      slice_contiguous(M, f->values[in->args[0]].type, IR_I(in, DIM))) { /* each gradient a view (rt_slice) */
+    for (int d = 0; d < in->ndst; d++)
+      give(M, F, in->dst[d], F->root[in->args[0]]);
     return;
   }
   bool share = in->nargs > 0 && shares(M, F, in);
@@ -1089,50 +1130,77 @@ static Poly total_of(Mem *M) {
 }
 
 /* Each formula of the report of M evaluated on other meshes against the
- * report there: every axis alone at 1, 2, 4, 8 and twice its size here,
- * on the meshes the program can run on. A formula that differs gets the
- * axis in its mask. *tried: the meshes compared. */
+ * report there: every combination of the axes' sizes at 1, 2, 4, 8, here
+ * and twice here (where the high-water falls can depend on several sizes
+ * at once), on the meshes the program can run on; with more than
+ * GRID_MAX such meshes, those differing from here on at most two axes.
+ * A formula that differs gets the axes that differ in its mask. *tried:
+ * the meshes compared. */
+enum { NCAND = 6, GRID_MAX = 1296 };
 static void check_formulas(Compiler *c, IrProgram *p, Mem *M, Formulas *fs, int *tried) {
   *tried = 0;
-  for (int a = 0; a < p->mesh->naxes; a++) {
-    long long cand[] = {1, 2, 4, 8, 2 * M->sizes[a]};
-    for (size_t ci = 0; ci < sizeof cand / sizeof *cand; ci++) {
-      bool seen = cand[ci] == M->sizes[a];
-      for (size_t cj = 0; cj < ci; cj++)
-        seen |= cand[cj] == cand[ci];
-      if (seen)
-        continue;
-      long long sizes[MAX_MESH_AXES];
-      memcpy(sizes, M->sizes, sizeof sizes);
-      sizes[a] = cand[ci];
-      Mem *Q = arena_alloc(&c->arena, sizeof(Mem));
-      mem_run(c, p, sizes, Q);
-      if (Q->uneven)
-        continue; /* the formulas count equal blocks */
-      ++*tried;
-      Poly qtotal = total_of(Q);
-      Formulas qs = formulas_of(Q, &qtotal);
-      /* M's formulas at Q's sizes */
-      Mem at = *M;
-      memcpy(at.sizes, sizes, sizeof at.sizes);
-      for (int i = 0; i < fs->n; i++) {
-        double want;
-        if (i < F_SITES) {
-          want = qs.value[i];
-        } else {
-          int s = i - F_SITES, q = 0;
-          while (q < Q->nsites && !(Q->sites[q].in == M->sites[s].in && Q->sites[q].f == M->sites[s].f))
-            q++;
-          if (q == Q->nsites) { /* the site is not run there */
-            fs->mask[i] |= 1u << a;
-            continue;
-          }
-          want = Q->sites[q].bytes;
-        }
-        double got = poly_value(&at, fs->poly[i]);
-        if (got - want > 0.5 || want - got > 0.5)
-          fs->mask[i] |= 1u << a;
+  int na = p->mesh->naxes;
+  long long cand[MAX_MESH_AXES][NCAND];
+  int ncand[MAX_MESH_AXES];
+  double grid = 1;
+  for (int a = 0; a < na; a++) { /* here first, then the others once each */
+    long long all[NCAND] = {M->sizes[a], 1, 2, 4, 8, 2 * M->sizes[a]};
+    ncand[a] = 0;
+    for (int ci = 0; ci < NCAND; ci++) {
+      bool seen = false;
+      for (int cj = 0; cj < ncand[a]; cj++)
+        seen |= cand[a][cj] == all[ci];
+      if (!seen)
+        cand[a][ncand[a]++] = all[ci];
+    }
+    grid *= ncand[a];
+  }
+  int pick[MAX_MESH_AXES] = {0};
+  for (;;) { /* the odometer over the candidates; pick 0 is here */
+    int a = 0;
+    while (a < na && ++pick[a] == ncand[a])
+      pick[a++] = 0;
+    if (a == na)
+      break;
+    unsigned differ = 0;
+    int ndiff = 0;
+    long long sizes[MAX_MESH_AXES];
+    memcpy(sizes, M->sizes, sizeof sizes);
+    for (int b = 0; b < na; b++)
+      if (pick[b]) {
+        sizes[b] = cand[b][pick[b]];
+        differ |= 1u << b;
+        ndiff++;
       }
+    if (grid > GRID_MAX && ndiff > 2)
+      continue;
+    Mem *Q = arena_alloc(&c->arena, sizeof(Mem));
+    mem_run(c, p, sizes, Q);
+    if (Q->uneven)
+      continue; /* the formulas count equal blocks */
+    ++*tried;
+    Poly qtotal = total_of(Q);
+    Formulas qs = formulas_of(Q, &qtotal);
+    /* M's formulas at Q's sizes */
+    Mem at = *M;
+    memcpy(at.sizes, sizes, sizeof at.sizes);
+    for (int i = 0; i < fs->n; i++) {
+      double want;
+      if (i < F_SITES) {
+        want = qs.value[i];
+      } else {
+        int s = i - F_SITES, q = 0;
+        while (q < Q->nsites && !(Q->sites[q].in == M->sites[s].in && Q->sites[q].f == M->sites[s].f))
+          q++;
+        if (q == Q->nsites) { /* the site is not run there */
+          fs->mask[i] |= differ;
+          continue;
+        }
+        want = Q->sites[q].bytes;
+      }
+      double got = poly_value(&at, fs->poly[i]);
+      if (got - want > 0.5 || want - got > 0.5)
+        fs->mask[i] |= differ;
     }
   }
 }
@@ -1225,8 +1293,9 @@ bool memory_report(Compiler *c, IrProgram *p, FILE *out, const char *source_path
     }
   }
   if (p->mesh->naxes)
-    fprintf(out, "formulas: each holds on the %d other meshes tried (each axis at 1, 2, 4, 8 and twice its size here, "
-                 "where the mesh divides every sharded dim), but for the sizes named in [holds for ...]\n", tried);
+    fprintf(out, "formulas: each holds on the %d other meshes tried (the axes' sizes at 1, 2, 4, 8, here and twice here, "
+                 "in every combination where the mesh divides every sharded dim), but for the sizes named in "
+                 "[holds for ...]\n", tried);
   if (M.capped_loop || M.guessed_if || M.unknown_loop)
     fprintf(out, "assumed:%s%s%s\n", M.capped_loop ? " main's loops run twice (later steps repeat them);" : "",
             M.guessed_if ? " conditions not known before the run are false;" : "",

@@ -540,14 +540,16 @@ void rt_index_check(rt_ctx *ctx, const rt_tensor *x, int64_t i)
 
 void rt_add_check(rt_ctx *ctx, const rt_tensor *acc, const rt_tensor *x)
 {
-    RT_CHECK(ctx, acc->refs == 1, "add_: accumulator is shared (%d references)", acc->refs);
+    RT_CHECK(ctx, rt_writable(acc), "add_: accumulator is shared (%d references%s)", acc->st->refs,
+             acc->refs < acc->st->refs ? ", views included" : "");
     RT_CHECK(ctx, rt_same_shape(acc, x) && acc->dtype == x->dtype,
              "add_: shapes or dtypes differ");
 }
 
 void rt_index_add_check(rt_ctx *ctx, const rt_tensor *acc, int64_t i, const rt_tensor *x)
 {
-    RT_CHECK(ctx, acc->refs == 1, "index_add_: accumulator is shared");
+    RT_CHECK(ctx, rt_writable(acc), "index_add_: accumulator is shared (%d references%s)", acc->st->refs,
+             acc->refs < acc->st->refs ? ", views included" : "");
     RT_CHECK(ctx, acc->ndim == x->ndim + 1 && acc->dtype == x->dtype,
              "index_add_: rank or dtype mismatch");
     RT_CHECK(ctx, i >= 0 && i < acc->shape[0], "index_add_: index %lld out of range",

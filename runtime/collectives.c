@@ -148,7 +148,7 @@ rt_tensor *rt_all_reduce(rt_ctx *ctx, const rt_tensor *x, rt_axes axes, rt_reduc
 
 rt_tensor *rt_all_reduce_reuse(rt_ctx *ctx, rt_tensor *x, rt_axes axes, rt_reduce_op op)
 {
-    if (x->refs != 1 || rt_pending(ctx, x))
+    if (!rt_writable(x) || rt_pending(ctx, x))
         return rt_all_reduce(ctx, x, axes, op);
     rt_group *g = rt_group_get(ctx, axes);
     rt_all_reduce_check(ctx, x, op);

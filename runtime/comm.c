@@ -200,10 +200,10 @@ static rt_tensor *own_block(rt_ctx *ctx, rt_group *g, rt_axes axes, const rt_ten
 {
     if (dim == RT_STACK) {
         rt_coll_check_stack(ctx, x, g->size, "convert");
-        return rt_index(ctx, x, g->rank);
+        return rt_index_copy(ctx, x, g->rank);
     }
     int64_t off, ext = rt_shard_block(ctx, x->shape[dim], axes, g->rank, &off);
-    return rt_slice(ctx, x, dim, off, off + ext);
+    return rt_slice_copy(ctx, x, dim, off, off + ext);
 }
 
 /* own block placed into zeros of the gathered shape (extent rows on dim) */
@@ -243,7 +243,7 @@ rt_tensor *rt_convert_to(rt_ctx *ctx, const rt_tensor *x, rt_axes axes, rt_ltype
     RT_KERNEL(ctx, RT_K_COPY, "convert");
     bool rep = src == RT_R || src == RT_I;
     /* the data do not change: share them (tensors are written only when
-     * refs == 1) */
+     * rt_writable) */
     if (rep && (dst == RT_R || dst == RT_I))
         return rt_retain((rt_tensor *)x);
     if (rep && dst == RT_V)

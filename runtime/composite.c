@@ -249,7 +249,7 @@ rt_tensor *rt_index_bwd(rt_ctx *ctx, const rt_tensor *dy, int ndim, const int64_
 
 rt_tensor *rt_index_add(rt_ctx *ctx, rt_tensor *acc, int64_t i, const rt_tensor *x)
 {
-    if (acc->refs != 1) { /* copy on write */
+    if (!rt_writable(acc)) { /* copy on write (shared, or a view of it alive) */
         rt_tensor *own = rt_copy(ctx, acc);
         rt_free(ctx, acc);
         acc = own;

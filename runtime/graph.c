@@ -113,28 +113,30 @@ static void note(rt_ctx *ctx, rt_graph_region *r, unsigned kind, const char *fmt
     fputc('\n', stderr);
 }
 
-/* the references to t the regions hold */
-static int held(const rt_ctx *ctx, const rt_tensor *t)
+/* the references to storage st the regions hold (through any tensor over
+ * it: a view of a buffer the graph reads or writes is that buffer) */
+static int held(const rt_ctx *ctx, const rt_storage *st)
 {
     int n = 0;
     for (rt_graph_region *r = ctx->graphs->list; r; r = r->next) {
         for (int i = 0; i < r->nin; i++)
-            n += r->in[i] == t;
+            n += r->in[i] && r->in[i]->st == st;
         for (int i = 0; i < r->nout; i++)
-            n += r->out[i] == t;
+            n += r->out[i] && r->out[i]->st == st;
         for (int i = 0; i < r->nwarm; i++)
-            n += r->warm[i] == t;
+            n += r->warm[i] && r->warm[i]->st == st;
     }
     return n;
 }
 
-/* whether every reference to t but the regions' is one of dies */
+/* whether every reference to t's storage but the regions' is one of dies
+ * (a live view of it, or of what it views, is a reference that is not) */
 static bool only_dying(const rt_ctx *ctx, const rt_tensor *t, rt_tensor **const *dies, int ndies)
 {
     int d = 0;
     for (int i = 0; i < ndies; i++)
-        d += *dies[i] == t;
-    return t->refs - held(ctx, t) == d;
+        d += *dies[i] && (*dies[i])->st == t->st;
+    return t->st->refs - held(ctx, t->st) == d;
 }
 
 static rt_tensor **hold_all(rt_ctx *ctx, rt_tensor **const *in, int n)
@@ -288,6 +290,11 @@ static bool try_replay(rt_ctx *ctx, rt_graph_region *r, rt_tensor **const *in, i
                  " (a result of an earlier replay, kept)");
             return false;
         }
+        if (src != dst && src->st == dst->st && src->data != dst->data) { /* not reached: an overlap */
+            note(ctx, r, NOTE_HELD, " when %s%s", "an input is a view of another part of the buffer it is copied to",
+                 "");
+            return false;
+        }
     }
     for (int i = 0; i < r->nout; i++)
         if (!only_dying(ctx, r->out[i], dies, ndies)) {
@@ -300,7 +307,7 @@ static bool try_replay(rt_ctx *ctx, rt_graph_region *r, rt_tensor **const *in, i
         memcpy(r->slot_pin, r->fillbuf, sizeof *r->fillbuf * (size_t)r->nslots);
     }
     for (int i = 0; i < nin; i++)
-        if (*in[i] != r->in[i])
+        if (*in[i] != r->in[i] && (*in[i])->data != r->in[i]->data)
             rt_target_graph_copy(ctx, r->in[i]->data, (*in[i])->data,
                                  (size_t)r->in[i]->numel * rt_dtype_size(r->in[i]->dtype));
     for (int i = 0; i < ndies; i++) {

@@ -1,6 +1,8 @@
-/* Memory accounting: the bytes of every live tensor as requested (numel
- * times the dtype's size; the pool's size classes and cached buffers are
- * not counted), each in one component: parameters and optimizer state
+/* Memory accounting: the bytes of every live storage as requested (numel
+ * times the dtype's size of the tensor that allocated it; the pool's size
+ * classes and cached buffers are not counted; a view adds nothing, its
+ * base's storage counts while any tensor over it lives), each in one
+ * component: parameters and optimizer state
  * while a var slot of main holds the tensor (generated code calls
  * rt_mem_hold after each assignment of such a var), residuals while the
  * autodiff tape holds it (the generated tape_push/tape_pop call
@@ -39,7 +41,7 @@ static void add(rt_ctx *ctx, int comp, int64_t bytes)
 }
 
 /* the component t belongs to now: a var slot's, else the tape's */
-static int comp_of(const rt_ctx *ctx, const rt_tensor *t, int held)
+static int comp_of(const rt_ctx *ctx, const rt_storage *t, int held)
 {
     (void)ctx;
     if (held != RT_MEM_TEMP)
@@ -49,7 +51,7 @@ static int comp_of(const rt_ctx *ctx, const rt_tensor *t, int held)
 
 /* moves t's bytes to the component it belongs to now (held: its slot's
  * component, or RT_MEM_TEMP when no slot holds it) */
-static void settle(rt_ctx *ctx, rt_tensor *t, int held)
+static void settle(rt_ctx *ctx, rt_storage *t, int held)
 {
     int to = comp_of(ctx, t, held);
     if (to == t->mem_comp)
@@ -59,9 +61,9 @@ static void settle(rt_ctx *ctx, rt_tensor *t, int held)
     add(ctx, to, (int64_t)t->mem_bytes);
 }
 
-void rt_mem_born(rt_ctx *ctx, rt_tensor *t)
+void rt_mem_born(rt_ctx *ctx, rt_storage *t, size_t bytes)
 {
-    t->mem_bytes = (size_t)t->numel * rt_dtype_size(t->dtype);
+    t->mem_bytes = bytes;
     t->mem_tape = 0;
     t->mem_slot = -1;
     t->mem_comp = ctx->mem_off ? -1 : RT_MEM_TEMP;
@@ -77,7 +79,7 @@ rt_tensor *rt_scratch_tensor(rt_ctx *ctx, rt_dtype dt, int64_t n)
     return t;
 }
 
-void rt_mem_dies(rt_ctx *ctx, rt_tensor *t)
+void rt_mem_dies(rt_ctx *ctx, rt_storage *t)
 {
     if (t->mem_comp >= 0)
         add(ctx, t->mem_comp, -(int64_t)t->mem_bytes);
@@ -85,7 +87,7 @@ void rt_mem_dies(rt_ctx *ctx, rt_tensor *t)
         ctx->mem_slots[t->mem_slot] = NULL;
 }
 
-void rt_mem_hold(rt_ctx *ctx, int slot, rt_tensor *t, rt_mem_comp comp)
+void rt_mem_hold(rt_ctx *ctx, int slot, rt_tensor *x, rt_mem_comp comp)
 {
     RT_CHECK(ctx, slot >= 0 && (comp == RT_MEM_PARAM || comp == RT_MEM_OPT),
              "rt_mem_hold: bad slot %d or component %d", slot, (int)comp);
@@ -93,14 +95,15 @@ void rt_mem_hold(rt_ctx *ctx, int slot, rt_tensor *t, rt_mem_comp comp)
         int n = ctx->nmem_slots ? 2 * ctx->nmem_slots : 64;
         while (n <= slot)
             n *= 2;
-        rt_tensor **s = realloc(ctx->mem_slots, (size_t)n * sizeof *s);
+        rt_storage **s = realloc(ctx->mem_slots, (size_t)n * sizeof *s);
         RT_CHECK(ctx, s != NULL, "out of memory for the memory accounting");
         for (int i = ctx->nmem_slots; i < n; i++)
             s[i] = NULL;
         ctx->mem_slots = s;
         ctx->nmem_slots = n;
     }
-    rt_tensor *old = ctx->mem_slots[slot];
+    rt_storage *t = x ? x->st : NULL; /* a view: its storage is held */
+    rt_storage *old = ctx->mem_slots[slot];
     if (old && old != t && old->mem_slot == slot) { /* no longer held */
         old->mem_slot = -1;
         settle(ctx, old, RT_MEM_TEMP);
@@ -112,8 +115,9 @@ void rt_mem_hold(rt_ctx *ctx, int slot, rt_tensor *t, rt_mem_comp comp)
     }
 }
 
-void rt_mem_tape(rt_ctx *ctx, rt_tensor *t, int delta)
+void rt_mem_tape(rt_ctx *ctx, rt_tensor *x, int delta)
 {
+    rt_storage *t = x->st;
     if (t->mem_comp < 0)
         return;
     t->mem_tape += delta;

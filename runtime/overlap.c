@@ -181,7 +181,7 @@ rt_tensor *rt_all_reduce_start(rt_ctx *ctx, const rt_tensor *x, rt_axes axes, rt
 
 rt_tensor *rt_all_reduce_start_reuse(rt_ctx *ctx, rt_tensor *x, rt_axes axes, rt_reduce_op op)
 {
-    return start(ctx, x, axes, op, x->refs == 1 && !rt_pending(ctx, x));
+    return start(ctx, x, axes, op, rt_writable(x) && !rt_pending(ctx, x));
 }
 
 void rt_flush(rt_ctx *ctx)

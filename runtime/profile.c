@@ -357,7 +357,7 @@ static void print_kinds(rt_ctx *ctx, double total_s)
 {
     rt_prof *p = &ctx->prof;
     /* per kind: calls, seconds, faults; then allocation, totals */
-    enum { NV = 3 * NK + 7 };
+    enum { NV = 3 * NK + 8 };
     double loc[NV], sum[NV], mx[NV];
     for (int k = 0; k < RT_NKINDS; k++) {
         loc[3 * k] = p->kind_calls[k];
@@ -377,6 +377,7 @@ static void print_kinds(rt_ctx *ctx, double total_s)
     loc[3 * NK + 4] = p->alloc_fresh_bytes;
     loc[3 * NK + 5] = p->reuse_calls;
     loc[3 * NK + 6] = p->reuse_hits;
+    loc[3 * NK + 7] = p->views;
     reduce_ranks(ctx, loc, sum, mx, NV);
     if (ctx->rank != 0)
         return;
@@ -411,6 +412,10 @@ static void print_kinds(rt_ctx *ctx, double total_s)
         fprintf(stderr, "in place: %.0f of %.0f elementwise results per rank wrote over a dying "
                         "operand (rt_reuse)\n",
                 sum[3 * NK + 6] / w, sum[3 * NK + 5] / w);
+    if (sum[3 * NK + 7] > 0)
+        fprintf(stderr, "views: %.0f reshape, index and slice results per rank shared their operand's "
+                        "memory (no copy)\n",
+                sum[3 * NK + 7] / w);
 }
 
 static void print_collectives(rt_ctx *ctx)

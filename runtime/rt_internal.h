@@ -74,6 +74,7 @@ typedef struct rt_prof {
     double kind_s[RT_NKINDS], kind_calls[RT_NKINDS], kind_faults[RT_NKINDS];
     double alloc_s, alloc_calls, alloc_fresh, alloc_fresh_bytes;
     double reuse_calls, reuse_hits; /* rt_reuse: results asked for, written in place */
+    double views;        /* rt_view: results sharing their operand's storage (no copy) */
     long faults_start, faults_end;
     int kdepth; /* open kernels: only the outermost is recorded */
     double ops[RT_NOPS]; /* device operations so far, by kind (rt_count_op) */
@@ -169,13 +170,16 @@ struct rt_ctx {
     int at_depth;           /* calls being run (may exceed RT_AT_CALLS: those are not kept) */
     rt_mem_stats mem;        /* memory.c: live tensor bytes per component */
     int mem_off;             /* > 0: tensors made now are not counted (rt_scratch) */
-    rt_tensor **mem_slots;   /* what each var slot of main holds (rt_mem_hold) */
+    rt_storage **mem_slots;  /* what each var slot of main holds (rt_mem_hold) */
     int nmem_slots;
 };
 
-/* memory.c: a tensor is born (counted as a temporary) and dies */
-void rt_mem_born(rt_ctx *ctx, rt_tensor *t);
-void rt_mem_dies(rt_ctx *ctx, rt_tensor *t);
+/* memory.c: a storage of bytes is born (counted as a temporary) and dies */
+void rt_mem_born(rt_ctx *ctx, rt_storage *st, size_t bytes);
+void rt_mem_dies(rt_ctx *ctx, rt_storage *st);
+/* tensor.c: x (rt_writable, not a view) is freed and its buffer, from the
+ * target's rt_mem_alloc, is the caller's (rt_take_data) */
+void *rt_release_buffer(rt_ctx *ctx, rt_tensor *x);
 /* --profile's memory lines (collective) */
 void rt_mem_print(rt_ctx *ctx);
 void rt_mem_free_all(rt_ctx *ctx);
@@ -513,6 +517,11 @@ void rt_slice_bwd_check(rt_ctx *ctx, const rt_tensor *dy, int ndim, const int64_
 void rt_expand_check(rt_ctx *ctx, const rt_tensor *x, int ndim, const int64_t *shape,
                      int64_t *sstr);
 void rt_index_check(rt_ctx *ctx, const rt_tensor *x, int64_t i);
+/* rt_slice and rt_index into a new buffer, never a view: for the runtime's
+ * own blocks of a tensor that would otherwise keep all of it alive (a
+ * convert's own block, an uneven collective's unpadded result) */
+rt_tensor *rt_slice_copy(rt_ctx *ctx, const rt_tensor *x, int dim, int64_t start, int64_t end);
+rt_tensor *rt_index_copy(rt_ctx *ctx, const rt_tensor *x, int64_t i);
 void rt_add_check(rt_ctx *ctx, const rt_tensor *acc, const rt_tensor *x);
 void rt_index_add_check(rt_ctx *ctx, const rt_tensor *acc, int64_t i, const rt_tensor *x);
 

@@ -64,22 +64,43 @@ static inline float rt_bf16_round(float f) { return rt_bf16_to_f32(rt_f32_to_bf1
 #define RT_INDEPENDENT
 #endif
 
-/* A dense, contiguous, row-major tensor. Fields are read-only for callers;
- * data may be written by whoever holds the only reference (refs == 1). */
+/* A tensor's memory: a buffer of the pool, shared by the tensor that made
+ * it and every view of it (rt_reshape, rt_index, rt_slice of a contiguous
+ * block). refs counts the references to all of them together, so a buffer
+ * is written in place only while one reference to one tensor over it
+ * exists (rt_writable): never while a view of it, or the tensor a view
+ * was made of, is alive. The memory accounting (memory.c) counts a
+ * storage once, whatever views it has. Fields are the runtime's. */
+typedef struct rt_storage {
+    void *base;   /* the pooled buffer */
+    size_t cap;   /* its bytes (the pool's size class) */
+    int refs;     /* references to every tensor over it (the sum of their refs) */
+    /* memory accounting (memory.c): the bytes requested, what holds it */
+    size_t mem_bytes;
+    int mem_tape;      /* references on the autodiff tape */
+    int mem_slot;      /* the var slot of main holding it (rt_mem_hold), or -1 */
+    int mem_comp;      /* the rt_mem_comp it is counted in */
+} rt_storage;
+
+/* A dense, contiguous, row-major tensor: numel elements from data, in its
+ * storage (data is st->base, or inside it for a view). Fields are
+ * read-only for callers; data may be written by whoever holds the only
+ * reference to the storage (rt_writable). */
 typedef struct rt_tensor {
     rt_dtype dtype;
     int ndim;
     int64_t shape[RT_MAX_DIMS];
     int64_t numel;
     void *data;
-    size_t cap;   /* bytes of the pooled buffer (its size class) */
-    int refs;     /* reference count: rt_retain / rt_free */
-    /* memory accounting (memory.c): the bytes requested, what holds it */
-    size_t mem_bytes;
-    int mem_tape;      /* references on the autodiff tape */
-    int mem_slot;      /* the var slot of main holding it (rt_mem_hold), or -1 */
-    int mem_comp;      /* the rt_mem_comp it is counted in */
+    int refs;        /* references to this tensor: rt_retain / rt_free */
+    bool view;       /* made by rt_view: st belongs to the tensor it views */
+    rt_storage *st;  /* its memory, shared with its views */
 } rt_tensor;
+
+/* whether x's data may be written in place: the caller's reference is the
+ * only one to x's storage (no other reference to x, no live view of it or
+ * base it views) */
+static inline bool rt_writable(const rt_tensor *x) { return x->st->refs == 1; }
 
 size_t rt_dtype_size(rt_dtype dt);
 const char *rt_dtype_name(rt_dtype dt); /* "f32" "f64" "i32" "bf16" */
@@ -96,14 +117,21 @@ rt_tensor *rt_copy(rt_ctx *ctx, const rt_tensor *x);
 rt_tensor *rt_from_host(rt_ctx *ctx, rt_dtype dt, int ndim, const int64_t *shape, const void *data);
 void rt_to_host(rt_ctx *ctx, const rt_tensor *x, void *data);
 rt_tensor *rt_retain(rt_tensor *x); /* new reference to the same tensor */
+/* A view of x: ndim/shape over x's elements from element offset off on (a
+ * contiguous block of x: off + numel(shape) <= x->numel), sharing x's
+ * storage; no data move. The view keeps the storage alive after x is
+ * released, and neither is rt_writable while the other is alive. */
+rt_tensor *rt_view(rt_ctx *ctx, const rt_tensor *x, int ndim, const int64_t *shape, int64_t off);
 /* The result buffer of an elementwise op whose operand x dies at it: x
- * itself (a new reference) when the caller's is its only reference, so the
- * op writes in place; otherwise a new tensor of x's dtype and shape. */
+ * itself (a new reference) when the caller's is the only reference to its
+ * storage (rt_writable: no other reference, no live view), so the op
+ * writes in place; otherwise a new tensor of x's dtype and shape. */
 rt_tensor *rt_reuse(rt_ctx *ctx, rt_tensor *x);
 void rt_free(rt_ctx *ctx, rt_tensor *x); /* NULL is allowed */
 /* Hands x's buffer (64-byte aligned, from aligned_alloc: release it with
- * free()) to the caller and frees x, whose only reference the caller's must
- * be. For C code that keeps a runtime result as a plain array. */
+ * free()) to the caller and frees x, whose storage's only reference the
+ * caller's must be (a view's elements are copied to a new buffer). For C
+ * code that keeps a runtime result as a plain array. */
 void *rt_take_data(rt_ctx *ctx, rt_tensor *x);
 double rt_get(const rt_tensor *x, int64_t i);        /* flat index, as double */
 void rt_set(rt_tensor *x, int64_t i, double v);
@@ -305,6 +333,10 @@ bool rt_pending(const rt_ctx *ctx, const rt_tensor *t);
 
 /* --------------------------------------------------------- shape kernels */
 
+/* reshape, index and slice along a dim whose outer dims are all 1 (a
+ * contiguous block) return views of x (rt_view: no copy); the CUDA target
+ * copies an index or slice whose block does not start 256-byte aligned
+ * (the GEMM library's alignment). A slice across outer dims copies. */
 rt_tensor *rt_reshape(rt_ctx *ctx, const rt_tensor *x, int ndim, const int64_t *shape);
 rt_tensor *rt_transpose(rt_ctx *ctx, const rt_tensor *x, int d0, int d1);
 rt_tensor *rt_permute(rt_ctx *ctx, const rt_tensor *x, const int *perm);
@@ -318,10 +350,10 @@ rt_tensor *rt_slice_bwd(rt_ctx *ctx, const rt_tensor *dy, int ndim, const int64_
                         int dim, int64_t start);
 rt_tensor *rt_index_bwd(rt_ctx *ctx, const rt_tensor *dy, int ndim, const int64_t *in_shape,
                         int64_t i);
-/* in place (acc must have refs == 1): acc += x, acc[i] += x (dim 0) */
+/* in place (acc must be rt_writable): acc += x, acc[i] += x (dim 0) */
 void rt_add_(rt_ctx *ctx, rt_tensor *acc, const rt_tensor *x);
 void rt_index_add_(rt_ctx *ctx, rt_tensor *acc, int64_t i, const rt_tensor *x);
-/* acc[i] += x, consuming acc: in place when acc is not shared (refs == 1),
+/* acc[i] += x, consuming acc: in place when acc is not shared (rt_writable),
  * on a copy otherwise.  Returns the result (a reference the caller owns). */
 rt_tensor *rt_index_add(rt_ctx *ctx, rt_tensor *acc, int64_t i, const rt_tensor *x);
 

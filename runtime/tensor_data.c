@@ -58,13 +58,17 @@ rt_tensor *rt_copy(rt_ctx *ctx, const rt_tensor *x)
 
 void *rt_take_data(rt_ctx *ctx, rt_tensor *x)
 {
-    RT_CHECK(ctx, x->refs == 1, "rt_take_data: the tensor has %d references, not 1", x->refs);
-    if (ctx->async) /* a collective may still write it */
-        ctx->async(ctx, RT_ASYNC_SETTLE, x);
-    void *p = x->data;
-    rt_mem_dies(ctx, x);
-    free(x);
-    return p;
+    RT_CHECK(ctx, rt_writable(x), "rt_take_data: the tensor has %d references, not 1", x->st->refs);
+    if (x->view || x->data != x->st->base) { /* a view: its elements in a buffer of their own */
+        size_t bytes = (size_t)x->numel * rt_dtype_size(x->dtype);
+        void *p = aligned_alloc(64, bytes ? (bytes + 63) / 64 * 64 : 64);
+        RT_CHECK(ctx, p != NULL, "out of memory allocating %zu bytes", bytes);
+        rt_wait(ctx, x);
+        memcpy(p, x->data, bytes);
+        rt_free(ctx, x);
+        return p;
+    }
+    return rt_release_buffer(ctx, x);
 }
 
 double rt_get(const rt_tensor *x, int64_t i)
@@ -275,7 +279,7 @@ rt_tensor *rt_reshape(rt_ctx *ctx, const rt_tensor *x, int ndim, const int64_t *
 {
     int64_t sh[RT_MAX_DIMS] = {0};
     rt_reshape_check(ctx, x, ndim, shape, sh);
-    return rt_from_data(ctx, x->dtype, ndim, sh, x->data);
+    return rt_view(ctx, x, ndim, sh, 0);
 }
 
 rt_tensor *rt_permute(rt_ctx *ctx, const rt_tensor *x, const int *perm)
@@ -306,7 +310,20 @@ rt_tensor *rt_concat(rt_ctx *ctx, int n, const rt_tensor *const *xs, int dim)
     return y;
 }
 
+/* a slice of a contiguous block (every dim before dim of size 1): a view */
 rt_tensor *rt_slice(rt_ctx *ctx, const rt_tensor *x, int dim, int64_t start, int64_t end)
+{
+    rt_slice_check(ctx, x, &dim, start, end);
+    int64_t shape[RT_MAX_DIMS], outer, d, inner;
+    memcpy(shape, x->shape, sizeof shape);
+    shape[dim] = end - start;
+    rt_split_dims(x, dim, &outer, &d, &inner);
+    if (outer == 1)
+        return rt_view(ctx, x, x->ndim, shape, start * inner);
+    return rt_slice_copy(ctx, x, dim, start, end);
+}
+
+rt_tensor *rt_slice_copy(rt_ctx *ctx, const rt_tensor *x, int dim, int64_t start, int64_t end)
 {
     RT_KERNEL(ctx, RT_K_COPY, "slice");
     rt_slice_check(ctx, x, &dim, start, end);
@@ -367,6 +384,13 @@ rt_tensor *rt_astype(rt_ctx *ctx, const rt_tensor *x, rt_dtype dt)
 }
 
 rt_tensor *rt_index(rt_ctx *ctx, const rt_tensor *x, int64_t i)
+{
+    rt_index_check(ctx, x, i);
+    int64_t inner = rt_numel_of(x->ndim - 1, x->shape + 1);
+    return rt_view(ctx, x, x->ndim - 1, x->shape + 1, i * inner);
+}
+
+rt_tensor *rt_index_copy(rt_ctx *ctx, const rt_tensor *x, int64_t i)
 {
     rt_index_check(ctx, x, i);
     int64_t inner = rt_numel_of(x->ndim - 1, x->shape + 1);

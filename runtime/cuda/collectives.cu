@@ -377,7 +377,7 @@ rt_tensor *rt_all_reduce(rt_ctx *ctx, const rt_tensor *x, rt_axes axes, rt_reduc
 
 rt_tensor *rt_all_reduce_reuse(rt_ctx *ctx, rt_tensor *x, rt_axes axes, rt_reduce_op op)
 {
-    if (x->refs != 1)
+    if (!rt_writable(x))
         return rt_all_reduce(ctx, x, axes, op);
     rt_group *g = rt_group_get(ctx, axes);
     rt_all_reduce_check(ctx, x, op);
@@ -443,7 +443,7 @@ static rt_tensor *rs_uneven(rt_ctx *ctx, rt_group *g, const rt_tensor *x, rt_axe
     int64_t c = largest(&b);
     rt_tensor *xp = rt_pad_blocks(ctx, x, dim, &b, c);
     rt_tensor *yp = rt_reduce_scatter(ctx, xp, axes, dim, op);
-    rt_tensor *y = rt_slice(ctx, yp, dim, 0, b.ext[g->rank]);
+    rt_tensor *y = rt_slice_copy(ctx, yp, dim, 0, b.ext[g->rank]);
     rt_free(ctx, xp);
     rt_free(ctx, yp);
     rt_blocks_free(&b);
@@ -460,7 +460,7 @@ static rt_tensor *a2a_uneven(rt_ctx *ctx, rt_group *g, const rt_tensor *x, rt_ax
     rt_tensor *xp = rt_pad_blocks(ctx, xi, dj, &bj, cj);
     rt_tensor *yp = rt_all_to_all_to(ctx, xp, axes, si, dj, ci * g->size);
     rt_tensor *yi = rt_unpad_blocks(ctx, yp, si, &bi, ci);
-    rt_tensor *y = rt_slice(ctx, yi, dj, 0, bj.ext[g->rank]);
+    rt_tensor *y = rt_slice_copy(ctx, yi, dj, 0, bj.ext[g->rank]);
     rt_free(ctx, xi);
     rt_free(ctx, xp);
     rt_free(ctx, yp);

@@ -99,7 +99,7 @@ rt_tensor *rt_copy(rt_ctx *ctx, const rt_tensor *x)
 
 void *rt_take_data(rt_ctx *ctx, rt_tensor *x)
 {
-    RT_CHECK(ctx, x->refs == 1, "rt_take_data: the tensor has %d references, not 1", x->refs);
+    RT_CHECK(ctx, rt_writable(x), "rt_take_data: the tensor has %d references, not 1", x->st->refs);
     size_t bytes = (size_t)x->numel * rt_dtype_size(x->dtype);
     void *p = aligned_alloc(64, bytes ? (bytes + 63) / 64 * 64 : 64);
     RT_CHECK(ctx, p != NULL, "out of memory allocating %zu bytes", bytes);
@@ -155,7 +155,17 @@ rt_tensor *rt_reshape(rt_ctx *ctx, const rt_tensor *x, int ndim, const int64_t *
 {
     int64_t sh[RT_MAX_DIMS] = {0};
     rt_reshape_check(ctx, x, ndim, shape, sh);
-    return dev_copy(ctx, x->dtype, ndim, sh, x->data);
+    return rt_view(ctx, x, ndim, sh, 0);
+}
+
+/* a block of x from element off viewed (rt_view) where it starts 256-byte
+ * aligned from x's: cuBLASLt's heuristic assumes its operands are (its
+ * default CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_*_BYTES), as every buffer of
+ * the pool is; NULL otherwise (the caller copies) */
+static rt_tensor *aligned_view(rt_ctx *ctx, const rt_tensor *x, int ndim, const int64_t *shape, int64_t off)
+{
+    size_t at = (size_t)((const char *)x->data - (const char *)x->st->base) + (size_t)off * rt_dtype_size(x->dtype);
+    return at % 256 == 0 ? rt_view(ctx, x, ndim, shape, off) : NULL;
 }
 
 rt_tensor *rt_permute(rt_ctx *ctx, const rt_tensor *x, const int *perm)
@@ -190,7 +200,23 @@ rt_tensor *rt_concat(rt_ctx *ctx, int n, const rt_tensor *const *xs, int dim)
     return y;
 }
 
+/* a slice of a contiguous block (every dim before dim of size 1): a view */
 rt_tensor *rt_slice(rt_ctx *ctx, const rt_tensor *x, int dim, int64_t start, int64_t end)
+{
+    rt_slice_check(ctx, x, &dim, start, end);
+    int64_t shape[RT_MAX_DIMS], str[RT_MAX_DIMS];
+    memcpy(shape, x->shape, sizeof shape);
+    shape[dim] = end - start;
+    rt_contiguous_strides(x->ndim, x->shape, str);
+    if (rt_numel_of(dim, x->shape) == 1) {
+        rt_tensor *v = aligned_view(ctx, x, x->ndim, shape, start * str[dim]);
+        if (v)
+            return v;
+    }
+    return rt_slice_copy(ctx, x, dim, start, end);
+}
+
+rt_tensor *rt_slice_copy(rt_ctx *ctx, const rt_tensor *x, int dim, int64_t start, int64_t end)
 {
     RT_KERNEL(ctx, RT_K_COPY, "slice");
     rt_slice_check(ctx, x, &dim, start, end);
@@ -249,6 +275,14 @@ rt_tensor *rt_bf16_narrow(rt_ctx *ctx, rt_tensor *y)
 }
 
 rt_tensor *rt_index(rt_ctx *ctx, const rt_tensor *x, int64_t i)
+{
+    rt_index_check(ctx, x, i);
+    int64_t inner = rt_numel_of(x->ndim - 1, x->shape + 1);
+    rt_tensor *v = aligned_view(ctx, x, x->ndim - 1, x->shape + 1, i * inner);
+    return v ? v : rt_index_copy(ctx, x, i);
+}
+
+rt_tensor *rt_index_copy(rt_ctx *ctx, const rt_tensor *x, int64_t i)
 {
     rt_index_check(ctx, x, i);
     int64_t inner = rt_numel_of(x->ndim - 1, x->shape + 1);
