@@ -302,10 +302,9 @@ static bool try_replay(rt_ctx *ctx, rt_graph_region *r, rt_tensor **const *in, i
                  " (the graph would overwrite it)");
             return false;
         }
-    if (r->nslots) { /* the slot table's new values, once the last replay's upload read the old */
-        rt_target_slots_wait(ctx, r->slot_ev);
-        memcpy(r->slot_pin, r->fillbuf, sizeof *r->fillbuf * (size_t)r->nslots);
-    }
+    if (r->nslots) /* the slot table's new values */
+        rt_target_slots_refresh(ctx, r->graph, r->slot_dev, r->slot_pin, r->slot_ev, r->fillbuf,
+                                sizeof *r->fillbuf * (size_t)r->nslots);
     for (int i = 0; i < nin; i++)
         if (*in[i] != r->in[i] && (*in[i])->data != r->in[i]->data)
             rt_target_graph_copy(ctx, r->in[i]->data, (*in[i])->data,
@@ -436,6 +435,9 @@ void rt_region_end(rt_ctx *ctx, rt_graph_region *r, rt_tensor *const *out, int n
                              "slot %d differs), its capture %d and %d", r->label, r->used, r->gi, r->bad, slot,
                         used, r->nguards);
         }
+        if (r->nslots) /* the captured iteration's values, written into the table during the capture */
+            rt_target_slots_refresh(ctx, r->graph, r->slot_dev, r->slot_pin, r->slot_ev, r->slot_pin,
+                                    sizeof *r->slot_pin * (size_t)r->nslots);
         rt_target_graph_launch(ctx, r->graph); /* the captured iteration's work */
     }
 }

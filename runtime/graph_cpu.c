@@ -90,8 +90,14 @@ void rt_target_slots_upload(rt_ctx *ctx, void *dev, const void *pinned, void *ev
     (void)bytes;
     not_here(ctx);
 }
-void rt_target_slots_wait(rt_ctx *ctx, void *ev)
+void rt_target_slots_refresh(rt_ctx *ctx, void *graph, void *dev, void *pinned, void *ev, const void *vals,
+                             size_t bytes)
 {
+    (void)graph;
+    (void)dev;
+    (void)pinned;
     (void)ev;
+    (void)vals;
+    (void)bytes;
     not_here(ctx);
 }

@@ -37,12 +37,19 @@ void rt_target_graph_free(rt_ctx *ctx, void *graph);
 void rt_target_graph_copy(rt_ctx *ctx, void *dst, const void *src, size_t bytes);
 /* a region's slot table (spmdrt.h rt_hf): bytes of device memory, a pinned
  * host buffer of as many bytes (*pinned) and an event (*ev); upload, during
- * a capture: the copy of pinned to dev, the graph's first node, then ev
- * recorded; wait: the last launch's upload done (pinned may be written) */
+ * a capture: the graph's first node, which writes the table; refresh,
+ * before each launch of the graph (the first included): the next launch's
+ * values vals (bytes of them) into pinned and that node.  Up to
+ * RT_SLOT_PARAM_BYTES the node is a kernel whose parameters are the values
+ * (set on the instantiated graph, copied by the launch: the host never
+ * waits); a larger table is a copy from pinned, then ev recorded, and a
+ * refresh waits for the last launch's copy (a host synchronisation). */
+#define RT_SLOT_PARAM_BYTES 3840
 void *rt_target_slots_new(rt_ctx *ctx, size_t bytes, void **pinned, void **ev);
 void rt_target_slots_free(rt_ctx *ctx, void *dev, void *pinned, void *ev, size_t bytes);
 void rt_target_slots_upload(rt_ctx *ctx, void *dev, const void *pinned, void *ev, size_t bytes);
-void rt_target_slots_wait(rt_ctx *ctx, void *ev);
+void rt_target_slots_refresh(rt_ctx *ctx, void *graph, void *dev, void *pinned, void *ev, const void *vals,
+                             size_t bytes);
 /* how many launches, GEMMs, copies, collectives the graph holds (-1: unknown) */
 long rt_target_graph_nodes(void *graph);
 

@@ -61,9 +61,23 @@ void rt_target_graph_free(rt_ctx *ctx, void *graph)
 long rt_target_graph_nodes(void *graph) { return rt_sim_graph_nodes(graph); }
 #else
 typedef struct cuda_graph {
+    cudaGraph_t graph; /* kept: its slot node names the node to set in exec */
     cudaGraphExec_t exec;
     long nodes;
+    cudaGraphNode_t slot_node; /* the slot table's kernel (NULL: none, or a copy) */
 } cuda_graph;
+
+/* the slot table's values as a kernel's parameters (RT_SLOT_PARAM_BYTES,
+ * with the pointer and the count within the 4 KiB every architecture
+ * takes): one block copies them into the table */
+struct rt_slot_params {
+    unsigned char v[RT_SLOT_PARAM_BYTES];
+};
+static __global__ void rt_slot_fill(unsigned char *dev, unsigned int bytes, rt_slot_params p)
+{
+    for (unsigned int i = threadIdx.x; i < bytes; i += blockDim.x)
+        dev[i] = p.v[i];
+}
 
 /* buffers cudaMalloc'd during a capture (rt_cuda_capture_alloc): freed with cudaFree */
 static void **captured;
@@ -113,8 +127,24 @@ void *rt_target_capture_end(rt_ctx *ctx)
     size_t n = 0;
     RT_CU(ctx, cudaGraphGetNodes(g, NULL, &n));
     cg->nodes = (long)n;
+    if (n) { /* the slot table's kernel, if the capture launched one */
+        cudaGraphNode_t *nodes = (cudaGraphNode_t *)malloc(n * sizeof *nodes);
+        RT_CHECK(ctx, nodes != NULL, "out of memory");
+        RT_CU(ctx, cudaGraphGetNodes(g, nodes, &n));
+        for (size_t i = 0; i < n && !cg->slot_node; i++) {
+            cudaGraphNodeType t;
+            RT_CU(ctx, cudaGraphNodeGetType(nodes[i], &t));
+            if (t != cudaGraphNodeTypeKernel)
+                continue;
+            cudaKernelNodeParams kp;
+            RT_CU(ctx, cudaGraphKernelNodeGetParams(nodes[i], &kp));
+            if (kp.func == (void *)rt_slot_fill)
+                cg->slot_node = nodes[i];
+        }
+        free(nodes);
+    }
     RT_CU(ctx, cudaGraphInstantiateWithFlags(&cg->exec, g, 0));
-    RT_CU(ctx, cudaGraphDestroy(g));
+    cg->graph = g;
     return cg;
 }
 
@@ -128,6 +158,7 @@ void rt_target_graph_free(rt_ctx *ctx, void *graph)
 {
     cuda_graph *cg = (cuda_graph *)graph;
     RT_CU(ctx, cudaGraphExecDestroy(cg->exec));
+    RT_CU(ctx, cudaGraphDestroy(cg->graph));
     free(cg);
 }
 
@@ -165,8 +196,11 @@ void rt_target_slots_free(rt_ctx *ctx, void *dev, void *pinned, void *ev, size_t
 #endif
 }
 
-/* during a capture: the copy of the pinned values to the table, the graph's
- * first node (a replay's refresh), then the event the next replay waits
+/* during a capture: the graph's first node, which writes the table: in the
+ * simulation the copy of the pinned values, read when the replay runs; on
+ * the GPU a kernel whose parameters are the values (set before each
+ * launch, rt_target_slots_refresh) or, for a table larger than they take,
+ * the copy of the pinned values and then the event the next refresh waits
  * for before it writes the pinned buffer again */
 void rt_target_slots_upload(rt_ctx *ctx, void *dev, const void *pinned, void *ev, size_t bytes)
 {
@@ -180,20 +214,58 @@ void rt_target_slots_upload(rt_ctx *ctx, void *dev, const void *pinned, void *ev
     });
 #else
     cudaStream_t s = (cudaStream_t)ctx->tgt->stream;
+    if (bytes <= RT_SLOT_PARAM_BYTES) {
+        rt_slot_params p = {};
+        memcpy(p.v, pinned, bytes); /* the capture's values: each launch's are set before it */
+        rt_slot_fill<<<1, 128, 0, s>>>((unsigned char *)dev, (unsigned int)bytes, p);
+        RT_CU(ctx, cudaGetLastError());
+        return;
+    }
     RT_CU(ctx, cudaMemcpyAsync(dev, pinned, bytes, cudaMemcpyHostToDevice, s));
     RT_CU(ctx, cudaEventRecord((cudaEvent_t)ev, s));
 #endif
 }
 
-/* a host synchronisation (--profile counts it in both builds): the host
- * waits until the last replay's first node has read the pinned values */
-void rt_target_slots_wait(rt_ctx *ctx, void *ev)
+/* before a launch of the graph: its values vals into the pinned buffer and
+ * the graph's first node. A table of up to RT_SLOT_PARAM_BYTES is the slot
+ * kernel's parameters, set on the instantiated graph (the launch copies
+ * them: a launch in flight keeps its own), so the host never waits; a
+ * larger one waits for the last launch's copy out of the pinned buffer, a
+ * host synchronisation (--profile counts it in both builds). The
+ * simulation's replay runs to its end when launched: nothing to wait for. */
+void rt_target_slots_refresh(rt_ctx *ctx, void *graph, void *dev, void *pinned, void *ev, const void *vals,
+                             size_t bytes)
 {
-    rt_count_sync(ctx);
+    if (bytes > RT_SLOT_PARAM_BYTES) {
+        rt_count_sync(ctx);
+#ifndef RT_SIM
+        RT_CU(ctx, cudaEventSynchronize((cudaEvent_t)ev));
+#endif
+    }
+    if (pinned != vals)
+        memcpy(pinned, vals, bytes);
 #ifdef RT_SIM
-    (void)ev; /* a replay ran to its end */
+    (void)graph;
+    (void)dev;
+    (void)ev;
 #else
-    RT_CU(ctx, cudaEventSynchronize((cudaEvent_t)ev));
+    cuda_graph *cg = (cuda_graph *)graph;
+    if (bytes > RT_SLOT_PARAM_BYTES)
+        return;
+    RT_CHECK(ctx, cg->slot_node != NULL, "internal error: a graph region's slot table has no kernel in its graph");
+    rt_slot_params p = {};
+    memcpy(p.v, vals, bytes);
+    unsigned char *d = (unsigned char *)dev;
+    unsigned int nb = (unsigned int)bytes;
+    void *args[] = {&d, &nb, &p};
+    cudaKernelNodeParams kp = {};
+    kp.func = (void *)rt_slot_fill;
+    kp.gridDim = dim3(1);
+    kp.blockDim = dim3(128);
+    kp.sharedMemBytes = 0;
+    kp.kernelParams = args;
+    kp.extra = NULL;
+    RT_CU(ctx, cudaGraphExecKernelNodeSetParams(cg->exec, cg->slot_node, &kp));
 #endif
 }
 
