@@ -44,7 +44,13 @@ if [ "$what" = all ] || [ "$what" = errors ]; then
   for case in args mesh ids; do
     echo "== errors: $case on 1 rank, then 2"
     $py "$here/errors.py" ./libmlp_step.so $case | tee out1.txt
-    timeout 120 mpirun -np 2 $py "$here/errors.py" ./libmlp_step.so $case | sort | tee out2.txt
+    # each rank's lines in a file of its own: mpirun forwards the ranks'
+    # output in pieces that need not end at a newline, so two ranks' lines
+    # on one stream can run into each other
+    rm -f out2.rank*.txt
+    timeout 120 mpirun -np 2 bash -c '"$0" "$1" "$2" "$3" > out2.rank$OMPI_COMM_WORLD_RANK.txt' \
+      $py "$here/errors.py" ./libmlp_step.so $case
+    sort out2.rank0.txt out2.rank1.txt | tee out2.txt
     ! grep -q FAIL out1.txt out2.txt
     grep -c ': Error: ' out1.txt > /dev/null
     # every rank raised every error
