@@ -154,6 +154,14 @@ void rt_alloc_record(rt_ctx *ctx, double t0, bool fresh, size_t bytes)
 
 /* ---- regions */
 
+/* a device operation (rt_count_op) is the innermost open region's own */
+void rt_count_op_region(rt_ctx *ctx)
+{
+    rt_region *r = ctx->profile ? open_region(ctx) : NULL;
+    if (r)
+        r->self_ops += 1;
+}
+
 void rt_region_enter(rt_ctx *ctx, int level, const char *name)
 {
     if (!ctx->profile)
@@ -453,7 +461,7 @@ static void print_regions(rt_ctx *ctx)
     rt_prof *p = &ctx->prof;
     bool same = same_regions(ctx);
     int n = p->nregions;
-    enum { PER = 3 + NK };
+    enum { PER = 4 + NK };
     double *loc = calloc((size_t)(n * PER + 1), sizeof *loc);
     double *sum = calloc((size_t)(n * PER + 1), sizeof *sum);
     double *mx = calloc((size_t)(n * PER + 1), sizeof *mx);
@@ -462,8 +470,9 @@ static void print_regions(rt_ctx *ctx)
         loc[PER * i] = p->regions[i].calls;
         loc[PER * i + 1] = p->regions[i].incl;
         loc[PER * i + 2] = p->regions[i].self;
+        loc[PER * i + 3] = p->regions[i].self_ops;
         for (int k = 0; k < NK; k++)
-            loc[PER * i + 3 + k] = p->regions[i].kind[k];
+            loc[PER * i + 4 + k] = p->regions[i].kind[k];
     }
     double w = ctx->world;
     if (same) {
@@ -477,13 +486,13 @@ static void print_regions(rt_ctx *ctx)
         for (int k = 0; k < NK; k++) {
             col[k] = false;
             for (int i = 0; i < n; i++)
-                col[k] = col[k] || sum[PER * i + 3 + k] > 0;
+                col[k] = col[k] || sum[PER * i + 4 + k] > 0;
         }
         fprintf(stderr, "functions and loop iterations (%s; ms/call: rank 0's median [min-max]); "
                         "self time by kind:\n",
                 same ? "ms: mean over ranks" : "ranks differ: rank 0 only");
-        fprintf(stderr, "%-36s %7s %11s %11s %30s", "region", "calls", "total ms", "self ms",
-                "ms/call");
+        fprintf(stderr, "%-36s %7s %11s %11s %30s %8s", "region", "calls", "total ms", "self ms",
+                "ms/call", "ops/call");
         for (int k = 0; k < NK; k++)
             if (col[k])
                 fprintf(stderr, " %11s", kind_names[k]);
@@ -499,13 +508,13 @@ static void print_regions(rt_ctx *ctx)
             char per[64];
             snprintf(per, sizeof per, "%.3f [%.3f-%.3f]", median(r->durs, r->ndurs) * 1e3,
                      lo * 1e3, hi * 1e3);
-            fprintf(stderr, "%-36s %7.0f %11.3f %11.3f %30s", r->name, s[0] / w, s[1] / w * 1e3,
-                    s[2] / w * 1e3, per);
+            fprintf(stderr, "%-36s %7.0f %11.3f %11.3f %30s %8.1f", r->name, s[0] / w,
+                    s[1] / w * 1e3, s[2] / w * 1e3, per, s[0] > 0 ? s[3] / s[0] : 0.0);
             double other = s[2];
             for (int k = 0; k < NK; k++) {
-                other -= s[3 + k];
+                other -= s[4 + k];
                 if (col[k])
-                    fprintf(stderr, " %11.3f", s[3 + k] / w * 1e3);
+                    fprintf(stderr, " %11.3f", s[4 + k] / w * 1e3);
             }
             fprintf(stderr, " %11.3f\n", other / w * 1e3);
         }

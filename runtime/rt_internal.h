@@ -50,6 +50,7 @@ typedef struct rt_coll_stat {
 typedef struct rt_region {
     const char *name;
     double calls, incl, self;
+    double self_ops;            /* device operations while innermost (rt_count_op) */
     double kind[RT_NKINDS + 1]; /* self time per kernel kind; [RT_NKINDS]: allocation */
     double *durs;               /* every call's inclusive time, for the median */
     int ndurs, cap_durs;
@@ -249,7 +250,12 @@ void rt_region_leave(rt_ctx *ctx, int level, double incl);
 /* marks the region open at level as a training step (its page faults per call) */
 void rt_region_step(rt_ctx *ctx, int level);
 /* one device operation of a kind / one host synchronisation (--profile) */
-static inline void rt_count_op(rt_ctx *ctx, rt_op_kind k) { ctx->prof.ops[k] += 1; }
+void rt_count_op_region(rt_ctx *ctx);
+static inline void rt_count_op(rt_ctx *ctx, rt_op_kind k)
+{
+    ctx->prof.ops[k] += 1;
+    rt_count_op_region(ctx);
+}
 /* profile.c: seconds of device time of a kernel span of kind in region (an
  * index of prof.regions, or -1) */
 void rt_prof_device_time(rt_ctx *ctx, int kind, int region, double seconds);

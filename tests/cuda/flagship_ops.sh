@@ -55,6 +55,18 @@ n=$(sed -n 's/.*: median \([0-9]*\) per rank.*/\1/p' <<<"$ops")
   { echo "FAIL: ${n:-?} device operations per step: fewer than $FLOOR, the counting is broken"; exit 1; }
 [ "$n" -le "$CEILING" ] ||
   { echo "FAIL: $n device operations per step, more than the ceiling of $CEILING"; exit 1; }
+# The region table's own device operations per call (ops/call: those
+# counted while the function was the innermost open region): printed so
+# that a failure shows where the operations are; every operation of the 6
+# steps is some region's own, so the table's sum is at least 6 x n.
+table=$(sed -n '/^functions and loop iterations/,/^[a-z][a-z ]*:/p' "$work/err" | awk '
+  /^region / || /^functions/ || NF < 8 { next }
+  { i = 1; name = ""; while ($i !~ /^[0-9.]+$/) { name = name (name ? " " : "") $i; i++ }
+    printf "%-42s %6d calls %8.1f ops/call\n", name, $i, $(i + 5) }')
+echo "$table"
+total=$(awk '{ t += $(NF - 3) * $(NF - 1) } END { printf "%d", t }' <<<"$table")
+[ "$total" -ge $((6 * n)) ] ||
+  { echo "FAIL: the regions' own operations add up to $total, fewer than the 6 steps' $((6 * n))"; exit 1; }
 with=$(sed -n 's/.*steps with any on rank 0: \([^)]*\))$/\1/p' <<<"$syncs")
 [ "$with" = "6" ] ||
   { echo "FAIL: host synchronisations in steps '${with:-?}' of 6: only the last (6) may synchronise"; exit 1; }
