@@ -990,11 +990,23 @@ static void emit_inst(Emitter *E, IrInst *in, int ind) {
       E->at_line = cline;
     }
     out(E, ind, "f_%s(ctx%s", in->callee->cname, ir_uses_tape(in->callee) ? ", tape" : "");
-    for (int i = 0; i < in->nargs; i++)
-      fprintf(E->out, ", %s", A(E, in, i));
+    /* owned parameters (schedule.c): an argument that dies here is handed
+     * over (the callee may write over it), any other gets a reference */
+    bool *handed = arena_alloc(&E->c->arena, sizeof(bool) * (size_t)(in->nargs + 1));
+    for (int i = 0; i < in->nargs; i++) {
+      int n = 0;
+      for (int k = 0; k < in->nargs; k++)
+        n += in->args[k] == in->args[i];
+      bool owned = in->op == IR_CALL && sched_param_owned(in->callee, i);
+      handed[i] = owned && n == 1 && dies_here(E, in->args[i]);
+      fprintf(E->out, owned && !handed[i] ? ", rt_retain(%s)" : ", %s", A(E, in, i));
+    }
     for (int i = 0; i < in->ndst; i++)
       fprintf(E->out, ", %s", in->dst[i] >= 0 ? arena_sprintf(&E->c->arena, "&%s", D(E, in, i)) : "NULL");
     fprintf(E->out, "); %s\n", loc);
+    for (int i = 0; i < in->nargs; i++)
+      if (handed[i])
+        out(E, ind, "%s = NULL; /* handed over to the callee */\n", A(E, in, i));
     if (in->span.file)
       out(E, ind, "rt_call_end(ctx);\n");
     return;

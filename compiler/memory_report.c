@@ -634,6 +634,19 @@ static void run_call(Mem *M, Frame *F, IrInst *in, IrFn *callee) {
     ar[i] = F->root[in->args[i]];
     ak[i] = host(F, in->args[i], &ah[i]);
   }
+  /* owned parameters (schedule.c): an argument that dies here is handed
+   * over, any other gets a reference (the callee releases it) */
+  for (int i = 0; i < n; i++) {
+    if (!sched_param_owned(callee, i))
+      continue;
+    int twice = 0;
+    for (int k = 0; k < n; k++)
+      twice += in->args[k] == in->args[i];
+    if (twice == 1 && dies_here(M, in->args[i]))
+      F->root[in->args[i]] = -1;
+    else
+      retain(M, ar[i]);
+  }
   Frame out = {0};
   run_fn(M, callee, ar, ah, ak, &out);
   for (int d = 0; d < in->ndst; d++) {

@@ -26,6 +26,64 @@ bool sched_is_param(const IrFn *f, int v) {
   return false;
 }
 
+static bool block_reads(const IrBlock *b, int v) {
+  for (const IrInst *in = b->head; in; in = in->next) {
+    for (int i = 0; i < in->nargs; i++)
+      if (in->args[i] == v)
+        return true;
+    if (block_reads(&in->body, v) || block_reads(&in->els, v))
+      return true;
+  }
+  return false;
+}
+
+/* Owned parameters (the donor rule for a callee's parameters): a plain
+ * function (not main, not an export's entry point, not a value_and_grad
+ * wrapper nor a generated forward or backward, which other C code calls)
+ * takes a reference to each tensor parameter that its body could write
+ * over (an operand of an elementwise operation of its shape, or an
+ * argument of a call that owns it in turn).  Each call site
+ * hands over its own reference where the argument dies at the call (the
+ * caller's block owns it and reads it for the last time there, once), and
+ * adds one otherwise; the callee frees the parameter after its last use
+ * and may write over it (rt_reuse, refs == 1) like any value it owns.  A
+ * parameter whose caller keeps the value alive has two references, so
+ * rt_reuse never hands its buffer out. */
+static bool owned_at(const IrFn *f, int i, int depth);
+
+/* Whether the body of f (its top block) could write over v: v is an
+ * operand of an elementwise instruction of its shape (a fused region's
+ * donor), or an argument of a call that owns it in turn. */
+static bool may_write_over(const IrFn *f, int v, int depth) {
+  const Type *t = f->values[v].type;
+  for (const IrInst *in = f->body.head; in; in = in->next)
+    for (int a = 0; a < in->nargs; a++) {
+      if (in->args[a] != v)
+        continue;
+      if (sched_fusable(f, in) && sched_same_shape(f->values[in->dst[0]].type, t))
+        return true;
+      if (in->op == IR_CALL && depth < 16 && owned_at(in->callee, a, depth + 1))
+        return true;
+    }
+  return false;
+}
+
+static bool owned_at(const IrFn *f, int i, int depth) {
+  if (f->role != IRFN_PLAIN || f->is_main || f->exported || f->vjp_fwd || i < 0 || i >= f->nparams)
+    return false;
+  int v = f->params[i];
+  return f->values[v].type->kind == TY_TENSOR && block_reads(&f->body, v) && may_write_over(f, v, depth);
+}
+
+bool sched_param_owned(const IrFn *f, int i) { return owned_at(f, i, 0); }
+
+bool sched_owned_value(const IrFn *f, int v) {
+  for (int i = 0; i < f->nparams; i++)
+    if (f->params[i] == v)
+      return sched_param_owned(f, i);
+  return true;
+}
+
 /* ---- elementwise fusion: which instructions can be members of a region.
  * A run of consecutive arithmetic instructions (+ - * /, the unary ops of
  * fused_unary, gradient accumulation) on tensors of one shape and dtype, and host
@@ -285,6 +343,21 @@ static bool region_member(IrInst **insts, int j, int end, int v) {
   return false;
 }
 
+/* Whether member insts[k] reads value v, itself (depth 1) or through at
+ * most depth - 1 members whose values it reads. */
+static bool member_reads(IrInst **insts, int j, int k, int v, int depth) {
+  for (int a = 0; a < insts[k]->nargs; a++) {
+    int x = insts[k]->args[a];
+    if (x == v)
+      return true;
+    if (depth > 1)
+      for (int m = j; m < k; m++)
+        if (!sched_transparent(insts[m]) && insts[m]->dst[0] == x && member_reads(insts, j, m, v, depth - 1))
+          return true;
+  }
+  return false;
+}
+
 static int fused_region(Compiler *c, IrFn *f, IrInst **insts, int j, int n, int blk, const int *nuses,
                         const int *lastuse, const int *defblk, const bool *moved, int *out) {
   if (!sched_fusable(f, insts[j]))
@@ -311,7 +384,7 @@ static int fused_region(Compiler *c, IrFn *f, IrInst **insts, int j, int n, int 
           dup = dup || d[e] == v;
         const Type *vt = f->values[v].type;
         if (!dup && !region_member(insts, j, end, v) && moved[v] == !pass && vt->kind == TY_TENSOR && sched_same_shape(vt, t) &&
-            defblk[v] == blk && !sched_is_param(f, v) && lastuse[v] >= j && lastuse[v] < end)
+            defblk[v] == blk && sched_owned_value(f, v) && lastuse[v] >= j && lastuse[v] < end)
           d[ndonors++] = v;
       }
     }
@@ -329,9 +402,24 @@ static int fused_region(Compiler *c, IrFn *f, IrInst **insts, int j, int n, int 
   }
   if (members < 2 && (ndonors == 0 || stored == 0))
     return 0;
-  for (int k = j; k < end; k++)
-    if (!sched_transparent(insts[k]) && out[k] == SCHED_NEW_BUFFER && used < ndonors)
-      out[k] = d[used++];
+  /* each stored member takes, by preference, a donor it reads itself, then
+   * the nearest one it reads through the region's other members, then any:
+   * AdamW's new parameter takes the decayed one's buffer and each moment its
+   * old one's, so a loop's state stays in the same buffers step after step */
+  bool *taken = arena_alloc(&c->arena, sizeof(bool) * (size_t)(ndonors + 1));
+  memset(taken, 0, sizeof(bool) * (size_t)(ndonors + 1));
+  for (int depth = 1; depth <= end - j + 1 && used < ndonors; depth++)
+    for (int k = j; k < end && used < ndonors; k++) {
+      if (sched_transparent(insts[k]) || out[k] != SCHED_NEW_BUFFER)
+        continue;
+      for (int e = 0; e < ndonors; e++)
+        if (!taken[e] && (depth > end - j || member_reads(insts, j, k, d[e], depth))) {
+          out[k] = d[e];
+          taken[e] = true;
+          used++;
+          break;
+        }
+    }
   return end;
 }
 
@@ -355,6 +443,12 @@ void schedule_block(Compiler *c, IrFn *f, IrBlock *b, int blk, const int *nuses,
       if (insts[j]->dst[d] >= 0) {
         lastuse[insts[j]->dst[d]] = -1;
         defblk[insts[j]->dst[d]] = blk;
+      }
+  if (b == &f->body) /* owned parameters: the function's body defines them */
+    for (int i = 0; i < f->nparams; i++)
+      if (sched_param_owned(f, i)) {
+        lastuse[f->params[i]] = -1;
+        defblk[f->params[i]] = blk;
       }
   bool *special = var_moves(c, f, insts, n);
   /* all_reduces that start non-blocking; values that may be pending (those,
@@ -398,6 +492,17 @@ void schedule_block(Compiler *c, IrFn *f, IrBlock *b, int blk, const int *nuses,
       int last = lastuse[v] > j ? lastuse[v] : j;
       next_free[v] = free_after[last];
       free_after[last] = v;
+    }
+  if (b == &f->body)
+    for (int i = 0; i < f->nparams; i++) {
+      int v = f->params[i];
+      bool dup = false; /* a value passed twice is one parameter's twice */
+      for (int k = 0; k < i; k++)
+        dup = dup || f->params[k] == v;
+      if (!dup && sched_param_owned(f, i) && lastuse[v] >= 0) {
+        next_free[v] = free_after[lastuse[v]];
+        free_after[lastuse[v]] = v;
+      }
     }
   /* regions, in the order the host program runs them: a var read inside a
    * region moves the var's reference only after the region's donors are

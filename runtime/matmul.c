@@ -300,11 +300,14 @@ static rt_tensor *einsum2(rt_ctx *ctx, const char *eq, const eqn *e, const rt_te
     rt_tensor *PA = permute_labels(ctx, A, la, pa), *PB = permute_labels(ctx, B, lb, pb);
     ctx->mem_off--;
     rt_tensor A3 = view(PA, 3, (int64_t[]){bt, M, K}), B3 = view(PB, 3, (int64_t[]){bt, K, N});
-    rt_tensor *C = bmm(ctx, &A3, false, &B3, false);
-    C->ndim = nd; /* [bt, M, N] seen as [batch..., fa..., fb...] */
-    memcpy(C->shape, shape, (size_t)nd * sizeof *shape);
     char lc[3 * RT_MAX_DIMS + 1];
     snprintf(lc, sizeof lc, "%s%s%s", batch, fa, fb);
+    bool scratch = strcmp(lc, e->out) != 0; /* the GEMM's result permuted: scratch too */
+    ctx->mem_off += scratch;
+    rt_tensor *C = bmm(ctx, &A3, false, &B3, false);
+    ctx->mem_off -= scratch;
+    C->ndim = nd; /* [bt, M, N] seen as [batch..., fa..., fb...] */
+    memcpy(C->shape, shape, (size_t)nd * sizeof *shape);
     rt_tensor *y = permute_labels(ctx, C, lc, e->out);
     rt_free(ctx, A); rt_free(ctx, B); rt_free(ctx, PA); rt_free(ctx, PB); rt_free(ctx, C);
     return y;
