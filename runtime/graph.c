@@ -49,6 +49,7 @@ struct rt_graph_region {
     int iter;
     rt_tensor **in, **out, **warm; /* held: the graph's inputs and results; a warm-up's inputs */
     int nin, nout, nwarm;
+    bool *written; /* per input: the capture wrote over it (rt_reuse): the graph updates it in place */
     uint64_t *host;
     int nhost;
     rt_region_fill fill;
@@ -67,6 +68,7 @@ struct rt_graph_region {
     size_t *privcap;
     int npriv, cappriv;
     long replays, eager_runs;
+    long copies; /* inputs copied into the captured buffers, over all replays */
     /* --profile: the device operations its capture recorded, by kind
      * (rt_count_op during the capture): a replay adds them, as the eager
      * iteration's launches would have been counted one by one */
@@ -251,6 +253,31 @@ void rt_guard(rt_ctx *ctx, uint64_t bits, const char *what)
     }
 }
 
+/* In place during a capture: an input of the region whose every other
+ * reference is the program's one (refs == 1 but for the region's holds of
+ * it as an input) is written over as in an eager iteration, where the
+ * program's value dies here (the generated code calls rt_reuse only on a
+ * dying operand).  The graph then updates that buffer in place: a replay
+ * whose input is that very buffer copies nothing (parameters, moments,
+ * accumulators stay in place step after step), and one whose input
+ * another part of the program still holds runs eagerly (try_replay). */
+bool rt_graph_capture_writable(rt_ctx *ctx, const rt_tensor *x)
+{
+    struct rt_graphs *g = ctx->graphs;
+    rt_graph_region *r = g ? g->capture : NULL;
+    if (!r || !x)
+        return false;
+    int holds = 0;
+    for (int i = 0; i < r->nin; i++)
+        holds += r->in[i] && r->in[i]->st == x->st;
+    if (holds == 0 || x->st->refs - holds != 1 || held(ctx, x->st) != holds)
+        return false;
+    for (int i = 0; i < r->nin; i++)
+        if (r->in[i] && r->in[i]->st == x->st)
+            r->written[i] = true;
+    return true;
+}
+
 /* a replay, or false (with a note) when it would not give the eager results */
 static bool try_replay(rt_ctx *ctx, rt_graph_region *r, rt_tensor **const *in, int nin, rt_tensor **const *dies,
                        int ndies, const uint64_t *host, int nhost, const char *host_names)
@@ -290,6 +317,12 @@ static bool try_replay(rt_ctx *ctx, rt_graph_region *r, rt_tensor **const *in, i
                  " (a result of an earlier replay, kept)");
             return false;
         }
+        if (src == dst && r->written[i] && !only_dying(ctx, dst, dies, ndies)) {
+            /* the graph writes over this input in place: only a dying one */
+            note(ctx, r, NOTE_HELD, " when %s%s", "an input it updates in place is still held by the program",
+                 " (the graph would overwrite it)");
+            return false;
+        }
         if (src != dst && src->st == dst->st && src->data != dst->data) { /* not reached: an overlap */
             note(ctx, r, NOTE_HELD, " when %s%s", "an input is a view of another part of the buffer it is copied to",
                  "");
@@ -306,9 +339,11 @@ static bool try_replay(rt_ctx *ctx, rt_graph_region *r, rt_tensor **const *in, i
         rt_target_slots_refresh(ctx, r->graph, r->slot_dev, r->slot_pin, r->slot_ev, r->fillbuf,
                                 sizeof *r->fillbuf * (size_t)r->nslots);
     for (int i = 0; i < nin; i++)
-        if (*in[i] != r->in[i] && (*in[i])->data != r->in[i]->data)
+        if (*in[i] != r->in[i] && (*in[i])->data != r->in[i]->data) {
             rt_target_graph_copy(ctx, r->in[i]->data, (*in[i])->data,
                                  (size_t)r->in[i]->numel * rt_dtype_size(r->in[i]->dtype));
+            r->copies++;
+        }
     for (int i = 0; i < ndies; i++) {
         rt_free(ctx, *dies[i]);
         *dies[i] = NULL;
@@ -358,6 +393,8 @@ bool rt_region_begin(rt_ctx *ctx, rt_graph_region **rp, const char *label, rt_te
     case R_READY: /* the capture */
         r->in = hold_all(ctx, in, nin);
         r->nin = nin;
+        r->written = calloc((size_t)(nin ? nin : 1), sizeof *r->written);
+        RT_CHECK(ctx, r->written != NULL, "out of memory");
         r->host = malloc(sizeof *r->host * (size_t)(nhost ? nhost : 1));
         RT_CHECK(ctx, r->host != NULL, "out of memory");
         if (nhost)
@@ -505,6 +542,14 @@ bool rt_graph_pool_keep(rt_ctx *ctx, void *p, size_t cap)
     return true;
 }
 
+static int written_count(const rt_graph_region *r)
+{
+    int n = 0;
+    for (int i = 0; i < r->nin && r->written; i++)
+        n += r->written[i];
+    return n;
+}
+
 void rt_graphs_free(rt_ctx *ctx)
 {
     struct rt_graphs *g = ctx->graphs;
@@ -518,10 +563,11 @@ void rt_graphs_free(rt_ctx *ctx)
                     r->graph ? r->nslots : 0, r->nguards, r->graph ? "" : "\n");
         if (g->verbose && ctx->rank == 0 && r->graph) /* what --profile counts for each replay */
             fprintf(stderr, "; a replay counts %.0f device operations (%.0f kernels, %.0f GEMMs, %.0f copies, "
-                            "%.0f collectives), its graph holds %ld nodes\n",
+                            "%.0f collectives), its graph holds %ld nodes; %ld of its %d inputs copied into the "
+                            "captured buffers over its replays (%d updated in place)\n",
                     r->ops[RT_OP_KERNEL] + r->ops[RT_OP_GEMM] + r->ops[RT_OP_COPY] + r->ops[RT_OP_COLL],
                     r->ops[RT_OP_KERNEL], r->ops[RT_OP_GEMM], r->ops[RT_OP_COPY], r->ops[RT_OP_COLL],
-                    rt_target_graph_nodes(r->graph));
+                    rt_target_graph_nodes(r->graph), r->copies, r->nin, written_count(r));
     }
     rt_graph_region *next;
     for (rt_graph_region *r = g->list; r; r = next) {
@@ -529,6 +575,7 @@ void rt_graphs_free(rt_ctx *ctx)
         if (r->graph)
             rt_target_graph_free(ctx, r->graph);
         release_all(ctx, r->in, r->nin);
+        free(r->written);
         release_all(ctx, r->out, r->nout);
         release_all(ctx, r->warm, r->nwarm);
         for (int i = 0; i < r->npriv; i++)

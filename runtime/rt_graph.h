@@ -18,6 +18,10 @@ extern "C" {
  * (the warm-up would have seen it). */
 void rt_graph_host_sync(rt_ctx *ctx, const char *what);
 bool rt_graph_capturing(const rt_ctx *ctx);
+/* rt_reuse during a capture: whether x may be written over although the
+ * region being captured holds it as an input (its only other reference is
+ * the program's); the input is then noted as one the graph writes */
+bool rt_graph_capture_writable(rt_ctx *ctx, const rt_tensor *x);
 /* pool.c: during a capture the buffers of the pool belong to the graph:
  * take one of cap bytes from those it freed (false: none) and keep what
  * it frees (never handed to anyone else) */

@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "rt_graph.h"
 #include "rt_internal.h"
 
 size_t rt_dtype_size(rt_dtype dt)
@@ -179,7 +180,7 @@ rt_tensor *rt_retain(rt_tensor *x)
 rt_tensor *rt_reuse(rt_ctx *ctx, rt_tensor *x)
 {
     ctx->prof.reuse_calls += 1;
-    if (rt_writable(x)) {
+    if (rt_writable(x) || rt_graph_capture_writable(ctx, x)) {
         ctx->prof.reuse_hits += 1;
         return rt_retain(x);
     }
