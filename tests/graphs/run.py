@@ -14,6 +14,10 @@ the timing columns of its output masked):
                 regular expression its note must match)
   eager=N       the region replayed most ran N iterations eagerly (0: after
                 its warm-up and capture, every iteration a replay)
+  inplace=N     the region replayed most updates at least N of its inputs in
+                place (owned parameters: parameters, moments)
+  copied=N      and copied at most N of its inputs into the captured buffers
+                per replay
   args=A;B      program arguments
   env=K=V       an environment variable of the runs (repeatable)
   fail=RE       both runs exit non-zero with RE in their standard error
@@ -66,7 +70,7 @@ def gpt_case(tmp):
 def run_case(spmdc, simlib, mpirun, case, tmp):
     path, _, opts = case.partition(':')
     o = {'np': '1', 'D': [], 'env': [], 'fail': None, 'expect': None, 'note': None, 'mesh': None, 'args': '', 'captured': '0',
-         'eager': None}
+         'eager': None, 'inplace': None, 'copied': None}
     data = None
     if path == 'gpt':
         path, o['D'], data = gpt_case(tmp)
@@ -138,6 +142,16 @@ def run_case(spmdc, simlib, mpirun, case, tmp):
         most = max(summary, key=lambda s: int(s[0]))
         if int(most[1]) != int(o['eager']):
             return 'the region replayed most ran %s iterations eagerly, not %s:\n%s' % (most[1], o['eager'], err1)
+    if o['inplace'] is not None or o['copied'] is not None:
+        io = re.findall(r'^spmd: graph region .*: captured, (\d+) replays, .*; (\d+) of its (\d+) inputs copied '
+                        r'into the captured buffers over its replays \((\d+) updated in place\)', err1, re.M)
+        if not io:
+            return 'no summary of the replays\' input copies:\n' + err1
+        most = max(io, key=lambda s: int(s[0]))
+        if o['inplace'] is not None and int(most[3]) < int(o['inplace']):
+            return 'the region updates %s inputs in place, not at least %s:\n%s' % (most[3], o['inplace'], err1)
+        if o['copied'] is not None and int(most[1]) > int(o['copied']) * int(most[0]):
+            return '%s inputs copied over %s replays: more than %s per replay:\n%s' % (most[1], most[0], o['copied'], err1)
     if o['expect'] == 'eager':
         if any(replays):
             return 'a region was replayed:\n' + err1
