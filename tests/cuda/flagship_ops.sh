@@ -20,8 +20,14 @@
 # (rt_reshape and the layer weights' rt_index share their operand's memory:
 # no copy where the block starts 256-byte aligned; at this size the [L, D]
 # fields' rows of 128 bytes are still copied, 12 a step): 318 a step, so
-# CEILING is 330. A step with fewer than FLOOR operations means the
-# counting broke. Counted with SPMD_GRAPHS=0: with graphs a replay counts
+# CEILING is 330. Owned parameters (AdamW and clipping in place) change no
+# count at SPMD_GRAPHS=0 (318: the same launches, now into the parameters'
+# and moments' own buffers), but with graphs a replay copied each of its
+# 62 inputs, every parameter and moment field among them, into the
+# captured buffers (381 operations a replayed step); now the graph updates
+# 60 of them in place and copies at most COPIES a replay (2 measured; 321
+# operations a replayed step). A step with fewer than FLOOR operations
+# means the counting broke. Counted with SPMD_GRAPHS=0: with graphs a replay counts
 # its graph's operations too (cuda_sim/graph_ops_*), plus the copies of its
 # inputs into the captured buffers. The host synchronisations are checked
 # with graphs too (below).
@@ -30,6 +36,7 @@ spmdc=$1
 simrt=$2
 CEILING=330
 FLOOR=200
+COPIES=2
 root=$(cd "$(dirname "$0")/../.." && pwd)
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
@@ -82,10 +89,15 @@ untimed() { sed 's| ms/step .*||' "$1"; } # the step's time and tokens/s differ 
   { diff <(untimed "$work/out") <(untimed "$work/out_graphs"); echo "FAIL: graphs on and off print different numbers"; exit 1; }
 grep -q 'captured, 4 replays, 0 eager iterations' "$work/err_graphs" ||
   { grep '^spmd: graph region' "$work/err_graphs"; echo "FAIL: the step region did not replay in steps 3-6"; exit 1; }
+copied=$(sed -n 's/.*captured, \([0-9]*\) replays.*; \([0-9]*\) of its [0-9]* inputs copied.*/\2 \1/p' "$work/err_graphs")
+read -r ncopied nreplays <<<"$copied"
+[ -n "${ncopied:-}" ] && [ "$ncopied" -le $((COPIES * nreplays)) ] ||
+  { grep '^spmd: graph region' "$work/err_graphs"
+    echo "FAIL: ${ncopied:-?} inputs copied over ${nreplays:-?} replays: more than $COPIES a replay"; exit 1; }
 gsyncs=$(grep '^host synchronisations per training step' "$work/err_graphs") ||
   { cat "$work/err_graphs"; echo "FAIL: no host-synchronisation line in the profile with graphs"; exit 1; }
 echo "$gsyncs"
 gwith=$(sed -n 's/.*steps with any on rank 0: \([^)]*\))$/\1/p' <<<"$gsyncs")
 [ "$gwith" = "6" ] ||
   { echo "FAIL: with graphs, host synchronisations in steps '${gwith:-?}' of 6: only the last (6) may synchronise"; exit 1; }
-echo "ok: $n device operations per step (ceiling $CEILING), host synchronisations only in the last step, with graphs too"
+echo "ok: $n device operations per step (ceiling $CEILING), host synchronisations only in the last step, with graphs too; $ncopied inputs copied over $nreplays replays"
