@@ -14,7 +14,9 @@
  * collectives over one rank, ppermute by a multiple of the axis size,
  * dropout with p = 0) or views it (reshape, index, a slice or concat's
  * gradient of a contiguous block: a Root is the runtime's rt_storage).  Var slots and the autodiff tape hold references,
- * calls borrow their arguments and return new references.  Host values are
+ * calls borrow their arguments (an owned parameter's, schedule.c: handed
+ * over where it dies at the call, else one more reference) and return new
+ * references.  Host values are
  * computed where they are constants, mesh sizes, loop indices or
  * arithmetic on those; a condition it cannot compute is taken as false,
  * and a loop of main's body runs twice at most (its steps repeat).  Every
