@@ -415,6 +415,7 @@ static void bwd_rule(Rev *r, IrInst *in, IrBlock *here, int dy, const int *res_f
                    in->nargs > 3 ? RES(in->args[3]) : -1};
     IrInst *b = bemit(r, IR_ATTENTION_BWD, sp, in->nargs > 3 ? 7 : 6, args);
     IR_I(b, CAUSAL) = IR_I(in, CAUSAL);
+    IR_I(b, LAYOUT) = IR_I(in, LAYOUT); /* the gradients in their primals' layouts */
     b->f = in->f;
     grads_per_arg(r, here, b, in, 3);
     return;

@@ -255,9 +255,26 @@ static void emit_reinterpret_even(Emitter *E, IrInst *in, int ind) {
  * [B, Hkv, S, E]): each rank's query heads must be its key/value heads'
  * groups, checked where the checker could not (check_attention.c's
  * gqa_blocks_line_up: an axis size left to the run). */
+/* rt_attention_l's layout argument (", RT_ATTN_Q | ...") where the op
+ * reads or writes the token-major layout (attention_layout.c), else "" */
+static const char *attn_layout_c(Emitter *E, IrInst *in) {
+  long long l = IR_I(in, LAYOUT);
+  if (!l)
+    return "";
+  StrBuf sb;
+  sb_init(&sb, &E->c->arena);
+  static const char *const bit[] = {"RT_ATTN_Q", "RT_ATTN_K", "RT_ATTN_V", "RT_ATTN_OUT"};
+  const char *sep = ", ";
+  for (int i = 0; i < 4; i++)
+    if (l >> i & 1)
+      sb_printf(&sb, "%s%s", sep, bit[i]), sep = " | ";
+  return sb.data;
+}
+
 static void emit_gqa_blocks(Emitter *E, IrInst *in, int ind) {
   const Type *q = E->f->values[in->args[0]].type, *k = E->f->values[in->args[1]].type;
-  if (q->kind != TY_TENSOR || q->local || q->ndim != 4 || q->spec[1][0] < 0 || size_eq(q->shape[1], k->shape[1]))
+  int qh = IR_I(in, LAYOUT) & 1 ? 2 : 1, kh = IR_I(in, LAYOUT) & 2 ? 2 : 1; /* the heads' dims */
+  if (q->kind != TY_TENSOR || q->local || q->ndim != 4 || q->spec[qh][0] < 0 || size_eq(q->shape[qh], k->shape[kh]))
     return;
   int line, col;
   source_position(E->c, in->span, &line, &col);
@@ -265,10 +282,10 @@ static void emit_gqa_blocks(Emitter *E, IrInst *in, int ind) {
   StrBuf ax;
   sb_init(&ax, &E->c->arena);
   int n = 0;
-  while (n < MAX_MESH_AXES && q->spec[1][n] >= 0)
-    sb_printf(&ax, "%s%d", n ? ", " : "", q->spec[1][n]), n++;
+  while (n < MAX_MESH_AXES && q->spec[qh][n] >= 0)
+    sb_printf(&ax, "%s%d", n ? ", " : "", q->spec[qh][n]), n++;
   out(E, ind, "rt_check_gqa_blocks(ctx, %s, \"%s:%d\", %s, %s, (rt_axes){.n = %d, .idx = {%s}});\n", c_string(E, name),
-      source_file(E->c, in->span.file)->path, line, size_c(E, q->shape[1]), size_c(E, k->shape[1]), n, ax.data);
+      source_file(E->c, in->span.file)->path, line, size_c(E, q->shape[qh]), size_c(E, k->shape[kh]), n, ax.data);
 }
 
 static const char *axes_c(Emitter *E, IrInst *in) {
@@ -614,8 +631,9 @@ static void emit_inst(Emitter *E, IrInst *in, int ind) {
   case IR_ATTENTION: { /* each row's log-sum-exp only where the backward keeps it */
     bool lse = in->ndst > 1 && in->dst[1] >= 0 && E->nuses[in->dst[1]] > 0;
     emit_gqa_blocks(E, in, ind);
-    out(E, ind, "%s = rt_attention(ctx, %s, %s, %s, %s, %s, %s, %s); %s\n", D(E, in, 0), A(E, in, 0), A(E, in, 1),
-        A(E, in, 2), IR_I(in, CAUSAL) ? "true" : "false", num(E, in->f), in->nargs > 3 ? A(E, in, 3) : "-1",
+    out(E, ind, "%s = rt_attention%s(ctx, %s, %s, %s, %s, %s, %s%s, %s); %s\n", D(E, in, 0),
+        IR_I(in, LAYOUT) ? "_l" : "", A(E, in, 0), A(E, in, 1), A(E, in, 2), IR_I(in, CAUSAL) ? "true" : "false",
+        num(E, in->f), in->nargs > 3 ? A(E, in, 3) : "-1", attn_layout_c(E, in),
         lse ? arena_sprintf(&E->c->arena, "&%s", D(E, in, 1)) : "NULL", loc);
     return;
   }
@@ -857,9 +875,9 @@ static void emit_inst(Emitter *E, IrInst *in, int ind) {
         A(E, in, 1), loc);
     return;
   case IR_ATTENTION_BWD:
-    out(E, ind, "rt_attention_bwd(ctx, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s); %s\n", A(E, in, 0),
-        A(E, in, 1), A(E, in, 2), A(E, in, 3), A(E, in, 4), A(E, in, 5), IR_I(in, CAUSAL) ? "true" : "false",
-        num(E, in->f), in->nargs > 6 ? A(E, in, 6) : "-1",
+    out(E, ind, "rt_attention_bwd%s(ctx, %s, %s, %s, %s, %s, %s, %s, %s, %s%s, %s, %s, %s); %s\n",
+        IR_I(in, LAYOUT) ? "_l" : "", A(E, in, 0), A(E, in, 1), A(E, in, 2), A(E, in, 3), A(E, in, 4), A(E, in, 5),
+        IR_I(in, CAUSAL) ? "true" : "false", num(E, in->f), in->nargs > 6 ? A(E, in, 6) : "-1", attn_layout_c(E, in),
         in->dst[0] >= 0 ? arena_sprintf(&E->c->arena, "&%s", D(E, in, 0)) : "NULL",
         in->dst[1] >= 0 ? arena_sprintf(&E->c->arena, "&%s", D(E, in, 1)) : "NULL",
         in->dst[2] >= 0 ? arena_sprintf(&E->c->arena, "&%s", D(E, in, 2)) : "NULL", loc);
@@ -2093,8 +2111,8 @@ static void emit_fn(Emitter *E, IrFn *f) {
   fprintf(E->out, "/* %s:%d: %s */\n", source_file(E->c, f->span.file)->path, line, f->fn ? f->fn->name : f->cname);
   emit_signature(E, f, false);
   for (int v = 0; v < f->nvalues; v++) {
-    if (is_param(E, v))
-      continue;
+    if (is_param(E, v) || (is_tensor(E, v) && !E->defs[v] && !E->nuses[v]))
+      continue; /* (a value a rewrite left without definition or use: attention_layout.c) */
     const char *ct = ctype_of(f->values[v].type);
     out(E, 1, "%s%s%s = %s;\n", ct, ct[strlen(ct) - 1] == '*' ? "" : " ", vname(E, v),
         f->values[v].type->kind == TY_TENSOR || f->values[v].type->kind >= TY_AXES ? "NULL" : "0");

@@ -159,6 +159,14 @@ static void dump_block(Compiler *c, IrProgram *p, IrFn *f, IrBlock *b, int inden
     }
     if (in->op == IR_VAR_SET || in->op == IR_VAR_GET)
       fprintf(out, " $%s", f->vars[IR_I(in, SLOT)].name);
+    if ((in->op == IR_ATTENTION || in->op == IR_ATTENTION_BWD) && IR_I(in, LAYOUT)) {
+      static const char *const tok[] = {"q", "k", "v", "out"}; /* attention_layout.c */
+      const char *sep = " token_major(";
+      for (int i = 0; i < 4; i++)
+        if (IR_I(in, LAYOUT) >> i & 1)
+          fprintf(out, "%s%s", sep, tok[i]), sep = ",";
+      fputc(')', out);
+    }
     int line, col;
     source_position(c, in->span, &line, &col);
     if (in->ndst && in->dst[0] >= 0 && in->dst[0] < f->nvalues)

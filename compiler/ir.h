@@ -65,6 +65,7 @@ typedef enum { LTY_R, LTY_I, LTY_V, LTY_P } IrLType;
   X(MEAN_GIVEN, IRR_BOOL, 1)    /* RANDN: mean= was given (args[2]) */                                      \
   X(CE_REDUCTION, IRR_CE, 1)    /* CROSS_ENTROPY(_VP)(_BWD): the IrCeReduction */                                \
   X(CAUSAL, IRR_BOOL, 1)        /* ATTENTION(_BWD): causal=, query i sees keys j <= i + S - T */            \
+  X(LAYOUT, IRR_ANY, 1)         /* ATTENTION(_BWD): the token-major operands (RT_ATTN_*: attention_layout.c) */ \
   X(REDUCE, IRR_REDUCE, 1)      /* ALL_REDUCE: the IrReduceOp */                                            \
   X(SRC_DIM, IRR_DIM, 1)        /* ALL_TO_ALL: the dims split and joined */                                 \
   X(DST_DIM, IRR_DIM, 1)                                                                                    \
@@ -251,6 +252,9 @@ bool ir_is_host(const Type *t);
 
 /* lower.c: check the program and lower every instance to IR */
 bool lower_program(Compiler *c, Mesh *mesh, IrProgram *out);
+/* attention reads and writes the token-major layout where the program
+ * permutes to and from it (attention_layout.c; before autodiff) */
+void attention_layouts(Compiler *c, IrProgram *prog);
 
 /* autodiff.c */
 void ad_differentiate(Compiler *c, IrProgram *p);

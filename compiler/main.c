@@ -850,6 +850,7 @@ int main(int argc, char **argv) {
     /* --check too runs every phase that can reject a program before C is
      * written: the checker, the lowering, autodiff, the IR's verifier, the
      * emitter's own checks; it writes nothing */
+    attention_layouts(c, &prog);
     ad_differentiate(c, &prog);
     emit_check(c, &prog);
     if (c->nerrors) {

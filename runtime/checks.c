@@ -604,6 +604,27 @@ void rt_attention_check(rt_ctx *ctx, const rt_tensor *q, const rt_tensor *k, con
     }
 }
 
+rt_tensor rt_attn_logical(const rt_tensor *x, bool tm)
+{
+    rt_tensor l = *x;
+    if (tm && x->ndim >= 3) {
+        for (int i = 1; i < x->ndim - 2; i++)
+            l.shape[i] = x->shape[i + 1];
+        l.shape[x->ndim - 2] = x->shape[1];
+    }
+    return l;
+}
+
+void rt_attn_to_tokens(rt_tensor *x, bool tm)
+{
+    if (!tm || x->ndim < 3)
+        return;
+    int64_t t = x->shape[x->ndim - 2];
+    for (int i = x->ndim - 2; i > 1; i--)
+        x->shape[i] = x->shape[i - 1];
+    x->shape[1] = t;
+}
+
 rt_tensor *rt_attention_outputs(rt_ctx *ctx, const rt_tensor *q, const rt_attn_dims *d, bool want_lse,
                                 rt_tensor **lse)
 {

@@ -118,53 +118,110 @@ static int64_t last_key(bool causal, int64_t i, int64_t t, int64_t s) { return c
 ATTN(float, f32, RT_F32, expf, logf)
 ATTN(double, f64, RT_F64, exp, log)
 
-/* A slab of n elements at element offset off of x, as the compute type:
- * x's own memory (f32, f64), or staged into buf (bf16 -> f32). */
-static const void *slab(const rt_tensor *x, int64_t off, int64_t n, float *buf)
+/* Where one head's rows of an operand lie: h heads of t rows of w
+ * elements, token-major (tm: [B, T, H, w]) or head-major ([B, H, T, w]).
+ * A head-major f32 or f64 operand's head is its own memory; otherwise the
+ * kernels see a contiguous copy in the compute type (bf16 staged through
+ * f32), the same values in the same order, so the same bits. */
+typedef struct {
+    rt_tensor *x;
+    int64_t h, t, w;
+    bool tm;
+} opnd;
+
+static bool staged(const opnd *o) { return o->tm || o->x->dtype == RT_BF16; }
+
+/* copies nrows rows from logical row r0 of o (into buf) or back (to o) */
+static void move_rows(const opnd *o, int64_t r0, int64_t nrows, void *buf, bool to_x)
 {
-    if (x->dtype != RT_BF16)
-        return (const char *)x->data + (size_t)off * rt_dtype_size(x->dtype);
-    rt_bf16_to_f32_n(buf, (const uint16_t *)x->data + off, n);
+    size_t esz = rt_dtype_size(o->x->dtype), csz = o->x->dtype == RT_F64 ? sizeof(double) : sizeof(float);
+    /* head-major rows are one run; token-major ones a run per row */
+    int64_t run = o->tm ? 1 : nrows;
+    for (int64_t i = 0; i < nrows; i += run) {
+        int64_t off = rt_attn_row(r0 + i, o->h, o->t, o->tm) * o->w, n = run * o->w;
+        char *c = (char *)buf + (size_t)(i * o->w) * csz, *m = (char *)o->x->data + (size_t)off * esz;
+        if (o->x->dtype == RT_BF16) {
+            if (to_x)
+                rt_bf16_from_f32_n((uint16_t *)(void *)m, (const float *)(void *)c, n);
+            else
+                rt_bf16_to_f32_n((float *)(void *)c, (const uint16_t *)(void *)m, n);
+        } else if (to_x) {
+            memcpy(m, c, (size_t)n * esz);
+        } else {
+            memcpy(c, m, (size_t)n * esz);
+        }
+    }
+}
+
+/* nrows rows of o from logical row r0, as the compute type: o's own
+ * memory, or staged into buf */
+static const void *slab(const opnd *o, int64_t r0, int64_t nrows, void *buf)
+{
+    if (!staged(o))
+        return (const char *)o->x->data + (size_t)(r0 * o->w) * rt_dtype_size(o->x->dtype);
+    move_rows(o, r0, nrows, buf, false);
     return buf;
 }
 
-/* the compute type's slab of x to write (bf16: buf, stored by unstage) */
-static void *out_slab(rt_tensor *x, int64_t off, float *buf)
+/* the compute type's rows of o to write (staged: buf, stored by unstage) */
+static void *out_slab(const opnd *o, int64_t r0, void *buf)
 {
-    return x->dtype == RT_BF16 ? (void *)buf : (char *)x->data + (size_t)off * rt_dtype_size(x->dtype);
+    return staged(o) ? buf : (char *)o->x->data + (size_t)(r0 * o->w) * rt_dtype_size(o->x->dtype);
 }
 
-static void unstage(rt_tensor *x, int64_t off, int64_t n, const float *buf)
+static void unstage(const opnd *o, int64_t r0, int64_t nrows, void *buf)
 {
-    if (x->dtype == RT_BF16)
-        rt_bf16_from_f32_n((uint16_t *)x->data + off, buf, n);
+    if (staged(o))
+        move_rows(o, r0, nrows, buf, true);
 }
 
 static rt_tensor *scratch(rt_ctx *ctx, rt_dtype ct, int64_t n) { return rt_scratch_tensor(ctx, ct, n ? n : 1); }
 
+/* the operands' places: q, out (and dout, dq) of d.h heads of d.t rows; k,
+ * v (and dk, dv) of d.hkv heads of d.s rows */
+static opnd op_q(const rt_tensor *x, const rt_attn_dims *d, int64_t w, bool tm)
+{
+    return (opnd){(rt_tensor *)x, d->h, d->t, w, tm};
+}
+static opnd op_kv(const rt_tensor *x, const rt_attn_dims *d, int64_t w, bool tm)
+{
+    return (opnd){(rt_tensor *)x, d->hkv, d->s, w, tm};
+}
+
 rt_tensor *rt_attention(rt_ctx *ctx, const rt_tensor *q, const rt_tensor *k, const rt_tensor *v,
                         bool causal, double scale, int64_t kv_len, rt_tensor **lse)
 {
+    return rt_attention_l(ctx, q, k, v, causal, scale, kv_len, 0, lse);
+}
+
+rt_tensor *rt_attention_l(rt_ctx *ctx, const rt_tensor *q, const rt_tensor *k, const rt_tensor *v,
+                          bool causal, double scale, int64_t kv_len, unsigned layout, rt_tensor **lse)
+{
     rt_attn_dims d;
-    rt_attention_check(ctx, q, k, v, NULL, NULL, NULL, kv_len, &d);
+    rt_tensor lq = rt_attn_logical(q, layout & RT_ATTN_Q), lk = rt_attn_logical(k, layout & RT_ATTN_K),
+              lv = rt_attn_logical(v, layout & RT_ATTN_V);
+    rt_attention_check(ctx, &lq, &lk, &lv, NULL, NULL, NULL, kv_len, &d);
     RT_KERNEL(ctx, RT_K_NN, "attention");
-    rt_tensor *L, *o = rt_attention_outputs(ctx, q, &d, lse != NULL, &L);
+    rt_tensor *L, *o = rt_attention_outputs(ctx, &lq, &d, lse != NULL, &L);
+    rt_attn_to_tokens(o, layout & RT_ATTN_OUT);
     rt_dtype ct = q->dtype == RT_F64 ? RT_F64 : RT_F32;
-    bool bf = q->dtype == RT_BF16;
+    opnd Oq = op_q(q, &d, d.e, layout & RT_ATTN_Q), Ok = op_kv(k, &d, d.e, layout & RT_ATTN_K),
+         Ov = op_kv(v, &d, d.ev, layout & RT_ATTN_V), Oo = op_q(o, &d, d.ev, layout & RT_ATTN_OUT);
     /* scratch: a score tile, the output rows of a query tile, the running
-     * max and sum; for bf16 the staged q, k, v and output slabs */
+     * max and sum; the staged q, k, v and output slabs */
     rt_tensor *sc = scratch(ctx, ct, BR * BC), *acc = scratch(ctx, ct, BR * d.ev), *ml = scratch(ctx, ct, 2 * BR);
-    rt_tensor *st = bf ? scratch(ctx, RT_F32, d.t * d.e + d.s * d.e + d.s * d.ev + d.t * d.ev) : NULL;
-    float *sq = st ? (float *)st->data : NULL, *sk = sq ? sq + d.t * d.e : NULL, *sv = sk ? sk + d.s * d.e : NULL,
-          *so = sv ? sv + d.s * d.ev : NULL;
+    rt_tensor *st = scratch(ctx, ct, d.t * d.e + d.s * d.e + d.s * d.ev + d.t * d.ev);
+    size_t csz = rt_dtype_size(ct);
+    char *sq = st->data, *sk = sq + (size_t)(d.t * d.e) * csz, *sv = sk + (size_t)(d.s * d.e) * csz,
+         *so = sv + (size_t)(d.s * d.ev) * csz;
     for (int64_t b = 0; b < d.b; b++)
         for (int64_t kh = 0; kh < d.hkv; kh++) {
             int64_t kv = b * d.hkv + kh;
-            const void *K = slab(k, kv * d.s * d.e, d.s * d.e, sk), *V = slab(v, kv * d.s * d.ev, d.s * d.ev, sv);
+            const void *K = slab(&Ok, kv * d.s, d.s, sk), *V = slab(&Ov, kv * d.s, d.s, sv);
             for (int64_t g = 0; g < d.g; g++) {
                 int64_t row = (b * d.h + kh * d.g + g) * d.t; /* the head's first row */
-                const void *Q = slab(q, row * d.e, d.t * d.e, sq);
-                void *O = out_slab(o, row * d.ev, so);
+                const void *Q = slab(&Oq, row, d.t, sq);
+                void *O = out_slab(&Oo, row, so);
                 if (ct == RT_F64)
                     fwd_f64(ctx, Q, K, V, d.t, d.sn, d.e, d.ev, causal, scale, O,
                             L ? (double *)L->data + row : NULL, sc->data, acc->data, ml->data,
@@ -173,7 +230,7 @@ rt_tensor *rt_attention(rt_ctx *ctx, const rt_tensor *q, const rt_tensor *k, con
                     fwd_f32(ctx, Q, K, V, d.t, d.sn, d.e, d.ev, causal, (float)scale, O,
                             L ? (float *)L->data + row : NULL, sc->data, acc->data, ml->data,
                             (float *)ml->data + BR);
-                unstage(o, row * d.ev, d.t * d.ev, so);
+                unstage(&Oo, row, d.t, so);
             }
         }
     rt_free(ctx, sc);
@@ -189,45 +246,59 @@ void rt_attention_bwd(rt_ctx *ctx, const rt_tensor *q, const rt_tensor *k, const
                       const rt_tensor *out, const rt_tensor *lse, const rt_tensor *dout, bool causal,
                       double scale, int64_t kv_len, rt_tensor **dq, rt_tensor **dk, rt_tensor **dv)
 {
+    rt_attention_bwd_l(ctx, q, k, v, out, lse, dout, causal, scale, kv_len, 0, dq, dk, dv);
+}
+
+void rt_attention_bwd_l(rt_ctx *ctx, const rt_tensor *q, const rt_tensor *k, const rt_tensor *v,
+                        const rt_tensor *out, const rt_tensor *lse, const rt_tensor *dout, bool causal,
+                        double scale, int64_t kv_len, unsigned layout, rt_tensor **dq, rt_tensor **dk,
+                        rt_tensor **dv)
+{
     rt_attn_dims d;
-    rt_attention_check(ctx, q, k, v, out, lse, dout, kv_len, &d);
+    bool tq = layout & RT_ATTN_Q, tk = layout & RT_ATTN_K, tv = layout & RT_ATTN_V, to = layout & RT_ATTN_OUT;
+    rt_tensor lq = rt_attn_logical(q, tq), lk = rt_attn_logical(k, tk), lv = rt_attn_logical(v, tv),
+              lo = rt_attn_logical(out, to), ldo = rt_attn_logical(dout, to);
+    rt_attention_check(ctx, &lq, &lk, &lv, &lo, lse, &ldo, kv_len, &d);
     RT_KERNEL(ctx, RT_K_NN, "attention_bwd");
     rt_dtype ct = q->dtype == RT_F64 ? RT_F64 : RT_F32;
-    bool bf = q->dtype == RT_BF16;
     size_t csz = rt_dtype_size(ct);
     rt_tensor *DQ = rt_empty(ctx, q->dtype, q->ndim, q->shape);
     rt_tensor *DK = rt_zeros(ctx, k->dtype, k->ndim, k->shape), *DV = rt_zeros(ctx, v->dtype, v->ndim, v->shape);
+    opnd Oq = op_q(q, &d, d.e, tq), Ok = op_kv(k, &d, d.e, tk), Ov = op_kv(v, &d, d.ev, tv),
+         Oo = op_q(out, &d, d.ev, to), Odo = op_q(dout, &d, d.ev, to), Odq = op_q(DQ, &d, d.e, tq),
+         Odk = op_kv(DK, &d, d.e, tk), Odv = op_kv(DV, &d, d.ev, tv);
     rt_tensor *p = scratch(ctx, ct, BR * BC), *dp = scratch(ctx, ct, BR * BC), *drow = scratch(ctx, ct, d.t);
-    /* bf16: q, k, v, out, dout staged, dq, dk, dv summed in f32 */
-    rt_tensor *st = bf ? scratch(ctx, RT_F32, 2 * d.t * d.e + 3 * d.s * d.e + 3 * d.s * d.ev + 2 * d.t * d.ev) : NULL;
-    float *sq = st ? (float *)st->data : NULL, *sdq = sq ? sq + d.t * d.e : NULL, *sk = sdq ? sdq + d.t * d.e : NULL,
-          *sdk = sk ? sk + d.s * d.e : NULL, *sv = sdk ? sdk + d.s * d.e : NULL, *sdv = sv ? sv + d.s * d.ev : NULL,
-          *so = sdv ? sdv + d.s * d.ev : NULL, *sdo = so ? so + d.t * d.ev : NULL;
+    /* the staged q, k, v, out, dout; dq, dk, dv summed there */
+    rt_tensor *st = scratch(ctx, ct, 2 * d.t * d.e + 3 * d.s * d.e + 3 * d.s * d.ev + 2 * d.t * d.ev);
+    char *sq = st->data, *sdq = sq + (size_t)(d.t * d.e) * csz, *sk = sdq + (size_t)(d.t * d.e) * csz,
+         *sdk = sk + (size_t)(d.s * d.e) * csz, *sv = sdk + (size_t)(d.s * d.e) * csz,
+         *sdv = sv + (size_t)(d.s * d.ev) * csz, *so = sdv + (size_t)(d.s * d.ev) * csz,
+         *sdo = so + (size_t)(d.t * d.ev) * csz;
     for (int64_t b = 0; b < d.b; b++)
         for (int64_t kh = 0; kh < d.hkv; kh++) {
             int64_t kv = b * d.hkv + kh;
-            const void *K = slab(k, kv * d.s * d.e, d.s * d.e, sk), *V = slab(v, kv * d.s * d.ev, d.s * d.ev, sv);
-            void *dK = out_slab(DK, kv * d.s * d.e, sdk), *dV = out_slab(DV, kv * d.s * d.ev, sdv);
-            if (bf) {
-                memset(sdk, 0, sizeof(float) * (size_t)(d.s * d.e));
-                memset(sdv, 0, sizeof(float) * (size_t)(d.s * d.ev));
-            }
+            const void *K = slab(&Ok, kv * d.s, d.s, sk), *V = slab(&Ov, kv * d.s, d.s, sv);
+            void *dK = out_slab(&Odk, kv * d.s, sdk), *dV = out_slab(&Odv, kv * d.s, sdv);
+            if (staged(&Odk))
+                memset(sdk, 0, csz * (size_t)(d.s * d.e));
+            if (staged(&Odv))
+                memset(sdv, 0, csz * (size_t)(d.s * d.ev));
             for (int64_t g = 0; g < d.g; g++) {
                 int64_t row = (b * d.h + kh * d.g + g) * d.t;
-                const void *Q = slab(q, row * d.e, d.t * d.e, sq), *O = slab(out, row * d.ev, d.t * d.ev, so);
-                const void *dO = slab(dout, row * d.ev, d.t * d.ev, sdo);
+                const void *Q = slab(&Oq, row, d.t, sq), *O = slab(&Oo, row, d.t, so);
+                const void *dO = slab(&Odo, row, d.t, sdo);
                 const void *Lse = (const char *)lse->data + (size_t)row * csz;
-                void *dQ = out_slab(DQ, row * d.e, sdq);
+                void *dQ = out_slab(&Odq, row, sdq);
                 if (ct == RT_F64)
                     bwd_f64(ctx, Q, K, V, O, Lse, dO, d.t, d.sn, d.e, d.ev, causal, scale, dQ, dK, dV, p->data,
                             dp->data, drow->data);
                 else
                     bwd_f32(ctx, Q, K, V, O, Lse, dO, d.t, d.sn, d.e, d.ev, causal, (float)scale, dQ, dK, dV,
                             p->data, dp->data, drow->data);
-                unstage(DQ, row * d.e, d.t * d.e, sdq);
+                unstage(&Odq, row, d.t, sdq);
             }
-            unstage(DK, kv * d.s * d.e, d.s * d.e, sdk);
-            unstage(DV, kv * d.s * d.ev, d.s * d.ev, sdv);
+            unstage(&Odk, kv * d.s, d.s, sdk);
+            unstage(&Odv, kv * d.s, d.s, sdv);
         }
     rt_free(ctx, p);
     rt_free(ctx, dp);

@@ -297,14 +297,35 @@ static rt_tensor *einsum2(rt_ctx *ctx, const char *eq, const eqn *e, const rt_te
     for (int i = 0; i < nfa; i++) M *= shape[nd++] = label_size(A, la, fa[i]);
     for (int i = 0; i < nfb; i++) N *= shape[nd++] = label_size(B, lb, fb[i]);
     for (int i = 0; i < ncon; i++) K *= label_size(A, la, con[i]);
-    rt_tensor *PA = permute_labels(ctx, A, la, pa), *PB = permute_labels(ctx, B, lb, pb);
+    /* an operand whose labels are its GEMM order's two blocks swapped
+     * (batch, contracted, free for a: "dbt" read as [bt, d]^T) is read
+     * transposed by the GEMM instead of permuted; a result wanted as
+     * batch, fb, fa is computed as B^T A^T */
+    char ta_l[3 * RT_MAX_DIMS + 1], tb_l[3 * RT_MAX_DIMS + 1], sw[3 * RT_MAX_DIMS + 1];
+    snprintf(ta_l, sizeof ta_l, "%s%s%s", batch, con, fa);
+    snprintf(tb_l, sizeof tb_l, "%s%s%s", batch, fb, con);
+    snprintf(sw, sizeof sw, "%s%s%s", batch, fb, fa);
+    bool ta = strcmp(la, pa) != 0 && strcmp(la, ta_l) == 0, tb = strcmp(lb, pb) != 0 && strcmp(lb, tb_l) == 0;
+    bool swap = nfa && nfb && strcmp(e->out, sw) == 0;
+    rt_tensor *PA = ta ? rt_retain(A) : permute_labels(ctx, A, la, pa);
+    rt_tensor *PB = tb ? rt_retain(B) : permute_labels(ctx, B, lb, pb);
     ctx->mem_off--;
-    rt_tensor A3 = view(PA, 3, (int64_t[]){bt, M, K}), B3 = view(PB, 3, (int64_t[]){bt, K, N});
+    rt_tensor A3 = view(PA, 3, ta ? (int64_t[]){bt, K, M} : (int64_t[]){bt, M, K});
+    rt_tensor B3 = view(PB, 3, tb ? (int64_t[]){bt, N, K} : (int64_t[]){bt, K, N});
     char lc[3 * RT_MAX_DIMS + 1];
-    snprintf(lc, sizeof lc, "%s%s%s", batch, fa, fb);
+    if (swap) { /* [bt, N, M]: [batch..., fb..., fa...] */
+        int nb0 = nbt;
+        for (int i = 0; i < nfb; i++)
+            shape[nb0 + i] = label_size(B, lb, fb[i]);
+        for (int i = 0; i < nfa; i++)
+            shape[nb0 + nfb + i] = label_size(A, la, fa[i]);
+        snprintf(lc, sizeof lc, "%s", sw);
+    } else {
+        snprintf(lc, sizeof lc, "%s%s%s", batch, fa, fb);
+    }
     bool scratch = strcmp(lc, e->out) != 0; /* the GEMM's result permuted: scratch too */
     ctx->mem_off += scratch;
-    rt_tensor *C = bmm(ctx, &A3, false, &B3, false);
+    rt_tensor *C = swap ? bmm(ctx, &B3, !tb, &A3, !ta) : bmm(ctx, &A3, ta, &B3, tb);
     ctx->mem_off -= scratch;
     C->ndim = nd; /* [bt, M, N] seen as [batch..., fa..., fb...] */
     memcpy(C->shape, shape, (size_t)nd * sizeof *shape);

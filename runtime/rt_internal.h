@@ -415,6 +415,17 @@ typedef struct rt_attn_dims {
 void rt_attention_check(rt_ctx *ctx, const rt_tensor *q, const rt_tensor *k, const rt_tensor *v,
                         const rt_tensor *out, const rt_tensor *lse, const rt_tensor *dout,
                         int64_t kv_len, rt_attn_dims *d);
+/* x's header with the shape of its head-major form when token-major (tm:
+ * [B, T, H.., E] read as [B, H.., T, E]), else x's; the data is x's */
+rt_tensor rt_attn_logical(const rt_tensor *x, bool tm);
+/* x (fresh, head-major shape) given its token-major shape when tm */
+void rt_attn_to_tokens(rt_tensor *x, bool tm);
+/* the element row of logical row r ((b * h + head) * t + i) of an operand
+ * of h heads and t rows per head, token-major (tm) or not */
+static inline int64_t rt_attn_row(int64_t r, int64_t h, int64_t t, bool tm)
+{
+    return tm ? (r / (h * t) * t + r % t) * h + r / t % h : r;
+}
 /* the log-sum-exp's dtype for q's */
 rt_dtype rt_attention_lse_dtype(rt_dtype q);
 /* attention's output (q's shape with Ev last) and, if wanted, its

@@ -570,6 +570,21 @@ rt_tensor *rt_attention(rt_ctx *ctx, const rt_tensor *q, const rt_tensor *k, con
 void rt_attention_bwd(rt_ctx *ctx, const rt_tensor *q, const rt_tensor *k, const rt_tensor *v,
                       const rt_tensor *out, const rt_tensor *lse, const rt_tensor *dout, bool causal,
                       double scale, int64_t kv_len, rt_tensor **dq, rt_tensor **dk, rt_tensor **dv);
+/* The same with operands in the token-major layout: a bit of layout per
+ * operand (RT_ATTN_*) says it is [B, T, H, E] ([B, T, Hkv, G, E] for a
+ * grouped q; k, v [B, S, Hkv, E]), the memory of permute(x, [0, 2, 1, 3])
+ * of the head-major operand, instead of [B, H, T, E]. RT_ATTN_OUT: the
+ * output is written (forward) and read (backward) so; in the backward dout
+ * has out's layout and dq, dk, dv q's, k's and v's. The log-sum-exp stays
+ * [B, H, T]. The same arithmetic in the same order: the same bits as the
+ * head-major call on the permuted operands. */
+enum { RT_ATTN_Q = 1, RT_ATTN_K = 2, RT_ATTN_V = 4, RT_ATTN_OUT = 8 };
+rt_tensor *rt_attention_l(rt_ctx *ctx, const rt_tensor *q, const rt_tensor *k, const rt_tensor *v,
+                          bool causal, double scale, int64_t kv_len, unsigned layout, rt_tensor **lse);
+void rt_attention_bwd_l(rt_ctx *ctx, const rt_tensor *q, const rt_tensor *k, const rt_tensor *v,
+                        const rt_tensor *out, const rt_tensor *lse, const rt_tensor *dout, bool causal,
+                        double scale, int64_t kv_len, unsigned layout, rt_tensor **dq, rt_tensor **dk,
+                        rt_tensor **dv);
 /* table [V, D], i32 ids [...] -> [..., D] */
 rt_tensor *rt_embedding(rt_ctx *ctx, const rt_tensor *table, const rt_tensor *ids);
 rt_tensor *rt_embedding_bwd(rt_ctx *ctx, const rt_tensor *ids, const rt_tensor *dy,

@@ -130,6 +130,28 @@ RT_DEV_INLINE int64_t attn_last(bool causal, int64_t i, int64_t t, int64_t s)
     return l < s - 1 ? l : s - 1;
 }
 
+/* Where an operand's logical row r ((b * h + head) * t + i) lies, in rows
+ * of its width: head-major [B, H, T, E] (r itself) or token-major (tm:
+ * [B, T, H, E], spmdrt.h's RT_ATTN_*); q, out, dout, dq have the query
+ * heads and rows, k, v, dk, dv the key/value heads and keys. */
+struct attn_map {
+    int64_t h, t;
+    bool tm;
+};
+RT_DEV_INLINE int64_t attn_row(attn_map m, int64_t r)
+{
+    return m.tm ? (r / (m.h * m.t) * m.t + r % m.t) * m.h + r / m.t % m.h : r;
+}
+/* the operands' maps from the layout bits */
+struct attn_maps {
+    attn_map q, k, v, o;
+};
+static attn_maps attn_maps_of(const rt_attn_dims &d, unsigned layout)
+{
+    return attn_maps{{d.h, d.t, (layout & RT_ATTN_Q) != 0}, {d.hkv, d.s, (layout & RT_ATTN_K) != 0},
+                     {d.hkv, d.s, (layout & RT_ATTN_V) != 0}, {d.h, d.t, (layout & RT_ATTN_OUT) != 0}};
+}
+
 /* q_r . k_j * scale */
 RT_DEV_INLINE double attn_score(const void *Q, const void *K, rt_dtype dt, int64_t qo, int64_t ko, int64_t e,
                                 double scale)
@@ -141,7 +163,7 @@ RT_DEV_INLINE double attn_score(const void *Q, const void *K, rt_dtype dt, int64
 }
 
 static void ref_fwd(rt_ctx *ctx, const rt_tensor *q, const rt_tensor *k, const rt_tensor *v, bool causal,
-                    double scale, rt_attn_dims d, rt_tensor *o, rt_tensor *L)
+                    double scale, rt_attn_dims d, attn_maps mp, rt_tensor *o, rt_tensor *L)
 {
     int64_t rows = d.b * d.h * d.t, na = rows * d.ev;
     rt_tensor *acc = rt_empty(ctx, RT_F64, 1, &na);
@@ -151,22 +173,22 @@ static void ref_fwd(rt_ctx *ctx, const rt_tensor *q, const rt_tensor *k, const r
     rt_dtype dt = q->dtype, lt = L ? L->dtype : RT_F32;
     rt_launch(ctx, rows, [=] RT_HD(int64_t r) {
         int64_t b = r / (d.h * d.t), h = r / d.t % d.h, i = r % d.t, kv = b * d.hkv + h / d.g;
-        int64_t last = attn_last(causal, i, d.t, d.sn);
+        int64_t last = attn_last(causal, i, d.t, d.sn), qo = attn_row(mp.q, r) * d.e, oo = attn_row(mp.o, r) * d.ev;
         double m = -INFINITY, l = 0;
         for (int64_t j = 0; j <= last; j++) {
-            double sc = attn_score(Q, K, dt, r * d.e, (kv * d.s + j) * d.e, d.e, scale);
+            double sc = attn_score(Q, K, dt, qo, attn_row(mp.k, kv * d.s + j) * d.e, d.e, scale);
             m = sc > m ? sc : m;
         }
         for (int64_t x = 0; x < d.ev; x++)
             A[r * d.ev + x] = 0;
         for (int64_t j = 0; j <= last; j++) {
-            double p = attn_exp(attn_score(Q, K, dt, r * d.e, (kv * d.s + j) * d.e, d.e, scale) - m);
+            double p = attn_exp(attn_score(Q, K, dt, qo, attn_row(mp.k, kv * d.s + j) * d.e, d.e, scale) - m);
             l += p;
             for (int64_t x = 0; x < d.ev; x++)
-                A[r * d.ev + x] += p * rt_ld(V, dt, (kv * d.s + j) * d.ev + x);
+                A[r * d.ev + x] += p * rt_ld(V, dt, attn_row(mp.v, kv * d.s + j) * d.ev + x);
         }
         for (int64_t x = 0; x < d.ev; x++)
-            rt_st(O, dt, r * d.ev + x, l > 0 ? A[r * d.ev + x] / l : 0.0);
+            rt_st(O, dt, oo + x, l > 0 ? A[r * d.ev + x] / l : 0.0);
         if (LS)
             rt_st(LS, lt, r, l > 0 ? m + attn_log(l) : -INFINITY);
     });
@@ -175,7 +197,7 @@ static void ref_fwd(rt_ctx *ctx, const rt_tensor *q, const rt_tensor *k, const r
 
 static void ref_bwd(rt_ctx *ctx, const rt_tensor *q, const rt_tensor *k, const rt_tensor *v,
                     const rt_tensor *out, const rt_tensor *lse, const rt_tensor *dout, bool causal,
-                    double scale, rt_attn_dims d, rt_tensor *DQ, rt_tensor *DK, rt_tensor *DV)
+                    double scale, rt_attn_dims d, attn_maps mp, rt_tensor *DQ, rt_tensor *DK, rt_tensor *DV)
 {
     int64_t rows = d.b * d.h * d.t, krows = d.b * d.hkv * d.s;
     rt_tensor *drow = rt_empty(ctx, RT_F64, 1, &rows);
@@ -186,8 +208,9 @@ static void ref_bwd(rt_ctx *ctx, const rt_tensor *q, const rt_tensor *k, const r
     /* D_r = dout_r . out_r */
     rt_launch(ctx, rows, [=] RT_HD(int64_t r) {
         double s = 0;
+        int64_t oo = attn_row(mp.o, r) * d.ev;
         for (int64_t x = 0; x < d.ev; x++)
-            s += rt_ld(DO, dt, r * d.ev + x) * rt_ld(O, dt, r * d.ev + x);
+            s += rt_ld(DO, dt, oo + x) * rt_ld(O, dt, oo + x);
         D[r] = s;
     });
     /* dq_r = sum_j ds_rj k_j, ds = p (dout_r . v_j - D_r) scale; one
@@ -195,16 +218,17 @@ static void ref_bwd(rt_ctx *ctx, const rt_tensor *q, const rt_tensor *k, const r
     rt_launch(ctx, rows * d.e, [=] RT_HD(int64_t t) {
         int64_t r = t / d.e, x = t % d.e;
         int64_t b = r / (d.h * d.t), h = r / d.t % d.h, i = r % d.t, kv = b * d.hkv + h / d.g;
-        int64_t last = attn_last(causal, i, d.t, d.sn);
+        int64_t last = attn_last(causal, i, d.t, d.sn), qo = attn_row(mp.q, r) * d.e, oo = attn_row(mp.o, r) * d.ev;
         double lr = rt_ld(LS, lt, r), g = 0;
         for (int64_t j = 0; j <= last && lr != -INFINITY; j++) {
-            double p = attn_exp(attn_score(Q, K, dt, r * d.e, (kv * d.s + j) * d.e, d.e, scale) - lr);
+            int64_t ko = attn_row(mp.k, kv * d.s + j) * d.e, vo = attn_row(mp.v, kv * d.s + j) * d.ev;
+            double p = attn_exp(attn_score(Q, K, dt, qo, ko, d.e, scale) - lr);
             double dp = 0;
             for (int64_t y = 0; y < d.ev; y++)
-                dp += rt_ld(DO, dt, r * d.ev + y) * rt_ld(V, dt, (kv * d.s + j) * d.ev + y);
-            g += p * (dp - D[r]) * scale * rt_ld(K, dt, (kv * d.s + j) * d.e + x);
+                dp += rt_ld(DO, dt, oo + y) * rt_ld(V, dt, vo + y);
+            g += p * (dp - D[r]) * scale * rt_ld(K, dt, ko + x);
         }
-        rt_st(dQ, dt, t, g);
+        rt_st(dQ, dt, qo + x, g);
     });
     /* dk_j, dv_j: one element of each at a time, over the group's query
      * heads, then their rows, in order */
@@ -212,6 +236,7 @@ static void ref_bwd(rt_ctx *ctx, const rt_tensor *q, const rt_tensor *k, const r
     rt_launch(ctx, nk, [=] RT_HD(int64_t t) {
         int64_t w = d.e > d.ev ? d.e : d.ev, kr = t / w, x = t % w;
         int64_t kv = kr / d.s, j = kr % d.s, b = kv / d.hkv, kh = kv % d.hkv;
+        int64_t ko = attn_row(mp.k, kr) * d.e, vo = attn_row(mp.v, kr) * d.ev;
         double gk = 0, gv = 0;
         for (int64_t g = 0; g < d.g; g++) {
             int64_t h = kh * d.g + g;
@@ -222,21 +247,22 @@ static void ref_bwd(rt_ctx *ctx, const rt_tensor *q, const rt_tensor *k, const r
                 double lr = rt_ld(LS, lt, r);
                 if (lr == -INFINITY)
                     continue;
-                double p = attn_exp(attn_score(Q, K, dt, r * d.e, kr * d.e, d.e, scale) - lr);
+                int64_t qo = attn_row(mp.q, r) * d.e, oo = attn_row(mp.o, r) * d.ev;
+                double p = attn_exp(attn_score(Q, K, dt, qo, ko, d.e, scale) - lr);
                 if (x < d.ev)
-                    gv += p * rt_ld(DO, dt, r * d.ev + x);
+                    gv += p * rt_ld(DO, dt, oo + x);
                 if (x < d.e) {
                     double dp = 0;
                     for (int64_t y = 0; y < d.ev; y++)
-                        dp += rt_ld(DO, dt, r * d.ev + y) * rt_ld(V, dt, kr * d.ev + y);
-                    gk += p * (dp - D[r]) * scale * rt_ld(Q, dt, r * d.e + x);
+                        dp += rt_ld(DO, dt, oo + y) * rt_ld(V, dt, vo + y);
+                    gk += p * (dp - D[r]) * scale * rt_ld(Q, dt, qo + x);
                 }
             }
         }
         if (x < d.e)
-            rt_st(dK, dt, kr * d.e + x, gk);
+            rt_st(dK, dt, ko + x, gk);
         if (x < d.ev)
-            rt_st(dV, dt, kr * d.ev + x, gv);
+            rt_st(dV, dt, vo + x, gv);
     });
     rt_free(ctx, drow);
 }
@@ -331,7 +357,7 @@ RT_DEV_INLINE float attn_ds(float p, float dp, float D, float scale)
  * inside if constexpr; the branch not taken is dead code.) */
 template <class T, bool MMA>
 static void tiled_fwd(rt_ctx *ctx, const rt_tensor *q, const rt_tensor *k, const rt_tensor *v, bool causal,
-                      double scale_d, rt_attn_dims d, int64_t B, rt_tensor *o, rt_tensor *L)
+                      double scale_d, rt_attn_dims d, attn_maps mp, int64_t B, rt_tensor *o, rt_tensor *L)
 {
     const void *Q = q->data, *K = k->data, *V = v->data;
     void *O = o->data, *LS = L ? L->data : NULL;
@@ -345,7 +371,7 @@ static void tiled_fwd(rt_ctx *ctx, const rt_tensor *q, const rt_tensor *k, const
         int64_t bh = bi / nqt, i0 = bi % nqt * B, br = d.t - i0 < B ? d.t - i0 : B;
         int64_t kv = bh / d.h * d.hkv + bh % d.h / d.g, row0 = bh * d.t + i0;
         int64_t hi = attn_last(causal, i0 + br - 1, d.t, d.sn) + 1; /* keys any row of the tile sees */
-        blk.par(br * e, [&](int64_t i) { sQ[i] = (T)rt_ld(Q, dt, row0 * e + i); });
+        blk.par(br * e, [&](int64_t i) { sQ[i] = (T)rt_ld(Q, dt, attn_row(mp.q, row0 + i / e) * e + i % e); });
         blk.par(br * ev, [&](int64_t i) { sA[i] = 0; });
         blk.par(br, [&](int64_t r) {
             sM[r] = (T)-INFINITY;
@@ -353,8 +379,12 @@ static void tiled_fwd(rt_ctx *ctx, const rt_tensor *q, const rt_tensor *k, const
         });
         for (int64_t j0 = 0; j0 < hi; j0 += B) {
             int64_t bc = hi - j0 < B ? hi - j0 : B, krow0 = kv * d.s + j0;
-            blk.par(bc * e, [&](int64_t i) { sK[i / e * ke + i % e] = (T)rt_ld(K, dt, krow0 * e + i); });
-            blk.par(bc * ev, [&](int64_t i) { sV[i / ev * kve + i % ev] = (T)rt_ld(V, dt, krow0 * ev + i); });
+            blk.par(bc * e, [&](int64_t i) {
+                sK[i / e * ke + i % e] = (T)rt_ld(K, dt, attn_row(mp.k, krow0 + i / e) * e + i % e);
+            });
+            blk.par(bc * ev, [&](int64_t i) {
+                sV[i / ev * kve + i % ev] = (T)rt_ld(V, dt, attn_row(mp.v, krow0 + i / ev) * ev + i % ev);
+            });
             /* the scores, -inf past a row's causal limit */
             if (MMA)
                 rt_mma_tiles(
@@ -406,7 +436,7 @@ static void tiled_fwd(rt_ctx *ctx, const rt_tensor *q, const rt_tensor *k, const
         }
         blk.par(br * ev, [&](int64_t i) {
             T l = sL[i / ev], inv = l > 0 ? 1 / l : 0;
-            rt_st(O, dt, row0 * ev + i, sA[i] * inv);
+            rt_st(O, dt, attn_row(mp.o, row0 + i / ev) * ev + i % ev, sA[i] * inv);
         });
         if (LS)
             blk.par(br, [&](int64_t r) {
@@ -426,7 +456,7 @@ static void tiled_fwd(rt_ctx *ctx, const rt_tensor *q, const rt_tensor *k, const
 template <class T, bool MMA>
 static void tiled_bwd(rt_ctx *ctx, const rt_tensor *q, const rt_tensor *k, const rt_tensor *v,
                       const rt_tensor *out, const rt_tensor *lse, const rt_tensor *dout, bool causal,
-                      double scale_d, rt_attn_dims d, int64_t Bk, int64_t Bq, rt_tensor *DQ, rt_tensor *DK,
+                      double scale_d, rt_attn_dims d, attn_maps mp, int64_t Bk, int64_t Bq, rt_tensor *DQ, rt_tensor *DK,
                       rt_tensor *DV)
 {
     int64_t rows = d.b * d.h * d.t, e = d.e, ev = d.ev, ke = attn_pad(e), kve = attn_pad(ev);
@@ -437,8 +467,9 @@ static void tiled_bwd(rt_ctx *ctx, const rt_tensor *q, const rt_tensor *k, const
     rt_dtype dt = q->dtype, lt = lse->dtype;
     rt_launch(ctx, rows, [=] RT_HD(int64_t r) {
         T s = 0;
+        int64_t oo = attn_row(mp.o, r) * ev;
         for (int64_t x = 0; x < ev; x++)
-            s = attn_fma((T)rt_ld(DO, dt, r * ev + x), (T)rt_ld(O, dt, r * ev + x), s);
+            s = attn_fma((T)rt_ld(DO, dt, oo + x), (T)rt_ld(O, dt, oo + x), s);
         D[r] = s;
     });
     /* dk, dv: tiles over all S keys; those at kv_len and after get 0 */
@@ -451,11 +482,11 @@ static void tiled_bwd(rt_ctx *ctx, const rt_tensor *q, const rt_tensor *k, const
         int64_t nvalid = d.sn - j0 < 0 ? 0 : d.sn - j0; /* keys of the tile inside kv_len */
         int64_t b = kv / d.hkv, kh = kv % d.hkv;
         blk.par(bc * e, [&](int64_t i) {
-            sK[i / e * ke + i % e] = (T)rt_ld(K, dt, krow0 * e + i);
+            sK[i / e * ke + i % e] = (T)rt_ld(K, dt, attn_row(mp.k, krow0 + i / e) * e + i % e);
             sdK[i] = 0;
         });
         blk.par(bc * ev, [&](int64_t i) {
-            sV[i / ev * kve + i % ev] = (T)rt_ld(V, dt, krow0 * ev + i);
+            sV[i / ev * kve + i % ev] = (T)rt_ld(V, dt, attn_row(mp.v, krow0 + i / ev) * ev + i % ev);
             sdV[i] = 0;
         });
         for (int64_t g = 0; g < d.g && nvalid > 0; g++)
@@ -463,8 +494,10 @@ static void tiled_bwd(rt_ctx *ctx, const rt_tensor *q, const rt_tensor *k, const
                 int64_t br = d.t - i0 < B ? d.t - i0 : B, row0 = ((b * d.h + kh * d.g + g) * d.t) + i0;
                 if (attn_last(causal, i0 + br - 1, d.t, d.sn) < j0)
                     continue; /* no row of this tile sees these keys */
-                blk.par(br * e, [&](int64_t i) { sQ[i] = (T)rt_ld(Q, dt, row0 * e + i); });
-                blk.par(br * ev, [&](int64_t i) { sdO[i] = (T)rt_ld(DO, dt, row0 * ev + i); });
+                blk.par(br * e, [&](int64_t i) { sQ[i] = (T)rt_ld(Q, dt, attn_row(mp.q, row0 + i / e) * e + i % e); });
+                blk.par(br * ev, [&](int64_t i) {
+                    sdO[i] = (T)rt_ld(DO, dt, attn_row(mp.o, row0 + i / ev) * ev + i % ev);
+                });
                 blk.par(br, [&](int64_t r) {
                     sL[r] = (T)rt_ld(LS, lt, row0 + r);
                     sD[r] = D[row0 + r];
@@ -513,8 +546,8 @@ static void tiled_bwd(rt_ctx *ctx, const rt_tensor *q, const rt_tensor *k, const
                     }
                 });
             }
-        blk.par(bc * e, [&](int64_t i) { rt_st(dK, dt, krow0 * e + i, sdK[i]); });
-        blk.par(bc * ev, [&](int64_t i) { rt_st(dV, dt, krow0 * ev + i, sdV[i]); });
+        blk.par(bc * e, [&](int64_t i) { rt_st(dK, dt, attn_row(mp.k, krow0 + i / e) * e + i % e, sdK[i]); });
+        blk.par(bc * ev, [&](int64_t i) { rt_st(dV, dt, attn_row(mp.v, krow0 + i / ev) * ev + i % ev, sdV[i]); });
     });
     /* dq */
     B = Bq;
@@ -527,18 +560,22 @@ static void tiled_bwd(rt_ctx *ctx, const rt_tensor *q, const rt_tensor *k, const
         int64_t kv = bh / d.h * d.hkv + bh % d.h / d.g, row0 = bh * d.t + i0;
         int64_t hi = attn_last(causal, i0 + br - 1, d.t, d.sn) + 1;
         blk.par(br * e, [&](int64_t i) {
-            sQ[i] = (T)rt_ld(Q, dt, row0 * e + i);
+            sQ[i] = (T)rt_ld(Q, dt, attn_row(mp.q, row0 + i / e) * e + i % e);
             sdQ[i] = 0;
         });
-        blk.par(br * ev, [&](int64_t i) { sdO[i] = (T)rt_ld(DO, dt, row0 * ev + i); });
+        blk.par(br * ev, [&](int64_t i) { sdO[i] = (T)rt_ld(DO, dt, attn_row(mp.o, row0 + i / ev) * ev + i % ev); });
         blk.par(br, [&](int64_t r) {
             sL[r] = (T)rt_ld(LS, lt, row0 + r);
             sD[r] = D[row0 + r];
         });
         for (int64_t j0 = 0; j0 < hi; j0 += B) {
             int64_t bc = hi - j0 < B ? hi - j0 : B, krow0 = kv * d.s + j0;
-            blk.par(bc * e, [&](int64_t i) { sK[i / e * ke + i % e] = (T)rt_ld(K, dt, krow0 * e + i); });
-            blk.par(bc * ev, [&](int64_t i) { sV[i / ev * kve + i % ev] = (T)rt_ld(V, dt, krow0 * ev + i); });
+            blk.par(bc * e, [&](int64_t i) {
+                sK[i / e * ke + i % e] = (T)rt_ld(K, dt, attn_row(mp.k, krow0 + i / e) * e + i % e);
+            });
+            blk.par(bc * ev, [&](int64_t i) {
+                sV[i / ev * kve + i % ev] = (T)rt_ld(V, dt, attn_row(mp.v, krow0 + i / ev) * ev + i % ev);
+            });
             if (MMA) {
                 /* p into sdS, then ds in its place; dq_r += sum_c ds_rc k_c */
                 rt_mma_tiles(
@@ -572,7 +609,7 @@ static void tiled_bwd(rt_ctx *ctx, const rt_tensor *q, const rt_tensor *k, const
                 sdQ[i] = attn_dot(sdS + r * bc, 1, sK + x, ke, bc, sdQ[i]);
             });
         }
-        blk.par(br * e, [&](int64_t i) { rt_st(dQ, dt, row0 * e + i, sdQ[i]); });
+        blk.par(br * e, [&](int64_t i) { rt_st(dQ, dt, attn_row(mp.q, row0 + i / e) * e + i % e, sdQ[i]); });
     });
     rt_free(ctx, drow);
 }
@@ -582,21 +619,31 @@ extern "C" {
 rt_tensor *rt_attention(rt_ctx *ctx, const rt_tensor *q, const rt_tensor *k, const rt_tensor *v,
                         bool causal, double scale, int64_t kv_len, rt_tensor **lse)
 {
+    return rt_attention_l(ctx, q, k, v, causal, scale, kv_len, 0, lse);
+}
+
+rt_tensor *rt_attention_l(rt_ctx *ctx, const rt_tensor *q, const rt_tensor *k, const rt_tensor *v,
+                          bool causal, double scale, int64_t kv_len, unsigned layout, rt_tensor **lse)
+{
     rt_attn_dims d;
-    rt_attention_check(ctx, q, k, v, NULL, NULL, NULL, kv_len, &d);
+    rt_tensor lq = rt_attn_logical(q, layout & RT_ATTN_Q), lk = rt_attn_logical(k, layout & RT_ATTN_K),
+              lv = rt_attn_logical(v, layout & RT_ATTN_V);
+    rt_attention_check(ctx, &lq, &lk, &lv, NULL, NULL, NULL, kv_len, &d);
     RT_KERNEL(ctx, RT_K_NN, "attention");
     ctx->tgt->op = "attention";
-    rt_tensor *L, *o = rt_attention_outputs(ctx, q, &d, lse != NULL, &L);
+    rt_tensor *L, *o = rt_attention_outputs(ctx, &lq, &d, lse != NULL, &L);
+    rt_attn_to_tokens(o, layout & RT_ATTN_OUT);
+    attn_maps mp = attn_maps_of(d, layout);
     bool f64 = q->dtype == RT_F64;
     int64_t B = attn_tile(ATTN_FWD, d.e, d.ev, f64 ? sizeof(double) : sizeof(float));
     if (B == 0)
-        ref_fwd(ctx, q, k, v, causal, scale, d, o, L);
+        ref_fwd(ctx, q, k, v, causal, scale, d, mp, o, L);
     else if (f64)
-        tiled_fwd<double, false>(ctx, q, k, v, causal, scale, d, B, o, L);
+        tiled_fwd<double, false>(ctx, q, k, v, causal, scale, d, mp, B, o, L);
     else if (q->dtype == RT_BF16)
-        tiled_fwd<float, true>(ctx, q, k, v, causal, scale, d, B, o, L);
+        tiled_fwd<float, true>(ctx, q, k, v, causal, scale, d, mp, B, o, L);
     else
-        tiled_fwd<float, false>(ctx, q, k, v, causal, scale, d, B, o, L);
+        tiled_fwd<float, false>(ctx, q, k, v, causal, scale, d, mp, B, o, L);
     if (lse)
         *lse = L;
     return o;
@@ -606,23 +653,36 @@ void rt_attention_bwd(rt_ctx *ctx, const rt_tensor *q, const rt_tensor *k, const
                       const rt_tensor *out, const rt_tensor *lse, const rt_tensor *dout, bool causal,
                       double scale, int64_t kv_len, rt_tensor **dq, rt_tensor **dk, rt_tensor **dv)
 {
+    rt_attention_bwd_l(ctx, q, k, v, out, lse, dout, causal, scale, kv_len, 0, dq, dk, dv);
+}
+
+void rt_attention_bwd_l(rt_ctx *ctx, const rt_tensor *q, const rt_tensor *k, const rt_tensor *v,
+                        const rt_tensor *out, const rt_tensor *lse, const rt_tensor *dout, bool causal,
+                        double scale, int64_t kv_len, unsigned layout, rt_tensor **dq, rt_tensor **dk,
+                        rt_tensor **dv)
+{
     rt_attn_dims d;
-    rt_attention_check(ctx, q, k, v, out, lse, dout, kv_len, &d);
+    bool to = layout & RT_ATTN_OUT;
+    rt_tensor lq = rt_attn_logical(q, layout & RT_ATTN_Q), lk = rt_attn_logical(k, layout & RT_ATTN_K),
+              lv = rt_attn_logical(v, layout & RT_ATTN_V), lo = rt_attn_logical(out, to),
+              ldo = rt_attn_logical(dout, to);
+    rt_attention_check(ctx, &lq, &lk, &lv, &lo, lse, &ldo, kv_len, &d);
     RT_KERNEL(ctx, RT_K_NN, "attention_bwd");
     ctx->tgt->op = "attention_bwd";
     rt_tensor *DQ = rt_empty(ctx, q->dtype, q->ndim, q->shape), *DK = rt_empty(ctx, k->dtype, k->ndim, k->shape),
               *DV = rt_empty(ctx, v->dtype, v->ndim, v->shape);
+    attn_maps mp = attn_maps_of(d, layout);
     bool f64 = q->dtype == RT_F64;
     size_t esz = f64 ? sizeof(double) : sizeof(float);
     int64_t Bk = attn_tile(ATTN_DKDV, d.e, d.ev, esz), Bq = attn_tile(ATTN_DQ, d.e, d.ev, esz);
     if (Bk == 0 || Bq == 0)
-        ref_bwd(ctx, q, k, v, out, lse, dout, causal, scale, d, DQ, DK, DV);
+        ref_bwd(ctx, q, k, v, out, lse, dout, causal, scale, d, mp, DQ, DK, DV);
     else if (f64)
-        tiled_bwd<double, false>(ctx, q, k, v, out, lse, dout, causal, scale, d, Bk, Bq, DQ, DK, DV);
+        tiled_bwd<double, false>(ctx, q, k, v, out, lse, dout, causal, scale, d, mp, Bk, Bq, DQ, DK, DV);
     else if (q->dtype == RT_BF16)
-        tiled_bwd<float, true>(ctx, q, k, v, out, lse, dout, causal, scale, d, Bk, Bq, DQ, DK, DV);
+        tiled_bwd<float, true>(ctx, q, k, v, out, lse, dout, causal, scale, d, mp, Bk, Bq, DQ, DK, DV);
     else
-        tiled_bwd<float, false>(ctx, q, k, v, out, lse, dout, causal, scale, d, Bk, Bq, DQ, DK, DV);
+        tiled_bwd<float, false>(ctx, q, k, v, out, lse, dout, causal, scale, d, mp, Bk, Bq, DQ, DK, DV);
     rt_hand_over(ctx, DQ, dq);
     rt_hand_over(ctx, DK, dk);
     rt_hand_over(ctx, DV, dv);

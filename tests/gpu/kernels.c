@@ -552,6 +552,50 @@ static void rowbits(void)
     rt_free(C, ids); rt_free(C, edy);
 }
 
+/* a and b (consumed: a) hold the same values, else the test stops */
+static void same_values(const char *what, rt_tensor *a, const rt_tensor *b)
+{
+    rt_tensor *ne = rt_binary(C, RT_NE, a, b); /* (-inf rows of the log-sum-exp: equal) */
+    rt_tensor *x = ne->numel ? rt_amax_all(C, ne) : rt_scalar(C, ne->dtype, 0);
+    if (rt_item(C, x) != 0) {
+        fprintf(stderr, "%s: the token-major layout's result differs from the head-major one's\n", what);
+        exit(1);
+    }
+    rt_free(C, a); rt_free(C, ne); rt_free(C, x);
+}
+
+/* x permuted by perm (n dims) */
+static rt_tensor *perm(const rt_tensor *x, const int *p) { return rt_permute(C, x, p); }
+
+/* the same attention with some operands token-major (rt_attention_l:
+ * [B, T, H, E], a grouped q [B, T, Hkv, G, E]) gives the head-major call's
+ * values exactly: the output, the log-sum-exp and dq, dk, dv */
+static void attention_layouts(const char *name, const rt_tensor *q, const rt_tensor *kk, const rt_tensor *v,
+                              const rt_tensor *dy, bool causal, double scale, int64_t kv_len, unsigned layout,
+                              const rt_tensor *y, const rt_tensor *lse, const rt_tensor *dq, const rt_tensor *dk,
+                              const rt_tensor *dv)
+{
+    static const int to4[] = {0, 2, 1, 3}, to5[] = {0, 3, 1, 2, 4}, from5[] = {0, 2, 3, 1, 4};
+    bool g5 = q->ndim == 5;
+    const int *qto = g5 ? to5 : to4, *qfrom = g5 ? from5 : to4;
+    bool tq = layout & RT_ATTN_Q, tk = layout & RT_ATTN_K, tv = layout & RT_ATTN_V, to = layout & RT_ATTN_OUT;
+    rt_tensor *Q = tq ? perm(q, qto) : rt_copy(C, q), *K = tk ? perm(kk, to4) : rt_copy(C, kk);
+    rt_tensor *V = tv ? perm(v, to4) : rt_copy(C, v), *DY = to ? perm(dy, qto) : rt_copy(C, dy);
+    rt_tensor *L = NULL, *Y = rt_attention_l(C, Q, K, V, causal, scale, kv_len, layout, &L);
+    rt_tensor *DQ, *DK, *DV;
+    rt_attention_bwd_l(C, Q, K, V, Y, L, DY, causal, scale, kv_len, layout, &DQ, &DK, &DV);
+    char what[128];
+#define WHAT(x) (snprintf(what, sizeof what, "%s %s (layout %u)", name, x, layout), what)
+    same_values(WHAT("out"), to ? perm(Y, qfrom) : rt_copy(C, Y), y);
+    same_values(WHAT("lse"), rt_copy(C, L), lse);
+    same_values(WHAT("dq"), tq ? perm(DQ, qfrom) : rt_copy(C, DQ), dq);
+    same_values(WHAT("dk"), tk ? perm(DK, to4) : rt_copy(C, DK), dk);
+    same_values(WHAT("dv"), tv ? perm(DV, to4) : rt_copy(C, DV), dv);
+#undef WHAT
+    rt_free(C, Q); rt_free(C, K); rt_free(C, V); rt_free(C, DY); rt_free(C, Y); rt_free(C, L);
+    rt_free(C, DQ); rt_free(C, DK); rt_free(C, DV);
+}
+
 /* fused attention (rt_attention, rt_attention_bwd; the CUDA target's tiled
  * kernels, runtime/cuda/attention.cu) on shapes at the tiles' edges: T and S
  * not multiples of the tile (64 rows; 32 in f32's dk/dv, 32 and 16 in f64),
@@ -563,7 +607,10 @@ static void rowbits(void)
  * (runtime/cuda/mma.h; emulated in the simulation). prefix names the
  * results; bits: f32 and f64 only, whose fma chains the GPU must reproduce
  * bit for bit (run.sh's simbits; a tensor core's sums are not IEEE's step
- * by step, so bf16's last bits may differ from the emulation's) */
+ * by step, so bf16's last bits may differ from the emulation's). Each case
+ * also runs with operands in the token-major layout (rt_attention_l, its
+ * backward), whose values must equal the head-major call's exactly on
+ * every build (attention_layouts) */
 static void attention_cases(const char *prefix, bool bits)
 {
     static const struct {
@@ -599,6 +646,12 @@ static void attention_cases(const char *prefix, bool bits)
             rt_tensor *dq, *dk, *dv;
             rt_attention_bwd(C, q, kk, v, y, lse, dy, cases[c].causal, scale, cases[c].kv_len, &dq, &dk, &dv);
             char name[96];
+            /* every operand token-major, and some only */
+            snprintf(name, sizeof name, "%s_%s_%s", prefix, cases[c].name, dn);
+            attention_layouts(name, q, kk, v, dy, cases[c].causal, scale, cases[c].kv_len,
+                              RT_ATTN_Q | RT_ATTN_K | RT_ATTN_V | RT_ATTN_OUT, y, lse, dq, dk, dv);
+            attention_layouts(name, q, kk, v, dy, cases[c].causal, scale, cases[c].kv_len,
+                              c % 2 ? RT_ATTN_K | RT_ATTN_OUT : RT_ATTN_Q | RT_ATTN_V, y, lse, dq, dk, dv);
 #define NAME(what) (snprintf(name, sizeof name, "%s_%s_%s_%s", prefix, cases[c].name, what, dn), name)
             out(NAME("out"), cl, y);
             out(NAME("lse"), "f32", lse);
