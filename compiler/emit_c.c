@@ -1120,6 +1120,15 @@ static const char *fused_operand(Emitter *E, int v, const char *const *reg) {
   return reg[v] ? reg[v] : E->tgt->operand(E, v);
 }
 
+bool emit_trailing(Emitter *E, int v) {
+  const Type *t = E->f->values[v].type;
+  return E->fuse_t && t->kind == TY_TENSOR && sched_trailing(t, E->fuse_t);
+}
+
+/* the size of trailing operand v, a local of the region (CPU) or a kernel
+ * argument (CUDA): a name no value has (theirs end in a digit) */
+const char *emit_trailing_n(Emitter *E, int v) { return arena_sprintf(&E->c->arena, "%s_n_", vname(E, v)); }
+
 /* The CPU target: the region is an inline loop over the tensors' data. */
 static const char *cpu_operand(Emitter *E, int v) {
   const Type *t = E->f->values[v].type;
@@ -1127,6 +1136,8 @@ static const char *cpu_operand(Emitter *E, int v) {
     return arena_sprintf(&E->c->arena, "((%s)%s)", t->dtype == DT_F64 ? "double" : "float", vname(E, v));
   if (t->ndim == 0)
     return arena_sprintf(&E->c->arena, "(*(const T_ *)%s->data)", vname(E, v));
+  if (emit_trailing(E, v))
+    return arena_sprintf(&E->c->arena, "((const T_ *)%s->data)[i_ %% %s]", vname(E, v), emit_trailing_n(E, v));
   return arena_sprintf(&E->c->arena, "((const T_ *)%s->data)[i_]", vname(E, v));
 }
 
@@ -1184,14 +1195,36 @@ void emit_fused_body(Emitter *E, const FusedRegion *r, int ind) {
       continue;
     int v = in->dst[0];
     const char *x = fused_operand(E, in->args[0], reg);
-    const char *expr;
-    if (in->op == IR_UNARY)
+    const char *expr = NULL, *bind = NULL, *formula = NULL;
+    if (in->op == IR_UNARY && sched_fused_unary(in->unop, t->dtype)) {
       expr = fused_spelling(E, sched_fused_unary(in->unop, t->dtype), x);
-    else if (in->op == IR_BINARY_SCALAR && IR_I(in, SCALAR_LEFT))
-      expr = arena_sprintf(&E->c->arena, "%s %s %s", fused_operand(E, in->args[1], reg), fused_op(in), x);
-    else
-      expr = arena_sprintf(&E->c->arena, "%s %s %s", x, fused_op(in), fused_operand(E, in->args[1], reg));
-    out(E, ind, "const T_ r%d_ = %s;\n", v, expr);
+    } else if (in->op == IR_UNARY) { /* the CUDA target: the kernel's formula, in the dtype (spmdrt_kernels.h) */
+      bind = arena_sprintf(&E->c->arena, "const T_ x = %s;", x);
+      formula = arena_sprintf(&E->c->arena, "RT_FUSED_UNARY(RT_%s, T_, x, %s)", ir_unary_name[in->unop],
+                              sched_unary_formula(in->unop));
+    } else if (in->op == IR_WHERE) { /* the kernel's choice: the condition's value != 0 (NaN too) */
+      expr = arena_sprintf(&E->c->arena, "%s != 0 ? %s : %s", x, fused_operand(E, in->args[1], reg),
+                           fused_operand(E, in->args[2], reg));
+    } else {
+      const char *y = fused_operand(E, in->args[1], reg);
+      if (in->op == IR_BINARY_SCALAR && IR_I(in, SCALAR_LEFT)) {
+        const char *tmp = x;
+        x = y;
+        y = tmp;
+      }
+      if (fused_op(in)) {
+        expr = arena_sprintf(&E->c->arena, "%s %s %s", x, fused_op(in), y);
+      } else { /* the kernel's formula, in double */
+        bind = arena_sprintf(&E->c->arena, "const double a = %s, b = %s;", x, y);
+        formula = sched_binary_formula(in->binop);
+      }
+    }
+    if (expr) {
+      out(E, ind, "const T_ r%d_ = %s;\n", v, expr);
+    } else {
+      out(E, ind, "T_ r%d_;\n", v);
+      out(E, ind, "{ %s r%d_ = (T_)(%s); }\n", bind, v, formula);
+    }
     reg[v] = arena_sprintf(&E->c->arena, "r%d_", v);
   }
   /* stores last: an output may share its buffer with an operand read above */
@@ -1248,22 +1281,33 @@ static void emit_fused(Emitter *E, const Schedule *S, int j, int ind) {
     if (!transparent(insts[k]))
       for (int a = 0; a < insts[k]->nargs && !first; a++) {
         const Type *at = E->f->values[insts[k]->args[a]].type;
-        if (at->kind == TY_TENSOR && at->ndim > 0)
+        if (at->kind == TY_TENSOR && sched_same_shape(at, t) && !reg[insts[k]->args[a]])
           first = vname(E, insts[k]->args[a]);
       }
   if (!first)
-    first = "NULL"; /* not reached: a member has a tensor operand of the run's shape */
+    first = "NULL"; /* not reached: the first member has a tensor operand of the run's shape */
   out(E, ind + 1, "const int64_t n_ = %s->numel;\n", first);
+  E->fuse_t = t;
   /* outputs: members read after the run */
   for (int k = j; k < end; k++) {
     if (transparent(insts[k]))
       continue;
     int v = insts[k]->dst[0];
     for (int a = 0; a < insts[k]->nargs; a++) {
-      const Type *at = E->f->values[insts[k]->args[a]].type;
-      if (at->kind == TY_TENSOR && at->ndim > 0 && !reg[insts[k]->args[a]])
+      int av = insts[k]->args[a];
+      const Type *at = E->f->values[av].type;
+      if (at->kind != TY_TENSOR || at->ndim == 0 || reg[av])
+        continue;
+      if (!emit_trailing(E, av)) {
         out(E, ind + 1, "RT_CHECK(ctx, %s->numel == n_, \"internal error: fused operands differ in size\");\n",
-            vname(E, insts[k]->args[a]));
+            vname(E, av));
+      } else if (!reg[av]) { /* its size, once (a name of its own: reg marks it done) */
+        out(E, ind + 1, "const int64_t %s = %s->numel; /* of the trailing dims: read at i_ %% %s */\n",
+            emit_trailing_n(E, av), vname(E, av), emit_trailing_n(E, av));
+        out(E, ind + 1, "RT_CHECK(ctx, %s > 0 && n_ %% %s == 0, \"internal error: fused operands differ in size\");\n",
+            emit_trailing_n(E, av), emit_trailing_n(E, av));
+        reg[av] = "";
+      }
     }
     if (S->out[k] >= 0) {
       const char *d = vname(E, S->out[k]);
@@ -1275,6 +1319,7 @@ static void emit_fused(Emitter *E, const Schedule *S, int j, int ind) {
   }
   FusedRegion region = {insts, j, end, members, t, S->out, reg, first, insts[j]->span};
   E->tgt->fused(E, &region, ind + 1);
+  E->fuse_t = NULL;
   out(E, ind + 1, "rt_kernel_end(ctx, &span_, RT_K_ELEMENTWISE, \"fused\");\n");
   out(E, ind, "}\n");
 }

@@ -27,17 +27,27 @@ bool sched_is_param(const IrFn *f, int v) {
 }
 
 /* ---- elementwise fusion: which instructions can be members of a region.
- * A run of consecutive arithmetic instructions (+ - * /, the unary ops of
- * fused_unary, gradient accumulation) on tensors of one shape and dtype, and host
- * scalars, becomes one loop (a kernel): intermediates live in registers, only
- * values used after the run are stored (emit_c.c, emit_cuda.c). */
+ * A run of consecutive elementwise instructions (binary ops and
+ * comparisons, the unary ops below, where, gradient accumulation) on
+ * tensors of one shape and dtype (f32 or f64; 0-d too), with operands of
+ * that shape, 0-d tensors, host scalars and tensors of its trailing dims
+ * (a bias [N] onto [.., N]), becomes one loop (a kernel): intermediates
+ * live in registers, only values used after the run are stored (emit_c.c,
+ * emit_cuda.c).  Each member computes the runtime kernel's formula with
+ * the kernel's roundings, so fusion changes no bits. */
 
 /* The code generator's column of the binary ops (the runtime's X-list
- * RT_BINARY_OPS has their formulas): the C operator inside a fused loop;
- * NULL: not fusable. */
+ * RT_BINARY_OPS has their formulas): the C operator inside a fused loop
+ * for + - * / (in the dtype: the same bits as the kernel's double rounded
+ * to it); the others compute the X-list's formula in double, as the
+ * kernels do (sched_binary_formula). */
 static const char *const binary_fused[BIN_COUNT] = {
     [BIN_ADD] = "+", [BIN_SUB] = "-", [BIN_MUL] = "*", [BIN_DIV] = "/",
 };
+
+#define SCHED_BIN_FORMULA_(NAME, name, kind, f, da, db) [BIN_##NAME] = #f,
+static const char *const binary_formula[BIN_COUNT] = {RT_BINARY_OPS(SCHED_BIN_FORMULA_)};
+#undef SCHED_BIN_FORMULA_
 
 const char *sched_fused_op(const IrInst *in) {
   if (in->op == IR_ACCUM)
@@ -45,62 +55,110 @@ const char *sched_fused_op(const IrInst *in) {
   return in->op == IR_BINARY || in->op == IR_BINARY_SCALAR ? binary_fused[in->binop] : NULL;
 }
 
+const char *sched_binary_formula(IrBinary b) { return binary_formula[b]; }
+
 /* The code generator's columns of the unary ops (the runtime's X-list
  * RT_UNARY_OPS has their formulas and derivatives):
- *   fused: the C spelling inside a fused loop, for f64 and f32, X standing
- *     for the operand; NULL: not fusable (a kernel of its own);
+ *   fused: the C spelling inside a fused loop on every target, for f64
+ *     and f32, X standing for the operand: the X-list's formula as the
+ *     kernels round it ((T)(f) with x a T; tgmath's float functions);
+ *     NULL: only the CUDA target fuses it (sched_unary_fusable);
  *   gemm_act: a GEMM epilogue's activation (rt_matmul_bias_act: oneDNN's
- *     and cuBLASLt's post-ops). */
+ *     and cuBLASLt's post-ops).
+ * The ops without a spelling are those with vector kernels on the CPU
+ * (the X-list's VEC: SLEEF's exp, tanh, erf, ..., runtime/vmath_isa.h),
+ * whose bits a scalar loop does not reproduce; the CUDA target's kernels
+ * (runtime/cuda/elementwise.cu) compute the X-list's formula in the
+ * tensor's precision, and so does its fused loop (the formula itself,
+ * sched_unary_formula), on the device and in the simulation. */
 static const struct {
   const char *fused[2];
   bool gemm_act;
 } unary_codegen[UN_COUNT] = {
     [UN_NEG] = {{"-X", "-X"}, false},
     [UN_SQRT] = {{"sqrt(X)", "sqrtf(X)"}, false},
+    [UN_RSQRT] = {{"1.0 / sqrt(X)", "(float)(1.0 / sqrtf(X))"}, false},
     [UN_SQUARE] = {{"X * X", "X * X"}, false},
-    [UN_RELU] = {{NULL, NULL}, true},
+    [UN_ABS] = {{"fabs(X)", "fabsf(X)"}, false},
+    [UN_RELU] = {{"(X > 0 ? X : 0.0)", "(X > 0 ? X : 0.0f)"}, true},
     [UN_GELU] = {{NULL, NULL}, true},
     [UN_GELU_TANH] = {{NULL, NULL}, true},
 };
 
+#define SCHED_UN_FORMULA_(NAME, name, vec, f, d) [UN_##NAME] = #f,
+static const char *const unary_formula[UN_COUNT] = {RT_UNARY_OPS(SCHED_UN_FORMULA_)};
+#undef SCHED_UN_FORMULA_
+
 const char *sched_fused_unary(IrUnary u, DType dt) { return unary_codegen[u].fused[dt == DT_F64 ? 0 : 1]; }
+const char *sched_unary_formula(IrUnary u) { return unary_formula[u]; }
+
+bool sched_unary_fusable(const Compiler *c, IrUnary u, DType dt) {
+  return sched_fused_unary(u, dt) || c->cuda_target;
+}
 
 /* The same dtype and local shape: the same global shape and partition spec
  * (an S(0) value and an R one of one global shape differ in size per rank). */
-bool sched_same_shape(const Type *a, const Type *b) {
-  if (a->ndim != b->ndim || a->dtype != b->dtype)
+static bool same_dim(const Type *a, int da, const Type *b, int db) {
+  if (!size_eq(a->shape[da], b->shape[db]) || a->shape[da].unknown)
     return false;
-  for (int d = 0; d < a->ndim; d++) {
-    if (!size_eq(a->shape[d], b->shape[d]) || a->shape[d].unknown)
+  for (int k = 0; k < MAX_MESH_AXES && (a->spec[da][k] >= 0 || b->spec[db][k] >= 0); k++)
+    if (a->spec[da][k] != b->spec[db][k])
       return false;
-    for (int k = 0; k < MAX_MESH_AXES && (a->spec[d][k] >= 0 || b->spec[d][k] >= 0); k++)
-      if (a->spec[d][k] != b->spec[d][k])
-        return false;
-  }
   return true;
 }
 
+bool sched_same_shape(const Type *a, const Type *b) {
+  if (a->ndim != b->ndim || a->dtype != b->dtype)
+    return false;
+  for (int d = 0; d < a->ndim; d++)
+    if (!same_dim(a, d, b, d))
+      return false;
+  return true;
+}
+
+bool sched_trailing(const Type *a, const Type *t) {
+  if (a->kind != TY_TENSOR || a->dtype != t->dtype || a->ndim < 1 || a->ndim >= t->ndim)
+    return false;
+  for (int d = 0; d < a->ndim; d++)
+    if (!same_dim(a, d, t, t->ndim - a->ndim + d))
+      return false;
+  return true;
+}
+
+/* A tensor operand a loop over t reads: of t's shape, 0-d, or t's trailing
+ * dims (element i_ % its size: each of t's rows reads it whole), of t's dtype */
+static bool fused_operand_ok(const Type *a, const Type *t) {
+  if (a->kind != TY_TENSOR || a->dtype != t->dtype)
+    return false;
+  return a->ndim == 0 || sched_same_shape(a, t) || sched_trailing(a, t);
+}
+
 /* Whether `in` can be a member of a fused loop. */
-bool sched_fusable(const IrFn *f, const IrInst *in) {
+bool sched_fusable(const Compiler *c, const IrFn *f, const IrInst *in) {
   if (in->ndst != 1 || in->dst[0] < 0)
     return false;
   const Type *t = f->values[in->dst[0]].type;
-  if (t->kind != TY_TENSOR || (t->dtype != DT_F32 && t->dtype != DT_F64) || t->ndim == 0)
+  if (t->kind != TY_TENSOR || (t->dtype != DT_F32 && t->dtype != DT_F64))
     return false;
   switch (in->op) {
   case IR_BINARY:
   case IR_ACCUM:
-    if (!sched_fused_op(in) || in->nargs != 2)
+    if (in->nargs != 2)
       return false;
-    for (int i = 0; i < 2; i++) {
-      const Type *a = f->values[in->args[i]].type;
-      if (!sched_same_shape(a, t) && !(a->ndim == 0 && a->dtype == t->dtype))
+    for (int i = 0; i < 2; i++)
+      if (!fused_operand_ok(f->values[in->args[i]].type, t))
         return false;
-    }
     return true;
-  case IR_BINARY_SCALAR: return sched_fused_op(in) && sched_same_shape(f->values[in->args[0]].type, t);
+  case IR_BINARY_SCALAR: return sched_same_shape(f->values[in->args[0]].type, t);
   case IR_UNARY:
-    return sched_fused_unary(in->unop, t->dtype) && sched_same_shape(f->values[in->args[0]].type, t);
+    return sched_unary_fusable(c, in->unop, t->dtype) && sched_same_shape(f->values[in->args[0]].type, t);
+  case IR_WHERE:
+    if (in->nargs != 3)
+      return false;
+    for (int i = 0; i < 3; i++)
+      if (!fused_operand_ok(f->values[in->args[i]].type, t))
+        return false;
+    return true;
   default: return false;
   }
 }
@@ -199,13 +257,13 @@ static void schedule_for_fusion(Compiler *c, IrFn *f, IrBlock *b) {
     if (placed[j])
       continue;
     PLACE_(j);
-    if (!sched_fusable(f, insts[j]))
+    if (!sched_fusable(c, f, insts[j]))
       continue;
     const Type *t = f->values[insts[j]->dst[0]].type;
     for (int k = j + 1; k < n && !schedule_barrier(insts[k]); k++) {
       IrInst *in = insts[k];
       if (placed[k] ||
-          !(pure_host(in) || (sched_fusable(f, in) && sched_same_shape(f->values[in->dst[0]].type, t))))
+          !(pure_host(in) || (sched_fusable(c, f, in) && sched_same_shape(f->values[in->dst[0]].type, t))))
         continue;
       bool ready = true;
       for (int a = 0; a < in->nargs && ready; a++)
@@ -287,12 +345,12 @@ static bool region_member(IrInst **insts, int j, int end, int v) {
 
 static int fused_region(Compiler *c, IrFn *f, IrInst **insts, int j, int n, int blk, const int *nuses,
                         const int *lastuse, const int *defblk, const bool *moved, int *out) {
-  if (!sched_fusable(f, insts[j]))
+  if (!sched_fusable(c, f, insts[j]))
     return 0;
   const Type *t = f->values[insts[j]->dst[0]].type;
   int end = j, members = 0;
   for (int k = j; k < n; k++) {
-    if (sched_fusable(f, insts[k]) && sched_same_shape(f->values[insts[k]->dst[0]].type, t)) {
+    if (sched_fusable(c, f, insts[k]) && sched_same_shape(f->values[insts[k]->dst[0]].type, t)) {
       end = k + 1;
       members++;
     } else if (!sched_transparent(insts[k])) {

@@ -417,6 +417,9 @@ double rt_host_binary(rt_binary_op op, double a, double b);
  * broadcast: every rank must call it, as with a collective) */
 double rt_wall_time(rt_ctx *ctx);
 rt_tensor *rt_unary(rt_ctx *ctx, rt_unary_op op, const rt_tensor *x);
+/* rt_unary's kernel on one element (spmdrt_kernels.h RT_FUSED_UNARY) */
+float rt_unary_elem_f32(rt_unary_op op, float x);
+double rt_unary_elem_f64(rt_unary_op op, double x);
 rt_tensor *rt_unary_bwd(rt_ctx *ctx, rt_unary_op op, const rt_tensor *x, const rt_tensor *dy);
 /* y = f(x) and dydx = f'(x) in one pass (a forward that keeps what its
  * backward needs: dx = dy * dydx) */

@@ -115,4 +115,20 @@ template <class F> static inline void rt_sim_kernel(rt_ctx *ctx, F f) {
 static RT_HD inline double rt_hf_get(rt_hf h) { return h.d ? *h.d : h.v; }
 static RT_HD inline int64_t rt_hi_get(rt_hi h) { return h.d ? *h.d : h.v; }
 
+/* A unary op of the X-list RT_UNARY_OPS on one element x of a fused loop
+ * (only the ops whose CPU kernels are vectorised: spmdc's schedule.c fuses
+ * the others everywhere, spelled out): on the GPU, the formula in x's
+ * precision (formula, of x), as runtime/cuda/elementwise.cu's kernel
+ * computes it; in the simulation, the kernel of the runtime linked in, on
+ * that one element (rt_unary_elem_f32/f64: the CPU runtime's vector kernel,
+ * whose masked tail computes an element as its whole vectors do, or the
+ * CUDA runtime's simulated formula), so that the simulation prints what the
+ * CPU target prints. */
+#ifdef SPMD_CUDA_DEVICE
+#define RT_FUSED_UNARY(op, T, x, formula) ((T)(formula))
+#else
+#define RT_FUSED_UNARY(op, T, x, formula) (sizeof(T) == sizeof(float) ? (T)rt_unary_elem_f32((op), (float)(x)) \
+                                                                    : (T)rt_unary_elem_f64((op), (double)(x)))
+#endif
+
 #endif /* SPMDRT_KERNELS_H */
