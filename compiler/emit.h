@@ -93,6 +93,8 @@ void emit_fused_body(Emitter *E, const FusedRegion *r, int ind);
 /* Whether tensor v, read by a fused region over E->fuse_t, is of its
  * trailing dims (read at i_ % its size, named emit_trailing_n). */
 bool emit_trailing(Emitter *E, int v);
+/* Whether the fused region being emitted is bf16 (computed in f32, T_). */
+bool emit_fuse_bf16(Emitter *E);
 const char *emit_trailing_n(Emitter *E, int v);
 /* Whether member insts[k] of a region is a transparent host instruction. */
 bool emit_transparent(const IrInst *in);

@@ -1129,19 +1129,31 @@ bool emit_trailing(Emitter *E, int v) {
  * argument (CUDA): a name no value has (theirs end in a digit) */
 const char *emit_trailing_n(Emitter *E, int v) { return arena_sprintf(&E->c->arena, "%s_n_", vname(E, v)); }
 
-/* The CPU target: the region is an inline loop over the tensors' data. */
+bool emit_fuse_bf16(Emitter *E) { return E->fuse_t && E->fuse_t->dtype == DT_BF16; }
+
+/* The CPU target: the region is an inline loop over the tensors' data.  A
+ * bf16 region computes in f32 (T_): each element widened as it is read, a
+ * host number rounded to bf16 first (as the kernels' scalar operand). */
 static const char *cpu_operand(Emitter *E, int v) {
   const Type *t = E->f->values[v].type;
+  const char *n = vname(E, v);
   if (t->kind != TY_TENSOR)
-    return arena_sprintf(&E->c->arena, "((%s)%s)", t->dtype == DT_F64 ? "double" : "float", vname(E, v));
+    return emit_fuse_bf16(E) ? arena_sprintf(&E->c->arena, "rt_bf16_round((float)%s)", n)
+                             : arena_sprintf(&E->c->arena, "((%s)%s)", t->dtype == DT_F64 ? "double" : "float", n);
+  const char *at = t->ndim == 0          ? "[0]"
+                   : emit_trailing(E, v) ? arena_sprintf(&E->c->arena, "[i_ %% %s]", emit_trailing_n(E, v))
+                                         : "[i_]";
+  if (emit_fuse_bf16(E))
+    return arena_sprintf(&E->c->arena, "rt_bf16_to_f32(((const uint16_t *)%s->data)%s)", n, at);
   if (t->ndim == 0)
-    return arena_sprintf(&E->c->arena, "(*(const T_ *)%s->data)", vname(E, v));
-  if (emit_trailing(E, v))
-    return arena_sprintf(&E->c->arena, "((const T_ *)%s->data)[i_ %% %s]", vname(E, v), emit_trailing_n(E, v));
-  return arena_sprintf(&E->c->arena, "((const T_ *)%s->data)[i_]", vname(E, v));
+    return arena_sprintf(&E->c->arena, "(*(const T_ *)%s->data)", n);
+  return arena_sprintf(&E->c->arena, "((const T_ *)%s->data)%s", n, at);
 }
 
-static const char *cpu_store(Emitter *E, int v) { return arena_sprintf(&E->c->arena, "((T_ *)%s->data)[i_]", vname(E, v)); }
+static const char *cpu_store(Emitter *E, int v) {
+  return arena_sprintf(&E->c->arena, emit_fuse_bf16(E) ? "((uint16_t *)%s->data)[i_]" : "((T_ *)%s->data)[i_]",
+                       vname(E, v));
+}
 
 /* special[k] (emit_block decides): a var read that hands the var's
  * reference over (var_moves), or an all_reduce that starts non-blocking
@@ -1219,12 +1231,18 @@ void emit_fused_body(Emitter *E, const FusedRegion *r, int ind) {
         formula = sched_binary_formula(in->binop);
       }
     }
-    if (expr) {
+    /* bf16: each member's value rounded to bf16, as each kernel stores it */
+    const char *round = !emit_fuse_bf16(E) ? "" : E->tgt->typed_host ? "rt_bf16_round" : "rt_k_bf16_round";
+    if (expr && *round)
+      out(E, ind, "const T_ r%d_ = %s(%s);\n", v, round, expr);
+    else if (expr)
       out(E, ind, "const T_ r%d_ = %s;\n", v, expr);
-    } else {
+    else
       out(E, ind, "T_ r%d_;\n", v);
+    if (!expr && *round)
+      out(E, ind, "{ %s r%d_ = %s((T_)(%s)); }\n", bind, v, round, formula);
+    else if (!expr)
       out(E, ind, "{ %s r%d_ = (T_)(%s); }\n", bind, v, formula);
-    }
     reg[v] = arena_sprintf(&E->c->arena, "r%d_", v);
   }
   /* stores last: an output may share its buffer with an operand read above */
@@ -1232,7 +1250,9 @@ void emit_fused_body(Emitter *E, const FusedRegion *r, int ind) {
     if (transparent(insts[k]))
       continue;
     int v = insts[k]->dst[0];
-    if (r->out[k] != SCHED_IN_REGISTER)
+    if (r->out[k] != SCHED_IN_REGISTER && emit_fuse_bf16(E)) /* exact: already rounded */
+      out(E, ind, "%s = %s(r%d_);\n", E->tgt->store(E, v), E->tgt->typed_host ? "rt_f32_to_bf16" : "rt_k_f32_to_bf16", v);
+    else if (r->out[k] != SCHED_IN_REGISTER)
       out(E, ind, "%s = r%d_;\n", E->tgt->store(E, v), v);
   }
 }

@@ -20,7 +20,10 @@
 
 static Arena *ar(Emitter *E) { return &E->c->arena; }
 
+/* the type a region computes in (T_): bf16 computes in f32 */
 static const char *elem_type(const Type *t) { return t->dtype == DT_F64 ? "double" : "float"; }
+/* the type of its tensors' elements (bf16: uint16_t) */
+static const char *store_type(const Type *t) { return t->dtype == DT_BF16 ? "uint16_t" : elem_type(t); }
 
 /* Operands read by the body: host numbers as kernel arguments of their C
  * type, converted to the element type in the body as the CPU's loop does;
@@ -28,13 +31,14 @@ static const char *elem_type(const Type *t) { return t->dtype == DT_F64 ? "doubl
 static const char *cuda_operand(Emitter *E, int v) {
   const Type *t = E->f->values[v].type;
   const char *n = emit_vname(E, v);
+  if (t->kind != TY_TENSOR && emit_fuse_bf16(E)) /* rounded to bf16 first, as the kernels' scalar */
+    return arena_sprintf(ar(E), "rt_k_bf16_round((float)%s)", n);
   if (t->kind != TY_TENSOR)
     return arena_sprintf(ar(E), "((%s)%s)", elem_type(t), n);
-  if (t->ndim == 0)
-    return arena_sprintf(ar(E), "(*%s)", n);
-  if (emit_trailing(E, v))
-    return arena_sprintf(ar(E), "%s[i_ %% %s]", n, emit_trailing_n(E, v));
-  return arena_sprintf(ar(E), "%s[i_]", n);
+  const char *x = t->ndim == 0          ? arena_sprintf(ar(E), "(*%s)", n)
+                  : emit_trailing(E, v) ? arena_sprintf(ar(E), "%s[i_ %% %s]", n, emit_trailing_n(E, v))
+                                        : arena_sprintf(ar(E), "%s[i_]", n);
+  return emit_fuse_bf16(E) ? arena_sprintf(ar(E), "rt_k_bf16_to_f32(%s)", x) : x;
 }
 
 static const char *cuda_store(Emitter *E, int v) { return arena_sprintf(ar(E), "%s[i_]", emit_vname(E, v)); }
@@ -88,8 +92,8 @@ static const char *param(Emitter *E, const FusedRegion *r, const Kargs *k, int i
     return arena_sprintf(ar(E), "%s %s", ct, n);
   }
   if (emit_trailing(E, k->v[i])) /* and its size */
-    return arena_sprintf(ar(E), "const %s *%s, int64_t %s", elem_type(r->t), n, emit_trailing_n(E, k->v[i]));
-  return arena_sprintf(ar(E), "%s%s *%s", k->out[i] ? "" : "const ", elem_type(r->t), n);
+    return arena_sprintf(ar(E), "const %s *%s, int64_t %s", store_type(r->t), n, emit_trailing_n(E, k->v[i]));
+  return arena_sprintf(ar(E), "%s%s *%s", k->out[i] ? "" : "const ", store_type(r->t), n);
 }
 
 static const char *params(Emitter *E, const FusedRegion *r, const Kargs *k, bool slot) {

@@ -138,7 +138,7 @@ bool sched_fusable(const Compiler *c, const IrFn *f, const IrInst *in) {
   if (in->ndst != 1 || in->dst[0] < 0)
     return false;
   const Type *t = f->values[in->dst[0]].type;
-  if (t->kind != TY_TENSOR || (t->dtype != DT_F32 && t->dtype != DT_F64))
+  if (t->kind != TY_TENSOR || (t->dtype != DT_F32 && t->dtype != DT_F64 && t->dtype != DT_BF16))
     return false;
   switch (in->op) {
   case IR_BINARY:
@@ -152,8 +152,8 @@ bool sched_fusable(const Compiler *c, const IrFn *f, const IrInst *in) {
   case IR_BINARY_SCALAR: return sched_same_shape(f->values[in->args[0]].type, t);
   case IR_UNARY:
     return sched_unary_fusable(c, in->unop, t->dtype) && sched_same_shape(f->values[in->args[0]].type, t);
-  case IR_WHERE:
-    if (in->nargs != 3)
+  case IR_WHERE: /* not bf16: the kernel copies a NaN's bits, a loop through f32 would not */
+    if (in->nargs != 3 || t->dtype == DT_BF16)
       return false;
     for (int i = 0; i < 3; i++)
       if (!fused_operand_ok(f->values[in->args[i]].type, t))
