@@ -1346,15 +1346,22 @@ static void emit_fused(Emitter *E, const Schedule *S, int j, int ind) {
 
 /* A bf16 matmul whose result only feeds `+ bias` (bias 1-D over the last
  * dim) and/or gelu, gelu_tanh or relu becomes one oneDNN GEMM with the bias
- * and the activation as post-ops (rt_matmul_bias_act): the intermediate
- * [.., N] results are never written.  A differentiated forward keeps the
- * matmul's result for the backward, so there the uses do not allow it:
- * this pays in forward-only code (evaluation, inference).  The schedule
- * finds it (sched_gemm_epilogue). */
+ * and the activation as post-ops (rt_matmul_bias_act; the CUDA runtime:
+ * cuBLASLt's epilogue): the intermediate [.., N] results are never
+ * written.  A differentiated bf16 forward keeps the matmul's result for the
+ * backward, so there the uses do not allow it: this pays in forward-only
+ * code (evaluation, inference).  On the CUDA target an f32 `x @ w + b`
+ * fuses too, in a differentiated forward as well: the matmul's saves are
+ * pushed before the GEMM, and the add saves the sum in place of the
+ * matmul's result (its backward reads only the shape).  The schedule finds
+ * it (sched_gemm_epilogue). */
 static void emit_gemm_epilogue(Emitter *E, const Schedule *S, int j, int ind) {
   IrInst *mm = S->insts[j];
-  int bias, act, k = j + sched_gemm_epilogue(E->f, S->insts, j, S->n, E->nuses, &bias, &act);
+  int bias, act, k = j + sched_gemm_epilogue(E->c, E->f, S->insts, j, S->n, E->nuses, &bias, &act);
   int cur = S->insts[k - 1]->dst[0];
+  for (int i = j + 1; i < k; i++) /* a differentiated forward's saves of the matmul's operands */
+    if (S->insts[i]->op == IR_PUSH)
+      emit_at(E, S->insts, i, S->special, ind);
   const char *actname = act >= 0 ? ir_unary_name[act] : NULL;
   int line, col;
   source_position(E->c, mm->span, &line, &col);

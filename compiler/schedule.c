@@ -296,29 +296,67 @@ void sched_count_uses(IrBlock *b, int *nuses) {
 
 /* ---- regions: which instructions run as one, and where their values go */
 
-int sched_gemm_epilogue(const IrFn *f, IrInst **insts, int j, int n, const int *nuses, int *bias, int *act) {
+/* A push of tensors only (the saves of a differentiated forward), none of
+ * them v */
+static bool push_without(const IrFn *f, const IrInst *in, int v) {
+  if (in->op != IR_PUSH)
+    return false;
+  for (int i = 0; i < in->nargs; i++)
+    if (in->args[i] == v || f->values[in->args[i]].type->kind != TY_TENSOR)
+      return false;
+  return true;
+}
+
+int sched_gemm_epilogue(const Compiler *c, const IrFn *f, IrInst **insts, int j, int n, int *nuses, int *bias,
+                        int *act) {
   IrInst *mm = insts[j];
   *bias = *act = -1;
   if (mm->op != IR_MATMUL || mm->nargs != 2)
     return 0;
   const Type *a = f->values[mm->args[0]].type, *b = f->values[mm->args[1]].type;
   const Type *y = f->values[mm->dst[0]].type;
-  if (y->dtype != DT_BF16 || a->ndim < 2 || b->ndim != 2)
+  /* bf16 on every target (oneDNN's post-ops, cuBLASLt's epilogue); f32 on
+   * the CUDA target, where the epilogue's bias add (to the f32
+   * accumulator, rounded once) and relu give the bits of the separate
+   * kernels */
+  bool f32 = y->dtype == DT_F32 && c->cuda_target;
+  if ((y->dtype != DT_BF16 && !f32) || a->ndim < 2 || b->ndim != 2 || a->dtype != y->dtype ||
+      b->dtype != y->dtype)
     return 0;
   int k = j + 1, cur = mm->dst[0];
-  if (k < n && insts[k]->op == IR_BINARY && insts[k]->binop == BIN_ADD && nuses[cur] == 1) {
-    int other = insts[k]->args[0] == cur ? insts[k]->args[1] : insts[k]->args[1] == cur ? insts[k]->args[0] : -1;
+  /* a differentiated forward: the matmul's saves (its operands) before the add */
+  while (f32 && k < n && push_without(f, insts[k], cur))
+    k++;
+  if (k < n && insts[k]->op == IR_BINARY && insts[k]->binop == BIN_ADD) {
+    IrInst *add = insts[k];
+    int other = add->args[0] == cur ? add->args[1] : add->args[1] == cur ? add->args[0] : -1;
     const Type *bt = other >= 0 ? f->values[other].type : NULL;
-    if (bt && bt->kind == TY_TENSOR && bt->dtype == DT_BF16 && bt->ndim == 1 &&
-        size_eq(bt->shape[0], y->shape[y->ndim - 1]) && !bt->shape[0].unknown &&
-        sched_same_shape(f->values[insts[k]->dst[0]].type, y)) {
+    bool ok = bt && bt->kind == TY_TENSOR && bt->dtype == y->dtype && bt->ndim == 1 &&
+              size_eq(bt->shape[0], y->shape[y->ndim - 1]) && !bt->shape[0].unknown &&
+              sched_same_shape(f->values[add->dst[0]].type, y);
+    /* The add's own saves right after it (its operands, for its backward,
+     * which reads only their shapes: the gradients are dy and dy summed to
+     * the bias's shape): the matmul's result is saved as the sum instead,
+     * which has its shape, so that the matmul's result is not needed.
+     * Rewritten once; a later schedule of the block finds it done. */
+    if (ok && f32 && nuses[cur] == 2 && k + 1 < n && insts[k + 1]->op == IR_PUSH && insts[k + 1]->nargs == 2 &&
+        ((insts[k + 1]->args[0] == cur && insts[k + 1]->args[1] == other) ||
+         (insts[k + 1]->args[1] == cur && insts[k + 1]->args[0] == other))) {
+      IrInst *save = insts[k + 1];
+      save->args[save->args[0] == cur ? 0 : 1] = add->dst[0];
+      nuses[cur]--;
+      nuses[add->dst[0]]++;
+    }
+    if (ok && nuses[cur] == 1) {
       *bias = other;
-      cur = insts[k]->dst[0];
+      cur = add->dst[0];
       k++;
     }
   }
+  if (*bias < 0 && k > j + 1) /* no bias after the saves: nothing fused */
+    return 0;
   if (k < n && insts[k]->op == IR_UNARY && insts[k]->args[0] == cur && nuses[cur] == 1 &&
-      unary_codegen[insts[k]->unop].gemm_act) {
+      unary_codegen[insts[k]->unop].gemm_act && (!f32 || insts[k]->unop != UN_GELU_TANH)) {
     *act = (int)insts[k]->unop;
     k++;
   }
@@ -393,7 +431,7 @@ static int fused_region(Compiler *c, IrFn *f, IrInst **insts, int j, int n, int 
   return end;
 }
 
-void schedule_block(Compiler *c, IrFn *f, IrBlock *b, int blk, const int *nuses, int *lastuse, int *defblk,
+void schedule_block(Compiler *c, IrFn *f, IrBlock *b, int blk, int *nuses, int *lastuse, int *defblk,
                     Schedule *S) {
   schedule_for_fusion(c, f, b);
   int n = 0;
@@ -404,6 +442,12 @@ void schedule_block(Compiler *c, IrFn *f, IrBlock *b, int blk, const int *nuses,
   for (IrInst *in = b->head; in; in = in->next)
     insts[j++] = in;
   /* free lists: values to free after instruction j */
+  /* the GEMM epilogues' rewrites of a forward's saves (sched_gemm_epilogue),
+   * before anything reads the uses */
+  for (j = 0; j < n; j++) {
+    int bias, act;
+    (void)sched_gemm_epilogue(c, f, insts, j, n, nuses, &bias, &act);
+  }
   int *free_after = arena_alloc(&c->arena, sizeof(int) * (size_t)(n ? n : 1));
   int *next_free = arena_alloc(&c->arena, sizeof(int) * (size_t)(f->nvalues + 1));
   for (j = 0; j < n; j++)
@@ -465,7 +509,7 @@ void schedule_block(Compiler *c, IrFn *f, IrBlock *b, int blk, const int *nuses,
   int *out = arena_alloc(&c->arena, sizeof(int) * (size_t)(n ? n : 1));
   bool *moved = arena_alloc(&c->arena, sizeof(bool) * (size_t)(f->nvalues + 1));
   for (j = 0; j < n;) {
-    int bias, act, end = j + sched_gemm_epilogue(f, insts, j, n, nuses, &bias, &act);
+    int bias, act, end = j + sched_gemm_epilogue(c, f, insts, j, n, nuses, &bias, &act);
     gemm[j] = end > j;
     if (!gemm[j])
       end = fused_region(c, f, insts, j, n, blk, nuses, lastuse, defblk, moved, out);

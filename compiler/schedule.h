@@ -30,17 +30,21 @@ enum {
  * f, how many instruction operands read it (sched_count_uses); lastuse,
  * defblk: per value of f, updated for the values b defines (blk: b's
  * number). */
-void schedule_block(Compiler *c, IrFn *f, IrBlock *b, int blk, const int *nuses, int *lastuse, int *defblk,
+void schedule_block(Compiler *c, IrFn *f, IrBlock *b, int blk, int *nuses, int *lastuse, int *defblk,
                     Schedule *s);
 
 /* Adds to nuses[v] the operand reads of v in b and its nested blocks. */
 void sched_count_uses(IrBlock *b, int *nuses);
 
-/* A bf16 matmul at insts[j] whose result only feeds `+ bias` and/or an
- * activation (gelu, gelu_tanh, relu), done as one GEMM with post-ops: how
- * many instructions it covers (0: none), the bias value (-1: none) and the
- * activation (-1: none). */
-int sched_gemm_epilogue(const IrFn *f, IrInst **insts, int j, int n, const int *nuses, int *bias, int *act);
+/* A bf16 matmul at insts[j] (on the CUDA target also f32) whose result only
+ * feeds `+ bias` and/or an activation (gelu, gelu_tanh, relu), done as one
+ * GEMM with post-ops: how many instructions it covers (0: none; the saves
+ * of a differentiated forward between the matmul and the add included),
+ * the bias value (-1: none) and the activation (-1: none).  In a
+ * differentiated forward (f32, CUDA) the add's save of the matmul's result
+ * is rewritten to save the sum (nuses updated). */
+int sched_gemm_epilogue(const Compiler *c, const IrFn *f, IrInst **insts, int j, int n, int *nuses, int *bias,
+                        int *act);
 
 /* Whether `in` can be a member of a fused elementwise region (on c's target). */
 bool sched_fusable(const Compiler *c, const IrFn *f, const IrInst *in);
