@@ -19,8 +19,12 @@
 # each, not a square, a sum and an addition per field): 354; views
 # (rt_reshape and the layer weights' rt_index share their operand's memory:
 # no copy where the block starts 256-byte aligned; at this size the [L, D]
-# fields' rows of 128 bytes are still copied, 12 a step): 318 a step, so
-# CEILING is 330. A step with fewer than FLOOR operations means the
+# fields' rows of 128 bytes are still copied, 12 a step): 318 a step; wider
+# fusion (every binary op and comparison, where, relu/abs/rsqrt, 0-d
+# results, trailing-dim operands, on this target every unary op: the global
+# norm's clip 25 -> 21 at L=6) and the f32 bias epilogue of
+# column_parallel_linear's GEMM (2 -> 1 per call): 312 a step (L=6, the
+# flagship's own size: 694 -> 684), so CEILING is 320. A step with fewer than FLOOR operations means the
 # counting broke. Counted with SPMD_GRAPHS=0: with graphs a replay counts
 # its graph's operations too (cuda_sim/graph_ops_*), plus the copies of its
 # inputs into the captured buffers. The host synchronisations are checked
@@ -28,7 +32,7 @@
 set -euo pipefail
 spmdc=$1
 simrt=$2
-CEILING=330
+CEILING=320
 FLOOR=200
 root=$(cd "$(dirname "$0")/../.." && pwd)
 work=$(mktemp -d)
