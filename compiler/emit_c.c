@@ -1324,7 +1324,8 @@ static void emit_fused(Emitter *E, const Schedule *S, int j, int ind) {
       } else if (!reg[av]) { /* its size, once (a name of its own: reg marks it done) */
         out(E, ind + 1, "const int64_t %s = %s->numel; /* of the trailing dims: read at i_ %% %s */\n",
             emit_trailing_n(E, av), vname(E, av), emit_trailing_n(E, av));
-        out(E, ind + 1, "RT_CHECK(ctx, %s > 0 && n_ %% %s == 0, \"internal error: fused operands differ in size\");\n",
+        out(E, ind + 1,
+            "RT_CHECK(ctx, n_ == 0 || (%s > 0 && n_ %% %s == 0), \"internal error: fused operands differ in size\");\n",
             emit_trailing_n(E, av), emit_trailing_n(E, av));
         reg[av] = "";
       }
