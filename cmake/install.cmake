@@ -27,6 +27,8 @@ install(TARGETS spmdc spmdrt spmdrt_shared EXPORT spmdcTargets
 install(EXPORT spmdcTargets NAMESPACE spmdc:: DESTINATION ${SPMD_INSTALL_CMAKEDIR})
 # the ABI of the kernels spmdc --target=cuda generates (included by their .cu and host C)
 install(FILES ${PROJECT_SOURCE_DIR}/runtime/spmdrt_kernels.h DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
+# the helpers of the elementwise formulas, which those kernels' fused loops call
+install(FILES ${PROJECT_SOURCE_DIR}/runtime/elementwise_formulas.h DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
 # spmdc --shared compiles the host interface into every library it builds
 # (beside spmdrt.h); the Python package reads those libraries (docs/python.md)
 install(FILES ${PROJECT_SOURCE_DIR}/runtime/spmdrt_host.c DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})

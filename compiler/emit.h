@@ -35,6 +35,7 @@ typedef struct Emitter {
   uint32_t at_file;  /* the .spmd line the program last told the runtime (rt_at), */
   int at_line;       /* or at_line 0: none known here */
   int loop_depth;    /* main's loops around the block being emitted */
+  const Type *fuse_t; /* emitting a fused region: its members' type (operands of its trailing dims) */
   bool in_region;    /* emitting a graph region's body (emit_c.c): its host work was hoisted */
   int ngraphs;       /* graph regions emitted so far */
   FILE *region_report; /* --regions: where the regions and what stops them are described */
@@ -89,6 +90,12 @@ const char *emit_dtype_c(DType d);
 /* The per-element body of a region: each member's value in a register
  * r<N>_, then the stores of those used after the region. */
 void emit_fused_body(Emitter *E, const FusedRegion *r, int ind);
+/* Whether tensor v, read by a fused region over E->fuse_t, is of its
+ * trailing dims (read at i_ % its size, named emit_trailing_n). */
+bool emit_trailing(Emitter *E, int v);
+/* Whether the fused region being emitted is bf16 (computed in f32, T_). */
+bool emit_fuse_bf16(Emitter *E);
+const char *emit_trailing_n(Emitter *E, int v);
 /* Whether member insts[k] of a region is a transparent host instruction. */
 bool emit_transparent(const IrInst *in);
 

@@ -1150,17 +1150,40 @@ static const char *fused_operand(Emitter *E, int v, const char *const *reg) {
   return reg[v] ? reg[v] : E->tgt->operand(E, v);
 }
 
-/* The CPU target: the region is an inline loop over the tensors' data. */
-static const char *cpu_operand(Emitter *E, int v) {
+bool emit_trailing(Emitter *E, int v) {
   const Type *t = E->f->values[v].type;
-  if (t->kind != TY_TENSOR)
-    return arena_sprintf(&E->c->arena, "((%s)%s)", t->dtype == DT_F64 ? "double" : "float", vname(E, v));
-  if (t->ndim == 0)
-    return arena_sprintf(&E->c->arena, "(*(const T_ *)%s->data)", vname(E, v));
-  return arena_sprintf(&E->c->arena, "((const T_ *)%s->data)[i_]", vname(E, v));
+  return E->fuse_t && t->kind == TY_TENSOR && sched_trailing(t, E->fuse_t);
 }
 
-static const char *cpu_store(Emitter *E, int v) { return arena_sprintf(&E->c->arena, "((T_ *)%s->data)[i_]", vname(E, v)); }
+/* the size of trailing operand v, a local of the region (CPU) or a kernel
+ * argument (CUDA): a name no value has (theirs end in a digit) */
+const char *emit_trailing_n(Emitter *E, int v) { return arena_sprintf(&E->c->arena, "%s_n_", vname(E, v)); }
+
+bool emit_fuse_bf16(Emitter *E) { return E->fuse_t && E->fuse_t->dtype == DT_BF16; }
+
+/* The CPU target: the region is an inline loop over the tensors' data.  A
+ * bf16 region computes in f32 (T_): each element widened as it is read, a
+ * host number rounded to bf16 first (as the kernels' scalar operand). */
+static const char *cpu_operand(Emitter *E, int v) {
+  const Type *t = E->f->values[v].type;
+  const char *n = vname(E, v);
+  if (t->kind != TY_TENSOR)
+    return emit_fuse_bf16(E) ? arena_sprintf(&E->c->arena, "rt_bf16_round((float)%s)", n)
+                             : arena_sprintf(&E->c->arena, "((%s)%s)", t->dtype == DT_F64 ? "double" : "float", n);
+  const char *at = t->ndim == 0          ? "[0]"
+                   : emit_trailing(E, v) ? arena_sprintf(&E->c->arena, "[i_ %% %s]", emit_trailing_n(E, v))
+                                         : "[i_]";
+  if (emit_fuse_bf16(E))
+    return arena_sprintf(&E->c->arena, "rt_bf16_to_f32(((const uint16_t *)%s->data)%s)", n, at);
+  if (t->ndim == 0)
+    return arena_sprintf(&E->c->arena, "(*(const T_ *)%s->data)", n);
+  return arena_sprintf(&E->c->arena, "((const T_ *)%s->data)%s", n, at);
+}
+
+static const char *cpu_store(Emitter *E, int v) {
+  return arena_sprintf(&E->c->arena, emit_fuse_bf16(E) ? "((uint16_t *)%s->data)[i_]" : "((T_ *)%s->data)[i_]",
+                       vname(E, v));
+}
 
 /* special[k] (emit_block decides): a var read that hands the var's
  * reference over (var_moves), or an all_reduce that starts non-blocking
@@ -1214,14 +1237,42 @@ void emit_fused_body(Emitter *E, const FusedRegion *r, int ind) {
       continue;
     int v = in->dst[0];
     const char *x = fused_operand(E, in->args[0], reg);
-    const char *expr;
-    if (in->op == IR_UNARY)
+    const char *expr = NULL, *bind = NULL, *formula = NULL;
+    if (in->op == IR_UNARY && sched_fused_unary(in->unop, t->dtype)) {
       expr = fused_spelling(E, sched_fused_unary(in->unop, t->dtype), x);
-    else if (in->op == IR_BINARY_SCALAR && IR_I(in, SCALAR_LEFT))
-      expr = arena_sprintf(&E->c->arena, "%s %s %s", fused_operand(E, in->args[1], reg), fused_op(in), x);
+    } else if (in->op == IR_UNARY) { /* the CUDA target: the kernel's formula, in the dtype (spmdrt_kernels.h) */
+      bind = arena_sprintf(&E->c->arena, "const T_ x = %s;", x);
+      formula = arena_sprintf(&E->c->arena, "RT_FUSED_UNARY(RT_%s, T_, x, %s)", ir_unary_name[in->unop],
+                              sched_unary_formula(in->unop));
+    } else if (in->op == IR_WHERE) { /* the kernel's choice: the condition's value != 0 (NaN too) */
+      expr = arena_sprintf(&E->c->arena, "%s != 0 ? %s : %s", x, fused_operand(E, in->args[1], reg),
+                           fused_operand(E, in->args[2], reg));
+    } else {
+      const char *y = fused_operand(E, in->args[1], reg);
+      if (in->op == IR_BINARY_SCALAR && IR_I(in, SCALAR_LEFT)) {
+        const char *tmp = x;
+        x = y;
+        y = tmp;
+      }
+      if (fused_op(in)) {
+        expr = arena_sprintf(&E->c->arena, "%s %s %s", x, fused_op(in), y);
+      } else { /* the kernel's formula, in double */
+        bind = arena_sprintf(&E->c->arena, "const double a = %s, b = %s;", x, y);
+        formula = sched_binary_formula(in->binop);
+      }
+    }
+    /* bf16: each member's value rounded to bf16, as each kernel stores it */
+    const char *round = !emit_fuse_bf16(E) ? "" : E->tgt->typed_host ? "rt_bf16_round" : "rt_k_bf16_round";
+    if (expr && *round)
+      out(E, ind, "const T_ r%d_ = %s(%s);\n", v, round, expr);
+    else if (expr)
+      out(E, ind, "const T_ r%d_ = %s;\n", v, expr);
     else
-      expr = arena_sprintf(&E->c->arena, "%s %s %s", x, fused_op(in), fused_operand(E, in->args[1], reg));
-    out(E, ind, "const T_ r%d_ = %s;\n", v, expr);
+      out(E, ind, "T_ r%d_;\n", v);
+    if (!expr && *round)
+      out(E, ind, "{ %s r%d_ = %s((T_)(%s)); }\n", bind, v, round, formula);
+    else if (!expr)
+      out(E, ind, "{ %s r%d_ = (T_)(%s); }\n", bind, v, formula);
     reg[v] = arena_sprintf(&E->c->arena, "r%d_", v);
   }
   /* stores last: an output may share its buffer with an operand read above */
@@ -1229,7 +1280,9 @@ void emit_fused_body(Emitter *E, const FusedRegion *r, int ind) {
     if (transparent(insts[k]))
       continue;
     int v = insts[k]->dst[0];
-    if (r->out[k] != SCHED_IN_REGISTER)
+    if (r->out[k] != SCHED_IN_REGISTER && emit_fuse_bf16(E)) /* exact: already rounded */
+      out(E, ind, "%s = %s(r%d_);\n", E->tgt->store(E, v), E->tgt->typed_host ? "rt_f32_to_bf16" : "rt_k_f32_to_bf16", v);
+    else if (r->out[k] != SCHED_IN_REGISTER)
       out(E, ind, "%s = r%d_;\n", E->tgt->store(E, v), v);
   }
 }
@@ -1278,22 +1331,34 @@ static void emit_fused(Emitter *E, const Schedule *S, int j, int ind) {
     if (!transparent(insts[k]))
       for (int a = 0; a < insts[k]->nargs && !first; a++) {
         const Type *at = E->f->values[insts[k]->args[a]].type;
-        if (at->kind == TY_TENSOR && at->ndim > 0)
+        if (at->kind == TY_TENSOR && sched_same_shape(at, t) && !reg[insts[k]->args[a]])
           first = vname(E, insts[k]->args[a]);
       }
   if (!first)
-    first = "NULL"; /* not reached: a member has a tensor operand of the run's shape */
+    first = "NULL"; /* not reached: the first member has a tensor operand of the run's shape */
   out(E, ind + 1, "const int64_t n_ = %s->numel;\n", first);
+  E->fuse_t = t;
   /* outputs: members read after the run */
   for (int k = j; k < end; k++) {
     if (transparent(insts[k]))
       continue;
     int v = insts[k]->dst[0];
     for (int a = 0; a < insts[k]->nargs; a++) {
-      const Type *at = E->f->values[insts[k]->args[a]].type;
-      if (at->kind == TY_TENSOR && at->ndim > 0 && !reg[insts[k]->args[a]])
+      int av = insts[k]->args[a];
+      const Type *at = E->f->values[av].type;
+      if (at->kind != TY_TENSOR || at->ndim == 0 || reg[av])
+        continue;
+      if (!emit_trailing(E, av)) {
         out(E, ind + 1, "RT_CHECK(ctx, %s->numel == n_, \"internal error: fused operands differ in size\");\n",
-            vname(E, insts[k]->args[a]));
+            vname(E, av));
+      } else if (!reg[av]) { /* its size, once (a name of its own: reg marks it done) */
+        out(E, ind + 1, "const int64_t %s = %s->numel; /* of the trailing dims: read at i_ %% %s */\n",
+            emit_trailing_n(E, av), vname(E, av), emit_trailing_n(E, av));
+        out(E, ind + 1,
+            "RT_CHECK(ctx, n_ == 0 || (%s > 0 && n_ %% %s == 0), \"internal error: fused operands differ in size\");\n",
+            emit_trailing_n(E, av), emit_trailing_n(E, av));
+        reg[av] = "";
+      }
     }
     if (S->out[k] >= 0) {
       const char *d = vname(E, S->out[k]);
@@ -1305,21 +1370,29 @@ static void emit_fused(Emitter *E, const Schedule *S, int j, int ind) {
   }
   FusedRegion region = {insts, j, end, members, t, S->out, reg, first, insts[j]->span};
   E->tgt->fused(E, &region, ind + 1);
+  E->fuse_t = NULL;
   out(E, ind + 1, "rt_kernel_end(ctx, &span_, RT_K_ELEMENTWISE, \"fused\");\n");
   out(E, ind, "}\n");
 }
 
 /* A bf16 matmul whose result only feeds `+ bias` (bias 1-D over the last
  * dim) and/or gelu, gelu_tanh or relu becomes one oneDNN GEMM with the bias
- * and the activation as post-ops (rt_matmul_bias_act): the intermediate
- * [.., N] results are never written.  A differentiated forward keeps the
- * matmul's result for the backward, so there the uses do not allow it:
- * this pays in forward-only code (evaluation, inference).  The schedule
- * finds it (sched_gemm_epilogue). */
+ * and the activation as post-ops (rt_matmul_bias_act; the CUDA runtime:
+ * cuBLASLt's epilogue): the intermediate [.., N] results are never
+ * written.  A differentiated bf16 forward keeps the matmul's result for the
+ * backward, so there the uses do not allow it: this pays in forward-only
+ * code (evaluation, inference).  On the CUDA target an f32 `x @ w + b`
+ * fuses too, in a differentiated forward as well: the matmul's saves are
+ * pushed before the GEMM, and the add saves the sum in place of the
+ * matmul's result (its backward reads only the shape).  The schedule finds
+ * it (sched_gemm_epilogue). */
 static void emit_gemm_epilogue(Emitter *E, const Schedule *S, int j, int ind) {
   IrInst *mm = S->insts[j];
-  int bias, act, k = j + sched_gemm_epilogue(E->f, S->insts, j, S->n, E->nuses, &bias, &act);
+  int bias, act, k = j + sched_gemm_epilogue(E->c, E->f, S->insts, j, S->n, E->nuses, &bias, &act);
   int cur = S->insts[k - 1]->dst[0];
+  for (int i = j + 1; i < k; i++) /* a differentiated forward's saves of the matmul's operands */
+    if (S->insts[i]->op == IR_PUSH)
+      emit_at(E, S->insts, i, S->special, ind);
   const char *actname = act >= 0 ? ir_unary_name[act] : NULL;
   int line, col;
   source_position(E->c, mm->span, &line, &col);

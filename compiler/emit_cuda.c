@@ -20,7 +20,10 @@
 
 static Arena *ar(Emitter *E) { return &E->c->arena; }
 
+/* the type a region computes in (T_): bf16 computes in f32 */
 static const char *elem_type(const Type *t) { return t->dtype == DT_F64 ? "double" : "float"; }
+/* the type of its tensors' elements (bf16: uint16_t) */
+static const char *store_type(const Type *t) { return t->dtype == DT_BF16 ? "uint16_t" : elem_type(t); }
 
 /* Operands read by the body: host numbers as kernel arguments of their C
  * type, converted to the element type in the body as the CPU's loop does;
@@ -28,11 +31,14 @@ static const char *elem_type(const Type *t) { return t->dtype == DT_F64 ? "doubl
 static const char *cuda_operand(Emitter *E, int v) {
   const Type *t = E->f->values[v].type;
   const char *n = emit_vname(E, v);
+  if (t->kind != TY_TENSOR && emit_fuse_bf16(E)) /* rounded to bf16 first, as the kernels' scalar */
+    return arena_sprintf(ar(E), "rt_k_bf16_round((float)%s)", n);
   if (t->kind != TY_TENSOR)
     return arena_sprintf(ar(E), "((%s)%s)", elem_type(t), n);
-  if (t->ndim == 0)
-    return arena_sprintf(ar(E), "(*%s)", n);
-  return arena_sprintf(ar(E), "%s[i_]", n);
+  const char *x = t->ndim == 0          ? arena_sprintf(ar(E), "(*%s)", n)
+                  : emit_trailing(E, v) ? arena_sprintf(ar(E), "%s[i_ %% %s]", n, emit_trailing_n(E, v))
+                                        : arena_sprintf(ar(E), "%s[i_]", n);
+  return emit_fuse_bf16(E) ? arena_sprintf(ar(E), "rt_k_bf16_to_f32(%s)", x) : x;
 }
 
 static const char *cuda_store(Emitter *E, int v) { return arena_sprintf(ar(E), "%s[i_]", emit_vname(E, v)); }
@@ -85,7 +91,9 @@ static const char *param(Emitter *E, const FusedRegion *r, const Kargs *k, int i
     const char *ct = emit_ctype(t);
     return arena_sprintf(ar(E), "%s %s", ct, n);
   }
-  return arena_sprintf(ar(E), "%s%s *%s", k->out[i] ? "" : "const ", elem_type(r->t), n);
+  if (emit_trailing(E, k->v[i])) /* and its size */
+    return arena_sprintf(ar(E), "const %s *%s, int64_t %s", store_type(r->t), n, emit_trailing_n(E, k->v[i]));
+  return arena_sprintf(ar(E), "%s%s *%s", k->out[i] ? "" : "const ", store_type(r->t), n);
 }
 
 static const char *params(Emitter *E, const FusedRegion *r, const Kargs *k, bool slot) {
@@ -101,8 +109,11 @@ static bool is_host(Emitter *E, int v) { return E->f->values[v].type->kind != TY
 static const char *names(Emitter *E, const Kargs *k, bool slot) {
   StrBuf sb;
   sb_init(&sb, ar(E));
-  for (int i = 0; i < k->n; i++)
+  for (int i = 0; i < k->n; i++) {
     sb_printf(&sb, ", %s%s", emit_vname(E, k->v[i]), slot && is_host(E, k->v[i]) ? "_s" : "");
+    if (emit_trailing(E, k->v[i]))
+      sb_printf(&sb, ", %s", emit_trailing_n(E, k->v[i]));
+  }
   return sb.data;
 }
 
@@ -158,7 +169,10 @@ void cuda_begin(Emitter *E, const char *source_path) {
         " * The simulation build: c++ -x c++ -DSPMD_CUDA_SIM, each launch a loop on the host. */\n"
         "#include <math.h>\n"
         "#include <stdint.h>\n"
-        "#include \"spmdrt_kernels.h\"\n\n",
+        "#include \"spmdrt_kernels.h\"\n"
+        "/* the helpers of the runtime's formulas (rt_sigmoid_, rt_gelu_, ...), as its kernels have them */\n"
+        "#define RT_EW_QUAL static RT_HD inline\n"
+        "#include \"elementwise_formulas.h\"\n\n",
         E->cu);
 }
 
@@ -175,7 +189,9 @@ static void cuda_fused(Emitter *E, const FusedRegion *r, int ind) {
   emit_out(E, ind, "%s(ctx, n_", name);
   for (int i = 0; i < k.n; i++) {
     const char *n = emit_vname(E, k.v[i]);
-    if (E->f->values[k.v[i]].type->kind == TY_TENSOR)
+    if (emit_trailing(E, k.v[i]))
+      fprintf(E->out, ", rt_device_data(%s), %s", n, emit_trailing_n(E, k.v[i]));
+    else if (E->f->values[k.v[i]].type->kind == TY_TENSOR)
       fprintf(E->out, ", rt_device_data(%s)", n);
     else
       fprintf(E->out, ", hs_%s", n);

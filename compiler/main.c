@@ -816,6 +816,7 @@ int main(int argc, char **argv) {
   parse_args(&d, c, argc, argv);
   c->color = want_color(d.color);
   c->diag_format = d.format;
+  c->cuda_target = d.cuda;
   Paths paths = find_paths(c);
   c->stdlib_dir = paths.stdlib;
   if (d.print_paths) {

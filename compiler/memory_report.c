@@ -952,6 +952,9 @@ static void run_region(Mem *M, Frame *F, const Schedule *S, int j) {
   M->at = S->insts[j]->span;
   M->at_fn = f;
   if (S->gemm[j]) {
+    for (int k = j + 1; k < end; k++) /* a differentiated forward's saves between the matmul and the add */
+      if (S->insts[k]->op == IR_PUSH)
+        run_at(M, F, S, k);
     int v = S->insts[end - 1]->dst[0];
     F->root[v] = new_root(M, f->values[v].type, f->values[v].hint);
     return;

@@ -85,17 +85,27 @@ bool sched_owned_value(const IrFn *f, int v) {
 }
 
 /* ---- elementwise fusion: which instructions can be members of a region.
- * A run of consecutive arithmetic instructions (+ - * /, the unary ops of
- * fused_unary, gradient accumulation) on tensors of one shape and dtype, and host
- * scalars, becomes one loop (a kernel): intermediates live in registers, only
- * values used after the run are stored (emit_c.c, emit_cuda.c). */
+ * A run of consecutive elementwise instructions (binary ops and
+ * comparisons, the unary ops below, where, gradient accumulation) on
+ * tensors of one shape and dtype (f32 or f64; 0-d too), with operands of
+ * that shape, 0-d tensors, host scalars and tensors of its trailing dims
+ * (a bias [N] onto [.., N]), becomes one loop (a kernel): intermediates
+ * live in registers, only values used after the run are stored (emit_c.c,
+ * emit_cuda.c).  Each member computes the runtime kernel's formula with
+ * the kernel's roundings, so fusion changes no bits. */
 
 /* The code generator's column of the binary ops (the runtime's X-list
- * RT_BINARY_OPS has their formulas): the C operator inside a fused loop;
- * NULL: not fusable. */
+ * RT_BINARY_OPS has their formulas): the C operator inside a fused loop
+ * for + - * / (in the dtype: the same bits as the kernel's double rounded
+ * to it); the others compute the X-list's formula in double, as the
+ * kernels do (sched_binary_formula). */
 static const char *const binary_fused[BIN_COUNT] = {
     [BIN_ADD] = "+", [BIN_SUB] = "-", [BIN_MUL] = "*", [BIN_DIV] = "/",
 };
+
+#define SCHED_BIN_FORMULA_(NAME, name, kind, f, da, db) [BIN_##NAME] = #f,
+static const char *const binary_formula[BIN_COUNT] = {RT_BINARY_OPS(SCHED_BIN_FORMULA_)};
+#undef SCHED_BIN_FORMULA_
 
 const char *sched_fused_op(const IrInst *in) {
   if (in->op == IR_ACCUM)
@@ -103,62 +113,110 @@ const char *sched_fused_op(const IrInst *in) {
   return in->op == IR_BINARY || in->op == IR_BINARY_SCALAR ? binary_fused[in->binop] : NULL;
 }
 
+const char *sched_binary_formula(IrBinary b) { return binary_formula[b]; }
+
 /* The code generator's columns of the unary ops (the runtime's X-list
  * RT_UNARY_OPS has their formulas and derivatives):
- *   fused: the C spelling inside a fused loop, for f64 and f32, X standing
- *     for the operand; NULL: not fusable (a kernel of its own);
+ *   fused: the C spelling inside a fused loop on every target, for f64
+ *     and f32, X standing for the operand: the X-list's formula as the
+ *     kernels round it ((T)(f) with x a T; tgmath's float functions);
+ *     NULL: only the CUDA target fuses it (sched_unary_fusable);
  *   gemm_act: a GEMM epilogue's activation (rt_matmul_bias_act: oneDNN's
- *     and cuBLASLt's post-ops). */
+ *     and cuBLASLt's post-ops).
+ * The ops without a spelling are those with vector kernels on the CPU
+ * (the X-list's VEC: SLEEF's exp, tanh, erf, ..., runtime/vmath_isa.h),
+ * whose bits a scalar loop does not reproduce; the CUDA target's kernels
+ * (runtime/cuda/elementwise.cu) compute the X-list's formula in the
+ * tensor's precision, and so does its fused loop (the formula itself,
+ * sched_unary_formula), on the device and in the simulation. */
 static const struct {
   const char *fused[2];
   bool gemm_act;
 } unary_codegen[UN_COUNT] = {
     [UN_NEG] = {{"-X", "-X"}, false},
     [UN_SQRT] = {{"sqrt(X)", "sqrtf(X)"}, false},
+    [UN_RSQRT] = {{"1.0 / sqrt(X)", "(float)(1.0 / sqrtf(X))"}, false},
     [UN_SQUARE] = {{"X * X", "X * X"}, false},
-    [UN_RELU] = {{NULL, NULL}, true},
+    [UN_ABS] = {{"fabs(X)", "fabsf(X)"}, false},
+    [UN_RELU] = {{"(X > 0 ? X : 0.0)", "(X > 0 ? X : 0.0f)"}, true},
     [UN_GELU] = {{NULL, NULL}, true},
     [UN_GELU_TANH] = {{NULL, NULL}, true},
 };
 
+#define SCHED_UN_FORMULA_(NAME, name, vec, f, d) [UN_##NAME] = #f,
+static const char *const unary_formula[UN_COUNT] = {RT_UNARY_OPS(SCHED_UN_FORMULA_)};
+#undef SCHED_UN_FORMULA_
+
 const char *sched_fused_unary(IrUnary u, DType dt) { return unary_codegen[u].fused[dt == DT_F64 ? 0 : 1]; }
+const char *sched_unary_formula(IrUnary u) { return unary_formula[u]; }
+
+bool sched_unary_fusable(const Compiler *c, IrUnary u, DType dt) {
+  return sched_fused_unary(u, dt) || c->cuda_target;
+}
 
 /* The same dtype and local shape: the same global shape and partition spec
  * (an S(0) value and an R one of one global shape differ in size per rank). */
-bool sched_same_shape(const Type *a, const Type *b) {
-  if (a->ndim != b->ndim || a->dtype != b->dtype)
+static bool same_dim(const Type *a, int da, const Type *b, int db) {
+  if (!size_eq(a->shape[da], b->shape[db]) || a->shape[da].unknown)
     return false;
-  for (int d = 0; d < a->ndim; d++) {
-    if (!size_eq(a->shape[d], b->shape[d]) || a->shape[d].unknown)
+  for (int k = 0; k < MAX_MESH_AXES && (a->spec[da][k] >= 0 || b->spec[db][k] >= 0); k++)
+    if (a->spec[da][k] != b->spec[db][k])
       return false;
-    for (int k = 0; k < MAX_MESH_AXES && (a->spec[d][k] >= 0 || b->spec[d][k] >= 0); k++)
-      if (a->spec[d][k] != b->spec[d][k])
-        return false;
-  }
   return true;
 }
 
+bool sched_same_shape(const Type *a, const Type *b) {
+  if (a->ndim != b->ndim || a->dtype != b->dtype)
+    return false;
+  for (int d = 0; d < a->ndim; d++)
+    if (!same_dim(a, d, b, d))
+      return false;
+  return true;
+}
+
+bool sched_trailing(const Type *a, const Type *t) {
+  if (a->kind != TY_TENSOR || a->dtype != t->dtype || a->ndim < 1 || a->ndim >= t->ndim)
+    return false;
+  for (int d = 0; d < a->ndim; d++)
+    if (!same_dim(a, d, t, t->ndim - a->ndim + d))
+      return false;
+  return true;
+}
+
+/* A tensor operand a loop over t reads: of t's shape, 0-d, or t's trailing
+ * dims (element i_ % its size: each of t's rows reads it whole), of t's dtype */
+static bool fused_operand_ok(const Type *a, const Type *t) {
+  if (a->kind != TY_TENSOR || a->dtype != t->dtype)
+    return false;
+  return a->ndim == 0 || sched_same_shape(a, t) || sched_trailing(a, t);
+}
+
 /* Whether `in` can be a member of a fused loop. */
-bool sched_fusable(const IrFn *f, const IrInst *in) {
+bool sched_fusable(const Compiler *c, const IrFn *f, const IrInst *in) {
   if (in->ndst != 1 || in->dst[0] < 0)
     return false;
   const Type *t = f->values[in->dst[0]].type;
-  if (t->kind != TY_TENSOR || (t->dtype != DT_F32 && t->dtype != DT_F64) || t->ndim == 0)
+  if (t->kind != TY_TENSOR || (t->dtype != DT_F32 && t->dtype != DT_F64 && t->dtype != DT_BF16))
     return false;
   switch (in->op) {
   case IR_BINARY:
   case IR_ACCUM:
-    if (!sched_fused_op(in) || in->nargs != 2)
+    if (in->nargs != 2)
       return false;
-    for (int i = 0; i < 2; i++) {
-      const Type *a = f->values[in->args[i]].type;
-      if (!sched_same_shape(a, t) && !(a->ndim == 0 && a->dtype == t->dtype))
+    for (int i = 0; i < 2; i++)
+      if (!fused_operand_ok(f->values[in->args[i]].type, t))
         return false;
-    }
     return true;
-  case IR_BINARY_SCALAR: return sched_fused_op(in) && sched_same_shape(f->values[in->args[0]].type, t);
+  case IR_BINARY_SCALAR: return sched_same_shape(f->values[in->args[0]].type, t);
   case IR_UNARY:
-    return sched_fused_unary(in->unop, t->dtype) && sched_same_shape(f->values[in->args[0]].type, t);
+    return sched_unary_fusable(c, in->unop, t->dtype) && sched_same_shape(f->values[in->args[0]].type, t);
+  case IR_WHERE: /* not bf16: the kernel copies a NaN's bits, a loop through f32 would not */
+    if (in->nargs != 3 || t->dtype == DT_BF16)
+      return false;
+    for (int i = 0; i < 3; i++)
+      if (!fused_operand_ok(f->values[in->args[i]].type, t))
+        return false;
+    return true;
   default: return false;
   }
 }
@@ -257,13 +315,13 @@ static void schedule_for_fusion(Compiler *c, IrFn *f, IrBlock *b) {
     if (placed[j])
       continue;
     PLACE_(j);
-    if (!sched_fusable(f, insts[j]))
+    if (!sched_fusable(c, f, insts[j]))
       continue;
     const Type *t = f->values[insts[j]->dst[0]].type;
     for (int k = j + 1; k < n && !schedule_barrier(insts[k]); k++) {
       IrInst *in = insts[k];
       if (placed[k] ||
-          !(pure_host(in) || (sched_fusable(f, in) && sched_same_shape(f->values[in->dst[0]].type, t))))
+          !(pure_host(in) || (sched_fusable(c, f, in) && sched_same_shape(f->values[in->dst[0]].type, t))))
         continue;
       bool ready = true;
       for (int a = 0; a < in->nargs && ready; a++)
@@ -296,29 +354,67 @@ void sched_count_uses(IrBlock *b, int *nuses) {
 
 /* ---- regions: which instructions run as one, and where their values go */
 
-int sched_gemm_epilogue(const IrFn *f, IrInst **insts, int j, int n, const int *nuses, int *bias, int *act) {
+/* A push of tensors only (the saves of a differentiated forward), none of
+ * them v */
+static bool push_without(const IrFn *f, const IrInst *in, int v) {
+  if (in->op != IR_PUSH)
+    return false;
+  for (int i = 0; i < in->nargs; i++)
+    if (in->args[i] == v || f->values[in->args[i]].type->kind != TY_TENSOR)
+      return false;
+  return true;
+}
+
+int sched_gemm_epilogue(const Compiler *c, const IrFn *f, IrInst **insts, int j, int n, int *nuses, int *bias,
+                        int *act) {
   IrInst *mm = insts[j];
   *bias = *act = -1;
   if (mm->op != IR_MATMUL || mm->nargs != 2)
     return 0;
   const Type *a = f->values[mm->args[0]].type, *b = f->values[mm->args[1]].type;
   const Type *y = f->values[mm->dst[0]].type;
-  if (y->dtype != DT_BF16 || a->ndim < 2 || b->ndim != 2)
+  /* bf16 on every target (oneDNN's post-ops, cuBLASLt's epilogue); f32 on
+   * the CUDA target, where the epilogue's bias add (to the f32
+   * accumulator, rounded once) and relu give the bits of the separate
+   * kernels */
+  bool f32 = y->dtype == DT_F32 && c->cuda_target;
+  if ((y->dtype != DT_BF16 && !f32) || a->ndim < 2 || b->ndim != 2 || a->dtype != y->dtype ||
+      b->dtype != y->dtype)
     return 0;
   int k = j + 1, cur = mm->dst[0];
-  if (k < n && insts[k]->op == IR_BINARY && insts[k]->binop == BIN_ADD && nuses[cur] == 1) {
-    int other = insts[k]->args[0] == cur ? insts[k]->args[1] : insts[k]->args[1] == cur ? insts[k]->args[0] : -1;
+  /* a differentiated forward: the matmul's saves (its operands) before the add */
+  while (f32 && k < n && push_without(f, insts[k], cur))
+    k++;
+  if (k < n && insts[k]->op == IR_BINARY && insts[k]->binop == BIN_ADD) {
+    IrInst *add = insts[k];
+    int other = add->args[0] == cur ? add->args[1] : add->args[1] == cur ? add->args[0] : -1;
     const Type *bt = other >= 0 ? f->values[other].type : NULL;
-    if (bt && bt->kind == TY_TENSOR && bt->dtype == DT_BF16 && bt->ndim == 1 &&
-        size_eq(bt->shape[0], y->shape[y->ndim - 1]) && !bt->shape[0].unknown &&
-        sched_same_shape(f->values[insts[k]->dst[0]].type, y)) {
+    bool ok = bt && bt->kind == TY_TENSOR && bt->dtype == y->dtype && bt->ndim == 1 &&
+              size_eq(bt->shape[0], y->shape[y->ndim - 1]) && !bt->shape[0].unknown &&
+              sched_same_shape(f->values[add->dst[0]].type, y);
+    /* The add's own saves right after it (its operands, for its backward,
+     * which reads only their shapes: the gradients are dy and dy summed to
+     * the bias's shape): the matmul's result is saved as the sum instead,
+     * which has its shape, so that the matmul's result is not needed.
+     * Rewritten once; a later schedule of the block finds it done. */
+    if (ok && f32 && nuses[cur] == 2 && k + 1 < n && insts[k + 1]->op == IR_PUSH && insts[k + 1]->nargs == 2 &&
+        ((insts[k + 1]->args[0] == cur && insts[k + 1]->args[1] == other) ||
+         (insts[k + 1]->args[1] == cur && insts[k + 1]->args[0] == other))) {
+      IrInst *save = insts[k + 1];
+      save->args[save->args[0] == cur ? 0 : 1] = add->dst[0];
+      nuses[cur]--;
+      nuses[add->dst[0]]++;
+    }
+    if (ok && nuses[cur] == 1) {
       *bias = other;
-      cur = insts[k]->dst[0];
+      cur = add->dst[0];
       k++;
     }
   }
+  if (*bias < 0 && k > j + 1) /* no bias after the saves: nothing fused */
+    return 0;
   if (k < n && insts[k]->op == IR_UNARY && insts[k]->args[0] == cur && nuses[cur] == 1 &&
-      unary_codegen[insts[k]->unop].gemm_act) {
+      unary_codegen[insts[k]->unop].gemm_act && (!f32 || insts[k]->unop != UN_GELU_TANH)) {
     *act = (int)insts[k]->unop;
     k++;
   }
@@ -360,12 +456,12 @@ static bool member_reads(IrInst **insts, int j, int k, int v, int depth) {
 
 static int fused_region(Compiler *c, IrFn *f, IrInst **insts, int j, int n, int blk, const int *nuses,
                         const int *lastuse, const int *defblk, const bool *moved, int *out) {
-  if (!sched_fusable(f, insts[j]))
+  if (!sched_fusable(c, f, insts[j]))
     return 0;
   const Type *t = f->values[insts[j]->dst[0]].type;
   int end = j, members = 0;
   for (int k = j; k < n; k++) {
-    if (sched_fusable(f, insts[k]) && sched_same_shape(f->values[insts[k]->dst[0]].type, t)) {
+    if (sched_fusable(c, f, insts[k]) && sched_same_shape(f->values[insts[k]->dst[0]].type, t)) {
       end = k + 1;
       members++;
     } else if (!sched_transparent(insts[k])) {
@@ -423,7 +519,7 @@ static int fused_region(Compiler *c, IrFn *f, IrInst **insts, int j, int n, int 
   return end;
 }
 
-void schedule_block(Compiler *c, IrFn *f, IrBlock *b, int blk, const int *nuses, int *lastuse, int *defblk,
+void schedule_block(Compiler *c, IrFn *f, IrBlock *b, int blk, int *nuses, int *lastuse, int *defblk,
                     Schedule *S) {
   schedule_for_fusion(c, f, b);
   int n = 0;
@@ -434,6 +530,12 @@ void schedule_block(Compiler *c, IrFn *f, IrBlock *b, int blk, const int *nuses,
   for (IrInst *in = b->head; in; in = in->next)
     insts[j++] = in;
   /* free lists: values to free after instruction j */
+  /* the GEMM epilogues' rewrites of a forward's saves (sched_gemm_epilogue),
+   * before anything reads the uses */
+  for (j = 0; j < n; j++) {
+    int bias, act;
+    (void)sched_gemm_epilogue(c, f, insts, j, n, nuses, &bias, &act);
+  }
   int *free_after = arena_alloc(&c->arena, sizeof(int) * (size_t)(n ? n : 1));
   int *next_free = arena_alloc(&c->arena, sizeof(int) * (size_t)(f->nvalues + 1));
   for (j = 0; j < n; j++)
@@ -512,7 +614,7 @@ void schedule_block(Compiler *c, IrFn *f, IrBlock *b, int blk, const int *nuses,
   int *out = arena_alloc(&c->arena, sizeof(int) * (size_t)(n ? n : 1));
   bool *moved = arena_alloc(&c->arena, sizeof(bool) * (size_t)(f->nvalues + 1));
   for (j = 0; j < n;) {
-    int bias, act, end = j + sched_gemm_epilogue(f, insts, j, n, nuses, &bias, &act);
+    int bias, act, end = j + sched_gemm_epilogue(c, f, insts, j, n, nuses, &bias, &act);
     gemm[j] = end > j;
     if (!gemm[j])
       end = fused_region(c, f, insts, j, n, blk, nuses, lastuse, defblk, moved, out);

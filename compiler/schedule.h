@@ -30,27 +30,41 @@ enum {
  * f, how many instruction operands read it (sched_count_uses); lastuse,
  * defblk: per value of f, updated for the values b defines (blk: b's
  * number). */
-void schedule_block(Compiler *c, IrFn *f, IrBlock *b, int blk, const int *nuses, int *lastuse, int *defblk,
+void schedule_block(Compiler *c, IrFn *f, IrBlock *b, int blk, int *nuses, int *lastuse, int *defblk,
                     Schedule *s);
 
 /* Adds to nuses[v] the operand reads of v in b and its nested blocks. */
 void sched_count_uses(IrBlock *b, int *nuses);
 
-/* A bf16 matmul at insts[j] whose result only feeds `+ bias` and/or an
- * activation (gelu, gelu_tanh, relu), done as one GEMM with post-ops: how
- * many instructions it covers (0: none), the bias value (-1: none) and the
- * activation (-1: none). */
-int sched_gemm_epilogue(const IrFn *f, IrInst **insts, int j, int n, const int *nuses, int *bias, int *act);
+/* A bf16 matmul at insts[j] (on the CUDA target also f32) whose result only
+ * feeds `+ bias` and/or an activation (gelu, gelu_tanh, relu), done as one
+ * GEMM with post-ops: how many instructions it covers (0: none; the saves
+ * of a differentiated forward between the matmul and the add included),
+ * the bias value (-1: none) and the activation (-1: none).  In a
+ * differentiated forward (f32, CUDA) the add's save of the matmul's result
+ * is rewritten to save the sum (nuses updated). */
+int sched_gemm_epilogue(const Compiler *c, const IrFn *f, IrInst **insts, int j, int n, int *nuses, int *bias,
+                        int *act);
 
-/* Whether `in` can be a member of a fused elementwise region. */
-bool sched_fusable(const IrFn *f, const IrInst *in);
+/* Whether `in` can be a member of a fused elementwise region (on c's target). */
+bool sched_fusable(const Compiler *c, const IrFn *f, const IrInst *in);
 /* Instructions that may sit between a region's members: pure host work and var reads. */
 bool sched_transparent(const IrInst *in);
-/* A member's C operator (+ - * /), NULL for the unary ones. */
+/* A member's C operator (+ - * /); NULL for the others. */
 const char *sched_fused_op(const IrInst *in);
-/* A fusable unary op's C spelling for dtype dt, X standing for the
- * operand; NULL: the op is not fusable. */
+/* A binary op's formula (RT_BINARY_OPS), of doubles a and b. */
+const char *sched_binary_formula(IrBinary b);
+/* A unary op's C spelling in a fused loop for dtype dt on every target, X
+ * standing for the operand; NULL: none (the CUDA target alone fuses it,
+ * with its formula). */
 const char *sched_fused_unary(IrUnary u, DType dt);
+/* A unary op's formula (RT_UNARY_OPS), of x in the tensor's precision. */
+const char *sched_unary_formula(IrUnary u);
+/* Whether unary op u of dtype dt fuses on c's target. */
+bool sched_unary_fusable(const Compiler *c, IrUnary u, DType dt);
+/* Whether a is a tensor of t's dtype whose dims are t's last a->ndim (fewer
+ * than t's): a fused loop over t reads its element i_ % a's size. */
+bool sched_trailing(const Type *a, const Type *t);
 /* The same dtype and local shape: the same global shape and partition spec. */
 bool sched_same_shape(const Type *a, const Type *b);
 bool sched_is_param(const IrFn *f, int v);

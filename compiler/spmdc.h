@@ -153,6 +153,7 @@ struct Compiler {
   const char **size_syms;
   int nsize_syms, capsize_syms;
   Module *main;
+  bool cuda_target; /* --target=cuda: what the schedule fuses depends on the target (schedule.c) */
 };
 
 void compiler_init(Compiler *c);

@@ -95,6 +95,43 @@ rt_tensor *rt_unary(rt_ctx *ctx, rt_unary_op op, const rt_tensor *x)
     return y;
 }
 
+/* One element through rt_unary's kernel (spmdrt_kernels.h RT_FUSED_UNARY:
+ * the CUDA target's simulation build on this runtime): this CPU's vector
+ * kernel with n = 1 (its masked tail: an element's value wherever it is),
+ * or the scalar loop where rt_unary runs that */
+static const rt_vm_table *elem_vm(void)
+{
+    static const rt_vm_table *vm;
+    static bool chosen;
+    if (!chosen) {
+        vm = rt_vm_select();
+        chosen = true;
+    }
+    return vm;
+}
+
+float rt_unary_elem_f32(rt_unary_op op, float x)
+{
+    float y = 0;
+    if (op < 0 || op >= RT_NUNARY)
+        return y;
+    const rt_vm_table *vm = elem_vm();
+    rt_vm_map v = vm ? vm->un[0][op] : NULL;
+    (v ? v : unary_f32[op])(&x, &y, 1);
+    return y;
+}
+
+double rt_unary_elem_f64(rt_unary_op op, double x)
+{
+    double y = 0;
+    if (op < 0 || op >= RT_NUNARY)
+        return y;
+    const rt_vm_table *vm = elem_vm();
+    rt_vm_map v = vm ? vm->un[1][op] : NULL;
+    (v ? v : unary_f64[op])(&x, &y, 1);
+    return y;
+}
+
 rt_tensor *rt_unary_bwd(rt_ctx *ctx, rt_unary_op op, const rt_tensor *x, const rt_tensor *dy)
 {
     RT_CHECK(ctx, op >= 0 && op < RT_NUNARY, "unary_bwd: bad op %d", (int)op);

@@ -173,6 +173,22 @@ void rt_dnnl_gemm(rt_ctx *ctx, bool ta, bool tb, int64_t M, int64_t N, int64_t K
 rt_tensor *rt_matmul_bias_act(rt_ctx *ctx, const rt_tensor *a, const rt_tensor *b,
                               const rt_tensor *bias, int act)
 {
+    if (a->dtype == RT_F32) { /* the CUDA target's f32 epilogues on this runtime (its simulation
+                               * build): the GEMM, the add and the activation in turn, the bits of
+                               * the separate calls */
+        rt_tensor *y = rt_matmul(ctx, a, b);
+        if (bias) {
+            rt_tensor *z = rt_binary(ctx, RT_ADD, y, bias);
+            rt_free(ctx, y);
+            y = z;
+        }
+        if (act >= 0) {
+            rt_tensor *z = rt_unary(ctx, (rt_unary_op)act, y);
+            rt_free(ctx, y);
+            y = z;
+        }
+        return y;
+    }
     RT_CHECK(ctx, a->dtype == RT_BF16 && b->dtype == RT_BF16 && a->ndim >= 2 && b->ndim == 2,
              "matmul_bias_act: needs bf16 [..., m, k] and [k, n]");
     int64_t k = a->shape[a->ndim - 1], n = b->shape[1], m = a->numel / (k ? k : 1);

@@ -417,6 +417,9 @@ double rt_host_binary(rt_binary_op op, double a, double b);
  * broadcast: every rank must call it, as with a collective) */
 double rt_wall_time(rt_ctx *ctx);
 rt_tensor *rt_unary(rt_ctx *ctx, rt_unary_op op, const rt_tensor *x);
+/* rt_unary's kernel on one element (spmdrt_kernels.h RT_FUSED_UNARY) */
+float rt_unary_elem_f32(rt_unary_op op, float x);
+double rt_unary_elem_f64(rt_unary_op op, double x);
 rt_tensor *rt_unary_bwd(rt_ctx *ctx, rt_unary_op op, const rt_tensor *x, const rt_tensor *dy);
 /* y = f(x) and dydx = f'(x) in one pass (a forward that keeps what its
  * backward needs: dx = dy * dydx) */
@@ -478,9 +481,11 @@ rt_tensor *rt_cumsum_bwd(rt_ctx *ctx, const rt_tensor *dy, int dim);
 rt_tensor *rt_matmul(rt_ctx *ctx, const rt_tensor *a, const rt_tensor *b);
 void rt_matmul_bwd(rt_ctx *ctx, const rt_tensor *a, const rt_tensor *b, const rt_tensor *dy,
                    rt_tensor **da, rt_tensor **db);
-/* bf16 only: act(a @ b + bias) as one oneDNN GEMM with the bias and the
- * activation fused as post-ops. a [..., m, k], b [k, n], bias [n] or NULL,
- * act RT_GELU, RT_GELU_TANH, RT_RELU or -1 (none). */
+/* bf16: act(a @ b + bias) as one oneDNN GEMM with the bias and the
+ * activation fused as post-ops (the CUDA runtime: cuBLASLt's epilogue).
+ * a [..., m, k], b [k, n], bias [n] or NULL, act RT_GELU, RT_GELU_TANH,
+ * RT_RELU or -1 (none).  f32 (the CUDA target's code, whose schedule fuses
+ * it): the same bits as rt_matmul, rt_binary and rt_unary in turn. */
 rt_tensor *rt_matmul_bias_act(rt_ctx *ctx, const rt_tensor *a, const rt_tensor *b,
                               const rt_tensor *bias, int act);
 /* The library f32 GEMMs run on (runtime/gemm.c). rt_init chooses it for the

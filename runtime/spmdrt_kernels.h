@@ -28,6 +28,7 @@
 #define SPMDRT_KERNELS_H
 
 #include <stdint.h>
+#include <string.h>
 
 #ifdef __cplusplus
 extern "C" {
@@ -114,5 +115,39 @@ template <class F> static inline void rt_sim_kernel(rt_ctx *ctx, F f) {
  * (rt_slot_f: refreshed before each replay), else the value passed. */
 static RT_HD inline double rt_hf_get(rt_hf h) { return h.d ? *h.d : h.v; }
 static RT_HD inline int64_t rt_hi_get(rt_hi h) { return h.d ? *h.d : h.v; }
+
+/* bf16 <-> f32 in a kernel, bit for bit spmdrt.h's rt_bf16_to_f32,
+ * rt_f32_to_bf16 and rt_bf16_round (nearest even, NaN to 0x7fc0): a bf16
+ * region computes in f32 and rounds each member's value to bf16, as each
+ * kernel stores it */
+static RT_HD inline float rt_k_bf16_to_f32(uint16_t h) {
+  uint32_t u = (uint32_t)h << 16;
+  float f;
+  memcpy(&f, &u, sizeof f);
+  return f;
+}
+static RT_HD inline uint16_t rt_k_f32_to_bf16(float f) {
+  uint32_t u;
+  memcpy(&u, &f, sizeof u);
+  uint32_t r = (u + 0x7fffu + ((u >> 16) & 1u)) >> 16;
+  return (u & 0x7fffffffu) > 0x7f800000u ? (uint16_t)0x7fc0 : (uint16_t)r;
+}
+static RT_HD inline float rt_k_bf16_round(float f) { return rt_k_bf16_to_f32(rt_k_f32_to_bf16(f)); }
+
+/* A unary op of the X-list RT_UNARY_OPS on one element x of a fused loop
+ * (only the ops whose CPU kernels are vectorised: spmdc's schedule.c fuses
+ * the others everywhere, spelled out): on the GPU, the formula in x's
+ * precision (formula, of x), as runtime/cuda/elementwise.cu's kernel
+ * computes it; in the simulation, the kernel of the runtime linked in, on
+ * that one element (rt_unary_elem_f32/f64: the CPU runtime's vector kernel,
+ * whose masked tail computes an element as its whole vectors do, or the
+ * CUDA runtime's simulated formula), so that the simulation prints what the
+ * CPU target prints. */
+#ifdef SPMD_CUDA_DEVICE
+#define RT_FUSED_UNARY(op, T, x, formula) ((T)(formula))
+#else
+#define RT_FUSED_UNARY(op, T, x, formula) (sizeof(T) == sizeof(float) ? (T)rt_unary_elem_f32((op), (float)(x)) \
+                                                                    : (T)rt_unary_elem_f64((op), (double)(x)))
+#endif
 
 #endif /* SPMDRT_KERNELS_H */

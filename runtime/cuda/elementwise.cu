@@ -60,6 +60,11 @@ template <class T> RT_HD static inline T ld_t(const void *p, rt_dtype dt, int64_
 
 extern "C" {
 
+/* one element of rt_unary's kernel, on the host (spmdrt_kernels.h
+ * RT_FUSED_UNARY: the simulation build's fused loops) */
+float rt_unary_elem_f32(rt_unary_op op, float x) { return un_f<float>(op, x); }
+double rt_unary_elem_f64(rt_unary_op op, double x) { return un_f<double>(op, x); }
+
 /* y = f(x), dydx = f'(x) (either may be NULL), dx = dy * f'(x) */
 static void unary_launch(rt_ctx *ctx, rt_unary_op op, const rt_tensor *x, const rt_tensor *dy,
                          rt_tensor *y, rt_tensor *g)

@@ -11,6 +11,10 @@
 
 #include "dev.h"
 
+/* rt_gelu_tanh_ (the simulation's epilogue) */
+#define RT_EW_QUAL RT_DEV_INLINE
+#include "elementwise_formulas.h"
+
 #ifndef RT_SIM
 #include <cublasLt.h>
 
@@ -18,6 +22,7 @@
 
 typedef struct plan {
     int dt, ta, tb, beta;
+    int epi; /* a cublasLtEpilogue_t (rt_matmul_bias_act), CUBLASLT_EPILOGUE_DEFAULT otherwise */
     int64_t M, N, K;
     int64_t batch, sa, sb, sc; /* rt_gemm_strided's (batch 1: rt_gemm) */
     cublasLtMatmulDesc_t op;
@@ -101,6 +106,36 @@ void rt_gemm_strided(rt_ctx *ctx, rt_dtype dt, bool ta, bool tb, int64_t M, int6
     sim_gemm(ctx, dt, ta, tb, M, N, K, A, sa, B, sb, C, sc, batch, 0.0);
 }
 
+/* the device's epilogue GEMM (below), as the device orders it: the bf16
+ * product accumulated in f32 (sim_gemm's order), the bias added to the
+ * accumulator, the activation on it in f32, one rounding to bf16 */
+static void gemm_epilogue(rt_ctx *ctx, rt_dtype dt, int64_t M, int64_t N, int64_t K, const void *A,
+                          const void *B, const void *bias, int act, void *C)
+{
+    ctx->tgt->op = "gemm";
+    rt_launch_as(ctx, RT_OP_GEMM, M * N, [=] RT_HD(int64_t t) {
+        int64_t i = t / N, j = t % N;
+        float accf = 0;
+        double acc = 0;
+        for (int64_t k = 0; k < K; k++) {
+            double a = rt_ld(A, dt, i * K + k), x = rt_ld(B, dt, k * N + j);
+            if (dt == RT_BF16)
+                accf += (float)a * (float)x;
+            else
+                acc += a * x;
+        }
+        if (dt != RT_BF16) /* f32: sim_gemm's result, then rt_binary's add (double, rounded) */
+            accf = bias ? (float)((double)(float)acc + rt_ld(bias, dt, j)) : (float)acc;
+        else if (bias)
+            accf += (float)rt_ld(bias, dt, j);
+        if (act == RT_RELU)
+            accf = accf > 0 ? accf : 0.0f;
+        else if (act == RT_GELU_TANH)
+            accf = rt_gelu_tanh_(accf);
+        rt_st(C, dt, t, accf);
+    });
+}
+
 void rt_cuda_gemm_free(rt_ctx *ctx) { (void)ctx; }
 
 void rt_gemm_describe(const rt_ctx *ctx, char *buf, size_t n)
@@ -128,14 +163,15 @@ static struct rt_gemm_plans *plans_of(rt_ctx *ctx)
     return ctx->tgt->gemm;
 }
 
-static plan *plan_for(rt_ctx *ctx, rt_dtype dt, bool ta, bool tb, int64_t M, int64_t N,
-                      int64_t K, bool beta, int64_t batch, int64_t sa, int64_t sb, int64_t sc)
+static plan *plan_for_epi(rt_ctx *ctx, rt_dtype dt, bool ta, bool tb, int64_t M, int64_t N, int64_t K,
+                          bool beta, int64_t batch, int64_t sa, int64_t sb, int64_t sc, int epi)
 {
     struct rt_gemm_plans *g = plans_of(ctx);
     for (int i = 0; i < g->n; i++) {
         plan *p = &g->plans[i];
         if (p->dt == dt && p->ta == ta && p->tb == tb && p->M == M && p->N == N && p->K == K &&
-            p->beta == beta && p->batch == batch && p->sa == sa && p->sb == sb && p->sc == sc)
+            p->beta == beta && p->batch == batch && p->sa == sa && p->sb == sb && p->sc == sc &&
+            p->epi == epi)
             return p;
     }
     if (g->n == g->cap) {
@@ -148,7 +184,7 @@ static plan *plan_for(rt_ctx *ctx, rt_dtype dt, bool ta, bool tb, int64_t M, int
     plan *p = &g->plans[g->n];
     memset(p, 0, sizeof *p);
     p->dt = dt; p->ta = ta; p->tb = tb; p->M = M; p->N = N; p->K = K; p->beta = beta;
-    p->batch = batch; p->sa = sa; p->sb = sb; p->sc = sc;
+    p->batch = batch; p->sa = sa; p->sb = sb; p->sc = sc; p->epi = epi;
     cublasComputeType_t ct = dt == RT_F64 ? CUBLAS_COMPUTE_64F
                            : dt == RT_F32 && g->tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32
                                                      : CUBLAS_COMPUTE_32F;
@@ -158,6 +194,12 @@ static plan *plan_for(rt_ctx *ctx, rt_dtype dt, bool ta, bool tb, int64_t M, int
     cublasOperation_t opa = tb ? CUBLAS_OP_T : CUBLAS_OP_N, opb = ta ? CUBLAS_OP_T : CUBLAS_OP_N;
     LT(ctx, cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_TRANSA, &opa, sizeof opa));
     LT(ctx, cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_TRANSB, &opb, sizeof opb));
+    if (epi != CUBLASLT_EPILOGUE_DEFAULT) { /* the bias (a vector over C^T's rows: N) in the output's type */
+        cublasLtEpilogue_t e = (cublasLtEpilogue_t)epi;
+        cudaDataType_t bt = cuda_type(dt);
+        LT(ctx, cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_EPILOGUE, &e, sizeof e));
+        LT(ctx, cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &bt, sizeof bt));
+    }
     LT(ctx, cublasLtMatrixLayoutCreate(&p->la, t, tb ? K : N, tb ? N : K, tb ? K : N));
     LT(ctx, cublasLtMatrixLayoutCreate(&p->lb, t, ta ? M : K, ta ? K : M, ta ? M : K));
     LT(ctx, cublasLtMatrixLayoutCreate(&p->lc, t, N, M, N));
@@ -187,6 +229,34 @@ static plan *plan_for(rt_ctx *ctx, rt_dtype dt, bool ta, bool tb, int64_t M, int
     p->algo = res.algo;
     g->n++;
     return p;
+}
+
+static plan *plan_for(rt_ctx *ctx, rt_dtype dt, bool ta, bool tb, int64_t M, int64_t N, int64_t K, bool beta,
+                      int64_t batch, int64_t sa, int64_t sb, int64_t sc)
+{
+    return plan_for_epi(ctx, dt, ta, tb, M, N, K, beta, batch, sa, sb, sc, CUBLASLT_EPILOGUE_DEFAULT);
+}
+
+/* C[M, N] = act(A[M, K] B[K, N] + bias[N]) in one cuBLASLt call (bf16 or
+ * f32, f32 accumulation): its epilogue adds the bias to the f32 accumulator
+ * and applies the activation before the one rounding to the dtype (for f32
+ * the bits of the GEMM, then the add, then relu, as separate kernels).  act: -1,
+ * RT_RELU or RT_GELU_TANH (cuBLASLt's GELU is the tanh form); bias may be
+ * NULL.  K > 0, M, N > 0. */
+static void gemm_epilogue(rt_ctx *ctx, rt_dtype dt, int64_t M, int64_t N, int64_t K, const void *A,
+                          const void *B, const void *bias, int act, void *C)
+{
+    cublasLtEpilogue_t e = bias ? (act == RT_RELU ? CUBLASLT_EPILOGUE_RELU_BIAS
+                                   : act == RT_GELU_TANH ? CUBLASLT_EPILOGUE_GELU_BIAS : CUBLASLT_EPILOGUE_BIAS)
+                                : (act == RT_RELU ? CUBLASLT_EPILOGUE_RELU : CUBLASLT_EPILOGUE_GELU);
+    plan *p = plan_for_epi(ctx, dt, false, false, M, N, K, false, 1, 0, 0, 0, (int)e);
+    struct rt_gemm_plans *g = ctx->tgt->gemm;
+    if (bias)
+        LT(ctx, cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof bias));
+    float one = 1.0f, zero = 0.0f; /* bf16 and f32 compute in f32 */
+    rt_count_op(ctx, RT_OP_GEMM);
+    LT(ctx, cublasLtMatmul(g->lt, p->op, &one, B, p->la, A, p->lb, &zero, C, p->lc, C, p->lc, &p->algo,
+                           g->workspace, RT_GEMM_WORKSPACE, (cudaStream_t)ctx->tgt->stream));
 }
 
 void rt_gemm(rt_ctx *ctx, rt_dtype dt, bool ta, bool tb, int64_t M, int64_t N, int64_t K,
@@ -264,19 +334,47 @@ void rt_gemm_describe(const rt_ctx *ctx, char *buf, size_t n)
 }
 #endif
 
-/* act(a @ b + bias): the matmul, the bias and the activation in turn (the
- * CPU target fuses them in oneDNN; the same bf16 roundings at each step) */
+/* act(a @ b + bias) for bf16 or f32 [.., M, K] x [K, N] (the compiler's
+ * GEMM epilogues, sched_gemm_epilogue; f32 on the CUDA target only, its
+ * training forwards' `x @ w + b` included): one cuBLASLt GEMM whose epilogue
+ * adds the bias to the f32 accumulator and applies relu or gelu_tanh before
+ * the one rounding to the dtype, as the CPU target's oneDNN post-ops do for
+ * bf16 (the sums' order aside; for f32 the separate kernels' bits); gelu (erf) is not cuBLASLt's GELU (the tanh form), so it
+ * runs after the GEMM as its own kernel, on the bf16 result.  The
+ * simulation emulates the epilogue in the same order.  An empty product
+ * (K == 0) or result takes the plain path: matmul, bias, activation. */
 rt_tensor *rt_matmul_bias_act(rt_ctx *ctx, const rt_tensor *a, const rt_tensor *b,
                               const rt_tensor *bias, int act)
 {
-    rt_tensor *y = rt_matmul(ctx, a, b);
-    if (bias) {
-        rt_tensor *z = rt_binary(ctx, RT_ADD, y, bias);
-        rt_free(ctx, y);
-        y = z;
+    rt_dtype dt = a->dtype;
+    RT_CHECK(ctx, (dt == RT_BF16 || dt == RT_F32) && b->dtype == dt && a->ndim >= 2 && b->ndim == 2,
+             "matmul_bias_act: needs bf16 or f32 [..., m, k] and [k, n] of one dtype");
+    int64_t k = a->shape[a->ndim - 1], n = b->shape[1], m = a->numel / (k ? k : 1);
+    RT_CHECK(ctx, b->shape[0] == k, "matmul_bias_act: inner sizes %lld and %lld differ", (long long)k,
+             (long long)b->shape[0]);
+    RT_CHECK(ctx, !bias || (bias->ndim == 1 && bias->shape[0] == n && bias->dtype == dt),
+             "matmul_bias_act: bias must be %s[%lld]", rt_dtype_name(dt), (long long)n);
+    rt_tensor *y;
+    int post = act; /* what the epilogue leaves to a kernel of its own */
+    if (k > 0 && m > 0 && n > 0 && (bias || act == RT_RELU || act == RT_GELU_TANH)) {
+        int64_t shape[RT_MAX_DIMS];
+        memcpy(shape, a->shape, sizeof shape);
+        shape[a->ndim - 1] = n;
+        y = rt_empty(ctx, dt, a->ndim, shape);
+        int in_epi = act == RT_RELU || act == RT_GELU_TANH ? act : -1;
+        RT_KERNEL(ctx, RT_K_MATMUL, "matmul_bias_act");
+        gemm_epilogue(ctx, dt, m, n, k, a->data, b->data, bias ? bias->data : NULL, in_epi, y->data);
+        post = in_epi >= 0 ? -1 : act;
+    } else {
+        y = rt_matmul(ctx, a, b);
+        if (bias) {
+            rt_tensor *z = rt_binary(ctx, RT_ADD, y, bias);
+            rt_free(ctx, y);
+            y = z;
+        }
     }
-    if (act >= 0) {
-        rt_tensor *z = rt_unary(ctx, (rt_unary_op)act, y);
+    if (post >= 0) {
+        rt_tensor *z = rt_unary(ctx, (rt_unary_op)post, y);
         rt_free(ctx, y);
         y = z;
     }

@@ -24,14 +24,18 @@
 # (nn.attention_heads projects "btd,dhe->bthe", compiler/attention_layout.c
 # folds the permutes: attention_heads 12 -> 8 operations forward, 39 -> 31
 # backward) and 268 with einsum's GEMMs reading two-block transposes and
-# writing a swapped result instead of permuting (backward 31 -> 19), so
-# CEILING is 280. Owned parameters (AdamW and clipping in place) change no
-# count at SPMD_GRAPHS=0 (the same launches, now into the parameters' and
-# moments' own buffers), but with graphs a replay copied each of its 62
-# inputs, every parameter and moment field among them, into the captured
-# buffers (381 operations a replayed step at 318); now the graph updates 60
-# of them in place and copies at most COPIES a replay (2 measured; 321
-# operations a replayed step). A step with fewer than FLOOR operations
+# writing a swapped result instead of permuting (backward 31 -> 19). Wider
+# fusion (every binary op and comparison, where, relu/abs/rsqrt, 0-d
+# results, trailing-dim operands, on this target every unary op: the global
+# norm's clip 25 -> 21 at L=6) and the f32 bias epilogue of
+# column_parallel_linear's GEMM (2 -> 1 per call): 318 -> 312 on their own.
+# Owned parameters (AdamW and clipping in place) change no count at
+# SPMD_GRAPHS=0 (the same launches, now into the parameters' and moments'
+# own buffers), but with graphs a replay copied each of its 62 inputs,
+# every parameter and moment field among them, into the captured buffers
+# (381 operations a replayed step at 318); now the graph updates 60 of them
+# in place and copies at most COPIES a replay (2 measured; 321 operations a
+# replayed step). MERGED_COUNT. A step with fewer than FLOOR operations
 # means the counting broke. Counted with SPMD_GRAPHS=0: with graphs a replay counts
 # its graph's operations too (cuda_sim/graph_ops_*), plus the copies of its
 # inputs into the captured buffers. The host synchronisations are checked

@@ -799,6 +799,23 @@ static void linalg(void)
         out(name, cl, dxs[1]);
         rt_free(C, a); rt_free(C, b); rt_free(C, bb); rt_free(C, dy); rt_free(C, v);
     }
+    /* the GEMM epilogues (bf16): bias and relu / gelu_tanh in cuBLASLt's
+     * epilogue on the CUDA target (added to the f32 accumulator, one
+     * rounding), oneDNN's post-ops on the CPU; gelu (erf) after the GEMM */
+    rt_tensor *a = input(RT_BF16, SH(2, 5, 7), -1, 1), *b = input(RT_BF16, SH(7, 3), -1, 1);
+    rt_tensor *bias = input(RT_BF16, SH(3), -1, 1);
+    static const struct {
+        const char *name;
+        int act;
+        bool bias;
+    } epi[] = {{"bias", -1, true}, {"bias_relu", RT_RELU, true}, {"bias_gelu_tanh", RT_GELU_TANH, true},
+               {"bias_gelu", RT_GELU, true}, {"relu", RT_RELU, false}, {"gelu_tanh", RT_GELU_TANH, false}};
+    for (size_t i = 0; i < sizeof epi / sizeof epi[0]; i++) {
+        char name[64];
+        snprintf(name, sizeof name, "matmul_epilogue_%s_bf16", epi[i].name);
+        out(name, "bf16", rt_matmul_bias_act(C, a, b, epi[i].bias ? bias : NULL, epi[i].act));
+    }
+    rt_free(C, a); rt_free(C, b); rt_free(C, bias);
 }
 
 static void collectives(void)
