@@ -1015,7 +1015,7 @@ static void emit_inst(Emitter *E, IrInst *in, int ind) {
       int n = 0;
       for (int k = 0; k < in->nargs; k++)
         n += in->args[k] == in->args[i];
-      bool owned = in->op == IR_CALL && sched_param_owned(in->callee, i);
+      bool owned = in->op == IR_CALL && sched_param_owned(E->c, in->callee, i);
       handed[i] = owned && n == 1 && dies_here(E, in->args[i]);
       fprintf(E->out, owned && !handed[i] ? ", rt_retain(%s)" : ", %s", A(E, in, i));
     }

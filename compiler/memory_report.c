@@ -639,7 +639,7 @@ static void run_call(Mem *M, Frame *F, IrInst *in, IrFn *callee) {
   /* owned parameters (schedule.c): an argument that dies here is handed
    * over, any other gets a reference (the callee releases it) */
   for (int i = 0; i < n; i++) {
-    if (!sched_param_owned(callee, i))
+    if (!sched_param_owned(M->c, callee, i))
       continue;
     int twice = 0;
     for (int k = 0; k < n; k++)

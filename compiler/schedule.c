@@ -49,38 +49,38 @@ static bool block_reads(const IrBlock *b, int v) {
  * and may write over it (rt_reuse, refs == 1) like any value it owns.  A
  * parameter whose caller keeps the value alive has two references, so
  * rt_reuse never hands its buffer out. */
-static bool owned_at(const IrFn *f, int i, int depth);
+static bool owned_at(const Compiler *c, const IrFn *f, int i, int depth);
 
 /* Whether the body of f (its top block) could write over v: v is an
  * operand of an elementwise instruction of its shape (a fused region's
  * donor), or an argument of a call that owns it in turn. */
-static bool may_write_over(const IrFn *f, int v, int depth) {
+static bool may_write_over(const Compiler *c, const IrFn *f, int v, int depth) {
   const Type *t = f->values[v].type;
   for (const IrInst *in = f->body.head; in; in = in->next)
     for (int a = 0; a < in->nargs; a++) {
       if (in->args[a] != v)
         continue;
-      if (sched_fusable(f, in) && sched_same_shape(f->values[in->dst[0]].type, t))
+      if (sched_fusable(c, f, in) && sched_same_shape(f->values[in->dst[0]].type, t))
         return true;
-      if (in->op == IR_CALL && depth < 16 && owned_at(in->callee, a, depth + 1))
+      if (in->op == IR_CALL && depth < 16 && owned_at(c, in->callee, a, depth + 1))
         return true;
     }
   return false;
 }
 
-static bool owned_at(const IrFn *f, int i, int depth) {
+static bool owned_at(const Compiler *c, const IrFn *f, int i, int depth) {
   if (f->role != IRFN_PLAIN || f->is_main || f->exported || f->vjp_fwd || i < 0 || i >= f->nparams)
     return false;
   int v = f->params[i];
-  return f->values[v].type->kind == TY_TENSOR && block_reads(&f->body, v) && may_write_over(f, v, depth);
+  return f->values[v].type->kind == TY_TENSOR && block_reads(&f->body, v) && may_write_over(c, f, v, depth);
 }
 
-bool sched_param_owned(const IrFn *f, int i) { return owned_at(f, i, 0); }
+bool sched_param_owned(const Compiler *c, const IrFn *f, int i) { return owned_at(c, f, i, 0); }
 
-bool sched_owned_value(const IrFn *f, int v) {
+bool sched_owned_value(const Compiler *c, const IrFn *f, int v) {
   for (int i = 0; i < f->nparams; i++)
     if (f->params[i] == v)
-      return sched_param_owned(f, i);
+      return sched_param_owned(c, f, i);
   return true;
 }
 
@@ -480,7 +480,7 @@ static int fused_region(Compiler *c, IrFn *f, IrInst **insts, int j, int n, int 
           dup = dup || d[e] == v;
         const Type *vt = f->values[v].type;
         if (!dup && !region_member(insts, j, end, v) && moved[v] == !pass && vt->kind == TY_TENSOR && sched_same_shape(vt, t) &&
-            defblk[v] == blk && sched_owned_value(f, v) && lastuse[v] >= j && lastuse[v] < end)
+            defblk[v] == blk && sched_owned_value(c, f, v) && lastuse[v] >= j && lastuse[v] < end)
           d[ndonors++] = v;
       }
     }
@@ -548,7 +548,7 @@ void schedule_block(Compiler *c, IrFn *f, IrBlock *b, int blk, int *nuses, int *
       }
   if (b == &f->body) /* owned parameters: the function's body defines them */
     for (int i = 0; i < f->nparams; i++)
-      if (sched_param_owned(f, i)) {
+      if (sched_param_owned(c, f, i)) {
         lastuse[f->params[i]] = -1;
         defblk[f->params[i]] = blk;
       }
@@ -601,7 +601,7 @@ void schedule_block(Compiler *c, IrFn *f, IrBlock *b, int blk, int *nuses, int *
       bool dup = false; /* a value passed twice is one parameter's twice */
       for (int k = 0; k < i; k++)
         dup = dup || f->params[k] == v;
-      if (!dup && sched_param_owned(f, i) && lastuse[v] >= 0) {
+      if (!dup && sched_param_owned(c, f, i) && lastuse[v] >= 0) {
         next_free[v] = free_after[lastuse[v]];
         free_after[lastuse[v]] = v;
       }

@@ -70,8 +70,8 @@ bool sched_same_shape(const Type *a, const Type *b);
 bool sched_is_param(const IrFn *f, int v);
 /* Whether f owns its i-th parameter (a reference its callers hand over or
  * add: f frees it after its last use and may write over it). */
-bool sched_param_owned(const IrFn *f, int i);
+bool sched_param_owned(const Compiler *c, const IrFn *f, int i);
 /* Whether f owns value v: any value but a parameter it borrows. */
-bool sched_owned_value(const IrFn *f, int v);
+bool sched_owned_value(const Compiler *c, const IrFn *f, int v);
 
 #endif
