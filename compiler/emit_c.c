@@ -1233,6 +1233,8 @@ static void emit_multi(Emitter *E, const Schedule *S, int j, int end, int ind) {
   int n = end - j, line, col;
   source_position(E->c, insts[j]->span, &line, &col);
   const char *path = insts[j]->span.file ? source_file(E->c, insts[j]->span.file)->path : "<generated>";
+  for (int k = j; k < end; k++) /* the same guards as the members' own calls (a region's fill makes them) */
+    emit_guards(E, insts[k], ind);
   if (insts[j]->op == IR_INDEX_ADD_SLOT) {
     out(E, ind, "{ /* %s:%d: a layer's %d stacked gradients, one operation */\n", path, line, n);
     out(E, ind + 1, "rt_tensor *acc_[] = {");
