@@ -329,38 +329,34 @@ static void multi(void)
 {
     static const int64_t rows[] = {0, 1, 5, 64, 257, 3000, 7, 33};
     enum { N = 40, L = 3 };
-    rt_tensor *accs[N], *refs[N], *xs[N], *shared = NULL;
+    rt_tensor *accs[N], *refs[N], *xs[L][N], *shared = NULL;
     for (int j = 0; j < N; j++) {
         rt_dtype dt = j % 4 == 0 ? RT_F32 : j % 4 == 1 ? RT_F64 : j % 4 == 2 ? RT_BF16 : RT_I32;
+        rt_dtype in = dt == RT_BF16 ? RT_F32 : dt;
         int64_t sh[3] = {L, rows[j % 8], 1 + j % 3}, xsh[2] = {sh[1], sh[2]};
-        rt_tensor *a = input(dt == RT_BF16 ? RT_F32 : dt, 3, sh, -2, 2);
-        rt_tensor *x = input(dt == RT_BF16 ? RT_F32 : dt, 2, xsh, -2, 2);
+        rt_tensor *a = input(in, 3, sh, -2, 2);
         if (dt == RT_BF16) {
-            rt_tensor *a2 = rt_astype(C, a, dt), *x2 = rt_astype(C, x, dt);
-            rt_free(C, a); rt_free(C, x);
+            rt_tensor *a2 = rt_astype(C, a, dt);
+            rt_free(C, a);
             a = a2;
-            x = x2;
         }
         accs[j] = a;
-        refs[j] = rt_index_add(C, rt_copy(C, a), j % L, x);
-        xs[j] = x;
+        refs[j] = rt_copy(C, a);
+        for (int l = 0; l < L; l++) {
+            rt_tensor *x = input(in, 2, xsh, -2, 2);
+            if (dt == RT_BF16) {
+                rt_tensor *x2 = rt_astype(C, x, dt);
+                rt_free(C, x);
+                x = x2;
+            }
+            xs[l][j] = x;
+            refs[j] = rt_index_add(C, refs[j], (l + 1) % L, x);
+        }
     }
     shared = rt_retain(accs[7]); /* shared: copied on write, this reference unchanged */
     rt_tensor *before = rt_copy(C, shared);
-    for (int l = 0; l < L; l++) { /* row l of each: the same rows as refs's where j % L == l */
-        rt_tensor *sel[N];
-        const rt_tensor *sx[N];
-        int n = 0, at[N];
-        for (int j = 0; j < N; j++)
-            if (j % L == l) {
-                at[n] = j;
-                sel[n] = accs[j];
-                sx[n++] = xs[j];
-            }
-        rt_index_add_multi(C, n, sel, l, sx);
-        for (int k = 0; k < n; k++)
-            accs[at[k]] = sel[k];
-    }
+    for (int l = 0; l < L; l++) /* all 40 at row (l + 1) % L: two launches' tables on the CUDA target */
+        rt_index_add_multi(C, N, accs, (l + 1) % L, (const rt_tensor *const *)xs[l]);
     if (!same_bits(shared, before) || accs[7] == shared) {
         fprintf(stderr, "index_add_multi wrote a shared accumulator in place\n");
         exit(1);
@@ -378,7 +374,8 @@ static void multi(void)
             rt_free(C, accs[j]);
         }
         rt_free(C, refs[j]);
-        rt_free(C, xs[j]);
+        for (int l = 0; l < L; l++)
+            rt_free(C, xs[l][j]);
     }
     rt_free(C, shared);
     rt_free(C, before);
