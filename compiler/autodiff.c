@@ -618,7 +618,7 @@ static void init_slots(Rev *r, IrBlock *fb, Span sp) {
  * in the same order: the same bits.
  * Likewise the zero fills that initialise the accumulators (FILL then
  * VAR_SET, for each var): the fills move up to the first, one operation
- * (rt_full_multi). */
+ * (rt_zero_multi). */
 static bool touches_slot(const IrInst *in, int slot, int v) {
   if ((in->op == IR_VAR_GET || in->op == IR_VAR_SET || in->op == IR_INDEX_ADD_SLOT) && IR_I((IrInst *)in, SLOT) == slot)
     return true;

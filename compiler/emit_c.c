@@ -1222,9 +1222,6 @@ static void cpu_fused(Emitter *E, const FusedRegion *r, int ind) {
 
 const Target target_cpu = {"cpu", true, cpu_fused, cpu_operand, cpu_store};
 
-/* Emits the fused elementwise region the schedule starts at insts[j]
- * (schedule.c's fused_region: its members, which are stored, which take a
- * dying operand's buffer).  blk: the block's number (E->defblk). */
 /* A multi-tensor group (sched_multi_group, issue 26): a layer's stacked
  * gradients added into their accumulators' rows, or zero fills, as one
  * runtime call. */
@@ -1267,6 +1264,9 @@ static void emit_multi(Emitter *E, const Schedule *S, int j, int end, int ind) {
   out(E, ind, "}\n");
 }
 
+/* Emits the fused elementwise region the schedule starts at insts[j]
+ * (schedule.c's fused_region: its members, which are stored, which take a
+ * dying operand's buffer).  blk: the block's number (E->defblk). */
 static void emit_fused(Emitter *E, const Schedule *S, int j, int ind) {
   IrInst **insts = S->insts;
   int end = S->run_end[j], members = 0;
