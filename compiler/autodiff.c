@@ -17,6 +17,7 @@
 #include <string.h>
 
 #include "ir.h"
+#include "schedule.h"
 #include "transitions.h"
 
 /* Which parameters of a function are differentiated: one byte per
@@ -605,6 +606,133 @@ static void init_slots(Rev *r, IrBlock *fb, Span sp) {
     }
 }
 
+/* ---- one operation per layer for the stacked gradients (issue 26)
+ * A layer's backward adds the gradient of each field of the stacked
+ * weights into its row of the field's accumulator (INDEX_ADD_SLOT), each
+ * where that gradient is ready, between the waits of the gradients'
+ * all-reduces.  Each add moves down to the next add of the same row (the
+ * same index value) into another accumulator, past instructions that do
+ * not touch its accumulator's var, so that a layer's adds are consecutive
+ * and the emitters make them one multi-tensor call (emit_c.c: at the last
+ * of them, whose gradients are all ready there; their waits come later,
+ * which only lengthens the overlap).  Each accumulator sees the same adds
+ * in the same order: the same bits.
+ * Likewise the zero fills that initialise the accumulators (FILL then
+ * VAR_SET, for each var): the fills move up to the first, one operation
+ * (rt_zero_multi). */
+static bool touches_slot(const IrInst *in, int slot, int v) {
+  if ((in->op == IR_VAR_GET || in->op == IR_VAR_SET || in->op == IR_INDEX_ADD_SLOT) && IR_I((IrInst *)in, SLOT) == slot)
+    return true;
+  if (in->op == IR_FREE || in->op == IR_RETURN)
+    for (int a = 0; a < in->nargs; a++)
+      if (in->args[a] == v)
+        return true;
+  for (const IrInst *x = in->body.head; x; x = x->next)
+    if (touches_slot(x, slot, v))
+      return true;
+  for (const IrInst *x = in->els.head; x; x = x->next)
+    if (touches_slot(x, slot, v))
+      return true;
+  return false;
+}
+
+static void unlink_inst(IrBlock *b, IrInst *prev, IrInst *in) {
+  if (prev)
+    prev->next = in->next;
+  else
+    b->head = in->next;
+  if (b->tail == in)
+    b->tail = prev;
+  in->next = NULL;
+}
+
+static void insert_before(IrBlock *b, IrInst *at, IrInst *in) {
+  IrInst **pp = &b->head;
+  while (*pp != at)
+    pp = &(*pp)->next;
+  in->next = at;
+  *pp = in;
+}
+
+static void group_layer_adds(IrFn *f, IrBlock *b) {
+  for (IrInst *in = b->head; in; in = in->next) {
+    group_layer_adds(f, &in->body);
+    group_layer_adds(f, &in->els);
+  }
+  /* from the last add up: each joins the group of the next add of its row */
+  int n = 0;
+  for (IrInst *in = b->head; in; in = in->next)
+    n += in->op == IR_INDEX_ADD_SLOT;
+  while (n > 0) {
+    IrInst *x = NULL, *prev = NULL, *p = NULL;
+    int k = 0;
+    for (IrInst *in = b->head; in; p = in, in = in->next)
+      if (in->op == IR_INDEX_ADD_SLOT && ++k == n) {
+        x = in;
+        prev = p;
+        break;
+      }
+    n--;
+    int slot = (int)IR_I(x, SLOT);
+    IrInst *to = NULL;
+    for (IrInst *y = x->next; y; y = y->next) {
+      if (y->op == IR_INDEX_ADD_SLOT && sched_same_index(f, y->args[1], x->args[1]) && IR_I(y, SLOT) != slot) {
+        to = y;
+        break;
+      }
+      if (touches_slot(y, slot, x->args[0]))
+        break;
+    }
+    if (!to || to == x->next)
+      continue;
+    unlink_inst(b, prev, x);
+    insert_before(b, to, x);
+  }
+}
+
+static void group_fills(IrFn *f, IrBlock *b) {
+  for (IrInst *in = b->head; in; in = in->next) {
+    group_fills(f, &in->body);
+    group_fills(f, &in->els);
+  }
+  /* runs of (zero FILL z; VAR_SET z) pairs: the fills first, then the sets */
+  IrInst *before = NULL;
+  for (IrInst *in = b->head; in;) {
+    IrInst *z = in, *fills = NULL, *ftail = NULL, *sets = NULL, *stail = NULL, *end = in;
+    int pairs = 0;
+    while (z && z->next && sched_zero_fill(f, z) && z->next->op == IR_VAR_SET && z->next->args[0] == z->dst[0]) {
+      IrInst *s = z->next, *nx = s->next;
+      if (ftail)
+        ftail->next = z;
+      else
+        fills = z;
+      ftail = z;
+      if (stail)
+        stail->next = s;
+      else
+        sets = s;
+      stail = s;
+      pairs++;
+      z = nx;
+    }
+    if (pairs < 2) {
+      before = end;
+      in = end->next;
+      continue;
+    }
+    ftail->next = sets;
+    stail->next = z;
+    if (before)
+      before->next = fills;
+    else
+      b->head = fills;
+    if (!z)
+      b->tail = stail;
+    before = stail;
+    in = z;
+  }
+}
+
 /* The backward of a call: the callee's own backward, on the tape. */
 /* The mask of a call's arguments that carry a gradient here. */
 static Mask call_mask(Rev *r, IrInst *in) {
@@ -1023,6 +1151,8 @@ static Variant *variant(AD *ad, IrFn *f, Mask mask) {
   else
     b->body.head = bret;
   b->body.tail = bret;
+  group_layer_adds(b, &b->body);
+  group_fills(b, &b->body);
 
   /* the wrapper value_and_grad calls: only for a scalar result (a callee
    * with several results, a record's leaves say, is differentiated only

@@ -1305,6 +1305,48 @@ static void cpu_fused(Emitter *E, const FusedRegion *r, int ind) {
 
 const Target target_cpu = {"cpu", true, cpu_fused, cpu_operand, cpu_store};
 
+/* A multi-tensor group (sched_multi_group, issue 26): a layer's stacked
+ * gradients added into their accumulators' rows, or zero fills, as one
+ * runtime call. */
+static void emit_multi(Emitter *E, const Schedule *S, int j, int end, int ind) {
+  IrInst **insts = S->insts;
+  int n = end - j, line, col;
+  source_position(E->c, insts[j]->span, &line, &col);
+  const char *path = insts[j]->span.file ? source_file(E->c, insts[j]->span.file)->path : "<generated>";
+  for (int k = j; k < end; k++) /* the same guards as the members' own calls (a region's fill makes them) */
+    emit_guards(E, insts[k], ind);
+  if (insts[j]->op == IR_INDEX_ADD_SLOT) {
+    out(E, ind, "{ /* %s:%d: a layer's %d stacked gradients, one operation */\n", path, line, n);
+    out(E, ind + 1, "rt_tensor *acc_[] = {");
+    for (int k = j; k < end; k++)
+      fprintf(E->out, "%s%s", k > j ? ", " : "", varname(E, (int)IR_I(insts[k], SLOT)));
+    fputs("};\n", E->out);
+    out(E, ind + 1, "const rt_tensor *x_[] = {");
+    for (int k = j; k < end; k++)
+      fprintf(E->out, "%s%s", k > j ? ", " : "", A(E, insts[k], 0));
+    fputs("};\n", E->out);
+    out(E, ind + 1, "rt_index_add_multi(ctx, %d, acc_, %s, x_);\n", n, A(E, insts[j], 1));
+    for (int k = j; k < end; k++)
+      out(E, ind + 1, "%s = acc_[%d];\n", varname(E, (int)IR_I(insts[k], SLOT)), k - j);
+    out(E, ind, "}\n");
+    return;
+  }
+  out(E, ind, "{ /* %s:%d: %d zero fills, one operation */\n", path, line, n);
+  for (int k = j; k < end; k++) {
+    IrInst *in = insts[k];
+    const char *name = E->f->values[in->dst[0]].hint ? E->f->values[in->dst[0]].hint : source_text(E, in->span);
+    out(E, ind + 1, "{\n");
+    emit_shape(E, ind + 2, in->t, name);
+    out(E, ind + 2, "%s = rt_empty(ctx, %s, %d, layout_.local);\n", D(E, in, 0), dtype_c(in->t->dtype), in->t->ndim);
+    out(E, ind + 1, "}\n");
+  }
+  out(E, ind + 1, "rt_zero_multi(ctx, %d, (rt_tensor *[]){", n);
+  for (int k = j; k < end; k++)
+    fprintf(E->out, "%s%s", k > j ? ", " : "", D(E, insts[k], 0));
+  fputs("});\n", E->out);
+  out(E, ind, "}\n");
+}
+
 /* Emits the fused elementwise region the schedule starts at insts[j]
  * (schedule.c's fused_region: its members, which are stored, which take a
  * dying operand's buffer).  blk: the block's number (E->defblk). */
@@ -2091,13 +2133,21 @@ static void emit_block(Emitter *E, IrBlock *b, int ind) {
       ind = outer + 2;
       E->at_line = 0;
     }
-    int run = S.run_end[j] ? S.run_end[j] - j : 0;
+    int run = S.run_end[j] ? S.run_end[j] - j : 0, group = run ? 0 : E->in_region ? 0 : sched_multi_group(E->f, &S, j);
+    if (group && cur < nregions && regions[cur].a > j && regions[cur].a < group)
+      group = regions[cur].a > j + 1 ? regions[cur].a : 0; /* not across a graph region's start */
+    if (group && cur < nregions && j >= regions[cur].a && regions[cur].b < group)
+      group = regions[cur].b > j + 1 ? regions[cur].b : 0; /* nor its end */
+    if (group)
+      run = group - j;
     for (int k = j; k < j + (run ? run : 1); k++)
       for (int v = wait_head[k]; v >= 0; v = wait_next[v])
         out(E, ind, "rt_wait(ctx, %s); /* a collective started early: done before its first use */\n", vname(E, v));
     emit_loc(E, insts[j], ind);
     if (S.gemm[j])
       emit_gemm_epilogue(E, &S, j, ind);
+    else if (group)
+      emit_multi(E, &S, j, group, ind);
     else if (run)
       emit_fused(E, &S, j, ind);
     else {

@@ -1015,11 +1015,15 @@ static void run_block(Mem *M, Frame *F, IrBlock *b) {
     return;
   const Schedule *S = block_schedule(M, F->f, b);
   for (int j = 0; j < S->n;) {
-    int end = S->run_end[j] ? S->run_end[j] : j + 1;
+    int end = S->run_end[j] ? S->run_end[j] : j + 1, group = S->run_end[j] ? 0 : sched_multi_group(F->f, S, j);
     if (S->run_end[j]) {
       M->sched = S;
       M->cur_j = j;
       run_region(M, F, S, j);
+    } else if (group) { /* one multi-tensor call: each member's work, then their frees */
+      for (int k = j; k < group; k++)
+        run_at(M, F, S, k);
+      end = group;
     } else {
       run_at(M, F, S, j);
     }

@@ -5,6 +5,7 @@
  * region, the values that die after each instruction (frees), the
  * all-reduces that start early (overlap.c) and where they are waited for,
  * and the var reads that move the var's reference. */
+#include <math.h>
 #include <string.h>
 
 #include "overlap.h"
@@ -626,4 +627,43 @@ void schedule_block(Compiler *c, IrFn *f, IrBlock *b, int blk, int *nuses, int *
         moved[insts[j]->dst[0]] = true;
   }
   *S = (Schedule){insts, n, blk, free_after, next_free, wait_head, wait_next, special, run_end, gemm, out};
+}
+
+/* ---- multi-tensor groups (issue 26; autodiff.c makes them consecutive) */
+bool sched_zero_fill(const IrFn *f, const IrInst *in) {
+  return in->op == IR_FILL && in->nargs == 0 && in->f == 0.0 && !signbit(in->f) && in->ndst == 1 &&
+         in->dst[0] >= 0 && f->values[in->dst[0]].type->kind == TY_TENSOR;
+}
+
+/* Whether host values a and b are the same index: one value, or values of
+ * a backward popped off the tape for the same forward value (a layer's
+ * index, pushed once per use: popped in the same iteration, the same
+ * number). */
+bool sched_same_index(const IrFn *f, int a, int b) {
+  return a == b || (a >= 0 && b >= 0 && f->values[a].tape_of && f->values[a].tape_of == f->values[b].tape_of);
+}
+
+int sched_multi_group(const IrFn *f, const Schedule *S, int j) {
+  IrInst *x = S->insts[j];
+  int k = j + 1;
+  if (x->op == IR_INDEX_ADD_SLOT) {
+    for (; k < S->n && S->insts[k]->op == IR_INDEX_ADD_SLOT && sched_same_index(f, S->insts[k]->args[1], x->args[1]); k++) {
+      bool dup = false;
+      for (int m = j; m < k; m++)
+        dup = dup || IR_I(S->insts[m], SLOT) == IR_I(S->insts[k], SLOT);
+      if (dup)
+        break;
+    }
+  } else if (sched_zero_fill(f, x)) {
+    if (S->free_after[j] >= 0)
+      return 0;
+    for (; k < S->n && sched_zero_fill(f, S->insts[k]) && !S->run_end[k]; k++)
+      if (S->free_after[k] >= 0) {
+        k++;
+        break;
+      }
+  } else {
+    return 0;
+  }
+  return k - j >= 2 ? k : 0;
 }

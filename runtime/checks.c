@@ -546,6 +546,25 @@ void rt_add_check(rt_ctx *ctx, const rt_tensor *acc, const rt_tensor *x)
              "add_: shapes or dtypes differ");
 }
 
+void rt_index_add_multi_check(rt_ctx *ctx, int n, rt_tensor *const *accs, int64_t i,
+                              const rt_tensor *const *xs)
+{
+    RT_CHECK(ctx, n >= 1, "index_add_multi_: no tensors");
+    for (int k = 0; k < n; k++) {
+        rt_index_add_check(ctx, accs[k], i, xs[k]);
+        for (int m = 0; m < k; m++)
+            RT_CHECK(ctx, accs[m]->st != accs[k]->st,
+                     "index_add_multi_: accumulators %d and %d share a storage", m, k);
+    }
+}
+
+void rt_zero_multi_check(rt_ctx *ctx, int n, rt_tensor *const *xs)
+{
+    for (int k = 0; k < n; k++) /* writable: each its storage's only reference, so distinct */
+        RT_CHECK(ctx, rt_writable(xs[k]), "zero_multi: tensor %d is shared (%d references)", k,
+                 xs[k]->st->refs);
+}
+
 void rt_index_add_check(rt_ctx *ctx, const rt_tensor *acc, int64_t i, const rt_tensor *x)
 {
     RT_CHECK(ctx, rt_writable(acc), "index_add_: accumulator is shared (%d references%s)", acc->st->refs,

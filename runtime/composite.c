@@ -258,6 +258,17 @@ rt_tensor *rt_index_add(rt_ctx *ctx, rt_tensor *acc, int64_t i, const rt_tensor 
     return acc;
 }
 
+void rt_index_add_multi(rt_ctx *ctx, int n, rt_tensor **accs, int64_t i, const rt_tensor *const *xs)
+{
+    for (int k = 0; k < n; k++)
+        if (!rt_writable(accs[k])) { /* copy on write, as rt_index_add */
+            rt_tensor *own = rt_copy(ctx, accs[k]);
+            rt_free(ctx, accs[k]);
+            accs[k] = own;
+        }
+    rt_index_add_multi_(ctx, n, accs, i, xs);
+}
+
 rt_tensor *rt_scale(rt_ctx *ctx, const rt_tensor *x, double s)
 {
     return rt_binary_scalar(ctx, RT_MUL, x, s, false);

@@ -541,6 +541,9 @@ rt_tensor *rt_slice_copy(rt_ctx *ctx, const rt_tensor *x, int dim, int64_t start
 rt_tensor *rt_index_copy(rt_ctx *ctx, const rt_tensor *x, int64_t i);
 void rt_add_check(rt_ctx *ctx, const rt_tensor *acc, const rt_tensor *x);
 void rt_index_add_check(rt_ctx *ctx, const rt_tensor *acc, int64_t i, const rt_tensor *x);
+void rt_zero_multi_check(rt_ctx *ctx, int n, rt_tensor *const *xs);
+void rt_index_add_multi_check(rt_ctx *ctx, int n, rt_tensor *const *accs, int64_t i,
+                              const rt_tensor *const *xs);
 
 /* host.c: the kernel names of the elementwise backwards in --trace and
  * --profile ("exp_bwd", "exp_with_grad", "mul_bwd") */

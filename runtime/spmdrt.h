@@ -356,6 +356,17 @@ void rt_index_add_(rt_ctx *ctx, rt_tensor *acc, int64_t i, const rt_tensor *x);
 /* acc[i] += x, consuming acc: in place when acc is not shared (rt_writable),
  * on a copy otherwise.  Returns the result (a reference the caller owns). */
 rt_tensor *rt_index_add(rt_ctx *ctx, rt_tensor *acc, int64_t i, const rt_tensor *x);
+/* accs[k][i] += xs[k] for k < n, as one operation (one kernel per 32
+ * tensors on the CUDA target): in place, the accs distinct storages, each
+ * rt_writable; the stacked layer gradients of a backward (issue 26) */
+void rt_index_add_multi_(rt_ctx *ctx, int n, rt_tensor *const *accs, int64_t i,
+                         const rt_tensor *const *xs);
+/* the same consuming each accs[k] (rt_index_add): a shared one is copied
+ * first, and accs[k] is replaced by the result the caller owns */
+void rt_index_add_multi(rt_ctx *ctx, int n, rt_tensor **accs, int64_t i, const rt_tensor *const *xs);
+/* xs[k] = 0 for k < n (each rt_writable), as one
+ * operation: the zero fills of a backward's accumulators (issue 26) */
+void rt_zero_multi(rt_ctx *ctx, int n, rt_tensor *const *xs);
 
 /* ---------------------------------------------------- elementwise kernels */
 

@@ -17,6 +17,14 @@ rt_tensor *rt_zeros(rt_ctx *ctx, rt_dtype dt, int ndim, const int64_t *shape)
     return t;
 }
 
+void rt_zero_multi(rt_ctx *ctx, int n, rt_tensor *const *xs)
+{
+    RT_KERNEL(ctx, RT_K_COPY, "zero_multi");
+    rt_zero_multi_check(ctx, n, xs);
+    for (int k = 0; k < n; k++)
+        memset(xs[k]->data, 0, (size_t)xs[k]->numel * rt_dtype_size(xs[k]->dtype));
+}
+
 rt_tensor *rt_full(rt_ctx *ctx, rt_dtype dt, int ndim, const int64_t *shape, double v)
 {
     RT_KERNEL(ctx, RT_K_COPY, "full");
@@ -425,4 +433,13 @@ void rt_index_add_(rt_ctx *ctx, rt_tensor *acc, int64_t i, const rt_tensor *x)
     RT_KERNEL(ctx, RT_K_COPY, "index_add_");
     rt_index_add_check(ctx, acc, i, x);
     add_into(acc, x, i * x->numel);
+}
+
+void rt_index_add_multi_(rt_ctx *ctx, int n, rt_tensor *const *accs, int64_t i,
+                         const rt_tensor *const *xs)
+{
+    RT_KERNEL(ctx, RT_K_COPY, "index_add_multi_");
+    rt_index_add_multi_check(ctx, n, accs, i, xs);
+    for (int k = 0; k < n; k++)
+        add_into(accs[k], xs[k], i * xs[k]->numel);
 }

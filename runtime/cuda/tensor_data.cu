@@ -65,6 +65,48 @@ rt_tensor *rt_zeros(rt_ctx *ctx, rt_dtype dt, int ndim, const int64_t *shape)
     return t;
 }
 
+/* one launch for up to RT_ZM_MT tensors, their pointers in the kernel's
+ * parameters */
+#define RT_ZM_MT 32
+struct rt_zm_group {
+    int n;
+    void *p[RT_ZM_MT];
+    int esz[RT_ZM_MT];
+    int64_t off[RT_ZM_MT + 1]; /* the first byte of each, from the group's */
+};
+
+void rt_zero_multi(rt_ctx *ctx, int n, rt_tensor *const *xs)
+{
+    RT_KERNEL(ctx, RT_K_COPY, "zero_multi");
+    rt_zero_multi_check(ctx, n, xs);
+    for (int j0 = 0; j0 < n; j0 += RT_ZM_MT) {
+        rt_zm_group g = {};
+        g.n = n - j0 < RT_ZM_MT ? n - j0 : RT_ZM_MT;
+        for (int k = 0; k < g.n; k++) {
+            g.p[k] = xs[j0 + k]->data;
+            g.esz[k] = (int)rt_dtype_size(xs[j0 + k]->dtype);
+            g.off[k + 1] = g.off[k] + xs[j0 + k]->numel;
+        }
+        rt_launch(ctx, g.off[g.n], [=] RT_HD(int64_t t) { /* element t of the group's */
+            int lo = 0, hi = g.n - 1;
+            while (lo < hi) {
+                int mid = (lo + hi + 1) / 2;
+                if (g.off[mid] <= t)
+                    lo = mid;
+                else
+                    hi = mid - 1;
+            }
+            int64_t e = t - g.off[lo];
+            if (g.esz[lo] == 8)
+                ((uint64_t *)g.p[lo])[e] = 0;
+            else if (g.esz[lo] == 4)
+                ((uint32_t *)g.p[lo])[e] = 0;
+            else
+                ((uint16_t *)g.p[lo])[e] = 0;
+        });
+    }
+}
+
 rt_tensor *rt_full(rt_ctx *ctx, rt_dtype dt, int ndim, const int64_t *shape, double v)
 {
     RT_KERNEL(ctx, RT_K_COPY, "full");
@@ -321,6 +363,59 @@ void rt_index_add_(rt_ctx *ctx, rt_tensor *acc, int64_t i, const rt_tensor *x)
     RT_KERNEL(ctx, RT_K_COPY, "index_add_");
     rt_index_add_check(ctx, acc, i, x);
     add_into(ctx, acc, x, i * x->numel);
+}
+
+/* accs[k][i] += xs[k]: one launch for up to RT_IA_MT tensors, their
+ * pointers in the kernel's parameters (the table a launch holds), each
+ * element in its dtype's arithmetic as add_into */
+#define RT_IA_MT 32
+struct rt_ia_group {
+    int n;
+    void *a[RT_IA_MT];       /* accs[k]'s row i */
+    const void *x[RT_IA_MT];
+    rt_dtype dt[RT_IA_MT];
+    int64_t off[RT_IA_MT + 1]; /* the first element of each, from the group's */
+};
+
+void rt_index_add_multi_(rt_ctx *ctx, int n, rt_tensor *const *accs, int64_t i,
+                         const rt_tensor *const *xs)
+{
+    RT_KERNEL(ctx, RT_K_COPY, "index_add_multi_");
+    rt_index_add_multi_check(ctx, n, accs, i, xs);
+    ctx->tgt->op = "index_add_multi_";
+    for (int j0 = 0; j0 < n; j0 += RT_IA_MT) {
+        rt_ia_group g = {};
+        g.n = n - j0 < RT_IA_MT ? n - j0 : RT_IA_MT;
+        for (int k = 0; k < g.n; k++) {
+            const rt_tensor *x = xs[j0 + k];
+            g.dt[k] = x->dtype;
+            g.a[k] = (char *)accs[j0 + k]->data + (size_t)(i * x->numel) * rt_dtype_size(x->dtype);
+            g.x[k] = x->data;
+            g.off[k + 1] = g.off[k] + x->numel;
+        }
+        rt_launch(ctx, g.off[g.n], [=] RT_HD(int64_t t) {
+            int lo = 0, hi = g.n - 1; /* the tensor whose range holds t */
+            while (lo < hi) {
+                int mid = (lo + hi + 1) / 2;
+                if (g.off[mid] <= t)
+                    lo = mid;
+                else
+                    hi = mid - 1;
+            }
+            int64_t e = t - g.off[lo];
+            rt_dtype dt = g.dt[lo];
+            void *A = g.a[lo];
+            const void *X = g.x[lo];
+            if (dt == RT_F32)
+                ((float *)A)[e] += ((const float *)X)[e];
+            else if (dt == RT_F64)
+                ((double *)A)[e] += ((const double *)X)[e];
+            else if (dt == RT_I32)
+                ((int32_t *)A)[e] += ((const int32_t *)X)[e];
+            else
+                rt_st(A, dt, e, (double)((float)rt_ld(A, dt, e) + (float)rt_ld(X, dt, e)));
+        });
+    }
 }
 
 } /* extern "C" */

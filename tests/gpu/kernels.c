@@ -10,7 +10,7 @@
  *   kernels DIR [SECTION,...]  (under mpirun: collectives on a 1-axis mesh;
  *                              sections: elementwise shapes reductions nn
  *                              selection random linalg collectives files
- *                              long sum_squares batched rows rowbits resume
+ *                              long sum_squares multi batched rows rowbits resume
  *                              attention attnbits, all by default; resume reads the
  *                              checkpoint in $KERNELS_RESUME_FROM, else the
  *                              one files wrote)
@@ -304,6 +304,99 @@ static void sum_squares(void)
         rt_free(C, dy);
         for (int j = 0; j < N; j++)
             rt_free(C, own[j]);
+    }
+}
+
+/* the stacked layer gradients' multi-tensor ops (issue 26) over 40
+ * accumulators (more than one launch's table of 32 on the CUDA target) of
+ * many sizes (empty rows too) and every dtype: rt_index_add_multi must give
+ * the bits of rt_index_add per accumulator, copy a shared one (and leave
+ * the other reference as it was), and rt_zero_multi those of rt_full 0 */
+static bool same_bits(const rt_tensor *a, const rt_tensor *b)
+{
+    rt_tensor *x = rt_astype(C, a, RT_F64), *y = rt_astype(C, b, RT_F64);
+    bool same = a->dtype == b->dtype && a->numel == b->numel;
+    if (same && a->numel) {
+        rt_tensor *d = rt_binary(C, RT_SUB, x, y), *ab = rt_unary(C, RT_ABS, d), *m = rt_amax_all(C, ab);
+        same = rt_item(C, m) == 0;
+        rt_free(C, d); rt_free(C, ab); rt_free(C, m);
+    }
+    rt_free(C, x); rt_free(C, y);
+    return same;
+}
+
+static void multi(void)
+{
+    static const int64_t rows[] = {0, 1, 5, 64, 257, 3000, 7, 33};
+    enum { N = 40, L = 3 };
+    rt_tensor *accs[N], *refs[N], *xs[L][N], *shared = NULL;
+    for (int j = 0; j < N; j++) {
+        rt_dtype dt = j % 4 == 0 ? RT_F32 : j % 4 == 1 ? RT_F64 : j % 4 == 2 ? RT_BF16 : RT_I32;
+        rt_dtype in = dt == RT_BF16 ? RT_F32 : dt;
+        int64_t sh[3] = {L, rows[j % 8], 1 + j % 3}, xsh[2] = {sh[1], sh[2]};
+        rt_tensor *a = input(in, 3, sh, -2, 2);
+        if (dt == RT_BF16) {
+            rt_tensor *a2 = rt_astype(C, a, dt);
+            rt_free(C, a);
+            a = a2;
+        }
+        accs[j] = a;
+        refs[j] = rt_copy(C, a);
+        for (int l = 0; l < L; l++) {
+            rt_tensor *x = input(in, 2, xsh, -2, 2);
+            if (dt == RT_BF16) {
+                rt_tensor *x2 = rt_astype(C, x, dt);
+                rt_free(C, x);
+                x = x2;
+            }
+            xs[l][j] = x;
+            refs[j] = rt_index_add(C, refs[j], (l + 1) % L, x);
+        }
+    }
+    shared = rt_retain(accs[7]); /* shared: copied on write, this reference unchanged */
+    rt_tensor *before = rt_copy(C, shared);
+    for (int l = 0; l < L; l++) /* all 40 at row (l + 1) % L: two launches' tables on the CUDA target */
+        rt_index_add_multi(C, N, accs, (l + 1) % L, (const rt_tensor *const *)xs[l]);
+    if (!same_bits(shared, before) || accs[7] == shared) {
+        fprintf(stderr, "index_add_multi wrote a shared accumulator in place\n");
+        exit(1);
+    }
+    for (int j = 0; j < N; j++) {
+        if (!same_bits(accs[j], refs[j])) {
+            fprintf(stderr, "index_add_multi: accumulator %d differs from rt_index_add's\n", j);
+            exit(1);
+        }
+        if (j == 2 || j == 37) {
+            char name[64];
+            snprintf(name, sizeof name, "index_add_multi_%d", j);
+            out(name, "bits", accs[j]);
+        } else {
+            rt_free(C, accs[j]);
+        }
+        rt_free(C, refs[j]);
+        for (int l = 0; l < L; l++)
+            rt_free(C, xs[l][j]);
+    }
+    rt_free(C, shared);
+    rt_free(C, before);
+    rt_tensor *zs[N];
+    for (int j = 0; j < N; j++) {
+        rt_dtype dt = j % 4 == 0 ? RT_F32 : j % 4 == 1 ? RT_F64 : j % 4 == 2 ? RT_BF16 : RT_I32;
+        int64_t n = rows[j % 8] * (1 + j % 5);
+        zs[j] = rt_full(C, dt, 1, &n, 1.5); /* not zero before */
+    }
+    rt_zero_multi(C, N, zs);
+    for (int j = 0; j < N; j++) {
+        rt_tensor *z = rt_full(C, zs[j]->dtype, 1, &zs[j]->numel, 0.0);
+        if (!same_bits(zs[j], z)) {
+            fprintf(stderr, "zero_multi: tensor %d is not rt_full 0's\n", j);
+            exit(1);
+        }
+        rt_free(C, z);
+        if (j == 4 || j == 38)
+            out(j == 4 ? "zero_multi_4" : "zero_multi_38", "bits", zs[j]);
+        else
+            rt_free(C, zs[j]);
     }
 }
 
@@ -948,7 +1041,7 @@ int main(int argc, char **argv)
         void (*run)(void);
     } sections[] = {{"elementwise", elementwise}, {"shapes", shapes},   {"reductions", reductions},
                     {"nn", nn},                   {"selection", selection}, {"random", random_},
-                    {"linalg", linalg},           {"collectives", collectives}, {"files", files}, {"long", long_lanes}, {"sum_squares", sum_squares}, {"batched", batched},
+                    {"linalg", linalg},           {"collectives", collectives}, {"files", files}, {"long", long_lanes}, {"sum_squares", sum_squares}, {"multi", multi}, {"batched", batched},
                     {"rows", rows},               {"rowbits", rowbits},
                     {"resume", resume},           {"attention", attention},
                     {"attnbits", attnbits}};

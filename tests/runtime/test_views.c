@@ -113,6 +113,32 @@ Test(views, in_place_writers_refuse_a_storage_a_view_shares)
     rt_free(C, acc); rt_free(C, one); rt_free(C, six); rt_free(C, x);
 }
 
+/* the multi-tensor ones (a layer's stacked gradients, issue 26):
+ * rt_index_add_multi_ and rt_zero_multi refuse a storage a view shares;
+ * rt_index_add_multi copies that accumulator and adds in place into the
+ * others */
+Test(views, multi_tensor_writers_refuse_a_storage_a_view_shares)
+{
+    rt_tensor *x = iota_f32(2, (int64_t[]){2, 3}), *y = iota_f32(2, (int64_t[]){2, 3});
+    rt_tensor *v = rt_reshape(C, x, 1, (int64_t[]){6});
+    rt_tensor *one = rt_full(C, RT_F32, 1, (int64_t[]){3}, 100.0);
+    rt_tensor *accs[2] = {y, x};
+    const rt_tensor *xs[2] = {one, one};
+    EXPECT_FAIL(rt_index_add_multi_(C, 2, accs, 1, xs), "views included");
+    EXPECT_FAIL(rt_zero_multi(C, 2, accs), "tensor 1 is shared");
+    rt_tensor *ys = y;
+    rt_index_add_multi(C, 2, accs, 1, xs); /* consumes x's reference: copied */
+    cr_assert_eq(accs[0], ys, "y is writable: in place");
+    cr_assert(accs[1] != x && accs[1]->st != x->st, "rt_index_add_multi wrote into a storage a view shares");
+    expect_close(accs[0], (double[]){0, 1, 2, 103, 104, 105}, 6, 0, "y in place");
+    expect_close(accs[1], (double[]){0, 1, 2, 103, 104, 105}, 6, 0, "x's copy");
+    expect_close(v, (double[]){0, 1, 2, 3, 4, 5}, 6, 0, "the view after rt_index_add_multi");
+    rt_zero_multi(C, 2, accs);
+    expect_close(accs[0], (double[]){0, 0, 0, 0, 0, 0}, 6, 0, "zeroed");
+    expect_close(accs[1], (double[]){0, 0, 0, 0, 0, 0}, 6, 0, "zeroed");
+    rt_free(C, accs[0]); rt_free(C, accs[1]); rt_free(C, v); rt_free(C, one);
+}
+
 Test(views, take_data_of_a_view_copies_its_elements)
 {
     rt_tensor *x = iota_f32(2, (int64_t[]){5, 4});
