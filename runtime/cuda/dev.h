@@ -51,6 +51,22 @@
 RT_DEV_INLINE double rt_dev_hf(rt_hf h) { return h.d ? *h.d : h.v; }
 RT_DEV_INLINE int64_t rt_dev_hi(rt_hi h) { return h.d ? *h.d : h.v; }
 
+/* a multi-tensor launch's element t (a group's tensors laid end to end,
+ * tensor k's first element at off[k], off[0] = 0, n >= 1): the tensor
+ * whose range holds t, by binary search */
+RT_DEV_INLINE int rt_dev_multi_find(const int64_t *off, int n, int64_t t)
+{
+    int lo = 0, hi = n - 1;
+    while (lo < hi) {
+        int mid = (lo + hi + 1) / 2;
+        if (off[mid] <= t)
+            lo = mid;
+        else
+            hi = mid - 1;
+    }
+    return lo;
+}
+
 /* ---- the target's state (ctx->tgt) */
 struct rt_cuda_comm; /* collectives.cu */
 struct rt_gemm_plans; /* gemm.cu */

@@ -88,14 +88,7 @@ void rt_zero_multi(rt_ctx *ctx, int n, rt_tensor *const *xs)
             g.off[k + 1] = g.off[k] + xs[j0 + k]->numel;
         }
         rt_launch(ctx, g.off[g.n], [=] RT_HD(int64_t t) { /* element t of the group's */
-            int lo = 0, hi = g.n - 1;
-            while (lo < hi) {
-                int mid = (lo + hi + 1) / 2;
-                if (g.off[mid] <= t)
-                    lo = mid;
-                else
-                    hi = mid - 1;
-            }
+            int lo = rt_dev_multi_find(g.off, g.n, t);
             int64_t e = t - g.off[lo];
             if (g.esz[lo] == 8)
                 ((uint64_t *)g.p[lo])[e] = 0;
@@ -394,14 +387,7 @@ void rt_index_add_multi_(rt_ctx *ctx, int n, rt_tensor *const *accs, int64_t i,
             g.off[k + 1] = g.off[k] + x->numel;
         }
         rt_launch(ctx, g.off[g.n], [=] RT_HD(int64_t t) {
-            int lo = 0, hi = g.n - 1; /* the tensor whose range holds t */
-            while (lo < hi) {
-                int mid = (lo + hi + 1) / 2;
-                if (g.off[mid] <= t)
-                    lo = mid;
-                else
-                    hi = mid - 1;
-            }
+            int lo = rt_dev_multi_find(g.off, g.n, t); /* the tensor whose range holds t */
             int64_t e = t - g.off[lo];
             rt_dtype dt = g.dt[lo];
             void *A = g.a[lo];

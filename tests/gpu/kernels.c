@@ -11,9 +11,11 @@
  *                              sections: elementwise shapes reductions nn
  *                              selection random linalg collectives files
  *                              long sum_squares multi batched rows rowbits resume
- *                              attention attnbits, all by default; resume reads the
+ *                              attention attnbits, all by default, all but the
+ *                              listed ones with a leading '-'; resume reads the
  *                              checkpoint in $KERNELS_RESUME_FROM, else the
- *                              one files wrote)
+ *                              one files wrote; KERNELS_ONE_LAYOUT set: each
+ *                              attention case in one token-major layout, not two)
  * Inputs come from a fixed LCG on the host, so every build sees the same. */
 #include <math.h>
 #include <stdio.h>
@@ -743,8 +745,9 @@ static void attention_cases(const char *prefix, bool bits)
             snprintf(name, sizeof name, "%s_%s_%s", prefix, cases[c].name, dn);
             attention_layouts(name, q, kk, v, dy, cases[c].causal, scale, cases[c].kv_len,
                               RT_ATTN_Q | RT_ATTN_K | RT_ATTN_V | RT_ATTN_OUT, y, lse, dq, dk, dv);
-            attention_layouts(name, q, kk, v, dy, cases[c].causal, scale, cases[c].kv_len,
-                              c % 2 ? RT_ATTN_K | RT_ATTN_OUT : RT_ATTN_Q | RT_ATTN_V, y, lse, dq, dk, dv);
+            if (!getenv("KERNELS_ONE_LAYOUT"))
+                attention_layouts(name, q, kk, v, dy, cases[c].causal, scale, cases[c].kv_len,
+                                  c % 2 ? RT_ATTN_K | RT_ATTN_OUT : RT_ATTN_Q | RT_ATTN_V, y, lse, dq, dk, dv);
 #define NAME(what) (snprintf(name, sizeof name, "%s_%s_%s_%s", prefix, cases[c].name, what, dn), name)
             out(NAME("out"), cl, y);
             out(NAME("lse"), "f32", lse);
@@ -1045,10 +1048,14 @@ int main(int argc, char **argv)
                     {"rows", rows},               {"rowbits", rowbits},
                     {"resume", resume},           {"attention", attention},
                     {"attnbits", attnbits}};
+    /* "-a,b": every section but a and b */
+    bool except = only && only[0] == '-';
+    const char *list = except ? only + 1 : only;
     for (size_t i = 0; i < sizeof sections / sizeof sections[0]; i++) {
-        const char *at = only ? strstr(only, sections[i].name) : NULL;
+        const char *at = list ? strstr(list, sections[i].name) : NULL;
         size_t len = strlen(sections[i].name);
-        if (!only || (at && (at == only || at[-1] == ',') && (at[len] == 0 || at[len] == ',')))
+        bool named = at && (at == list || at[-1] == ',') && (at[len] == 0 || at[len] == ',');
+        if (!list || named != except)
             sections[i].run();
     }
     if (manifest)
