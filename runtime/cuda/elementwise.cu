@@ -130,7 +130,9 @@ void rt_unary_with_grad(rt_ctx *ctx, rt_unary_op op, const rt_tensor *x, rt_tens
 }
 
 /* bf16 binary ops: both operands as f32 (exact), the f32 kernel's result
- * (computed in double, rounded to f32), then rounded to bf16 */
+ * (computed in double, rounded to f32), then rounded to bf16.  Operands of
+ * the result's size are read at the element's flat index, without the
+ * per-dimension divisions of broadcasting */
 rt_tensor *rt_binary(rt_ctx *ctx, rt_binary_op op, const rt_tensor *a, const rt_tensor *b)
 {
     rt_binary_check(ctx, op, a, b);
@@ -143,6 +145,15 @@ rt_tensor *rt_binary(rt_ctx *ctx, rt_binary_op op, const rt_tensor *a, const rt_
     const void *A = a->data, *B = b->data;
     void *Y = y->data;
     rt_dtype dt = a->dtype;
+    if (a->numel == y->numel && b->numel == y->numel) { /* no broadcast: flat indices */
+        rt_launch(ctx, y->numel, [=] RT_HD(int64_t i) {
+            double v = bin_f(op, rt_ld(A, dt, i), rt_ld(B, dt, i));
+            if (dt == RT_BF16)
+                v = (double)(float)v;
+            rt_st(Y, dt, i, v);
+        });
+        return y;
+    }
     rt_launch(ctx, y->numel, [=] RT_HD(int64_t i) {
         int64_t r = i, oa = 0, ob = 0;
         for (int d = sh.ndim - 1; d >= 0; d--) {

@@ -47,6 +47,14 @@ rt_tensor *rt_where(rt_ctx *ctx, const rt_tensor *c, const rt_tensor *a, const r
     char *Y = (char *)y->data;
     rt_dtype cdt = c->dtype;
     size_t esz = rt_dtype_size(a->dtype);
+    if (c->numel == y->numel && a->numel == y->numel && b->numel == y->numel) { /* flat indices */
+        rt_launch(ctx, y->numel, [=] RT_HD(int64_t i) {
+            const char *src = rt_ld(C, cdt, i) != 0.0 ? A /* NaN is true */ + (size_t)i * esz : B + (size_t)i * esz;
+            for (size_t k = 0; k < esz; k++)
+                Y[(size_t)i * esz + k] = src[k];
+        });
+        return y;
+    }
     rt_launch(ctx, y->numel, [=] RT_HD(int64_t i) {
         int64_t r = i, oc = 0, oa = 0, ob = 0;
         for (int d = sh.ndim - 1; d >= 0; d--) {

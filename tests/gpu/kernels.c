@@ -835,6 +835,10 @@ static void selection(void)
     rt_tensor *b = input(RT_F32, SH(6), -1, 1), *dy = input(RT_F32, SH(4, 6), -1, 1);
     rt_tensor *cpos = rt_binary_scalar(C, RT_GT, c, 0.0, false);
     out("where", "bits", rt_where(C, cpos, a, b));
+    rt_tensor *cflat = rt_binary_scalar(C, RT_GT, dy, 0.0, false); /* no broadcast: flat indices */
+    out("where_flat", "bits", rt_where(C, cflat, a, dy));
+    out("binary_flat", "bits", rt_binary(C, RT_SUB, a, dy));
+    rt_free(C, cflat);
     rt_tensor *da, *db;
     rt_where_bwd(C, cpos, a, b, dy, &da, &db);
     out("where_bwd_a", "f32", da);
