@@ -259,14 +259,16 @@ static plan *plan_for_epi(rt_ctx *ctx, rt_dtype dt, bool ta, bool tb, int64_t M,
                                                  &ws, sizeof ws));
     cublasLtMatmulHeuristicResult_t res;
     int found = 0;
-    LT(ctx, cublasLtMatmulAlgoGetHeuristic(g->lt, p->op, p->la, p->lb, p->lc, p->lc, pref, 1,
-                                           &res, &found));
+    cublasStatus_t hs = cublasLtMatmulAlgoGetHeuristic(g->lt, p->op, p->la, p->lb, p->lc, p->lc, pref, 1,
+                                                       &res, &found);
     cublasLtMatmulPreferenceDestroy(pref);
-    if (found <= 0 && epi == CUBLASLT_EPILOGUE_BGRADA) { /* remembered: rt_gemm_bgrad falls back */
+    if (epi == CUBLASLT_EPILOGUE_BGRADA && (hs != CUBLAS_STATUS_SUCCESS || found <= 0)) {
+        /* refused (not supported, or no algorithm): remembered, and rt_gemm_bgrad falls back */
         p->none = true;
         g->n++;
         return p;
     }
+    lt_check(ctx, hs, "cublasLtMatmulAlgoGetHeuristic");
     RT_CHECK(ctx, found > 0, "gemm: cuBLASLt has no algorithm for %s [%lld, %lld] x [%lld, %lld]",
              rt_dtype_name(dt), (long long)M, (long long)K, (long long)K, (long long)N);
     p->algo = res.algo;
