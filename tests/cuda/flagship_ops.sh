@@ -44,8 +44,10 @@
 # einsum (attention_heads' q, k, v projections: `einsum("btd,dhe->bthe", x,
 # wq) + bq` one GEMM, 8 -> 5 operations forward) and the bias gradients
 # from the dW GEMMs' cuBLASLt epilogue (rt_matmul_bwd_bias: attention_heads
-# backward 19 -> 16, column_parallel_linear's 4 -> 3): 194 a step, so
-# CEILING is 200. A step
+# backward 19 -> 13, column_parallel_linear's 4 -> 2: rt_binary_bwd's sum
+# was 2 launches): 194 a step (at L=6: 432 -> 366), so CEILING is 200.
+# row_parallel_linear_sp's bias gradient stays a sum: its dy is summed on
+# the rank's sequence shard, its dW GEMM runs over the gathered rows. A step
 # with fewer than FLOOR operations means the counting broke. Counted with
 # SPMD_GRAPHS=0: with graphs a replay counts
 # its graph's operations too (cuda_sim/graph_ops_*), plus the copies of its
