@@ -1438,10 +1438,35 @@ static void emit_gemm_epilogue(Emitter *E, const Schedule *S, int j, int ind) {
   const char *actname = act >= 0 ? ir_unary_name[act] : NULL;
   int line, col;
   source_position(E->c, mm->span, &line, &col);
-  out(E, ind, "%s = rt_matmul_bias_act(ctx, %s, %s, %s, %s); /* %s:%d: matmul%s%s%s in one GEMM */\n", vname(E, cur),
+  const char *what = mm->op == IR_EINSUM ? arena_sprintf(&E->c->arena, "einsum %s", mm->s) : "matmul";
+  out(E, ind, "%s = rt_matmul_bias_act(ctx, %s, %s, %s, %s); /* %s:%d: %s%s%s%s in one GEMM */\n", vname(E, cur),
       A(E, mm, 0), A(E, mm, 1), bias >= 0 ? vname(E, bias) : "NULL",
-      actname ? arena_sprintf(&E->c->arena, "RT_%s", actname) : "-1", source_file(E->c, mm->span.file)->path, line,
+      actname ? arena_sprintf(&E->c->arena, "RT_%s", actname) : "-1", source_file(E->c, mm->span.file)->path, line, what,
       bias >= 0 ? " + bias" : "", actname ? ", " : "", actname ? actname : "");
+}
+
+/* The bias gradient of `x @ w + b` from the dW GEMM's epilogue (the CUDA
+ * target; sched_bias_grad_gemm found it): the add's backward at j passes
+ * dy on as the product's gradient (a reference, as rt_binary_bwd's is) and
+ * leaves the bias's to the product's backward at S->bgrad[j], one
+ * rt_matmul_bwd_bias (cuBLASLt's bias-gradient epilogue on the dW GEMM). */
+static void emit_bias_grad_gemm(Emitter *E, const Schedule *S, int j, int ind) {
+  IrInst *in = S->insts[j];
+  if (S->bgrad[j] > j) {
+    IrInst *mb = S->insts[S->bgrad[j]];
+    int ds = mb->args[2], db = in->dst[in->dst[0] == ds ? 1 : 0];
+    int line, col;
+    source_position(E->c, mb->span, &line, &col);
+    out(E, ind, "%s = rt_retain(%s); /* + backward: %s comes from the dW GEMM of %s:%d */\n", vname(E, ds),
+        A(E, in, 2), vname(E, db), source_file(E->c, mb->span.file)->path, line);
+    return;
+  }
+  IrInst *add = S->insts[S->bgrad[j]], *mb = in;
+  int db = add->dst[add->dst[0] == mb->args[2] ? 1 : 0];
+  out(E, ind, "rt_matmul_bwd_bias(ctx, %s, %s, %s, %s, &%s, &%s); /* %s backward, the bias gradient in the dW GEMM */\n",
+      A(E, mb, 0), A(E, mb, 1), A(E, mb, 2),
+      mb->dst[0] >= 0 ? arena_sprintf(&E->c->arena, "&%s", D(E, mb, 0)) : "NULL", D(E, mb, 1), vname(E, db),
+      mb->op == IR_EINSUM_BWD ? arena_sprintf(&E->c->arena, "einsum %s", mb->s) : "matmul");
 }
 
 /* ---- graph regions (regions.h, runtime/graph.c): in main's loop bodies,
@@ -2154,7 +2179,10 @@ static void emit_block(Emitter *E, IrBlock *b, int ind) {
       for (int v = free_after[j]; v >= 0; v = next_free[v])
         E->dying[v] = true;
       E->curblk = blk;
-      emit_at(E, insts, j, special, ind);
+      if (S.bgrad[j] >= 0)
+        emit_bias_grad_gemm(E, &S, j, ind);
+      else
+        emit_at(E, insts, j, special, ind);
       for (int v = free_after[j]; v >= 0; v = next_free[v])
         E->dying[v] = false;
       run = 1;

@@ -366,11 +366,61 @@ static bool push_without(const IrFn *f, const IrInst *in, int v) {
   return true;
 }
 
+/* Whether an einsum spec over operands of na and nb dims is a matmul of
+ * a [..., k] by b [k, n...]: a's last label is b's first and no other,
+ * and the result is a's other labels, then b's, in order ("btd,dhe->bthe",
+ * "bd,dn->bn"): row-major, its GEMM is [rows, k] x [k, N] with no copy. */
+bool sched_einsum_matmul(const char *spec, int na, int nb) {
+  char in[3][16];
+  int len[3] = {0, 0, 0}, part = 0;
+  if (!spec || na < 2 || nb < 2)
+    return false;
+  for (const char *p = spec; *p; p++) {
+    if (*p == ' ')
+      continue;
+    if (*p == ',' && part == 0) {
+      part = 1;
+    } else if (*p == '-' && p[1] == '>' && part == 1) {
+      part = 2;
+      p++;
+    } else if (((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z')) && len[part] < 15) {
+      in[part][len[part]++] = *p;
+    } else {
+      return false; /* an ellipsis, a third operand, too many labels */
+    }
+  }
+  if (part != 2 || len[0] != na || len[1] != nb || len[2] != na + nb - 2 || in[0][na - 1] != in[1][0])
+    return false;
+  for (int i = 0; i < len[2]; i++) {
+    char want = i < na - 1 ? in[0][i] : in[1][i - (na - 1) + 1];
+    if (in[2][i] != want || want == in[1][0])
+      return false;
+    for (int q = 0; q < i; q++)
+      if (in[2][q] == want)
+        return false; /* a label of both operands' free dims: not a plain product */
+  }
+  return true;
+}
+
+/* Whether bias (a type) is exactly the last nn dims of y (size and
+ * partition), so that `y + bias` adds it to each of y's rows of those dims */
+static bool bias_of_rows(const Type *bias, const Type *y, int nn) {
+  if (!bias || bias->kind != TY_TENSOR || bias->dtype != y->dtype || bias->ndim != nn || nn >= y->ndim)
+    return false;
+  for (int d = 0; d < nn; d++)
+    if (!same_dim(bias, d, y, y->ndim - nn + d))
+      return false;
+  return true;
+}
+
 int sched_gemm_epilogue(const Compiler *c, const IrFn *f, IrInst **insts, int j, int n, int *nuses, int *bias,
                         int *act) {
   IrInst *mm = insts[j];
   *bias = *act = -1;
-  if (mm->op != IR_MATMUL || mm->nargs != 2)
+  /* an einsum of a matmul's form (sched_einsum_matmul): f32 on the CUDA
+   * target, as nn.attention_heads projects q, k and v */
+  bool einsum = mm->op == IR_EINSUM && c->cuda_target;
+  if ((mm->op != IR_MATMUL && !einsum) || mm->nargs != 2)
     return 0;
   const Type *a = f->values[mm->args[0]].type, *b = f->values[mm->args[1]].type;
   const Type *y = f->values[mm->dst[0]].type;
@@ -379,7 +429,10 @@ int sched_gemm_epilogue(const Compiler *c, const IrFn *f, IrInst **insts, int j,
    * accumulator, rounded once) and relu give the bits of the separate
    * kernels */
   bool f32 = y->dtype == DT_F32 && c->cuda_target;
-  if ((y->dtype != DT_BF16 && !f32) || a->ndim < 2 || b->ndim != 2 || a->dtype != y->dtype ||
+  if (einsum && (!f32 || a->kind != TY_TENSOR || b->kind != TY_TENSOR ||
+                 !sched_einsum_matmul(mm->s, a->ndim, b->ndim)))
+    return 0;
+  if ((y->dtype != DT_BF16 && !f32) || a->ndim < 2 || (!einsum && b->ndim != 2) || a->dtype != y->dtype ||
       b->dtype != y->dtype)
     return 0;
   int k = j + 1, cur = mm->dst[0];
@@ -390,8 +443,9 @@ int sched_gemm_epilogue(const Compiler *c, const IrFn *f, IrInst **insts, int j,
     IrInst *add = insts[k];
     int other = add->args[0] == cur ? add->args[1] : add->args[1] == cur ? add->args[0] : -1;
     const Type *bt = other >= 0 ? f->values[other].type : NULL;
-    bool ok = bt && bt->kind == TY_TENSOR && bt->dtype == y->dtype && bt->ndim == 1 &&
-              size_eq(bt->shape[0], y->shape[y->ndim - 1]) && !bt->shape[0].unknown &&
+    bool ok = (einsum ? bias_of_rows(bt, y, b->ndim - 1)
+                      : bt && bt->kind == TY_TENSOR && bt->dtype == y->dtype && bt->ndim == 1 &&
+                            size_eq(bt->shape[0], y->shape[y->ndim - 1]) && !bt->shape[0].unknown) &&
               sched_same_shape(f->values[add->dst[0]].type, y);
     /* The add's own saves right after it (its operands, for its backward,
      * which reads only their shapes: the gradients are dy and dy summed to
@@ -422,6 +476,51 @@ int sched_gemm_epilogue(const Compiler *c, const IrFn *f, IrInst **insts, int j,
   if (*bias < 0 && *act < 0)
     return 0;
   return k - j;
+}
+
+/* The bias gradient of `x @ w + b` (a matmul, or an einsum of its form)
+ * from its dW GEMM's epilogue, on the CUDA target: insts[j] is the add's
+ * backward (a BINARY_BWD of +) whose full-size operand's gradient (dy
+ * itself) feeds only the MATMUL_BWD or EINSUM_BWD at insts[k], with only
+ * tape pops between (they read nothing), and whose other operand, the
+ * bias, is exactly w's trailing dims: its gradient, dy summed over its
+ * leading dims, reduces exactly the dW GEMM's K (x's rows).  Where dW is
+ * not wanted, or anything else differs, the separate reduction stays.
+ * k, or 0: none.  f32 only (the epilogue's bf16 bias-gradient type aside,
+ * a bf16 bias gradient is rt_binary_bwd's f32 sum, rounded once). */
+int sched_bias_grad_gemm(const Compiler *c, const IrFn *f, IrInst **insts, int j, int n, const int *nuses) {
+  IrInst *in = insts[j];
+  if (!c->cuda_target || in->op != IR_BINARY_BWD || in->binop != BIN_ADD || in->nargs != 3 || in->ndst < 2 ||
+      in->dst[0] < 0 || in->dst[1] < 0)
+    return 0;
+  const Type *dy = f->values[in->args[2]].type;
+  if (dy->kind != TY_TENSOR || dy->dtype != DT_F32)
+    return 0;
+  int full = sched_same_shape(f->values[in->args[0]].type, dy) ? 0 : 1;
+  int ds = in->dst[full], db = in->dst[1 - full];
+  if (!sched_same_shape(f->values[in->args[full]].type, dy) || nuses[ds] != 1 || nuses[db] < 1)
+    return 0;
+  int k = j + 1;
+  while (k < n && insts[k]->op == IR_POP)
+    k++;
+  if (k >= n)
+    return 0;
+  IrInst *mb = insts[k];
+  if ((mb->op != IR_MATMUL_BWD && mb->op != IR_EINSUM_BWD) || mb->nargs != 3 || mb->args[2] != ds ||
+      mb->ndst < 2 || mb->dst[1] < 0)
+    return 0;
+  const Type *x = f->values[mb->args[0]].type, *w = f->values[mb->args[1]].type;
+  if (x->kind != TY_TENSOR || w->kind != TY_TENSOR || x->dtype != dy->dtype || w->dtype != dy->dtype ||
+      x->ndim < 2 || w->ndim < 2 || dy->ndim != x->ndim + w->ndim - 2 ||
+      (mb->op == IR_MATMUL_BWD ? w->ndim != 2 : !sched_einsum_matmul(mb->s, x->ndim, w->ndim)))
+    return 0;
+  for (int d = 0; d < dy->ndim; d++) /* dy is x's rows by w's trailing dims */
+    if (d < x->ndim - 1 ? !same_dim(dy, d, x, d) : !same_dim(dy, d, w, d - (x->ndim - 1) + 1))
+      return 0;
+  if (!bias_of_rows(f->values[in->args[1 - full]].type, dy, w->ndim - 1) ||
+      !sched_same_shape(f->values[db].type, f->values[in->args[1 - full]].type))
+    return 0;
+  return k;
 }
 
 /* The fused elementwise region that starts at insts[j], if one is worth
@@ -626,7 +725,18 @@ void schedule_block(Compiler *c, IrFn *f, IrBlock *b, int blk, int *nuses, int *
       if (special[j] && insts[j]->op == IR_VAR_GET)
         moved[insts[j]->dst[0]] = true;
   }
-  *S = (Schedule){insts, n, blk, free_after, next_free, wait_head, wait_next, special, run_end, gemm, out};
+  /* bias gradients from the dW GEMMs' epilogues (sched_bias_grad_gemm) */
+  int *bgrad = arena_alloc(&c->arena, sizeof(int) * (size_t)(n ? n : 1));
+  for (j = 0; j < n; j++)
+    bgrad[j] = -1;
+  for (j = 0; j < n; j++) {
+    int k = run_end[j] ? 0 : sched_bias_grad_gemm(c, f, insts, j, n, nuses);
+    if (k > j && !run_end[k] && bgrad[k] < 0) {
+      bgrad[j] = k;
+      bgrad[k] = j;
+    }
+  }
+  *S = (Schedule){insts, n, blk, free_after, next_free, wait_head, wait_next, special, run_end, gemm, out, bgrad};
 }
 
 /* ---- multi-tensor groups (issue 26; autodiff.c makes them consecutive) */

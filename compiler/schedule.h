@@ -19,6 +19,9 @@ typedef struct Schedule {
   bool *gemm;           /* per instruction: the region starting there is a GEMM with its epilogue */
   int *out;             /* per member of a fused region: where its value goes, SCHED_IN_REGISTER,
                          * SCHED_NEW_BUFFER, or the operand (a value) whose buffer it takes (rt_reuse) */
+  int *bgrad;           /* per instruction (sched_bias_grad_gemm): at an add's BINARY_BWD, the
+                         * MATMUL_BWD / EINSUM_BWD (> j) whose dW GEMM computes its bias gradient;
+                         * at that one, the BINARY_BWD (< j); -1: none */
 } Schedule;
 
 enum {
@@ -45,6 +48,17 @@ void sched_count_uses(IrBlock *b, int *nuses);
  * is rewritten to save the sum (nuses updated). */
 int sched_gemm_epilogue(const Compiler *c, const IrFn *f, IrInst **insts, int j, int n, int *nuses, int *bias,
                         int *act);
+
+/* Whether an einsum spec over operands of na and nb dims is a matmul of
+ * a [..., k] by b [k, n...] ("btd,dhe->bthe"). */
+bool sched_einsum_matmul(const char *spec, int na, int nb);
+
+/* On the CUDA target, an add's backward at insts[j] whose bias gradient
+ * the dW GEMM of the MATMUL_BWD / EINSUM_BWD it returns (k > j; 0: none)
+ * computes in its epilogue (rt_matmul_bwd_bias): the bias exactly the
+ * weight's trailing dims, dy's leading dims exactly the GEMM's K, only tape
+ * pops between. */
+int sched_bias_grad_gemm(const Compiler *c, const IrFn *f, IrInst **insts, int j, int n, const int *nuses);
 
 /* Whether `in` can be a member of a fused elementwise region (on c's target). */
 bool sched_fusable(const Compiler *c, const IrFn *f, const IrInst *in);

@@ -166,6 +166,15 @@ void rt_set_gemm_f32_lib(rt_ctx *ctx, rt_gemm_lib lib)
     ctx->tgt->gemm_how = "set by the program";
 }
 
+/* no GEMM library here has the bias gradient as an epilogue (the CPU
+ * target's code never asks: its bias gradients are rt_binary_bwd's sums) */
+bool rt_gemm_bgrad(rt_ctx *ctx, rt_dtype dt, int64_t M, int64_t N, int64_t K, const void *A,
+                   const void *B, void *C, void *bias)
+{
+    (void)ctx, (void)dt, (void)M, (void)N, (void)K, (void)A, (void)B, (void)C, (void)bias;
+    return false;
+}
+
 void rt_gemm_describe(const rt_ctx *ctx, char *buf, size_t n)
 {
     if (ctx->tgt->gemm_f32 < 0) {

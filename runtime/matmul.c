@@ -165,6 +165,48 @@ void rt_matmul_bwd(rt_ctx *ctx, const rt_tensor *a, const rt_tensor *b, const rt
     }
 }
 
+/* a [..., k] @ b [k, n...] + bias's backward (spmdrt.h): b and dy seen as
+ * [k, N] and [rows, N]; da's GEMM is rt_matmul_bwd's (one over all rows),
+ * db's carries dbias where the target's GEMM has the epilogue
+ * (rt_gemm_bgrad) */
+void rt_matmul_bwd_bias(rt_ctx *ctx, const rt_tensor *a, const rt_tensor *b, const rt_tensor *dy,
+                        rt_tensor **da, rt_tensor **db, rt_tensor **dbias)
+{
+    RT_KERNEL(ctx, RT_K_MATMUL, "matmul_bwd_bias");
+    rt_check_float(ctx, a, "matmul");
+    int lead = a->ndim - 1, nn = b->ndim - 1;
+    RT_CHECK(ctx, a->ndim >= 2 && b->ndim >= 2 && a->dtype == b->dtype && dy->dtype == a->dtype &&
+                      dy->ndim == lead + nn && a->shape[lead] == b->shape[0],
+             "matmul_bwd_bias: needs [..., k], [k, n...] and [..., n...] of one dtype");
+    for (int d = 0; d < dy->ndim; d++)
+        RT_CHECK(ctx, dy->shape[d] == (d < lead ? a->shape[d] : b->shape[1 + d - lead]),
+                 "matmul_bwd_bias: gradient shape differs from the result");
+    int64_t k = b->shape[0], n = rt_numel_of(nn, b->shape + 1), rows = rt_numel_of(lead, a->shape);
+    int64_t bs[2] = {k, n}, gs[2] = {rows, n}, as[2] = {rows, k};
+    rt_tensor bv = view(b, 2, bs), g = view(dy, 2, gs), av = view(a, 2, as);
+    if (da) {
+        rt_tensor *r = bmm(ctx, &g, false, &bv, true); /* [rows, k] */
+        r->ndim = a->ndim;
+        memcpy(r->shape, a->shape, sizeof r->shape);
+        *da = r;
+    }
+    rt_tensor *bias = NULL;
+    if (db) {
+        rt_tensor *r = rt_empty(ctx, b->dtype, b->ndim, b->shape);
+        if (dbias)
+            bias = rt_empty(ctx, b->dtype, nn, b->shape + 1);
+        if (!bias || k == 0 || n == 0 || rows == 0 ||
+            !rt_gemm_bgrad(ctx, b->dtype, k, n, rows, av.data, g.data, r->data, bias->data)) {
+            rt_free(ctx, bias);
+            bias = NULL;
+            rt_gemm(ctx, b->dtype, true, false, k, n, rows, av.data, g.data, r->data, 0.0);
+        }
+        *db = r;
+    }
+    if (dbias)
+        *dbias = bias ? bias : rt_sum_to_shape(ctx, dy, nn, b->shape + 1);
+}
+
 /* ---- einsum */
 
 typedef struct eqn {

@@ -175,8 +175,19 @@ rt_tensor *rt_matmul_bias_act(rt_ctx *ctx, const rt_tensor *a, const rt_tensor *
 {
     if (a->dtype == RT_F32) { /* the CUDA target's f32 epilogues on this runtime (its simulation
                                * build): the GEMM, the add and the activation in turn, the bits of
-                               * the separate calls */
-        rt_tensor *y = rt_matmul(ctx, a, b);
+                               * the separate calls; b [k, n...]: an einsum "btd,dhe->bthe" */
+        RT_CHECK(ctx, b->ndim >= 2 && a->ndim + b->ndim - 2 <= RT_MAX_DIMS,
+                 "matmul_bias_act: needs [..., m, k] and [k, n...]");
+        rt_tensor bv = *b;
+        if (b->ndim > 2) {
+            bv.ndim = 2;
+            bv.shape[1] = rt_numel_of(b->ndim - 1, b->shape + 1);
+        }
+        rt_tensor *y = rt_matmul(ctx, a, &bv);
+        if (b->ndim > 2) { /* a's leading dims, b's trailing */
+            memcpy(y->shape + a->ndim - 1, b->shape + 1, (size_t)(b->ndim - 1) * sizeof *y->shape);
+            y->ndim = a->ndim + b->ndim - 2;
+        }
         if (bias) {
             rt_tensor *z = rt_binary(ctx, RT_ADD, y, bias);
             rt_free(ctx, y);

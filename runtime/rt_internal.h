@@ -600,6 +600,15 @@ void rt_gemm(rt_ctx *ctx, rt_dtype dt, bool ta, bool tb, int64_t M, int64_t N, i
 void rt_gemm_strided(rt_ctx *ctx, rt_dtype dt, bool ta, bool tb, int64_t M, int64_t N, int64_t K,
                      const void *A, int64_t sa, const void *B, int64_t sb, void *C, int64_t sc,
                      int64_t batch);
+/* rt_gemm(ta, !tb, beta 0) with the bias gradient of the GEMM's B operand
+ * in the same call: C[M,N] = A^T B (A stored [K,M], B [K,N]) and
+ * bias[N] = the sum of B's K rows (the CUDA target: one cuBLASLt GEMM with
+ * its bias-gradient epilogue; the simulation emulates it in a fixed order).
+ * false: the target has none for this GEMM (the CPU; a dtype or shape
+ * cuBLASLt refuses): nothing written, the caller runs the GEMM and the sum
+ * on their own.  M, N, K > 0. */
+bool rt_gemm_bgrad(rt_ctx *ctx, rt_dtype dt, int64_t M, int64_t N, int64_t K, const void *A,
+                   const void *B, void *C, void *bias);
 /* the --profile line naming the GEMM library and how it was chosen */
 void rt_gemm_describe(const rt_ctx *ctx, char *buf, size_t n);
 /* files (checkpoint.c) move tensor data through host memory: x's data

@@ -499,6 +499,14 @@ void rt_matmul_bwd(rt_ctx *ctx, const rt_tensor *a, const rt_tensor *b, const rt
  * it): the same bits as rt_matmul, rt_binary and rt_unary in turn. */
 rt_tensor *rt_matmul_bias_act(rt_ctx *ctx, const rt_tensor *a, const rt_tensor *b,
                               const rt_tensor *bias, int act);
+/* The backward of a [..., k] @ b [k, n...] + bias [n...] (a matmul, or an
+ * einsum of that form: "btd,dhe->bthe") from the sum's gradient dy
+ * [..., n...]: da = dy b^T, db = a^T dy and dbias = dy summed over its
+ * leading dims, which are the dW GEMM's K: on the CUDA target one GEMM with
+ * cuBLASLt's bias-gradient epilogue where it has one (elsewhere the GEMM
+ * and rt_sum_to_shape).  Any of da, db, dbias may be NULL. */
+void rt_matmul_bwd_bias(rt_ctx *ctx, const rt_tensor *a, const rt_tensor *b, const rt_tensor *dy,
+                        rt_tensor **da, rt_tensor **db, rt_tensor **dbias);
 /* The library f32 GEMMs run on (runtime/gemm.c). rt_init chooses it for the
  * machine: rank 0 times a few GEMMs through both and takes oneDNN only when
  * it is clearly faster, then broadcasts the choice, so every rank uses the

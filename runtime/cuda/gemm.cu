@@ -22,7 +22,8 @@
 
 typedef struct plan {
     int dt, ta, tb, beta;
-    int epi; /* a cublasLtEpilogue_t (rt_matmul_bias_act), CUBLASLT_EPILOGUE_DEFAULT otherwise */
+    int epi; /* a cublasLtEpilogue_t (rt_matmul_bias_act, rt_gemm_bgrad), CUBLASLT_EPILOGUE_DEFAULT otherwise */
+    bool none; /* rt_gemm_bgrad's: the heuristic has no algorithm (the caller falls back) */
     int64_t M, N, K;
     int64_t batch, sa, sb, sc; /* rt_gemm_strided's (batch 1: rt_gemm) */
     cublasLtMatmulDesc_t op;
@@ -136,6 +137,43 @@ static void gemm_epilogue(rt_ctx *ctx, rt_dtype dt, int64_t M, int64_t N, int64_
     });
 }
 
+/* the device's bias-gradient GEMM (below) in one launch: C as sim_gemm
+ * computes A^T B, then bias[j] = B's column j summed over K in order (f32
+ * in double, bf16 in float, rounded once); the simulation has it for f32
+ * and bf16, as the device's heuristic does */
+bool rt_gemm_bgrad(rt_ctx *ctx, rt_dtype dt, int64_t M, int64_t N, int64_t K, const void *A,
+                   const void *B, void *C, void *bias)
+{
+    if (dt != RT_F32 && dt != RT_BF16)
+        return false;
+    ctx->tgt->op = "gemm";
+    rt_launch_as(ctx, RT_OP_GEMM, M * N + N, [=] RT_HD(int64_t u) {
+        double acc = 0;
+        float accf = 0;
+        if (u < M * N) {
+            int64_t i = u / N, j = u % N;
+            for (int64_t k = 0; k < K; k++) {
+                double a = rt_ld(A, dt, k * M + i), x = rt_ld(B, dt, k * N + j);
+                if (dt == RT_BF16)
+                    accf += (float)a * (float)x;
+                else
+                    acc += a * x;
+            }
+            rt_st(C, dt, u, dt == RT_BF16 ? (double)accf : acc);
+        } else {
+            int64_t j = u - M * N;
+            for (int64_t k = 0; k < K; k++) {
+                if (dt == RT_BF16)
+                    accf += (float)rt_ld(B, dt, k * N + j);
+                else
+                    acc += rt_ld(B, dt, k * N + j);
+            }
+            rt_st(bias, dt, j, dt == RT_BF16 ? (double)accf : acc);
+        }
+    });
+    return true;
+}
+
 void rt_cuda_gemm_free(rt_ctx *ctx) { (void)ctx; }
 
 void rt_gemm_describe(const rt_ctx *ctx, char *buf, size_t n)
@@ -221,9 +259,16 @@ static plan *plan_for_epi(rt_ctx *ctx, rt_dtype dt, bool ta, bool tb, int64_t M,
                                                  &ws, sizeof ws));
     cublasLtMatmulHeuristicResult_t res;
     int found = 0;
-    LT(ctx, cublasLtMatmulAlgoGetHeuristic(g->lt, p->op, p->la, p->lb, p->lc, p->lc, pref, 1,
-                                           &res, &found));
+    cublasStatus_t hs = cublasLtMatmulAlgoGetHeuristic(g->lt, p->op, p->la, p->lb, p->lc, p->lc, pref, 1,
+                                                       &res, &found);
     cublasLtMatmulPreferenceDestroy(pref);
+    if (epi == CUBLASLT_EPILOGUE_BGRADA && (hs != CUBLAS_STATUS_SUCCESS || found <= 0)) {
+        /* refused (not supported, or no algorithm): remembered, and rt_gemm_bgrad falls back */
+        p->none = true;
+        g->n++;
+        return p;
+    }
+    lt_check(ctx, hs, "cublasLtMatmulAlgoGetHeuristic");
     RT_CHECK(ctx, found > 0, "gemm: cuBLASLt has no algorithm for %s [%lld, %lld] x [%lld, %lld]",
              rt_dtype_name(dt), (long long)M, (long long)K, (long long)K, (long long)N);
     p->algo = res.algo;
@@ -257,6 +302,30 @@ static void gemm_epilogue(rt_ctx *ctx, rt_dtype dt, int64_t M, int64_t N, int64_
     rt_count_op(ctx, RT_OP_GEMM);
     LT(ctx, cublasLtMatmul(g->lt, p->op, &one, B, p->la, A, p->lb, &zero, C, p->lc, C, p->lc, &p->algo,
                            g->workspace, RT_GEMM_WORKSPACE, (cudaStream_t)ctx->tgt->stream));
+}
+
+/* C[M,N] = A^T B with bias[N] = B summed over K, one cuBLASLt call.  In
+ * the column-major identity C^T = B^T A, cuBLASLt's A operand is our B
+ * (not transposed: [N, K] column-major) and D's rows are N, so the
+ * epilogue is BGRADA (the bias gradient of cuBLASLt's A, a vector over D's
+ * rows, reduced over the GEMM's K); the bias in the output's type.  false
+ * where the heuristic has no algorithm for it (f64 among others). */
+bool rt_gemm_bgrad(rt_ctx *ctx, rt_dtype dt, int64_t M, int64_t N, int64_t K, const void *A,
+                   const void *B, void *C, void *bias)
+{
+    if (dt != RT_F32 && dt != RT_BF16)
+        return false;
+    plan *p = plan_for_epi(ctx, dt, true, false, M, N, K, false, 1, 0, 0, 0, (int)CUBLASLT_EPILOGUE_BGRADA);
+    if (p->none)
+        return false;
+    struct rt_gemm_plans *g = ctx->tgt->gemm;
+    ctx->tgt->op = "gemm";
+    LT(ctx, cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof bias));
+    float one = 1.0f, zero = 0.0f; /* bf16 and f32 compute in f32 */
+    rt_count_op(ctx, RT_OP_GEMM);
+    LT(ctx, cublasLtMatmul(g->lt, p->op, &one, B, p->la, A, p->lb, &zero, C, p->lc, C, p->lc, &p->algo,
+                           g->workspace, RT_GEMM_WORKSPACE, (cudaStream_t)ctx->tgt->stream));
+    return true;
 }
 
 void rt_gemm(rt_ctx *ctx, rt_dtype dt, bool ta, bool tb, int64_t M, int64_t N, int64_t K,
@@ -334,8 +403,9 @@ void rt_gemm_describe(const rt_ctx *ctx, char *buf, size_t n)
 }
 #endif
 
-/* act(a @ b + bias) for bf16 or f32 [.., M, K] x [K, N] (the compiler's
- * GEMM epilogues, sched_gemm_epilogue; f32 on the CUDA target only, its
+/* act(a @ b + bias) for bf16 or f32 [.., M, K] x [K, N] (b may be [K,
+ * n...] with the bias of its trailing dims: an einsum "btd,dhe->bthe" whose
+ * result is [.., n...]; the compiler's GEMM epilogues, sched_gemm_epilogue; f32 on the CUDA target only, its
  * training forwards' `x @ w + b` included): one cuBLASLt GEMM whose epilogue
  * adds the bias to the f32 accumulator and applies relu or gelu_tanh before
  * the one rounding to the dtype, as the CPU target's oneDNN post-ops do for
@@ -347,26 +417,38 @@ rt_tensor *rt_matmul_bias_act(rt_ctx *ctx, const rt_tensor *a, const rt_tensor *
                               const rt_tensor *bias, int act)
 {
     rt_dtype dt = a->dtype;
-    RT_CHECK(ctx, (dt == RT_BF16 || dt == RT_F32) && b->dtype == dt && a->ndim >= 2 && b->ndim == 2,
-             "matmul_bias_act: needs bf16 or f32 [..., m, k] and [k, n] of one dtype");
-    int64_t k = a->shape[a->ndim - 1], n = b->shape[1], m = a->numel / (k ? k : 1);
+    RT_CHECK(ctx, (dt == RT_BF16 || dt == RT_F32) && b->dtype == dt && a->ndim >= 2 && b->ndim >= 2 &&
+                      a->ndim + b->ndim - 2 <= RT_MAX_DIMS,
+             "matmul_bias_act: needs bf16 or f32 [..., m, k] and [k, n...] of one dtype");
+    int nn = b->ndim - 1;
+    int64_t k = a->shape[a->ndim - 1], n = rt_numel_of(nn, b->shape + 1), m = a->numel / (k ? k : 1);
     RT_CHECK(ctx, b->shape[0] == k, "matmul_bias_act: inner sizes %lld and %lld differ", (long long)k,
              (long long)b->shape[0]);
-    RT_CHECK(ctx, !bias || (bias->ndim == 1 && bias->shape[0] == n && bias->dtype == dt),
-             "matmul_bias_act: bias must be %s[%lld]", rt_dtype_name(dt), (long long)n);
+    RT_CHECK(ctx, !bias || (bias->ndim == nn && bias->dtype == dt &&
+                            memcmp(bias->shape, b->shape + 1, (size_t)nn * sizeof *bias->shape) == 0),
+             "matmul_bias_act: bias must be %s of b's trailing dims ([%lld] in all)", rt_dtype_name(dt),
+             (long long)n);
+    /* the result [..., n...]: a's leading dims, then b's trailing (an
+     * einsum "btd,dhe->bthe"; a matmul's [..., m, n]) */
+    int64_t shape[RT_MAX_DIMS] = {0};
+    memcpy(shape, a->shape, (size_t)(a->ndim - 1) * sizeof *shape);
+    memcpy(shape + a->ndim - 1, b->shape + 1, (size_t)nn * sizeof *shape);
+    int ndim = a->ndim - 1 + nn;
     rt_tensor *y;
     int post = act; /* what the epilogue leaves to a kernel of its own */
     if (k > 0 && m > 0 && n > 0 && (bias || act == RT_RELU || act == RT_GELU_TANH)) {
-        int64_t shape[RT_MAX_DIMS];
-        memcpy(shape, a->shape, sizeof shape);
-        shape[a->ndim - 1] = n;
-        y = rt_empty(ctx, dt, a->ndim, shape);
+        y = rt_empty(ctx, dt, ndim, shape);
         int in_epi = act == RT_RELU || act == RT_GELU_TANH ? act : -1;
         RT_KERNEL(ctx, RT_K_MATMUL, "matmul_bias_act");
         gemm_epilogue(ctx, dt, m, n, k, a->data, b->data, bias ? bias->data : NULL, in_epi, y->data);
         post = in_epi >= 0 ? -1 : act;
     } else {
-        y = rt_matmul(ctx, a, b);
+        rt_tensor bv = *b; /* [k, n] */
+        bv.ndim = 2;
+        bv.shape[1] = n;
+        y = rt_matmul(ctx, a, &bv);
+        y->ndim = ndim; /* the same elements */
+        memcpy(y->shape, shape, sizeof y->shape);
         if (bias) {
             rt_tensor *z = rt_binary(ctx, RT_ADD, y, bias);
             rt_free(ctx, y);

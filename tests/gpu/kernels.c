@@ -866,6 +866,8 @@ static void random_(void)
     rt_free(C, x);
 }
 
+static const rt_dtype dts_bgrad[] = {RT_F32, RT_F64, RT_BF16};
+
 static void linalg(void)
 {
     static const rt_dtype dts[] = {RT_F32, RT_F64, RT_BF16};
@@ -916,6 +918,31 @@ static void linalg(void)
         out(name, "bf16", rt_matmul_bias_act(C, a, b, epi[i].bias ? bias : NULL, epi[i].act));
     }
     rt_free(C, a); rt_free(C, b); rt_free(C, bias);
+    /* f32 on the CUDA target: an einsum "btd,dhe->bthe" plus a bias of
+     * [h, e] in one GEMM, and a linear layer's backward with the bias's
+     * gradient from the dW GEMM (cuBLASLt's bias-gradient epilogue; on the
+     * CPU and for f64 the GEMM and a sum); bf16's bias gradient too */
+    rt_tensor *x = input(RT_F32, SH(2, 3, 4), -1, 1), *w = input(RT_F32, SH(4, 2, 5), -1, 1);
+    rt_tensor *bhe = input(RT_F32, SH(2, 5), -1, 1);
+    out("einsum_bias_f32", "f32", rt_matmul_bias_act(C, x, w, bhe, -1));
+    rt_free(C, bhe);
+    for (int k = 0; k < 3; k++) {
+        rt_dtype dt = dts_bgrad[k];
+        const char *dn = rt_dtype_name(dt), *cl = fcls(dt);
+        char name[64];
+        rt_tensor *xk = rt_astype(C, x, dt), *wk = rt_astype(C, w, dt);
+        rt_tensor *dy = input(dt, SH(2, 3, 2, 5), -1, 1);
+        rt_tensor *dx, *dw, *dbias;
+        rt_matmul_bwd_bias(C, xk, wk, dy, &dx, &dw, &dbias);
+        snprintf(name, sizeof name, "matmul_bwd_bias_x_%s", dn);
+        out(name, cl, dx);
+        snprintf(name, sizeof name, "matmul_bwd_bias_w_%s", dn);
+        out(name, cl, dw);
+        snprintf(name, sizeof name, "matmul_bwd_bias_b_%s", dn);
+        out(name, cl, dbias);
+        rt_free(C, xk); rt_free(C, wk); rt_free(C, dy);
+    }
+    rt_free(C, x); rt_free(C, w);
 }
 
 static void collectives(void)
