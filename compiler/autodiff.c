@@ -810,11 +810,13 @@ static void first_contribution_sets(IrFn *f, IrBlock *b, const int *nuses) {
       a = a->next;
     bool adds_g = a && a->op == IR_ACCUM && (a->args[0] == g->dst[0] || a->args[1] == g->dst[0]);
     IrInst *set = adds_g && nuses[a->dst[0]] == 1 ? next_touch(a->next, slot) : NULL;
-    if (!set || set->op != IR_VAR_SET || set->args[0] != a->dst[0]) {
+    int d = set ? a->args[a->args[0] == g->dst[0] ? 1 : 0] : -1;
+    if (!set || set->op != IR_VAR_SET || set->args[0] != a->dst[0] ||
+        !sched_same_shape(f->values[d].type, f->values[a->dst[0]].type)) { /* d is the var's value as it is */
       z = z->next;
       continue;
     }
-    set->args[0] = a->args[a->args[0] == g->dst[0] ? 1 : 0];
+    set->args[0] = d;
     remove_inst(b, g);
     remove_inst(b, a);
     remove_inst(b, z);
