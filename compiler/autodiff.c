@@ -52,6 +52,7 @@ struct Rev {
   IrBlock **def_block;  /* per forward value: the block defining it */
   char *needs_slot;     /* per forward value: used in a block nested below its own */
   int *adj;             /* per forward value: its adjoint in b so far (-1: zero) */
+  struct Contribution **pending; /* per forward value: contributions not yet summed */
   int *slot;            /* per forward value: adjoint var slot in b (-1: none) */
   int *adj_var;         /* per forward var slot: adjoint var slot in b */
   IrBlock *out;         /* where b's instructions go */
@@ -186,6 +187,27 @@ static int bemit1(Rev *r, IrOp op, Span sp, Type *t, int nargs, const int *args)
 
 static Type *ftype(Rev *r, int v) { return r->f->values[v].type; }
 
+/* ---- summing an adjoint's contributions where it is read (issue 26)
+ * The contributions to a value's SSA adjoint (one per use of the value in
+ * its block) are kept as they arrive and summed where the adjoint is read
+ * (adjoint(): at the value's definition), in the order they arrived:
+ * ((c1 + c2) + c3) ..., the same additions in the same order as summing
+ * each on arrival, so the same bits; but consecutive, so that the
+ * scheduler makes them one fused loop (attention's x, read by its three
+ * projections: one 3-operand loop, not two adds with GEMMs between). */
+typedef struct Contribution {
+  int val;
+  Span sp;
+  struct Contribution *next;
+} Contribution;
+
+static void sum_contributions(Rev *r, int v) {
+  Contribution *c = r->pending[v];
+  r->pending[v] = NULL;
+  for (; c; c = c->next)
+    r->adj[v] = r->adj[v] < 0 ? c->val : bemit1(r, IR_ACCUM, c->sp, ftype(r, v), 2, (int[]){r->adj[v], c->val});
+}
+
 /* Adds contribution c (a b-value) to the adjoint of forward value v. */
 static void contribute(Rev *r, IrBlock *here, int v, int c, Span sp) {
   if (c < 0)
@@ -202,14 +224,16 @@ static void contribute(Rev *r, IrBlock *here, int v, int c, Span sp) {
     IR_I(s, SLOT) = r->slot[v];
     return;
   }
-  if (r->adj[v] < 0)
-    r->adj[v] = c;
-  else
-    r->adj[v] = bemit1(r, IR_ACCUM, sp, ftype(r, v), 2, (int[]){r->adj[v], c});
+  Contribution *n = arena_alloc(&r->ad->c->arena, sizeof(Contribution)), **pp = &r->pending[v];
+  *n = (Contribution){c, sp, NULL};
+  while (*pp)
+    pp = &(*pp)->next;
+  *pp = n;
 }
 
 /* The whole adjoint of v at its definition: the SSA part plus the slot. */
 static int adjoint(Rev *r, int v, Span sp) {
+  sum_contributions(r, v);
   if (r->slot[v] < 0)
     return r->adj[v];
   IrInst *g = bemit(r, IR_VAR_GET, sp, 0, NULL);
@@ -733,6 +757,73 @@ static void group_fills(IrFn *f, IrBlock *b) {
   }
 }
 
+/* ---- an accumulator's first contribution is its value (issue 26)
+ * The backward zeroes an adjoint var where the forward assigned its var
+ * (and a function's adjoint vars at its start), then adds the
+ * contributions that arrive: FILL z; VAR_SET s z; ...; g = VAR_GET s;
+ * ACCUM(g, d); VAR_SET s. Where nothing touches the var between the zero
+ * and the first add, in one block, the var is set to d itself: an adjoint
+ * is the sum of its contributions in the order they arrive, the sum of one
+ * contribution being that contribution (as SSA adjoints already are,
+ * contribute()), never 0.0 + d, which would turn a contribution's -0.0
+ * into +0.0 (DESIGN.md, "Autodiff"). +0.0 is an adjoint only where no
+ * contribution arrives. A zeroed var that nothing reads before the end of
+ * a backward's body is not zeroed at all (`var x = ...`'s adjoint after its
+ * declaration's backward). Two device operations fewer per iteration of a
+ * loop over layers (the flagship: the fill and the add of x's gradient). */
+static IrInst *next_touch(IrInst *from, int slot) {
+  for (IrInst *y = from; y; y = y->next)
+    if (touches_slot(y, slot, -1))
+      return y;
+  return NULL;
+}
+
+static IrInst *remove_inst(IrBlock *b, IrInst *in) {
+  IrInst *prev = NULL;
+  for (IrInst *x = b->head; x != in; x = x->next)
+    prev = x;
+  IrInst *next = in->next;
+  unlink_inst(b, prev, in);
+  return next;
+}
+
+static void first_contribution_sets(IrFn *f, IrBlock *b, const int *nuses) {
+  for (IrInst *in = b->head; in; in = in->next) {
+    first_contribution_sets(f, &in->body, nuses);
+    first_contribution_sets(f, &in->els, nuses);
+  }
+  for (IrInst *z = b->head; z;) {
+    IrInst *s = z->next;
+    if (!s || !sched_zero_fill(f, z) || s->op != IR_VAR_SET || s->args[0] != z->dst[0] || nuses[z->dst[0]] != 1) {
+      z = z->next;
+      continue;
+    }
+    int slot = (int)IR_I(s, SLOT);
+    IrInst *g = next_touch(s->next, slot);
+    if (!g && b == &f->body) { /* never read again: no zero needed */
+      remove_inst(b, z);
+      z = remove_inst(b, s);
+      continue;
+    }
+    IrInst *a = g && g->op == IR_VAR_GET && nuses[g->dst[0]] == 1 ? g->next : NULL;
+    while (a && !(a->op == IR_ACCUM && (a->args[0] == g->dst[0] || a->args[1] == g->dst[0])) && !touches_slot(a, slot, -1))
+      a = a->next;
+    bool adds_g = a && a->op == IR_ACCUM && (a->args[0] == g->dst[0] || a->args[1] == g->dst[0]);
+    IrInst *set = adds_g && nuses[a->dst[0]] == 1 ? next_touch(a->next, slot) : NULL;
+    int d = set ? a->args[a->args[0] == g->dst[0] ? 1 : 0] : -1;
+    if (!set || set->op != IR_VAR_SET || set->args[0] != a->dst[0] ||
+        !sched_same_shape(f->values[d].type, f->values[a->dst[0]].type)) { /* d is the var's value as it is */
+      z = z->next;
+      continue;
+    }
+    set->args[0] = d;
+    remove_inst(b, g);
+    remove_inst(b, a);
+    remove_inst(b, z);
+    z = remove_inst(b, s);
+  }
+}
+
 /* The backward of a call: the callee's own backward, on the tape. */
 /* The mask of a call's arguments that carry a gradient here. */
 static Mask call_mask(Rev *r, IrInst *in) {
@@ -1037,6 +1128,7 @@ static Variant *variant(AD *ad, IrFn *f, Mask mask) {
   r.def_block = arena_alloc(&c->arena, sizeof(IrBlock *) * nv);
   r.needs_slot = arena_alloc(&c->arena, nv);
   r.adj = arena_alloc(&c->arena, sizeof(int) * nv);
+  r.pending = arena_alloc(&c->arena, sizeof(Contribution *) * nv);
   r.slot = arena_alloc(&c->arena, sizeof(int) * nv);
   r.adj_var = arena_alloc(&c->arena, sizeof(int) * ((size_t)f->nvars + 1));
   int *depth = arena_alloc(&c->arena, sizeof(int) * nv);
@@ -1151,6 +1243,9 @@ static Variant *variant(AD *ad, IrFn *f, Mask mask) {
   else
     b->body.head = bret;
   b->body.tail = bret;
+  int *nuses = arena_alloc(&c->arena, sizeof(int) * ((size_t)b->nvalues + 1));
+  sched_count_uses(&b->body, nuses);
+  first_contribution_sets(b, &b->body, nuses);
   group_layer_adds(b, &b->body);
   group_fills(b, &b->body);
 

@@ -237,12 +237,17 @@ static void slots_touched(IrInst *in, bool *touched) {
 /* move[j]: insts[j] reads a tensor var whose next access in this block is
  * an assignment at this level, so the read can take the var's reference
  * (the old value is dead after it) instead of adding one.  A value with one
- * reference can be updated in place (rt_reuse). */
-static bool *var_moves(Compiler *c, IrFn *f, IrInst **insts, int n) {
+ * reference can be updated in place (rt_reuse).  In the body of a
+ * generated backward, the end of the body counts as an assignment: its
+ * vars (adjoints) are dead there (the read of `var x = ...`'s adjoint,
+ * which is not zeroed after it: autodiff.c, first_contribution_sets). */
+static bool *var_moves(Compiler *c, IrFn *f, IrInst **insts, int n, bool backward_body) {
   bool *move = arena_alloc(&c->arena, sizeof(bool) * (size_t)(n ? n : 1));
   int nv = f->nvars;
   bool *next_set = arena_alloc(&c->arena, sizeof(bool) * (size_t)(nv ? nv : 1));
   bool *touched = arena_alloc(&c->arena, sizeof(bool) * (size_t)(nv ? nv : 1));
+  for (int s = 0; backward_body && s < nv; s++)
+    next_set[s] = true;
   for (int k = n - 1; k >= 0; k--) {
     IrInst *in = insts[k];
     if (in->op == IR_VAR_GET) {
@@ -652,7 +657,7 @@ void schedule_block(Compiler *c, IrFn *f, IrBlock *b, int blk, int *nuses, int *
         lastuse[f->params[i]] = -1;
         defblk[f->params[i]] = blk;
       }
-  bool *special = var_moves(c, f, insts, n);
+  bool *special = var_moves(c, f, insts, n, b == &f->body && f->role == IRFN_BACKWARD);
   /* all_reduces that start non-blocking; values that may be pending (those,
    * and results of backward calls) are waited for right before the first
    * instruction that reads them, unless that is the return of a function

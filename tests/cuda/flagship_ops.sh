@@ -47,7 +47,12 @@
 # backward 19 -> 13, column_parallel_linear's 4 -> 2: rt_binary_bwd's sum
 # was 2 launches): 194 a step (at L=6: 432 -> 366), so CEILING is 200.
 # row_parallel_linear_sp's bias gradient stays a sum: its dy is summed on
-# the rank's sequence shard, its dW GEMM runs over the gathered rows. A step
+# the rank's sequence shard, its dW GEMM runs over the gathered rows. An
+# adjoint's first contribution as its value (no zero fill and add of x's
+# gradient per layer in loss's backward, nor the dead fill after `var x`'s)
+# and attention's three gradients of x summed by one loop after the last
+# GEMM (attention_heads backward 19 -> 18 on its own): 208 a step on its
+# own (loss's backward's own 23 -> 16 a call; at L=6 432 -> 412). A step
 # with fewer than FLOOR operations means the counting broke. Counted with
 # SPMD_GRAPHS=0: with graphs a replay counts
 # its graph's operations too (cuda_sim/graph_ops_*), plus the copies of its
