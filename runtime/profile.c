@@ -8,6 +8,8 @@
  * the self time per kind. At rt_finalize rank 0 prints the tables, with the
  * mean and the maximum over ranks. With --trace the same spans become
  * Chrome trace events. Nothing is measured without either option. */
+#include <execinfo.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
@@ -154,12 +156,48 @@ void rt_alloc_record(rt_ctx *ctx, double t0, bool fresh, size_t bytes)
 
 /* ---- regions */
 
+/* SPMD_PROFILE_OPS=1 (with --profile): each device operation on stderr,
+ * "op KIND REGION CALL" on rank 0, where CALL is the runtime's entry point
+ * the program called (the innermost frame of the runtime library's before
+ * the caller's), to see what a region's ops/call are */
+static void print_op(rt_op_kind k, const rt_region *r)
+{
+    static const char *const op_names[RT_NOPS] = {"kernel", "gemm", "copy", "collective"};
+    void *frames[64];
+    int n = backtrace(frames, 64);
+    char **sym = backtrace_symbols(frames, n);
+    const char *call = NULL;
+    if (sym && n > 1) {
+        /* frame 0 is this function, in the runtime library: the module is
+         * the text before '(', a frame "module(function+offset) [address]" */
+        size_t lib = strcspn(sym[0], "(");
+        for (int i = 1; i < n; i++) {
+            if (strncmp(sym[i], sym[0], lib) != 0 || sym[i][lib] != '(')
+                break;
+            if (sym[i][lib + 1] != '+') /* an exported function's name */
+                call = sym[i] + lib + 1;
+        }
+    }
+    /* none: the program's own kernel (a fused loop: rt_sim_kernel_count) */
+    int len = call ? (int)strcspn(call, "+)") : 0;
+    fprintf(stderr, "op %s %s: %.*s\n", op_names[k], r ? r->name : "-", call ? len : 9,
+            call ? call : "generated");
+    free(sym);
+}
+
 /* a device operation (rt_count_op) is the innermost open region's own */
-void rt_count_op_region(rt_ctx *ctx)
+void rt_count_op_region(rt_ctx *ctx, rt_op_kind k)
 {
     rt_region *r = ctx->profile ? open_region(ctx) : NULL;
     if (r)
         r->self_ops += 1;
+    static int print = -1;
+    if (print < 0) {
+        const char *e = getenv("SPMD_PROFILE_OPS");
+        print = e && strcmp(e, "1") == 0;
+    }
+    if (print && ctx->profile && ctx->rank == 0)
+        print_op(k, r);
 }
 
 void rt_region_enter(rt_ctx *ctx, int level, const char *name)

@@ -250,11 +250,11 @@ void rt_region_leave(rt_ctx *ctx, int level, double incl);
 /* marks the region open at level as a training step (its page faults per call) */
 void rt_region_step(rt_ctx *ctx, int level);
 /* one device operation of a kind / one host synchronisation (--profile) */
-void rt_count_op_region(rt_ctx *ctx);
+void rt_count_op_region(rt_ctx *ctx, rt_op_kind k);
 static inline void rt_count_op(rt_ctx *ctx, rt_op_kind k)
 {
     ctx->prof.ops[k] += 1;
-    rt_count_op_region(ctx);
+    rt_count_op_region(ctx, k);
 }
 /* profile.c: seconds of device time of a kernel span of kind in region (an
  * index of prof.regions, or -1) */
