@@ -79,6 +79,7 @@ typedef struct rt_prof {
     long faults_start, faults_end;
     int kdepth; /* open kernels: only the outermost is recorded */
     double ops[RT_NOPS]; /* device operations so far, by kind (rt_count_op) */
+    const char *op_name; /* the kernel span counted as one (the CPU target), for SPMD_PROFILE_OPS */
     double syncs;        /* host synchronisations so far (rt_count_sync) */
     bool counts_launches; /* the target counts its own operations (CUDA), not kernel spans */
     /* the target's device timer (the CUDA target; NULL: kernels timed on
