@@ -561,6 +561,11 @@ const char *rt_binary_bwd_name(rt_binary_op op);
  * CPU target's bf16 widens to f32 first) */
 void rt_binary_bwd_f64(rt_ctx *ctx, rt_binary_op op, const rt_tensor *a, const rt_tensor *b,
                        const rt_tensor *dy, rt_tensor **da, rt_tensor **db);
+/* The target's kernel of x / s's gradient for x of dy's shape and a 0-d s
+ * whose own gradient nobody wants (a host number): dx = dy * (1 / s) in
+ * f64, rounded to dy's dtype (f32 or f64) once, the bits of
+ * rt_binary_grads' path, in one launch instead of its converts */
+rt_tensor *rt_div_scalar_grad(rt_ctx *ctx, const rt_tensor *dy, const rt_tensor *s);
 /* The target's kernel of it, on f64 tensors of one shape: ga = dy * df/da,
  * gb = dy * df/db (the X-list's derivatives) */
 void rt_binary_grads(rt_ctx *ctx, rt_binary_op op, const rt_tensor *a, const rt_tensor *b,
