@@ -546,8 +546,15 @@ static bool shares(Mem *M, Frame *F, IrInst *in) {
   case IR_COPY: case IR_REINTERPRET: return true;
   case IR_RESHAPE: case IR_INDEX: return true;
   case IR_SLICE: return slice_contiguous(M, F->f->values[in->args[0]].type, IR_I(in, DIM));
-  case IR_CONVERT:
-    return (IR_I(in, SRC) == LTY_R || IR_I(in, SRC) == LTY_I) && (IR_I(in, DST) == LTY_R || IR_I(in, DST) == LTY_I);
+  case IR_CONVERT: {
+    bool rep = IR_I(in, SRC) == LTY_R || IR_I(in, SRC) == LTY_I;
+    if (rep && (IR_I(in, DST) == LTY_R || IR_I(in, DST) == LTY_I))
+      return true;
+    /* to V (from R or I) and from V to P over a group of one rank: the
+     * whole operand (not to or from the stacked form) */
+    return ((rep && IR_I(in, DST) == LTY_V) || (IR_I(in, SRC) == LTY_V && IR_I(in, DST) == LTY_P)) &&
+           one_rank(M, in) && IR_I(in, DIM) != IR_STACK;
+  }
   case IR_ALL_REDUCE: return one_rank(M, in);
   case IR_ALL_GATHER: case IR_REDUCE_SCATTER: return one_rank(M, in) && IR_I(in, DIM) != IR_STACK;
   case IR_ALL_TO_ALL: return one_rank(M, in) && IR_I(in, SRC_DIM) != IR_STACK;

@@ -203,6 +203,8 @@ static rt_tensor *own_block(rt_ctx *ctx, rt_group *g, rt_axes axes, const rt_ten
         return rt_index_copy(ctx, x, g->rank);
     }
     int64_t off, ext = rt_shard_block(ctx, x->shape[dim], axes, g->rank, &off);
+    if (g->size == 1) /* the whole of x: shared, as between R and I */
+        return rt_retain((rt_tensor *)x);
     return rt_slice_copy(ctx, x, dim, off, off + ext);
 }
 
@@ -227,6 +229,8 @@ static rt_tensor *place_block(rt_ctx *ctx, rt_group *g, rt_axes axes, const rt_t
         rt_coll_check_block(ctx, x, dim, want, extent, g->size, "convert");
         shape[dim] = extent;
     }
+    if (g->size == 1) /* x is the whole (checked above): shared */
+        return rt_retain((rt_tensor *)x);
     return rt_slice_bwd(ctx, x, x->ndim, shape, dim, off);
 }
 

@@ -340,6 +340,13 @@ void rt_binary_bwd_f64(rt_ctx *ctx, rt_binary_op op, const rt_tensor *a, const r
             *db = rt_binary(ctx, RT_MUL, dy, a);
         return;
     }
+    if (op == RT_DIV && da && !db && b->numel == 1 && b->ndim == 0 && a->dtype == b->dtype &&
+        a->dtype == dy->dtype && (a->dtype == RT_F32 || a->dtype == RT_F64) && rt_same_shape(a, dy)) {
+        /* x / s for a 0-d s whose gradient nobody wants (a host number,
+         * the mean's count): dy * (1 / s) in f64, rounded once, as below */
+        *da = rt_div_scalar_grad(ctx, dy, b);
+        return;
+    }
     rt_bcast bc = rt_binary_broadcast(ctx, a, b, rt_binary_name(op));
     RT_CHECK(ctx, dy->ndim == bc.ndim && rt_numel_of(bc.ndim, bc.shape) == dy->numel,
              "%s backward: gradient shape differs from the result", rt_binary_name(op));

@@ -300,6 +300,24 @@ void rt_binary_grads(rt_ctx *ctx, rt_binary_op op, const rt_tensor *a, const rt_
     }
 }
 
+rt_tensor *rt_div_scalar_grad(rt_ctx *ctx, const rt_tensor *dy, const rt_tensor *s)
+{
+    double inv = 1.0 / rt_get(s, 0);
+    rt_tensor *dx = rt_empty(ctx, dy->dtype, dy->ndim, dy->shape);
+    if (dy->dtype == RT_F32) {
+        const float *DY = dy->data;
+        float *DX = dx->data;
+        for (int64_t i = 0; i < dx->numel; i++)
+            DX[i] = (float)((double)DY[i] * inv);
+    } else {
+        const double *DY = dy->data;
+        double *DX = dx->data;
+        for (int64_t i = 0; i < dx->numel; i++)
+            DX[i] = DY[i] * inv;
+    }
+    return dx;
+}
+
 void rt_binary_bwd(rt_ctx *ctx, rt_binary_op op, const rt_tensor *a, const rt_tensor *b,
                    const rt_tensor *dy, rt_tensor **da, rt_tensor **db)
 {

@@ -8,6 +8,8 @@
  * the self time per kind. At rt_finalize rank 0 prints the tables, with the
  * mean and the maximum over ranks. With --trace the same spans become
  * Chrome trace events. Nothing is measured without either option. */
+#include <execinfo.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
@@ -86,11 +88,14 @@ static void kernel_done(rt_ctx *ctx, rt_kspan *s, rt_kind kind, const char *name
         return;
     double now = rt_now();
     double dur = now - s->t0 - (ctx->prof.alloc_s - s->alloc0); /* allocation counts apart */
-    if (!ctx->prof.counts_launches && kind != RT_K_IO) /* the CPU target: a runtime call */
+    if (!ctx->prof.counts_launches && kind != RT_K_IO) { /* the CPU target: a runtime call */
+        ctx->prof.op_name = name;
         rt_count_op(ctx, kind == RT_K_COLL     ? RT_OP_COLL
                          : kind == RT_K_MATMUL ? RT_OP_GEMM
                          : kind == RT_K_COPY   ? RT_OP_COPY
                                                : RT_OP_KERNEL);
+        ctx->prof.op_name = NULL;
+    }
     rt_trace_record(ctx, name, kind == RT_K_COLL ? "comm" : "compute", s->t0, now - s->t0,
                     bytes);
     if (!ctx->profile)
@@ -154,12 +159,53 @@ void rt_alloc_record(rt_ctx *ctx, double t0, bool fresh, size_t bytes)
 
 /* ---- regions */
 
+/* SPMD_PROFILE_OPS=1 (with --profile): each device operation on stderr,
+ * "op KIND REGION: CALL" on rank 0, to see what a region's ops/call are.
+ * CALL: on the CPU target the kernel span's name (name); on the CUDA
+ * target the runtime's entry point the program called (the outermost
+ * frame of the runtime library's, a shared library there) */
+static void print_op(rt_op_kind k, const rt_region *r, const char *name)
+{
+    static const char *const op_names[RT_NOPS] = {"kernel", "gemm", "copy", "collective"};
+    if (name) {
+        fprintf(stderr, "op %s %s: %s\n", op_names[k], r ? r->name : "-", name);
+        return;
+    }
+    void *frames[64];
+    int n = backtrace(frames, 64);
+    char **sym = backtrace_symbols(frames, n);
+    const char *call = NULL;
+    if (sym && n > 1) {
+        /* frame 0 is this function, in the runtime library: the module is
+         * the text before '(', a frame "module(function+offset) [address]" */
+        size_t lib = strcspn(sym[0], "(");
+        for (int i = 1; i < n; i++) {
+            if (strncmp(sym[i], sym[0], lib) != 0 || sym[i][lib] != '(')
+                break;
+            if (sym[i][lib + 1] != '+') /* an exported function's name */
+                call = sym[i] + lib + 1;
+        }
+    }
+    /* none: the program's own kernel (a fused loop: rt_sim_kernel_count) */
+    int len = call ? (int)strcspn(call, "+)") : 0;
+    fprintf(stderr, "op %s %s: %.*s\n", op_names[k], r ? r->name : "-", call ? len : 9,
+            call ? call : "generated");
+    free(sym);
+}
+
 /* a device operation (rt_count_op) is the innermost open region's own */
-void rt_count_op_region(rt_ctx *ctx)
+void rt_count_op_region(rt_ctx *ctx, rt_op_kind k)
 {
     rt_region *r = ctx->profile ? open_region(ctx) : NULL;
     if (r)
         r->self_ops += 1;
+    static int print = -1;
+    if (print < 0) {
+        const char *e = getenv("SPMD_PROFILE_OPS");
+        print = e && strcmp(e, "1") == 0;
+    }
+    if (print && ctx->profile && ctx->rank == 0)
+        print_op(k, r, ctx->prof.op_name);
 }
 
 void rt_region_enter(rt_ctx *ctx, int level, const char *name)

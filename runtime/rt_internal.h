@@ -79,6 +79,7 @@ typedef struct rt_prof {
     long faults_start, faults_end;
     int kdepth; /* open kernels: only the outermost is recorded */
     double ops[RT_NOPS]; /* device operations so far, by kind (rt_count_op) */
+    const char *op_name; /* the kernel span counted as one (the CPU target), for SPMD_PROFILE_OPS */
     double syncs;        /* host synchronisations so far (rt_count_sync) */
     bool counts_launches; /* the target counts its own operations (CUDA), not kernel spans */
     /* the target's device timer (the CUDA target; NULL: kernels timed on
@@ -250,11 +251,11 @@ void rt_region_leave(rt_ctx *ctx, int level, double incl);
 /* marks the region open at level as a training step (its page faults per call) */
 void rt_region_step(rt_ctx *ctx, int level);
 /* one device operation of a kind / one host synchronisation (--profile) */
-void rt_count_op_region(rt_ctx *ctx);
+void rt_count_op_region(rt_ctx *ctx, rt_op_kind k);
 static inline void rt_count_op(rt_ctx *ctx, rt_op_kind k)
 {
     ctx->prof.ops[k] += 1;
-    rt_count_op_region(ctx);
+    rt_count_op_region(ctx, k);
 }
 /* profile.c: seconds of device time of a kernel span of kind in region (an
  * index of prof.regions, or -1) */
@@ -560,6 +561,11 @@ const char *rt_binary_bwd_name(rt_binary_op op);
  * CPU target's bf16 widens to f32 first) */
 void rt_binary_bwd_f64(rt_ctx *ctx, rt_binary_op op, const rt_tensor *a, const rt_tensor *b,
                        const rt_tensor *dy, rt_tensor **da, rt_tensor **db);
+/* The target's kernel of x / s's gradient for x of dy's shape and a 0-d s
+ * whose own gradient nobody wants (a host number): dx = dy * (1 / s) in
+ * f64, rounded to dy's dtype (f32 or f64) once, the bits of
+ * rt_binary_grads' path, in one launch instead of its converts */
+rt_tensor *rt_div_scalar_grad(rt_ctx *ctx, const rt_tensor *dy, const rt_tensor *s);
 /* The target's kernel of it, on f64 tensors of one shape: ga = dy * df/da,
  * gb = dy * df/db (the X-list's derivatives) */
 void rt_binary_grads(rt_ctx *ctx, rt_binary_op op, const rt_tensor *a, const rt_tensor *b,

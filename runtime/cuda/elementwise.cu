@@ -223,6 +223,17 @@ void rt_binary_grads(rt_ctx *ctx, rt_binary_op op, const rt_tensor *a, const rt_
     });
 }
 
+rt_tensor *rt_div_scalar_grad(rt_ctx *ctx, const rt_tensor *dy, const rt_tensor *s)
+{
+    ctx->tgt->op = rt_binary_bwd_name(RT_DIV);
+    rt_dtype dt = dy->dtype, st = s->dtype;
+    rt_tensor *dx = rt_empty(ctx, dt, dy->ndim, dy->shape);
+    const void *DY = dy->data, *S = s->data;
+    void *DX = dx->data;
+    rt_launch(ctx, dx->numel, [=] RT_HD(int64_t i) { rt_st(DX, dt, i, rt_ld(DY, dt, i) * (1.0 / rt_ld(S, st, 0))); });
+    return dx;
+}
+
 void rt_binary_bwd(rt_ctx *ctx, rt_binary_op op, const rt_tensor *a, const rt_tensor *b,
                    const rt_tensor *dy, rt_tensor **da, rt_tensor **db)
 {

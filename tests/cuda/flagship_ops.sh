@@ -52,7 +52,12 @@
 # gradient per layer in loss's backward, nor the dead fill after `var x`'s)
 # and attention's three gradients of x summed by one loop after the last
 # GEMM (attention_heads backward 19 -> 18 on its own): 208 a step on its
-# own (loss's backward's own 23 -> 16 a call; at L=6 432 -> 412). A step
+# own (loss's backward's own 23 -> 16 a call; at L=6 432 -> 412). Convert
+# to S(i) (and its backward to P) over a group of one rank shares its
+# operand instead of copying it (the position table's convert, 1 a step)
+# and the backward of the loss's division by the token count is one launch
+# (rt_div_scalar_grad, not 7: converts to f64 and back around
+# rt_binary_grads): 216 -> 210 a step on their own. A step
 # with fewer than FLOOR operations means the counting broke. Counted with
 # SPMD_GRAPHS=0: with graphs a replay counts
 # its graph's operations too (cuda_sim/graph_ops_*), plus the copies of its

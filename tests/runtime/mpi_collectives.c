@@ -345,10 +345,22 @@ static void t_convert(tcase *t, rt_dtype dt, int dim)
         }
         check_val(t, y, i, val(0, src));
     }
+    /* a group of one: the whole of x, shared (not copied), but for the
+     * stacked form */
+    t->checks++;
+    if ((y == x) != (t->n == 1 && dim != RT_STACK)) {
+        t->failures++;
+        fprintf(stderr, "[rank %d] FAIL %s: the result is %sx\n", rt_rank(t->ctx), t->what, y == x ? "" : "not ");
+    }
     /* V/S(d) -> P: the block back in zeros; summing over the group gives x */
     snprintf(t->what, sizeof t->what, "convert V->P dim %d %s", dim, dtn(dt));
     rt_tensor *p = rt_convert(t->ctx, y, t->axes, RT_V, RT_P, dim);
     check_shape(t, p, nd, s);
+    t->checks++;
+    if ((p == y) != (t->n == 1 && dim != RT_STACK)) {
+        t->failures++;
+        fprintf(stderr, "[rank %d] FAIL %s: the result is %sy\n", rt_rank(t->ctx), t->what, p == y ? "" : "not ");
+    }
     for (int64_t i = 0; i < p->numel && p->numel == x->numel; i++) {
         unravel(i, nd, s, idx);
         int owner = (int)(dim == RT_STACK ? idx[0] : idx[dim] / (s[dim] / t->n));

@@ -234,6 +234,29 @@ Test(kernels, binary_backward_broadcast)
     }
 }
 
+/* x / s for a 0-d s without its gradient (a mean's count): dy * (1 / s) in
+ * f64, rounded once (rt_div_scalar_grad, one launch on the CUDA target),
+ * the bits of the general path's f64 gradients; s = 3 rounds 1 / s */
+Test(kernels, div_scalar_backward)
+{
+    for (int k = 0; k < 2; k++) {
+        rt_dtype dt = k ? RT_F64 : RT_F32;
+        rt_tensor *x = mk(dt, 2, (int64_t[]){2, 3}, 11), *dy = mk(dt, 2, (int64_t[]){2, 3}, 12);
+        rt_tensor *s = rt_scalar(C, dt, 3.0);
+        rt_tensor *dx = NULL;
+        rt_binary_bwd(C, RT_DIV, x, s, dy, &dx, NULL);
+        double ref[6];
+        for (int i = 0; i < 6; i++) {
+            double v = rt_get(dy, i) * (1.0 / 3.0);
+            ref[i] = dt == RT_F32 ? (double)(float)v : v;
+        }
+        expect_shape(dx, 2, (int64_t[]){2, 3}, "div_scalar_backward");
+        cr_assert_eq(dx->dtype, dt);
+        expect_close(dx, ref, 6, 0, "div_scalar_backward");
+        rt_free(C, x); rt_free(C, dy); rt_free(C, s); rt_free(C, dx);
+    }
+}
+
 Test(kernels, sum_to_shape)
 {
     rt_tensor *g = mk(RT_F32, 3, (int64_t[]){2, 3, 4}, 8);
