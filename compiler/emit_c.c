@@ -1347,6 +1347,56 @@ static void emit_multi(Emitter *E, const Schedule *S, int j, int end, int ind) {
   out(E, ind, "}\n");
 }
 
+/* A fused region's n_ (the size of first, a tensor operand of its shape),
+ * the checks of its operands' sizes and its stored members' tensors (a
+ * donor's buffer or a new one); reg marks the members.  Returns first. */
+static const char *region_outputs(Emitter *E, const Schedule *S, int j, int end, const char **reg, int ind) {
+  IrInst **insts = S->insts;
+  const Type *t = E->fuse_t;
+  const char *first = NULL;
+  for (int k = j; k < end && !first; k++)
+    if (!transparent(insts[k]))
+      for (int a = 0; a < insts[k]->nargs && !first; a++) {
+        const Type *at = E->f->values[insts[k]->args[a]].type;
+        if (at->kind == TY_TENSOR && sched_same_shape(at, t) && !reg[insts[k]->args[a]])
+          first = vname(E, insts[k]->args[a]);
+      }
+  if (!first)
+    first = "NULL"; /* not reached: the first member has a tensor operand of the run's shape */
+  out(E, ind, "const int64_t n_ = %s->numel;\n", first);
+  /* outputs: members read after the run */
+  for (int k = j; k < end; k++) {
+    if (transparent(insts[k]))
+      continue;
+    int v = insts[k]->dst[0];
+    for (int a = 0; a < insts[k]->nargs; a++) {
+      int av = insts[k]->args[a];
+      const Type *at = E->f->values[av].type;
+      if (at->kind != TY_TENSOR || at->ndim == 0 || reg[av])
+        continue;
+      if (!emit_trailing(E, av)) {
+        out(E, ind, "RT_CHECK(ctx, %s->numel == n_, \"internal error: fused operands differ in size\");\n",
+            vname(E, av));
+      } else if (!reg[av]) { /* its size, once (a name of its own: reg marks it done) */
+        out(E, ind, "const int64_t %s = %s->numel; /* of the trailing dims: read at i_ %% %s */\n",
+            emit_trailing_n(E, av), vname(E, av), emit_trailing_n(E, av));
+        out(E, ind,
+            "RT_CHECK(ctx, n_ == 0 || (%s > 0 && n_ %% %s == 0), \"internal error: fused operands differ in size\");\n",
+            emit_trailing_n(E, av), emit_trailing_n(E, av));
+        reg[av] = "";
+      }
+    }
+    if (S->out[k] >= 0) {
+      const char *d = vname(E, S->out[k]);
+      out(E, ind, "%s = rt_reuse(ctx, %s); /* in place: %s dies here */\n", vname(E, v), d, d);
+    } else if (S->out[k] == SCHED_NEW_BUFFER) {
+      out(E, ind, "%s = rt_empty(ctx, %s, %s->ndim, %s->shape);\n", vname(E, v), dtype_c(t->dtype), first, first);
+    }
+    reg[v] = arena_sprintf(&E->c->arena, "r%d_", v);
+  }
+  return first;
+}
+
 /* Emits the fused elementwise region the schedule starts at insts[j]
  * (schedule.c's fused_region: its members, which are stored, which take a
  * dying operand's buffer).  blk: the block's number (E->defblk). */
@@ -1368,50 +1418,51 @@ static void emit_fused(Emitter *E, const Schedule *S, int j, int ind) {
   if (E->tgt->typed_host)
     out(E, ind + 1, "typedef %s T_;\n", T);
   out(E, ind + 1, "rt_kspan span_ = rt_kernel_begin(ctx); /* --profile, --trace */\n");
-  const char *first = NULL;
-  for (int k = j; k < end && !first; k++)
-    if (!transparent(insts[k]))
-      for (int a = 0; a < insts[k]->nargs && !first; a++) {
-        const Type *at = E->f->values[insts[k]->args[a]].type;
-        if (at->kind == TY_TENSOR && sched_same_shape(at, t) && !reg[insts[k]->args[a]])
-          first = vname(E, insts[k]->args[a]);
-      }
-  if (!first)
-    first = "NULL"; /* not reached: the first member has a tensor operand of the run's shape */
-  out(E, ind + 1, "const int64_t n_ = %s->numel;\n", first);
   E->fuse_t = t;
-  /* outputs: members read after the run */
-  for (int k = j; k < end; k++) {
-    if (transparent(insts[k]))
-      continue;
-    int v = insts[k]->dst[0];
-    for (int a = 0; a < insts[k]->nargs; a++) {
-      int av = insts[k]->args[a];
-      const Type *at = E->f->values[av].type;
-      if (at->kind != TY_TENSOR || at->ndim == 0 || reg[av])
-        continue;
-      if (!emit_trailing(E, av)) {
-        out(E, ind + 1, "RT_CHECK(ctx, %s->numel == n_, \"internal error: fused operands differ in size\");\n",
-            vname(E, av));
-      } else if (!reg[av]) { /* its size, once (a name of its own: reg marks it done) */
-        out(E, ind + 1, "const int64_t %s = %s->numel; /* of the trailing dims: read at i_ %% %s */\n",
-            emit_trailing_n(E, av), vname(E, av), emit_trailing_n(E, av));
-        out(E, ind + 1,
-            "RT_CHECK(ctx, n_ == 0 || (%s > 0 && n_ %% %s == 0), \"internal error: fused operands differ in size\");\n",
-            emit_trailing_n(E, av), emit_trailing_n(E, av));
-        reg[av] = "";
-      }
-    }
-    if (S->out[k] >= 0) {
-      const char *d = vname(E, S->out[k]);
-      out(E, ind + 1, "%s = rt_reuse(ctx, %s); /* in place: %s dies here */\n", vname(E, v), d, d);
-    } else if (S->out[k] == SCHED_NEW_BUFFER) {
-      out(E, ind + 1, "%s = rt_empty(ctx, %s, %s->ndim, %s->shape);\n", vname(E, v), dtype_c(t->dtype), first, first);
-    }
-    reg[v] = arena_sprintf(&E->c->arena, "r%d_", v);
-  }
+  const char *first = region_outputs(E, S, j, end, reg, ind + 1);
   FusedRegion region = {insts, j, end, members, t, S->out, reg, first, insts[j]->span};
   E->tgt->fused(E, &region, ind + 1);
+  E->fuse_t = NULL;
+  out(E, ind + 1, "rt_kernel_end(ctx, &span_, RT_K_ELEMENTWISE, \"fused\");\n");
+  out(E, ind, "}\n");
+}
+
+/* Fused regions with one per-element body (sched_horizontal_group, issue
+ * 26), on the CUDA target: each region's size, checks and stored tensors as
+ * emit_fused has them, into a table of sizes and device pointers, then one
+ * multi-tensor launch (emit_cuda.c) over all of them. */
+static void emit_horizontal(Emitter *E, const Schedule *S, int j, int e, int ind) {
+  IrInst **insts = S->insts;
+  int nr = 0, line, col;
+  for (int r = j; r < e; r = S->run_end[r])
+    nr++;
+  FusedRegion *rs = arena_alloc(&E->c->arena, sizeof(FusedRegion) * (size_t)nr);
+  for (int k = j; k < S->run_end[j]; k++)
+    if (transparent(insts[k]))
+      emit_at(E, insts, k, S->special, ind);
+  source_position(E->c, insts[j]->span, &line, &col);
+  int members = 0;
+  for (int k = j; k < S->run_end[j]; k++)
+    members += !transparent(insts[k]);
+  out(E, ind, "{ /* %s:%d: %d fused loops of one body (%d elementwise operation%s), one multi-tensor launch */\n",
+      source_file(E->c, insts[j]->span.file)->path, line, nr, members, members > 1 ? "s" : "");
+  out(E, ind + 1, "rt_kspan span_ = rt_kernel_begin(ctx); /* --profile, --trace */\n");
+  int i = 0;
+  for (int r = j; r < e; r = S->run_end[r], i++) {
+    const Type *t = E->f->values[insts[r]->dst[0]].type;
+    const char **reg = arena_alloc(&E->c->arena, sizeof(char *) * (size_t)(E->f->nvalues + 1));
+    rs[i] = (FusedRegion){insts, r, S->run_end[r], members, t, S->out, reg, NULL, insts[r]->span};
+  }
+  cuda_multi_table(E, rs, nr, ind + 1);
+  for (i = 0; i < nr; i++) {
+    out(E, ind + 1, "{\n");
+    E->fuse_t = rs[i].t;
+    rs[i].first = region_outputs(E, S, rs[i].j, rs[i].end, rs[i].reg, ind + 2);
+    cuda_multi_field(E, rs, i, ind + 2);
+    out(E, ind + 1, "}\n");
+  }
+  E->fuse_t = rs[0].t;
+  cuda_multi_launch(E, rs, nr, ind + 1);
   E->fuse_t = NULL;
   out(E, ind + 1, "rt_kernel_end(ctx, &span_, RT_K_ELEMENTWISE, \"fused\");\n");
   out(E, ind, "}\n");
@@ -1998,12 +2049,25 @@ static void fill_inst(Emitter *E, IrInst *in, int ind) {
   }
 }
 
+/* The end of the fused regions the CUDA target launches as one from
+ * insts[j] (sched_horizontal_group) within [a, b); 0: none. */
+static int horizontal_group(Emitter *E, const Schedule *S, int j, int a, int b) {
+  (void)a;
+  if (E->tgt != &target_cuda)
+    return 0;
+  int e = sched_horizontal_group(E->c, E->f, S, j);
+  return e <= b ? e : 0;
+}
+
 static void fill_units(Emitter *E, const Schedule *S, int a, int b, int ind) {
   for (int j = a; j < b;) {
     int run = S->run_end[j] ? S->run_end[j] - j : 0;
     if (S->gemm[j]) {
       /* a GEMM with its epilogue: no host number */
     } else if (run) {
+      int h = horizontal_group(E, S, j, a, b);
+      if (h)
+        run = h - j; /* one launch: the first region's host numbers */
       for (int k = j; k < S->run_end[j]; k++)
         if (transparent(S->insts[k]) && !(E->in_region && region_hoisted(E->c, E->f, S->insts[k])))
           fill_inst(E, S->insts[k], ind);
@@ -2140,6 +2204,12 @@ static void emit_block(Emitter *E, IrBlock *b, int ind) {
       group = regions[cur].b > j + 1 ? regions[cur].b : 0; /* nor its end */
     if (group)
       run = group - j;
+    int hgroup = run && !group && !S.gemm[j] ? horizontal_group(E, &S, j, j, n) : 0;
+    if (hgroup && cur < nregions && ((regions[cur].a > j && regions[cur].a < hgroup) ||
+                                     (j >= regions[cur].a && regions[cur].b < hgroup)))
+      hgroup = 0; /* not across a graph region's start or end */
+    if (hgroup)
+      run = hgroup - j;
     for (int k = j; k < j + (run ? run : 1); k++)
       for (int v = wait_head[k]; v >= 0; v = wait_next[v])
         out(E, ind, "rt_wait(ctx, %s); /* a collective started early: done before its first use */\n", vname(E, v));
@@ -2148,6 +2218,8 @@ static void emit_block(Emitter *E, IrBlock *b, int ind) {
       emit_gemm_epilogue(E, &S, j, ind);
     else if (group)
       emit_multi(E, &S, j, group, ind);
+    else if (hgroup)
+      emit_horizontal(E, &S, j, hgroup, ind);
     else if (run)
       emit_fused(E, &S, j, ind);
     else {

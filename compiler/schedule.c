@@ -667,3 +667,113 @@ int sched_multi_group(const IrFn *f, const Schedule *S, int j) {
   }
   return k - j >= 2 ? k : 0;
 }
+
+/* ---- horizontal fusion (issue 26): fused regions with one body.
+ * Records' arithmetic is lifted field by field, so AdamW over a record of
+ * parameters, or the clipped gradient's scale_by, is one fused region per
+ * field, each the same per-element computation over a tensor of its own
+ * size.  A run of such regions runs as one multi-tensor launch on the CUDA
+ * target (emit_cuda.c): this says which regions can. */
+
+/* Whether member region [a, ae) is region [j, je) with other operands:
+ * the same members (ops, immediates, dtype; which are stored), each
+ * operand the same member or an outside value of the same kind (a tensor
+ * of the region's shape, a 0-d tensor; a host number the very same value),
+ * one outside value of [j, je) standing for one of [a, ae). */
+static bool same_body(const IrFn *f, const Schedule *S, int j, int je, int a, int ae, int *map, int *mx, int *my) {
+  int n = 0, ny = 0; /* the members, host work left out (the first region's runs before the launch) */
+  for (int k = j; k < je; k++)
+    if (!sched_transparent(S->insts[k]))
+      mx[n++] = k;
+  for (int k = a; k < ae; k++)
+    if (!sched_transparent(S->insts[k]))
+      my[ny++] = k;
+  if (n != ny || ny != ae - a)
+    return false;
+  const Type *t = f->values[S->insts[mx[0]]->dst[0]].type, *u = f->values[S->insts[my[0]]->dst[0]].type;
+  if (t->dtype != u->dtype)
+    return false;
+  for (int k = 0; k < n; k++) {
+    const IrInst *x = S->insts[mx[k]], *y = S->insts[my[k]];
+    if (x->op != y->op || x->nargs != y->nargs || x->unop != y->unop || x->binop != y->binop || x->f != y->f ||
+        x->f2 != y->f2 || memcmp(x->imm, y->imm, sizeof x->imm) != 0 || x->ndst != 1 || y->ndst != 1 ||
+        (S->out[mx[k]] == SCHED_IN_REGISTER) != (S->out[my[k]] == SCHED_IN_REGISTER) ||
+        f->values[x->dst[0]].type->dtype != f->values[y->dst[0]].type->dtype)
+      return false;
+    for (int i = 0; i < x->nargs; i++) {
+      int v = x->args[i], w = y->args[i], mv = -1, mw = -1;
+      for (int m = 0; m < k; m++) {
+        mv = S->insts[mx[m]]->dst[0] == v ? m : mv;
+        mw = S->insts[my[m]]->dst[0] == w ? m : mw;
+      }
+      if (mv != mw)
+        return false;
+      if (mv >= 0)
+        continue;
+      const Type *vt = f->values[v].type, *wt = f->values[w].type;
+      if (vt->kind != TY_TENSOR || wt->kind != TY_TENSOR) {
+        if (v != w)
+          return false;
+        continue;
+      }
+      bool vfull = sched_same_shape(vt, t), wfull = sched_same_shape(wt, u);
+      if (vfull != wfull || vt->dtype != wt->dtype || (!vfull && (vt->ndim != 0 || wt->ndim != 0)))
+        return false; /* operands of the trailing dims: not here */
+      if (map[v] == -1)
+        map[v] = w;
+      else if (map[v] != w)
+        return false;
+    }
+  }
+  /* one outside value each: no two of [j, je)'s for one of [a, ae)'s */
+  for (int k = 0; k < n; k++)
+    for (int i = 0; i < S->insts[mx[k]]->nargs; i++)
+      for (int k2 = 0; k2 < n; k2++)
+        for (int i2 = 0; i2 < S->insts[mx[k2]]->nargs; i2++) {
+          int v = S->insts[mx[k]]->args[i], v2 = S->insts[mx[k2]]->args[i2];
+          if (v != v2 && map[v] >= 0 && map[v] == map[v2])
+            return false;
+        }
+  return true;
+}
+
+/* Whether region [a, ae) reads a value a member of [j, e) computes, or one
+ * that a region of [j, e) writes over (its donor). */
+static bool reads_group(const IrFn *f, const Schedule *S, int j, int e, int a, int ae) {
+  (void)f;
+  for (int k = a; k < ae; k++)
+    for (int i = 0; i < S->insts[k]->nargs; i++) {
+      int v = S->insts[k]->args[i];
+      for (int m = j; m < e; m++)
+        if (!sched_transparent(S->insts[m]) && (S->insts[m]->dst[0] == v || S->out[m] == v))
+          return true;
+    }
+  return false;
+}
+
+int sched_horizontal_group(Compiler *c, const IrFn *f, const Schedule *S, int j) {
+  if (S->gemm[j] || !S->run_end[j])
+    return 0;
+  int je = S->run_end[j];
+  Arena *ar = &c->arena;
+  int *map = arena_alloc(ar, sizeof(int) * (size_t)(f->nvalues + 1));
+  int *mx = arena_alloc(ar, sizeof(int) * (size_t)(je - j + 1)), *my = arena_alloc(ar, sizeof(int) * (size_t)(je - j + 1));
+  int e = je, count = 1;
+  while (e < S->n && S->run_end[e] && !S->gemm[e]) {
+    int ae = S->run_end[e];
+    for (int v = 0; v <= f->nvalues; v++)
+      map[v] = -1;
+    bool ok = ae - e <= je - j && same_body(f, S, j, je, e, ae, map, mx, my) && !reads_group(f, S, j, e, e, ae) &&
+              !reads_group(f, S, e, ae, j, e);
+    /* the members' new tensors, if any, are the first region's alone: the
+     * others write over their donors, so running them after the first
+     * region's allocations changes no peak (--memory-report) */
+    for (int k = e; k < ae && ok; k++)
+      ok = S->out[k] != SCHED_NEW_BUFFER;
+    if (!ok)
+      break;
+    e = ae;
+    count++;
+  }
+  return count >= 2 ? e : 0;
+}

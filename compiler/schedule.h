@@ -80,6 +80,12 @@ bool sched_owned_value(const Compiler *c, const IrFn *f, int v);
  * ends at the first member that frees a value. */
 int sched_multi_group(const IrFn *f, const Schedule *S, int j);
 bool sched_zero_fill(const IrFn *f, const IrInst *in);
+/* Fused regions starting at S->insts[j] (the first may begin with its host
+ * work) with one per-element body over tensors of their own sizes,
+ * independent of each other (none reads what another computes or writes
+ * over), the others storing only into their donors: where the run ends, 0
+ * if fewer than 2 (issue 26: the CUDA target's multi-tensor launch). */
+int sched_horizontal_group(Compiler *c, const IrFn *f, const Schedule *S, int j);
 bool sched_same_index(const IrFn *f, int a, int b);
 
 #endif
