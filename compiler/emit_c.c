@@ -1427,42 +1427,68 @@ static void emit_fused(Emitter *E, const Schedule *S, int j, int ind) {
   out(E, ind, "}\n");
 }
 
-/* Fused regions with one per-element body (sched_horizontal_group, issue
- * 26), on the CUDA target: each region's size, checks and stored tensors as
- * emit_fused has them, into a table of sizes and device pointers, then one
- * multi-tensor launch (emit_cuda.c) over all of them. */
+/* The rows of the fused regions insts[j..e) (sched_horizontal_group,
+ * issue 26), each as a region of its own members (rows[i].insts, .out: the
+ * schedule's, row by row); region[i]: the instruction where row i's region
+ * starts. */
+static FusedRegion *horizontal_rows(Emitter *E, const Schedule *S, int j, int e, int **region, int *nrows) {
+  Arena *ar = &E->c->arena;
+  int *comp = arena_alloc(ar, sizeof(int) * (size_t)(S->n + 1)), n = 0;
+  for (int r = j; r < e; r = S->run_end[r])
+    n += sched_region_rows(E->f, S, r, S->run_end[r], comp);
+  FusedRegion *rows = arena_alloc(ar, sizeof(FusedRegion) * (size_t)n);
+  *region = arena_alloc(ar, sizeof(int) * (size_t)n);
+  int i = 0;
+  for (int r = j; r < e; r = S->run_end[r]) {
+    int re = S->run_end[r], nr = sched_region_rows(E->f, S, r, re, comp);
+    for (int x = 0; x < nr; x++, i++) {
+      int m = 0;
+      IrInst **insts = arena_alloc(ar, sizeof(IrInst *) * (size_t)(re - r));
+      int *out = arena_alloc(ar, sizeof(int) * (size_t)(re - r));
+      for (int k = r; k < re; k++)
+        if (comp[k - r] == x) {
+          insts[m] = S->insts[k];
+          out[m++] = S->out[k];
+        }
+      const char **reg = arena_alloc(ar, sizeof(char *) * (size_t)(E->f->nvalues + 1));
+      rows[i] = (FusedRegion){insts, 0, m, m, E->f->values[insts[0]->dst[0]].type, out, reg, NULL, insts[0]->span};
+      (*region)[i] = r;
+    }
+  }
+  *nrows = n;
+  return rows;
+}
+
+/* Fused regions whose rows have one per-element body, on the CUDA target:
+ * each region's size, checks and stored tensors as emit_fused has them,
+ * each row's size and device pointers into a table, then one multi-tensor
+ * launch (emit_cuda.c) over all the rows. */
 static void emit_horizontal(Emitter *E, const Schedule *S, int j, int e, int ind) {
   IrInst **insts = S->insts;
-  int nr = 0, line, col;
-  for (int r = j; r < e; r = S->run_end[r])
-    nr++;
-  FusedRegion *rs = arena_alloc(&E->c->arena, sizeof(FusedRegion) * (size_t)nr);
+  int nr, *region, line, col;
+  FusedRegion *rows = horizontal_rows(E, S, j, e, &region, &nr);
   for (int k = j; k < S->run_end[j]; k++)
     if (transparent(insts[k]))
       emit_at(E, insts, k, S->special, ind);
   source_position(E->c, insts[j]->span, &line, &col);
-  int members = 0;
-  for (int k = j; k < S->run_end[j]; k++)
-    members += !transparent(insts[k]);
-  out(E, ind, "{ /* %s:%d: %d fused loops of one body (%d elementwise operation%s), one multi-tensor launch */\n",
-      source_file(E->c, insts[j]->span.file)->path, line, nr, members, members > 1 ? "s" : "");
+  out(E, ind, "{ /* %s:%d: %d copies of one fused body (%d elementwise operation%s), one multi-tensor launch */\n",
+      source_file(E->c, insts[j]->span.file)->path, line, nr, rows[0].members, rows[0].members > 1 ? "s" : "");
   out(E, ind + 1, "rt_kspan span_ = rt_kernel_begin(ctx); /* --profile, --trace */\n");
-  int i = 0;
-  for (int r = j; r < e; r = S->run_end[r], i++) {
-    const Type *t = E->f->values[insts[r]->dst[0]].type;
+  cuda_multi_table(E, rows, nr, ind + 1);
+  for (int i = 0; i < nr;) {
+    int r = region[i];
     const char **reg = arena_alloc(&E->c->arena, sizeof(char *) * (size_t)(E->f->nvalues + 1));
-    rs[i] = (FusedRegion){insts, r, S->run_end[r], members, t, S->out, reg, NULL, insts[r]->span};
-  }
-  cuda_multi_table(E, rs, nr, ind + 1);
-  for (i = 0; i < nr; i++) {
     out(E, ind + 1, "{\n");
-    E->fuse_t = rs[i].t;
-    rs[i].first = region_outputs(E, S, rs[i].j, rs[i].end, rs[i].reg, ind + 2);
-    cuda_multi_field(E, rs, i, ind + 2);
+    E->fuse_t = E->f->values[insts[r]->dst[0]].type;
+    const char *first = region_outputs(E, S, r, S->run_end[r], reg, ind + 2);
+    for (; i < nr && region[i] == r; i++) {
+      rows[i].first = first;
+      cuda_multi_field(E, rows, i, ind + 2);
+    }
     out(E, ind + 1, "}\n");
   }
-  E->fuse_t = rs[0].t;
-  cuda_multi_launch(E, rs, nr, ind + 1);
+  E->fuse_t = rows[0].t;
+  cuda_multi_launch(E, rows, nr, ind + 1);
   E->fuse_t = NULL;
   out(E, ind + 1, "rt_kernel_end(ctx, &span_, RT_K_ELEMENTWISE, \"fused\");\n");
   out(E, ind, "}\n");
@@ -2065,14 +2091,16 @@ static void fill_units(Emitter *E, const Schedule *S, int a, int b, int ind) {
     if (S->gemm[j]) {
       /* a GEMM with its epilogue: no host number */
     } else if (run) {
-      int h = horizontal_group(E, S, j, a, b);
-      if (h)
-        run = h - j; /* one launch: the first region's host numbers */
+      int h = horizontal_group(E, S, j, a, b), nr, *region;
       for (int k = j; k < S->run_end[j]; k++)
         if (transparent(S->insts[k]) && !(E->in_region && region_hoisted(E->c, E->f, S->insts[k])))
           fill_inst(E, S->insts[k], ind);
       FusedRegion r = {S->insts, j, S->run_end[j], 0, E->f->values[S->insts[j]->dst[0]].type, S->out, NULL, NULL,
                        S->insts[j]->span};
+      if (h) { /* one launch: its first row's host numbers */
+        run = h - j;
+        r = horizontal_rows(E, S, j, h, &region, &nr)[0];
+      }
       cuda_fused_slots(E, &r, ind);
     } else {
       if (!(E->in_region && region_hoisted(E->c, E->f, S->insts[j])))

@@ -668,27 +668,55 @@ int sched_multi_group(const IrFn *f, const Schedule *S, int j) {
   return k - j >= 2 ? k : 0;
 }
 
-/* ---- horizontal fusion (issue 26): fused regions with one body.
+/* ---- horizontal fusion (issue 26): fused loops with one body.
  * Records' arithmetic is lifted field by field, so AdamW over a record of
- * parameters, or the clipped gradient's scale_by, is one fused region per
- * field, each the same per-element computation over a tensor of its own
- * size.  A run of such regions runs as one multi-tensor launch on the CUDA
- * target (emit_cuda.c): this says which regions can. */
+ * parameters, or the clipped gradient's scale_by, is the same per-element
+ * computation once per field, over tensors of the field's size: a fused
+ * region per field, or per shape where fields share one (the region then
+ * holds several independent copies of the computation).  Each copy (a
+ * row) of a run of such regions runs in one multi-tensor launch on the
+ * CUDA target (emit_cuda.c): this finds the rows. */
 
-/* Whether member region [a, ae) is region [j, je) with other operands:
- * the same members (ops, immediates, dtype; which are stored), each
- * operand the same member or an outside value of the same kind (a tensor
- * of the region's shape, a 0-d tensor; a host number the very same value),
- * one outside value of [j, je) standing for one of [a, ae). */
-static bool same_body(const IrFn *f, const Schedule *S, int j, int je, int a, int ae, int *map, int *mx, int *my) {
-  int n = 0, ny = 0; /* the members, host work left out (the first region's runs before the launch) */
-  for (int k = j; k < je; k++)
-    if (!sched_transparent(S->insts[k]))
-      mx[n++] = k;
-  for (int k = a; k < ae; k++)
-    if (!sched_transparent(S->insts[k]))
-      my[ny++] = k;
-  if (n != ny || ny != ae - a)
+/* The rows of region [j, je): per instruction k, comp[k - j] is the index
+ * of its row (the members connected by what they read of each other,
+ * numbered in the order of their first members), -1 for host work.
+ * Returns the number of rows. */
+int sched_region_rows(const IrFn *f, const Schedule *S, int j, int je, int *comp) {
+  int n = 0;
+  for (int k = j; k < je; k++) {
+    comp[k - j] = -1;
+    if (sched_transparent(S->insts[k]))
+      continue;
+    int c = -1;
+    for (int a = 0; a < S->insts[k]->nargs; a++)
+      for (int m = j; m < k; m++) {
+        if (comp[m - j] < 0 || S->insts[m]->dst[0] != S->insts[k]->args[a])
+          continue;
+        int d = comp[m - j];
+        if (c < 0 || d == c) {
+          c = d;
+          continue;
+        }
+        /* joins two rows: renumber the later one into the earlier */
+        int lo = c < d ? c : d, hi = c < d ? d : c;
+        for (int x = j; x < k; x++)
+          comp[x - j] = comp[x - j] == hi ? lo : comp[x - j] > hi ? comp[x - j] - 1 : comp[x - j];
+        n--;
+        c = lo;
+      }
+    comp[k - j] = c >= 0 ? c : n++;
+  }
+  (void)f;
+  return n;
+}
+
+/* Whether the members mx[0..n) are the members my[0..ny) with other
+ * operands: the same ops, immediates and dtypes, the same ones stored,
+ * each operand the same member or an outside value of the same kind (a
+ * tensor of the row's shape, a 0-d tensor; a host number the very same
+ * value), one outside value of mx standing for one of my (map). */
+static bool same_body(const IrFn *f, const Schedule *S, const int *mx, int n, const int *my, int ny, int *map) {
+  if (n != ny)
     return false;
   const Type *t = f->values[S->insts[mx[0]]->dst[0]].type, *u = f->values[S->insts[my[0]]->dst[0]].type;
   if (t->dtype != u->dtype)
@@ -725,7 +753,7 @@ static bool same_body(const IrFn *f, const Schedule *S, int j, int je, int a, in
         return false;
     }
   }
-  /* one outside value each: no two of [j, je)'s for one of [a, ae)'s */
+  /* one outside value each: no two of mx's for one of my's */
   for (int k = 0; k < n; k++)
     for (int i = 0; i < S->insts[mx[k]]->nargs; i++)
       for (int k2 = 0; k2 < n; k2++)
@@ -737,41 +765,63 @@ static bool same_body(const IrFn *f, const Schedule *S, int j, int je, int a, in
   return true;
 }
 
-/* Whether region [a, ae) reads a value a member of [j, e) computes, or one
- * that a region of [j, e) writes over (its donor). */
-static bool reads_group(const IrFn *f, const Schedule *S, int j, int e, int a, int ae) {
-  (void)f;
-  for (int k = a; k < ae; k++)
-    for (int i = 0; i < S->insts[k]->nargs; i++) {
-      int v = S->insts[k]->args[i];
-      for (int m = j; m < e; m++)
-        if (!sched_transparent(S->insts[m]) && (S->insts[m]->dst[0] == v || S->out[m] == v))
-          return true;
-    }
-  return false;
-}
-
 int sched_horizontal_group(Compiler *c, const IrFn *f, const Schedule *S, int j) {
   if (S->gemm[j] || !S->run_end[j])
     return 0;
-  int je = S->run_end[j];
   Arena *ar = &c->arena;
-  int *map = arena_alloc(ar, sizeof(int) * (size_t)(f->nvalues + 1));
-  int *mx = arena_alloc(ar, sizeof(int) * (size_t)(je - j + 1)), *my = arena_alloc(ar, sizeof(int) * (size_t)(je - j + 1));
-  int e = je, count = 1;
+  int nv = f->nvalues + 1, cap = S->n + 1;
+  int *map = arena_alloc(ar, sizeof(int) * (size_t)nv);
+  int *owner = arena_alloc(ar, sizeof(int) * (size_t)nv); /* per value: the row that computes or writes over it */
+  int *comp = arena_alloc(ar, sizeof(int) * (size_t)cap);
+  int *body = arena_alloc(ar, sizeof(int) * (size_t)cap), *row = arena_alloc(ar, sizeof(int) * (size_t)cap);
+  int nbody = 0, nrows = 0, e = j, count = 0;
+  for (int v = 0; v < nv; v++)
+    owner[v] = -1;
   while (e < S->n && S->run_end[e] && !S->gemm[e]) {
-    int ae = S->run_end[e];
-    for (int v = 0; v <= f->nvalues; v++)
-      map[v] = -1;
-    bool ok = ae - e <= je - j && same_body(f, S, j, je, e, ae, map, mx, my) && !reads_group(f, S, j, e, e, ae) &&
-              !reads_group(f, S, e, ae, j, e);
-    /* the members' new tensors, if any, are the first region's alone: the
-     * others write over their donors, so running them after the first
-     * region's allocations changes no peak (--memory-report) */
-    for (int k = e; k < ae && ok; k++)
+    int ae = S->run_end[e], nr = sched_region_rows(f, S, e, ae, comp);
+    bool ok = nr > 0;
+    for (int k = e; k < ae && ok && e > j; k++) /* host work: the first region's alone (run before) */
+      ok = !sched_transparent(S->insts[k]);
+    /* new tensors, if any, are the first region's alone: the others write
+     * over their donors, so running them after the first region's
+     * allocations changes no peak (--memory-report) */
+    for (int k = e; k < ae && ok && e > j; k++)
       ok = S->out[k] != SCHED_NEW_BUFFER;
+    for (int pass = 0; pass < 2; pass++)
+      for (int r = 0; r < nr && ok; r++) {
+        int n = 0;
+        for (int k = e; k < ae; k++)
+          if (comp[k - e] == r)
+            row[n++] = k;
+        if (pass == 0) { /* the body (the first row's), and what each row computes or writes over */
+          if (nbody == 0) {
+            memcpy(body, row, sizeof(int) * (size_t)n);
+            nbody = n;
+          }
+          for (int v = 0; v < nv; v++)
+            map[v] = -1;
+          ok = same_body(f, S, body, nbody, row, n, map);
+          for (int k = 0; k < n; k++) {
+            owner[S->insts[row[k]]->dst[0]] = nrows + r;
+            if (S->out[row[k]] >= 0)
+              owner[S->out[row[k]]] = nrows + r;
+          }
+        } else { /* independent rows: none reads what another computes or writes over */
+          for (int k = 0; k < n && ok; k++)
+            for (int a = 0; a < S->insts[row[k]]->nargs && ok; a++) {
+              int v = S->insts[row[k]]->args[a];
+              ok = owner[v] < 0 || owner[v] == nrows + r;
+            }
+        }
+      }
+    /* nor an earlier region's rows what this one writes over */
+    for (int k = j; k < e && ok; k++)
+      for (int a = 0; a < S->insts[k]->nargs && ok && !sched_transparent(S->insts[k]); a++)
+        for (int m = e; m < ae && ok; m++)
+          ok = S->out[m] != S->insts[k]->args[a];
     if (!ok)
       break;
+    nrows += nr;
     e = ae;
     count++;
   }
