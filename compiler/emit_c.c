@@ -1306,7 +1306,8 @@ static void cpu_fused(Emitter *E, const FusedRegion *r, int ind) {
 const Target target_cpu = {"cpu", true, cpu_fused, cpu_operand, cpu_store};
 
 /* A multi-tensor group (sched_multi_group, issue 26): a layer's stacked
- * gradients added into their accumulators' rows, or zero fills, as one
+ * gradients added into their accumulators' rows, global_norm's sums of
+ * squares, or zero fills, as one
  * runtime call. */
 static void emit_multi(Emitter *E, const Schedule *S, int j, int end, int ind) {
   IrInst **insts = S->insts;
@@ -1328,6 +1329,23 @@ static void emit_multi(Emitter *E, const Schedule *S, int j, int end, int ind) {
     out(E, ind + 1, "rt_index_add_multi(ctx, %d, acc_, %s, x_);\n", n, A(E, insts[j], 1));
     for (int k = j; k < end; k++)
       out(E, ind + 1, "%s = acc_[%d];\n", varname(E, (int)IR_I(insts[k], SLOT)), k - j);
+    out(E, ind, "}\n");
+    return;
+  }
+  if (insts[j]->op == IR_SUM_SQUARES) {
+    out(E, ind, "{ /* %s:%d: %d sums of squares, one operation */\n", path, line, n);
+    out(E, ind + 1, "const rt_tensor *xs_[] = {");
+    for (int k = j, first = 1; k < end; k++)
+      for (int a = 0; a < insts[k]->nargs; a++, first = 0)
+        fprintf(E->out, "%s%s", first ? "" : ", ", A(E, insts[k], a));
+    fputs("};\n", E->out);
+    out(E, ind + 1, "rt_tensor *ys_[%d];\n", n);
+    out(E, ind + 1, "rt_sum_squares_multi(ctx, %d, (const int[]){", n);
+    for (int k = j; k < end; k++)
+      fprintf(E->out, "%s%d", k > j ? ", " : "", insts[k]->nargs);
+    fputs("}, xs_, ys_);\n", E->out);
+    for (int k = j; k < end; k++)
+      out(E, ind + 1, "%s = ys_[%d];\n", D(E, insts[k], 0), k - j);
     out(E, ind, "}\n");
     return;
   }

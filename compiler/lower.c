@@ -564,9 +564,9 @@ static int *lower_scale_by(Lower *L, Expr *call, int *n) {
   int *leaves = lower_leaves(L, x, n);
   int s = lower_expr(L, se);
   int *out = arena_alloc(&L->c->arena, sizeof(int) * (size_t)(*n + 1));
-  /* one reinterpretation of s per placement (the leaves that share one read
-   * the same value: their loops stay consecutive, one multi-tensor launch
-   * on the CUDA target) */
+  /* one reinterpretation of s per placement, all before the products (the
+   * leaves that share one read the same value, and their loops are
+   * consecutive: one multi-tensor launch on the CUDA target) */
   int *done = arena_alloc(&L->c->arena, sizeof(int) * (size_t)(*n + 1));
   for (int j = 0; j < *n; j++) {
     Type *ft = type_leaf(x->ty, j), *su = type_clone(L->c, se->ty);
@@ -593,7 +593,10 @@ static int *lower_scale_by(Lower *L, Expr *call, int *n) {
       in->dst[0] = sv = done[j] = value(L, su, NULL);
       in->ndst = 1;
     }
-    out[j] = emit1(L, IR_BINARY, sp, type_leaf(call->ty, j), 2, (int[]){leaves[j], sv});
+    out[j] = sv;
+  }
+  for (int j = 0; j < *n; j++) { /* the products after the reinterpretations: consecutive loops */
+    out[j] = emit1(L, IR_BINARY, sp, type_leaf(call->ty, j), 2, (int[]){leaves[j], out[j]});
     L->b->tail->binop = BIN_MUL;
   }
   return out;

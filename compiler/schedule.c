@@ -654,6 +654,15 @@ int sched_multi_group(const IrFn *f, const Schedule *S, int j) {
       if (dup)
         break;
     }
+  } else if (x->op == IR_SUM_SQUARES) { /* global_norm's placement groups: each member's frees after the
+                                         * group, so it ends at the first member that frees one */
+    if (S->free_after[j] >= 0)
+      return 0;
+    for (; k < S->n && S->insts[k]->op == IR_SUM_SQUARES && !S->run_end[k]; k++)
+      if (S->free_after[k] >= 0) {
+        k++;
+        break;
+      }
   } else if (sched_zero_fill(f, x)) {
     if (S->free_after[j] >= 0)
       return 0;

@@ -74,10 +74,11 @@ bool sched_param_owned(const Compiler *c, const IrFn *f, int i);
 /* Whether f owns value v: any value but a parameter it borrows. */
 bool sched_owned_value(const Compiler *c, const IrFn *f, int v);
 /* A layer's stacked-gradient adds (INDEX_ADD_SLOT of one index value into
- * distinct vars) or zero fills starting at S->insts[j], run as one
+ * distinct vars), global_norm's sums of squares or zero fills starting at
+ * S->insts[j], run as one
  * multi-tensor call (issue 26): where the group ends, 0 if none (fewer
- * than 2).  Its members' frees come after the group; a zero fill's group
- * ends at the first member that frees a value. */
+ * than 2).  Its members' frees come after the group; a zero fill's or a
+ * sum of squares' group ends at the first member that frees a value. */
 int sched_multi_group(const IrFn *f, const Schedule *S, int j);
 bool sched_zero_fill(const IrFn *f, const IrInst *in);
 /* Fused regions starting at S->insts[j] (the first may hold host work)
