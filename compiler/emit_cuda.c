@@ -339,7 +339,7 @@ void cuda_multi_launch(Emitter *E, const FusedRegion *rs, int nr, int ind) {
   read_host_numbers(E, &k, 3);
   fputs("      for (int f_ = 0; f_ < m_; f_++) {\n", E->cu);
   multi_locals(E, r, &k, 4);
-  fprintf(E->cu, "        for (int64_t i_ = 0; i_ < n_; i_++)\n          %s_body(i_%s);\n      }\n", name, ns);
+  fprintf(E->cu, "        for (int64_t e_ = 0; e_ < n_; e_++)\n          %s_body(e_%s);\n      }\n", name, ns);
   fputs("      rt_sim_launch_end(ctx);\n    });\n#endif\n  }\n}\n\n", E->cu);
   E->out = host;
 }
