@@ -105,5 +105,11 @@ void cuda_begin(Emitter *E, const char *source_path);
  * rt_slot_f/rt_slot_i calls: in the real code, into hs_<name> (what the
  * launch passes); in a fill (E->fill), for their values alone */
 void cuda_fused_slots(Emitter *E, const FusedRegion *r, int ind);
+/* emit_cuda.c: a multi-tensor launch of regions rs[0..nr) with one body
+ * (emit_c.c's emit_horizontal): the table's declaration, region i's row
+ * (after its n_ and stored tensors), and the launch */
+void cuda_multi_table(Emitter *E, const FusedRegion *rs, int nr, int ind);
+void cuda_multi_field(Emitter *E, const FusedRegion *rs, int i, int ind);
+void cuda_multi_launch(Emitter *E, const FusedRegion *rs, int nr, int ind);
 
 #endif

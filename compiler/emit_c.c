@@ -1306,7 +1306,8 @@ static void cpu_fused(Emitter *E, const FusedRegion *r, int ind) {
 const Target target_cpu = {"cpu", true, cpu_fused, cpu_operand, cpu_store};
 
 /* A multi-tensor group (sched_multi_group, issue 26): a layer's stacked
- * gradients added into their accumulators' rows, or zero fills, as one
+ * gradients added into their accumulators' rows, global_norm's sums of
+ * squares, or zero fills, as one
  * runtime call. */
 static void emit_multi(Emitter *E, const Schedule *S, int j, int end, int ind) {
   IrInst **insts = S->insts;
@@ -1331,6 +1332,23 @@ static void emit_multi(Emitter *E, const Schedule *S, int j, int end, int ind) {
     out(E, ind, "}\n");
     return;
   }
+  if (insts[j]->op == IR_SUM_SQUARES) {
+    out(E, ind, "{ /* %s:%d: %d sums of squares, one operation */\n", path, line, n);
+    out(E, ind + 1, "const rt_tensor *xs_[] = {");
+    for (int k = j, first = 1; k < end; k++)
+      for (int a = 0; a < insts[k]->nargs; a++, first = 0)
+        fprintf(E->out, "%s%s", first ? "" : ", ", A(E, insts[k], a));
+    fputs("};\n", E->out);
+    out(E, ind + 1, "rt_tensor *ys_[%d];\n", n);
+    out(E, ind + 1, "rt_sum_squares_multi(ctx, %d, (const int[]){", n);
+    for (int k = j; k < end; k++)
+      fprintf(E->out, "%s%d", k > j ? ", " : "", insts[k]->nargs);
+    fputs("}, xs_, ys_);\n", E->out);
+    for (int k = j; k < end; k++)
+      out(E, ind + 1, "%s = ys_[%d];\n", D(E, insts[k], 0), k - j);
+    out(E, ind, "}\n");
+    return;
+  }
   out(E, ind, "{ /* %s:%d: %d zero fills, one operation */\n", path, line, n);
   for (int k = j; k < end; k++) {
     IrInst *in = insts[k];
@@ -1345,6 +1363,56 @@ static void emit_multi(Emitter *E, const Schedule *S, int j, int end, int ind) {
     fprintf(E->out, "%s%s", k > j ? ", " : "", D(E, insts[k], 0));
   fputs("});\n", E->out);
   out(E, ind, "}\n");
+}
+
+/* A fused region's n_ (the size of first, a tensor operand of its shape),
+ * the checks of its operands' sizes and its stored members' tensors (a
+ * donor's buffer or a new one); reg marks the members.  Returns first. */
+static const char *region_outputs(Emitter *E, const Schedule *S, int j, int end, const char **reg, int ind) {
+  IrInst **insts = S->insts;
+  const Type *t = E->fuse_t;
+  const char *first = NULL;
+  for (int k = j; k < end && !first; k++)
+    if (!transparent(insts[k]))
+      for (int a = 0; a < insts[k]->nargs && !first; a++) {
+        const Type *at = E->f->values[insts[k]->args[a]].type;
+        if (at->kind == TY_TENSOR && sched_same_shape(at, t) && !reg[insts[k]->args[a]])
+          first = vname(E, insts[k]->args[a]);
+      }
+  if (!first)
+    first = "NULL"; /* not reached: the first member has a tensor operand of the run's shape */
+  out(E, ind, "const int64_t n_ = %s->numel;\n", first);
+  /* outputs: members read after the run */
+  for (int k = j; k < end; k++) {
+    if (transparent(insts[k]))
+      continue;
+    int v = insts[k]->dst[0];
+    for (int a = 0; a < insts[k]->nargs; a++) {
+      int av = insts[k]->args[a];
+      const Type *at = E->f->values[av].type;
+      if (at->kind != TY_TENSOR || at->ndim == 0 || reg[av])
+        continue;
+      if (!emit_trailing(E, av)) {
+        out(E, ind, "RT_CHECK(ctx, %s->numel == n_, \"internal error: fused operands differ in size\");\n",
+            vname(E, av));
+      } else if (!reg[av]) { /* its size, once (a name of its own: reg marks it done) */
+        out(E, ind, "const int64_t %s = %s->numel; /* of the trailing dims: read at i_ %% %s */\n",
+            emit_trailing_n(E, av), vname(E, av), emit_trailing_n(E, av));
+        out(E, ind,
+            "RT_CHECK(ctx, n_ == 0 || (%s > 0 && n_ %% %s == 0), \"internal error: fused operands differ in size\");\n",
+            emit_trailing_n(E, av), emit_trailing_n(E, av));
+        reg[av] = "";
+      }
+    }
+    if (S->out[k] >= 0) {
+      const char *d = vname(E, S->out[k]);
+      out(E, ind, "%s = rt_reuse(ctx, %s); /* in place: %s dies here */\n", vname(E, v), d, d);
+    } else if (S->out[k] == SCHED_NEW_BUFFER) {
+      out(E, ind, "%s = rt_empty(ctx, %s, %s->ndim, %s->shape);\n", vname(E, v), dtype_c(t->dtype), first, first);
+    }
+    reg[v] = arena_sprintf(&E->c->arena, "r%d_", v);
+  }
+  return first;
 }
 
 /* Emits the fused elementwise region the schedule starts at insts[j]
@@ -1368,50 +1436,77 @@ static void emit_fused(Emitter *E, const Schedule *S, int j, int ind) {
   if (E->tgt->typed_host)
     out(E, ind + 1, "typedef %s T_;\n", T);
   out(E, ind + 1, "rt_kspan span_ = rt_kernel_begin(ctx); /* --profile, --trace */\n");
-  const char *first = NULL;
-  for (int k = j; k < end && !first; k++)
-    if (!transparent(insts[k]))
-      for (int a = 0; a < insts[k]->nargs && !first; a++) {
-        const Type *at = E->f->values[insts[k]->args[a]].type;
-        if (at->kind == TY_TENSOR && sched_same_shape(at, t) && !reg[insts[k]->args[a]])
-          first = vname(E, insts[k]->args[a]);
-      }
-  if (!first)
-    first = "NULL"; /* not reached: the first member has a tensor operand of the run's shape */
-  out(E, ind + 1, "const int64_t n_ = %s->numel;\n", first);
   E->fuse_t = t;
-  /* outputs: members read after the run */
-  for (int k = j; k < end; k++) {
-    if (transparent(insts[k]))
-      continue;
-    int v = insts[k]->dst[0];
-    for (int a = 0; a < insts[k]->nargs; a++) {
-      int av = insts[k]->args[a];
-      const Type *at = E->f->values[av].type;
-      if (at->kind != TY_TENSOR || at->ndim == 0 || reg[av])
-        continue;
-      if (!emit_trailing(E, av)) {
-        out(E, ind + 1, "RT_CHECK(ctx, %s->numel == n_, \"internal error: fused operands differ in size\");\n",
-            vname(E, av));
-      } else if (!reg[av]) { /* its size, once (a name of its own: reg marks it done) */
-        out(E, ind + 1, "const int64_t %s = %s->numel; /* of the trailing dims: read at i_ %% %s */\n",
-            emit_trailing_n(E, av), vname(E, av), emit_trailing_n(E, av));
-        out(E, ind + 1,
-            "RT_CHECK(ctx, n_ == 0 || (%s > 0 && n_ %% %s == 0), \"internal error: fused operands differ in size\");\n",
-            emit_trailing_n(E, av), emit_trailing_n(E, av));
-        reg[av] = "";
-      }
-    }
-    if (S->out[k] >= 0) {
-      const char *d = vname(E, S->out[k]);
-      out(E, ind + 1, "%s = rt_reuse(ctx, %s); /* in place: %s dies here */\n", vname(E, v), d, d);
-    } else if (S->out[k] == SCHED_NEW_BUFFER) {
-      out(E, ind + 1, "%s = rt_empty(ctx, %s, %s->ndim, %s->shape);\n", vname(E, v), dtype_c(t->dtype), first, first);
-    }
-    reg[v] = arena_sprintf(&E->c->arena, "r%d_", v);
-  }
+  const char *first = region_outputs(E, S, j, end, reg, ind + 1);
   FusedRegion region = {insts, j, end, members, t, S->out, reg, first, insts[j]->span};
   E->tgt->fused(E, &region, ind + 1);
+  E->fuse_t = NULL;
+  out(E, ind + 1, "rt_kernel_end(ctx, &span_, RT_K_ELEMENTWISE, \"fused\");\n");
+  out(E, ind, "}\n");
+}
+
+/* The rows of the fused regions insts[j..e) (sched_horizontal_group,
+ * issue 26), each as a region of its own members (rows[i].insts, .out: the
+ * schedule's, row by row); region[i]: the instruction where row i's region
+ * starts. */
+static FusedRegion *horizontal_rows(Emitter *E, const Schedule *S, int j, int e, int **region, int *nrows) {
+  Arena *ar = &E->c->arena;
+  int *comp = arena_alloc(ar, sizeof(int) * (size_t)(S->n + 1)), n = 0;
+  for (int r = j; r < e; r = S->run_end[r])
+    n += sched_region_rows(E->f, S, r, S->run_end[r], comp);
+  FusedRegion *rows = arena_alloc(ar, sizeof(FusedRegion) * (size_t)n);
+  *region = arena_alloc(ar, sizeof(int) * (size_t)n);
+  int i = 0;
+  for (int r = j; r < e; r = S->run_end[r]) {
+    int re = S->run_end[r], nr = sched_region_rows(E->f, S, r, re, comp);
+    for (int x = 0; x < nr; x++, i++) {
+      int m = 0;
+      IrInst **insts = arena_alloc(ar, sizeof(IrInst *) * (size_t)(re - r));
+      int *out = arena_alloc(ar, sizeof(int) * (size_t)(re - r));
+      for (int k = r; k < re; k++)
+        if (comp[k - r] == x) {
+          insts[m] = S->insts[k];
+          out[m++] = S->out[k];
+        }
+      const char **reg = arena_alloc(ar, sizeof(char *) * (size_t)(E->f->nvalues + 1));
+      rows[i] = (FusedRegion){insts, 0, m, m, E->f->values[insts[0]->dst[0]].type, out, reg, NULL, insts[0]->span};
+      (*region)[i] = r;
+    }
+  }
+  *nrows = n;
+  return rows;
+}
+
+/* Fused regions whose rows have one per-element body, on the CUDA target:
+ * each region's size, checks and stored tensors as emit_fused has them,
+ * each row's size and device pointers into a table, then one multi-tensor
+ * launch (emit_cuda.c) over all the rows. */
+static void emit_horizontal(Emitter *E, const Schedule *S, int j, int e, int ind) {
+  IrInst **insts = S->insts;
+  int nr, *region, line, col;
+  FusedRegion *rows = horizontal_rows(E, S, j, e, &region, &nr);
+  for (int k = j; k < S->run_end[j]; k++)
+    if (transparent(insts[k]))
+      emit_at(E, insts, k, S->special, ind);
+  source_position(E->c, insts[j]->span, &line, &col);
+  out(E, ind, "{ /* %s:%d: %d copies of one fused body (%d elementwise operation%s), one multi-tensor launch */\n",
+      source_file(E->c, insts[j]->span.file)->path, line, nr, rows[0].members, rows[0].members > 1 ? "s" : "");
+  out(E, ind + 1, "rt_kspan span_ = rt_kernel_begin(ctx); /* --profile, --trace */\n");
+  cuda_multi_table(E, rows, nr, ind + 1);
+  for (int i = 0; i < nr;) {
+    int r = region[i];
+    const char **reg = arena_alloc(&E->c->arena, sizeof(char *) * (size_t)(E->f->nvalues + 1));
+    out(E, ind + 1, "{\n");
+    E->fuse_t = E->f->values[insts[r]->dst[0]].type;
+    const char *first = region_outputs(E, S, r, S->run_end[r], reg, ind + 2);
+    for (; i < nr && region[i] == r; i++) {
+      rows[i].first = first;
+      cuda_multi_field(E, rows, i, ind + 2);
+    }
+    out(E, ind + 1, "}\n");
+  }
+  E->fuse_t = rows[0].t;
+  cuda_multi_launch(E, rows, nr, ind + 1);
   E->fuse_t = NULL;
   out(E, ind + 1, "rt_kernel_end(ctx, &span_, RT_K_ELEMENTWISE, \"fused\");\n");
   out(E, ind, "}\n");
@@ -2023,17 +2118,32 @@ static void fill_inst(Emitter *E, IrInst *in, int ind) {
   }
 }
 
+/* The end of the fused regions the CUDA target launches as one from
+ * insts[j] (sched_horizontal_group) within [a, b); 0: none. */
+static int horizontal_group(Emitter *E, const Schedule *S, int j, int a, int b) {
+  (void)a;
+  if (E->tgt != &target_cuda)
+    return 0;
+  int e = sched_horizontal_group(E->c, E->f, S, j);
+  return e <= b ? e : 0;
+}
+
 static void fill_units(Emitter *E, const Schedule *S, int a, int b, int ind) {
   for (int j = a; j < b;) {
     int run = S->run_end[j] ? S->run_end[j] - j : 0;
     if (S->gemm[j]) {
       /* a GEMM with its epilogue: no host number */
     } else if (run) {
+      int h = horizontal_group(E, S, j, a, b), nr, *region;
       for (int k = j; k < S->run_end[j]; k++)
         if (transparent(S->insts[k]) && !(E->in_region && region_hoisted(E->c, E->f, S->insts[k])))
           fill_inst(E, S->insts[k], ind);
       FusedRegion r = {S->insts, j, S->run_end[j], 0, E->f->values[S->insts[j]->dst[0]].type, S->out, NULL, NULL,
                        S->insts[j]->span};
+      if (h) { /* one launch: its first row's host numbers */
+        run = h - j;
+        r = horizontal_rows(E, S, j, h, &region, &nr)[0];
+      }
       cuda_fused_slots(E, &r, ind);
     } else {
       if (!(E->in_region && region_hoisted(E->c, E->f, S->insts[j])))
@@ -2165,6 +2275,12 @@ static void emit_block(Emitter *E, IrBlock *b, int ind) {
       group = regions[cur].b > j + 1 ? regions[cur].b : 0; /* nor its end */
     if (group)
       run = group - j;
+    int hgroup = run && !group && !S.gemm[j] ? horizontal_group(E, &S, j, j, n) : 0;
+    if (hgroup && cur < nregions && ((regions[cur].a > j && regions[cur].a < hgroup) ||
+                                     (j >= regions[cur].a && regions[cur].b < hgroup)))
+      hgroup = 0; /* not across a graph region's start or end */
+    if (hgroup)
+      run = hgroup - j;
     for (int k = j; k < j + (run ? run : 1); k++)
       for (int v = wait_head[k]; v >= 0; v = wait_next[v])
         out(E, ind, "rt_wait(ctx, %s); /* a collective started early: done before its first use */\n", vname(E, v));
@@ -2173,6 +2289,8 @@ static void emit_block(Emitter *E, IrBlock *b, int ind) {
       emit_gemm_epilogue(E, &S, j, ind);
     else if (group)
       emit_multi(E, &S, j, group, ind);
+    else if (hgroup)
+      emit_horizontal(E, &S, j, hgroup, ind);
     else if (run)
       emit_fused(E, &S, j, ind);
     else {

@@ -227,6 +227,123 @@ static void cuda_fused(Emitter *E, const FusedRegion *r, int ind) {
   E->out = host;
 }
 
+/* ---- the multi-tensor launch (issue 26): fused regions with one body
+ * (sched_horizontal_group), each over its own tensors and size.  The host
+ * program fills a table, per region, of its size (mn_) and its tensors'
+ * device pointers (mp_, in the kernel's argument order); the launcher
+ * launches the kernel once per chunk of regions, the chunk's sizes and
+ * pointers in the kernel's parameters (a struct by value, within CUDA's
+ * 4 KiB of parameters: as many chunks as it takes, no limit on the
+ * regions), blockIdx.y choosing the region.  The simulation runs each
+ * chunk as one launch too: the body over each region's elements in turn,
+ * the bits of the separate loops. */
+static int tensor_args(Emitter *E, const Kargs *k) {
+  int n = 0;
+  for (int i = 0; i < k->n; i++)
+    n += !is_host(E, k->v[i]);
+  return n;
+}
+
+void cuda_multi_table(Emitter *E, const FusedRegion *rs, int nr, int ind) {
+  Kargs k = kernel_args(E, &rs[0]);
+  emit_out(E, ind, "int64_t mn_[%d]; /* per region: its size and device pointers */\n", nr);
+  emit_out(E, ind, "void *mp_[%d];\n", nr * tensor_args(E, &k));
+}
+
+void cuda_multi_field(Emitter *E, const FusedRegion *rs, int i, int ind) {
+  Kargs k = kernel_args(E, &rs[i]);
+  int nt = tensor_args(E, &k), a = 0;
+  emit_out(E, ind, "mn_[%d] = n_;\n", i);
+  for (int x = 0; x < k.n; x++)
+    if (!is_host(E, k.v[x]))
+      emit_out(E, ind, "mp_[%d] = rt_device_data(%s);\n", i * nt + a++, emit_vname(E, k.v[x]));
+}
+
+/* the kernel's (the simulation's) locals: region f_'s size and pointers */
+static void multi_locals(Emitter *E, const FusedRegion *r, const Kargs *k, int ind) {
+  emit_out(E, ind, "const int64_t n_ = tab_.n[f_];\n");
+  int a = 0;
+  for (int i = 0; i < k->n; i++)
+    if (!is_host(E, k->v[i]))
+      emit_out(E, ind, "%s%s *%s = (%s%s *)tab_.p[f_][%d];\n", k->out[i] ? "" : "const ", store_type(r->t),
+               emit_vname(E, k->v[i]), k->out[i] ? "" : "const ", store_type(r->t), a++);
+}
+
+void cuda_multi_launch(Emitter *E, const FusedRegion *rs, int nr, int ind) {
+  const FusedRegion *r = &rs[0];
+  Kargs k = kernel_args(E, r);
+  int nt = tensor_args(E, &k), nh = k.n - nt;
+  const char *name = arena_sprintf(ar(E), "%sfused_%d", E->kprefix, E->nregions++);
+  StrBuf hp, hn; /* the host numbers alone: parameters (slots) and names */
+  sb_init(&hp, ar(E));
+  sb_init(&hn, ar(E));
+  for (int i = 0; i < k.n; i++)
+    if (is_host(E, k.v[i])) {
+      sb_printf(&hp, ", %s", param(E, r, &k, i, true));
+      sb_printf(&hn, ", %s_s", emit_vname(E, k.v[i]));
+    }
+  int line, col;
+  source_position(E->c, r->span, &line, &col);
+  const char *where = arena_sprintf(ar(E), "%s:%d", source_file(E->c, r->span.file)->path, line);
+  cuda_fused_slots(E, r, ind);
+  emit_out(E, ind, "%s(ctx, %d, mn_, mp_", name, nr);
+  for (int i = 0; i < k.n; i++)
+    if (is_host(E, k.v[i]))
+      fprintf(E->out, ", hs_%s", emit_vname(E, k.v[i]));
+  fputs(");\n", E->out);
+  fprintf(E->protos, "void %s(rt_ctx *ctx, int nf_, const int64_t *mn_, void *const *mp_%s); /* %s */\n", name,
+          hp.data, where);
+  FILE *host = E->out;
+  E->out = E->cu;
+  fprintf(E->cu, "/* %s: %d elementwise operation%s (%s), over %d regions' tensors in one launch */\n", where,
+          r->members, r->members > 1 ? "s" : "", E->f->cname, nr);
+  fprintf(E->cu, "static RT_HD inline void %s_body(int64_t i_%s) {\n", name, params(E, r, &k, false));
+  emit_out(E, 1, "typedef %s T_;\n", elem_type(r->t));
+  emit_fused_body(E, r, 1);
+  fputs("}\n\n", E->cu);
+  /* the chunk: its sizes and pointers, and the host numbers' slots, in
+   * 3 KiB of the kernel's 4 KiB of parameters (SPMD_MULTI_FIELDS: a test's
+   * smaller chunk) */
+  fputs("#ifdef SPMD_MULTI_FIELDS\n", E->cu);
+  fprintf(E->cu, "#define %s_FIELDS SPMD_MULTI_FIELDS\n#else\n", name);
+  int fields = (3072 - 16 * nh) / (8 * (nt + 1));
+  fprintf(E->cu, "#define %s_FIELDS %d\n#endif\n", name, fields > 1 ? fields : 1);
+  fprintf(E->cu, "typedef struct {\n  int64_t n[%s_FIELDS];\n  void *p[%s_FIELDS][%d];\n} %s_tab;\n\n", name, name,
+          nt > 0 ? nt : 1, name);
+  const char *ns = names(E, &k, false);
+  fputs("#ifdef SPMD_CUDA_DEVICE\n", E->cu);
+  fprintf(E->cu, "__global__ void %s_kernel(%s_tab tab_%s) {\n", name, name, hp.data);
+  read_host_numbers(E, &k, 1);
+  emit_out(E, 1, "const int f_ = (int)blockIdx.y;\n");
+  multi_locals(E, r, &k, 1);
+  fputs("  for (int64_t i_ = RT_GRID_FIRST; i_ < n_; i_ += RT_GRID_STRIDE)\n", E->cu);
+  fprintf(E->cu, "    %s_body(i_%s);\n}\n#endif\n\n", name, ns);
+  fprintf(E->cu, "SPMD_EXTERN_C void %s(rt_ctx *ctx, int nf_, const int64_t *mn_, void *const *mp_%s) {\n", name,
+          hp.data);
+  fprintf(E->cu, "  for (int c_ = 0; c_ < nf_; c_ += %s_FIELDS) {\n", name);
+  fprintf(E->cu, "    const int m_ = nf_ - c_ < %s_FIELDS ? nf_ - c_ : %s_FIELDS;\n", name, name);
+  fprintf(E->cu, "    %s_tab tab_;\n    memset(&tab_, 0, sizeof tab_);\n    int64_t most_ = 0;\n", name);
+  fputs("    for (int f_ = 0; f_ < m_; f_++) {\n      tab_.n[f_] = mn_[c_ + f_];\n"
+        "      most_ = tab_.n[f_] > most_ ? tab_.n[f_] : most_;\n", E->cu);
+  fprintf(E->cu, "      for (int a_ = 0; a_ < %d; a_++)\n        tab_.p[f_][a_] = mp_[(int64_t)(c_ + f_) * %d + a_];\n",
+          nt, nt);
+  fputs("    }\n    if (most_ <= 0) /* no launch: none counted either (--profile) */\n      continue;\n", E->cu);
+  fputs("#ifdef SPMD_CUDA_DEVICE\n", E->cu);
+  fprintf(E->cu,
+          "    %s_kernel<<<dim3(rt_grid_blocks(most_), (unsigned)m_), RT_BLOCK_THREADS, 0, rt_kernel_stream(ctx)>>>(tab_%s);\n",
+          name, hn.data);
+  fprintf(E->cu, "    rt_kernel_launched(ctx, \"fused, multi-tensor (%s)\");\n", where);
+  fputs("#else /* the simulation: the same body, region by region, one launch per chunk */\n", E->cu);
+  fputs("    rt_sim_kernel(ctx, [=]() {\n", E->cu);
+  fputs("      rt_sim_launch_begin(ctx);\n", E->cu);
+  read_host_numbers(E, &k, 3);
+  fputs("      for (int f_ = 0; f_ < m_; f_++) {\n", E->cu);
+  multi_locals(E, r, &k, 4);
+  fprintf(E->cu, "        for (int64_t e_ = 0; e_ < n_; e_++)\n          %s_body(e_%s);\n      }\n", name, ns);
+  fputs("      rt_sim_launch_end(ctx);\n    });\n#endif\n  }\n}\n\n", E->cu);
+  E->out = host;
+}
+
 const Target target_cuda = {"cuda", false, cuda_fused, cuda_operand, cuda_store};
 
 bool emit_cuda(Compiler *c, IrProgram *p, FILE *out, FILE *cu, const char *source_path) {

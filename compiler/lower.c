@@ -564,26 +564,39 @@ static int *lower_scale_by(Lower *L, Expr *call, int *n) {
   int *leaves = lower_leaves(L, x, n);
   int s = lower_expr(L, se);
   int *out = arena_alloc(&L->c->arena, sizeof(int) * (size_t)(*n + 1));
+  /* one reinterpretation of s per placement, all before the products (the
+   * leaves that share one read the same value, and their loops are
+   * consecutive: one multi-tensor launch on the CUDA target) */
+  int *done = arena_alloc(&L->c->arena, sizeof(int) * (size_t)(*n + 1));
   for (int j = 0; j < *n; j++) {
     Type *ft = type_leaf(x->ty, j), *su = type_clone(L->c, se->ty);
-    IrInst *in = NULL;
+    done[j] = -1;
     for (int a = 0; a < naxes; a++)
+      if (se->ty->lt[a] == LT_I && ft->lt[a] != LT_I)
+        su->lt[a] = LT_R;
+    for (int i = 0; i < j && done[j] < 0; i++)
+      if (done[i] >= 0 && memcmp(L->f->values[done[i]].type->lt, su->lt, sizeof su->lt) == 0)
+        done[j] = done[i];
+    IrInst *in = NULL;
+    for (int a = 0; a < naxes && done[j] < 0; a++)
       if (se->ty->lt[a] == LT_I && ft->lt[a] != LT_I) {
         if (!in)
           in = emit(L, IR_REINTERPRET, sp);
         in->axes[in->naxes++] = a;
-        su->lt[a] = LT_R;
       }
-    int sv = s;
+    int sv = done[j] >= 0 ? done[j] : s;
     if (in) {
       ir_set_args(L->c, in, 1, &s);
       IR_I(in, SRC) = LTY_I;
       IR_I(in, DST) = LTY_R;
       IR_I(in, DIM) = IR_STACK;
-      in->dst[0] = sv = value(L, su, NULL);
+      in->dst[0] = sv = done[j] = value(L, su, NULL);
       in->ndst = 1;
     }
-    out[j] = emit1(L, IR_BINARY, sp, type_leaf(call->ty, j), 2, (int[]){leaves[j], sv});
+    out[j] = sv;
+  }
+  for (int j = 0; j < *n; j++) { /* the products after the reinterpretations: consecutive loops */
+    out[j] = emit1(L, IR_BINARY, sp, type_leaf(call->ty, j), 2, (int[]){leaves[j], out[j]});
     L->b->tail->binop = BIN_MUL;
   }
   return out;

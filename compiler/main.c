@@ -611,7 +611,7 @@ static bool compile_c(Compiler *c, const Paths *paths, const char *cfile, const 
 static bool compile_cuda_sim(Compiler *c, const Paths *paths, const char *cfile, const char *cufile, const char *exe,
                              int opt, const Shared *sh) {
   const char *obj = arena_sprintf(&c->arena, "%s.o", cufile);
-  char *argv[24];
+  char *argv[26];
   int n = 0;
   argv[n++] = (char *)env_or("SPMDC_CXX", "c++");
   argv[n++] = "-x";
@@ -626,6 +626,9 @@ static bool compile_cuda_sim(Compiler *c, const Paths *paths, const char *cfile,
   if (sh && sh->header)
     argv[n++] = "-fPIC";
   n = add_rt_cflags(c, argv, n, 18);
+  const char *extra = getenv("SPMDC_CXXFLAGS"); /* tests: -DSPMD_MULTI_FIELDS=2 (emit_cuda.c) */
+  if (extra && *extra)
+    argv[n++] = (char *)extra;
   argv[n++] = arena_sprintf(&c->arena, "-I%s", paths->rt_include);
   argv[n++] = "-c";
   argv[n++] = (char *)cufile;

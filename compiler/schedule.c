@@ -769,6 +769,15 @@ int sched_multi_group(const IrFn *f, const Schedule *S, int j) {
       if (dup)
         break;
     }
+  } else if (x->op == IR_SUM_SQUARES) { /* global_norm's placement groups: each member's frees after the
+                                         * group, so it ends at the first member that frees one */
+    if (S->free_after[j] >= 0)
+      return 0;
+    for (; k < S->n && S->insts[k]->op == IR_SUM_SQUARES && !S->run_end[k]; k++)
+      if (S->free_after[k] >= 0) {
+        k++;
+        break;
+      }
   } else if (sched_zero_fill(f, x)) {
     if (S->free_after[j] >= 0)
       return 0;
@@ -781,4 +790,164 @@ int sched_multi_group(const IrFn *f, const Schedule *S, int j) {
     return 0;
   }
   return k - j >= 2 ? k : 0;
+}
+
+/* ---- horizontal fusion (issue 26): fused loops with one body.
+ * Records' arithmetic is lifted field by field, so AdamW over a record of
+ * parameters, or the clipped gradient's scale_by, is the same per-element
+ * computation once per field, over tensors of the field's size: a fused
+ * region per field, or per shape where fields share one (the region then
+ * holds several independent copies of the computation).  Each copy (a
+ * row) of a run of such regions runs in one multi-tensor launch on the
+ * CUDA target (emit_cuda.c): this finds the rows. */
+
+/* The rows of region [j, je): per instruction k, comp[k - j] is the index
+ * of its row (the members connected by what they read of each other,
+ * numbered in the order of their first members), -1 for host work.
+ * Returns the number of rows. */
+int sched_region_rows(const IrFn *f, const Schedule *S, int j, int je, int *comp) {
+  int n = 0;
+  for (int k = j; k < je; k++) {
+    comp[k - j] = -1;
+    if (sched_transparent(S->insts[k]))
+      continue;
+    int c = -1;
+    for (int a = 0; a < S->insts[k]->nargs; a++)
+      for (int m = j; m < k; m++) {
+        if (comp[m - j] < 0 || S->insts[m]->dst[0] != S->insts[k]->args[a])
+          continue;
+        int d = comp[m - j];
+        if (c < 0 || d == c) {
+          c = d;
+          continue;
+        }
+        /* joins two rows: renumber the later one into the earlier */
+        int lo = c < d ? c : d, hi = c < d ? d : c;
+        for (int x = j; x < k; x++)
+          comp[x - j] = comp[x - j] == hi ? lo : comp[x - j] > hi ? comp[x - j] - 1 : comp[x - j];
+        n--;
+        c = lo;
+      }
+    comp[k - j] = c >= 0 ? c : n++;
+  }
+  (void)f;
+  return n;
+}
+
+/* Whether the members mx[0..n) are the members my[0..ny) with other
+ * operands: the same ops, immediates and dtypes, the same ones stored,
+ * each operand the same member or an outside value of the same kind (a
+ * tensor of the row's shape, a 0-d tensor; a host number the very same
+ * value), one outside value of mx standing for one of my (map). */
+static bool same_body(const IrFn *f, const Schedule *S, const int *mx, int n, const int *my, int ny, int *map) {
+  if (n != ny)
+    return false;
+  const Type *t = f->values[S->insts[mx[0]]->dst[0]].type, *u = f->values[S->insts[my[0]]->dst[0]].type;
+  if (t->dtype != u->dtype)
+    return false;
+  for (int k = 0; k < n; k++) {
+    const IrInst *x = S->insts[mx[k]], *y = S->insts[my[k]];
+    if (x->op != y->op || x->nargs != y->nargs || x->unop != y->unop || x->binop != y->binop || x->f != y->f ||
+        x->f2 != y->f2 || memcmp(x->imm, y->imm, sizeof x->imm) != 0 || x->ndst != 1 || y->ndst != 1 ||
+        (S->out[mx[k]] == SCHED_IN_REGISTER) != (S->out[my[k]] == SCHED_IN_REGISTER) ||
+        f->values[x->dst[0]].type->dtype != f->values[y->dst[0]].type->dtype)
+      return false;
+    for (int i = 0; i < x->nargs; i++) {
+      int v = x->args[i], w = y->args[i], mv = -1, mw = -1;
+      for (int m = 0; m < k; m++) {
+        mv = S->insts[mx[m]]->dst[0] == v ? m : mv;
+        mw = S->insts[my[m]]->dst[0] == w ? m : mw;
+      }
+      if (mv != mw)
+        return false;
+      if (mv >= 0)
+        continue;
+      const Type *vt = f->values[v].type, *wt = f->values[w].type;
+      if (vt->kind != TY_TENSOR || wt->kind != TY_TENSOR) {
+        if (v != w)
+          return false;
+        continue;
+      }
+      bool vfull = sched_same_shape(vt, t), wfull = sched_same_shape(wt, u);
+      if (vfull != wfull || vt->dtype != wt->dtype || (!vfull && (vt->ndim != 0 || wt->ndim != 0)))
+        return false; /* operands of the trailing dims: not here */
+      if (map[v] == -1)
+        map[v] = w;
+      else if (map[v] != w)
+        return false;
+    }
+  }
+  /* one outside value each: no two of mx's for one of my's */
+  for (int k = 0; k < n; k++)
+    for (int i = 0; i < S->insts[mx[k]]->nargs; i++)
+      for (int k2 = 0; k2 < n; k2++)
+        for (int i2 = 0; i2 < S->insts[mx[k2]]->nargs; i2++) {
+          int v = S->insts[mx[k]]->args[i], v2 = S->insts[mx[k2]]->args[i2];
+          if (v != v2 && map[v] >= 0 && map[v] == map[v2])
+            return false;
+        }
+  return true;
+}
+
+int sched_horizontal_group(Compiler *c, const IrFn *f, const Schedule *S, int j) {
+  if (S->gemm[j] || !S->run_end[j])
+    return 0;
+  Arena *ar = &c->arena;
+  int nv = f->nvalues + 1, cap = S->n + 1;
+  int *map = arena_alloc(ar, sizeof(int) * (size_t)nv);
+  int *owner = arena_alloc(ar, sizeof(int) * (size_t)nv); /* per value: the row that computes or writes over it */
+  int *comp = arena_alloc(ar, sizeof(int) * (size_t)cap);
+  int *body = arena_alloc(ar, sizeof(int) * (size_t)cap), *row = arena_alloc(ar, sizeof(int) * (size_t)cap);
+  int nbody = 0, nrows = 0, e = j, count = 0;
+  for (int v = 0; v < nv; v++)
+    owner[v] = -1;
+  while (e < S->n && S->run_end[e] && !S->gemm[e]) {
+    int ae = S->run_end[e], nr = sched_region_rows(f, S, e, ae, comp);
+    bool ok = nr > 0;
+    for (int k = e; k < ae && ok && e > j; k++) /* host work: the first region's alone (run before) */
+      ok = !sched_transparent(S->insts[k]);
+    /* new tensors, if any, are the first region's alone: the others write
+     * over their donors, so running them after the first region's
+     * allocations changes no peak (--memory-report) */
+    for (int k = e; k < ae && ok && e > j; k++)
+      ok = S->out[k] != SCHED_NEW_BUFFER;
+    for (int pass = 0; pass < 2; pass++)
+      for (int r = 0; r < nr && ok; r++) {
+        int n = 0;
+        for (int k = e; k < ae; k++)
+          if (comp[k - e] == r)
+            row[n++] = k;
+        if (pass == 0) { /* the body (the first row's), and what each row computes or writes over */
+          if (nbody == 0) {
+            memcpy(body, row, sizeof(int) * (size_t)n);
+            nbody = n;
+          }
+          for (int v = 0; v < nv; v++)
+            map[v] = -1;
+          ok = same_body(f, S, body, nbody, row, n, map);
+          for (int k = 0; k < n; k++) {
+            owner[S->insts[row[k]]->dst[0]] = nrows + r;
+            if (S->out[row[k]] >= 0)
+              owner[S->out[row[k]]] = nrows + r;
+          }
+        } else { /* independent rows: none reads what another computes or writes over */
+          for (int k = 0; k < n && ok; k++)
+            for (int a = 0; a < S->insts[row[k]]->nargs && ok; a++) {
+              int v = S->insts[row[k]]->args[a];
+              ok = owner[v] < 0 || owner[v] == nrows + r;
+            }
+        }
+      }
+    /* nor an earlier region's rows what this one writes over */
+    for (int k = j; k < e && ok; k++)
+      for (int a = 0; a < S->insts[k]->nargs && ok && !sched_transparent(S->insts[k]); a++)
+        for (int m = e; m < ae && ok; m++)
+          ok = S->out[m] != S->insts[k]->args[a];
+    if (!ok)
+      break;
+    nrows += nr;
+    e = ae;
+    count++;
+  }
+  return count >= 2 ? e : 0;
 }

@@ -88,12 +88,25 @@ bool sched_param_owned(const Compiler *c, const IrFn *f, int i);
 /* Whether f owns value v: any value but a parameter it borrows. */
 bool sched_owned_value(const Compiler *c, const IrFn *f, int v);
 /* A layer's stacked-gradient adds (INDEX_ADD_SLOT of one index value into
- * distinct vars) or zero fills starting at S->insts[j], run as one
+ * distinct vars), global_norm's sums of squares or zero fills starting at
+ * S->insts[j], run as one
  * multi-tensor call (issue 26): where the group ends, 0 if none (fewer
- * than 2).  Its members' frees come after the group; a zero fill's group
- * ends at the first member that frees a value. */
+ * than 2).  Its members' frees come after the group; a zero fill's or a
+ * sum of squares' group ends at the first member that frees a value. */
 int sched_multi_group(const IrFn *f, const Schedule *S, int j);
 bool sched_zero_fill(const IrFn *f, const IrInst *in);
+/* Fused regions starting at S->insts[j] (the first may hold host work)
+ * whose rows (sched_region_rows) all have one per-element body over
+ * tensors of their own sizes, independent of each other (none reads what
+ * another computes or writes over), the regions after the first storing
+ * only into their donors: where the run ends, 0 if fewer than 2 regions
+ * (issue 26: the CUDA target's multi-tensor launch, a row each). */
+int sched_horizontal_group(Compiler *c, const IrFn *f, const Schedule *S, int j);
+/* The independent copies of a computation that fused region [j, je) holds
+ * (its members connected by what they read of each other): comp[k - j] is
+ * member k's row, numbered by first member, -1 for host work; returns how
+ * many. */
+int sched_region_rows(const IrFn *f, const Schedule *S, int j, int je, int *comp);
 bool sched_same_index(const IrFn *f, int a, int b);
 
 #endif

@@ -69,6 +69,24 @@ rt_tensor *rt_sum_squares(rt_ctx *ctx, int n, const rt_tensor *const *xs)
     return total;
 }
 
+void rt_sum_squares_multi(rt_ctx *ctx, int ngroups, const int *counts, const rt_tensor *const *xs,
+                          rt_tensor **ys)
+{
+    RT_CHECK(ctx, ngroups >= 1, "sum_squares: no groups");
+    bool dev = xs[0]->dtype != RT_BF16;
+    for (int g = 0, o = 0; g < ngroups; o += counts[g++]) {
+        rt_sum_squares_check(ctx, counts[g], xs + o, NULL);
+        dev = dev && xs[o]->dtype == xs[0]->dtype;
+    }
+    RT_KERNEL(ctx, RT_K_REDUCE, "sum_squares");
+    if (dev) {
+        rt_sum_squares_multi_dev(ctx, ngroups, counts, xs, ys);
+        return;
+    }
+    for (int g = 0, o = 0; g < ngroups; o += counts[g++])
+        ys[g] = rt_sum_squares(ctx, counts[g], xs + o);
+}
+
 void rt_sum_squares_bwd(rt_ctx *ctx, int n, const rt_tensor *const *xs, const rt_tensor *dy,
                         const bool *want, rt_tensor **dxs)
 {

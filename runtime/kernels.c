@@ -407,6 +407,13 @@ rt_tensor *rt_sum_squares_dev(rt_ctx *ctx, int n, const rt_tensor *const *xs)
     return y;
 }
 
+void rt_sum_squares_multi_dev(rt_ctx *ctx, int ngroups, const int *counts, const rt_tensor *const *xs,
+                              rt_tensor **ys)
+{
+    for (int g = 0, o = 0; g < ngroups; o += counts[g++])
+        ys[g] = rt_sum_squares_dev(ctx, counts[g], xs + o);
+}
+
 void rt_sum_squares_bwd_dev(rt_ctx *ctx, int n, const rt_tensor *const *xs, const rt_tensor *dy,
                             const bool *want, rt_tensor **dxs)
 {

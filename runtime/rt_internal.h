@@ -580,6 +580,8 @@ rt_tensor *rt_reduce_dim(rt_ctx *ctx, const rt_tensor *x, int dim, bool keepdim,
 /* The target's rt_sum_squares of f32 or f64 tensors (checked; bf16 is
  * composite.c's) and its backward (any float dtype): spmdrt.h */
 rt_tensor *rt_sum_squares_dev(rt_ctx *ctx, int n, const rt_tensor *const *xs);
+void rt_sum_squares_multi_dev(rt_ctx *ctx, int ngroups, const int *counts, const rt_tensor *const *xs,
+                             rt_tensor **ys); /* the groups of one dtype */
 void rt_sum_squares_bwd_dev(rt_ctx *ctx, int n, const rt_tensor *const *xs, const rt_tensor *dy,
                             const bool *want, rt_tensor **dxs);
 void rt_sum_squares_check(rt_ctx *ctx, int n, const rt_tensor *const *xs, const rt_tensor *dy);

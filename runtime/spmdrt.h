@@ -477,6 +477,12 @@ rt_tensor *rt_cumsum(rt_ctx *ctx, const rt_tensor *x, int dim);
  * with rt_binary(ADD) in order, on either target. Its backward: dxs[j] =
  * 2 * xs[j] * dy for each j with want[j] (else NULL), in one operation. */
 rt_tensor *rt_sum_squares(rt_ctx *ctx, int n, const rt_tensor *const *xs);
+/* Several global_norm sums at once (its placement groups): ys[g] is
+ * rt_sum_squares of group g's counts[g] tensors, the groups' tensors one
+ * after another in xs; the same bits, one operation (on the CUDA target
+ * the launches of one sum). */
+void rt_sum_squares_multi(rt_ctx *ctx, int ngroups, const int *counts, const rt_tensor *const *xs,
+                          rt_tensor **ys);
 void rt_sum_squares_bwd(rt_ctx *ctx, int n, const rt_tensor *const *xs, const rt_tensor *dy,
                         const bool *want, rt_tensor **dxs);
 /* backward: dim = RT_ALL for the *_all forms */

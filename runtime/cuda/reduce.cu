@@ -69,7 +69,9 @@ rt_tensor *rt_lanes_combine_to(rt_ctx *ctx, rt_tensor *p, int64_t outer, int64_t
  * (rt_tree_sum), rounded, then the tensors' sums added in order, each
  * addition rounded: the bits of rt_sum_all of each square added with
  * rt_binary, in three launches for up to RT_MT tensors (two more for each
- * further RT_MT). The tensors go to the device by value, RT_MT at a time. */
+ * further RT_MT). The tensors go to the device by value, RT_MT at a time.
+ * Several groups (rt_sum_squares_multi: global_norm's placements) share
+ * the launches: one more for each further RT_MT groups. */
 #define RT_MT 32
 struct rt_mt_group {
     int n;
@@ -87,10 +89,21 @@ RT_DEV_INLINE int rt_mt_find(const rt_mt_group &g, int64_t t)
 }
 RT_DEV_INLINE double rt_round_to(rt_dtype dt, double v) { return dt == RT_F32 ? (double)(float)v : v; }
 
-rt_tensor *rt_sum_squares_dev(rt_ctx *ctx, int n, const rt_tensor *const *xs)
+/* the groups' sums, RT_MT groups a launch: each its tensors' sums in order */
+struct rt_mt_sums {
+    int n;
+    void *y[RT_MT];
+    int64_t first[RT_MT + 1]; /* the group's first tensor in S */
+};
+
+void rt_sum_squares_multi_dev(rt_ctx *ctx, int ngroups, const int *counts, const rt_tensor *const *xs,
+                              rt_tensor **ys)
 {
     ctx->tgt->op = "sum_squares";
     rt_dtype dt = xs[0]->dtype;
+    int n = 0;
+    for (int g = 0; g < ngroups; g++)
+        n += counts[g];
     int64_t total = 0, nn = n;
     for (int j = 0; j < n; j++)
         total += (xs[j]->numel + RT_CHUNK - 1) / RT_CHUNK;
@@ -127,16 +140,32 @@ rt_tensor *rt_sum_squares_dev(rt_ctx *ctx, int n, const rt_tensor *const *xs)
         });
         base += g.off[g.n];
     }
-    rt_tensor *y = rt_empty(ctx, dt, 0, NULL);
-    void *Y = y->data;
-    rt_launch(ctx, 1, [=] RT_HD(int64_t) { /* the tensors' sums in order */
-        double a = S[0];
-        for (int64_t j = 1; j < nn; j++)
-            a = rt_round_to(dt, a + S[j]);
-        rt_st(Y, dt, 0, a);
-    });
+    int64_t first = 0;
+    for (int g0 = 0; g0 < ngroups; g0 += RT_MT) {
+        rt_mt_sums m = {};
+        m.n = ngroups - g0 < RT_MT ? ngroups - g0 : RT_MT;
+        m.first[0] = first;
+        for (int k = 0; k < m.n; k++) {
+            ys[g0 + k] = rt_empty(ctx, dt, 0, NULL);
+            m.y[k] = ys[g0 + k]->data;
+            m.first[k + 1] = m.first[k] + counts[g0 + k];
+        }
+        first = m.first[m.n];
+        rt_launch(ctx, m.n, [=] RT_HD(int64_t k) { /* a group's sums in order */
+            double a = S[m.first[k]];
+            for (int64_t j = m.first[k] + 1; j < m.first[k + 1]; j++)
+                a = rt_round_to(dt, a + S[j]);
+            rt_st(m.y[k], dt, 0, a);
+        });
+    }
     rt_free(ctx, p);
     rt_free(ctx, s);
+}
+
+rt_tensor *rt_sum_squares_dev(rt_ctx *ctx, int n, const rt_tensor *const *xs)
+{
+    rt_tensor *y;
+    rt_sum_squares_multi_dev(ctx, 1, &n, xs, &y);
     return y;
 }
 
