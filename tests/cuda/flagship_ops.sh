@@ -62,8 +62,8 @@
 # AdamW's decay in its update's loop and the global norm's sums of squares
 # of its two placements in one call (clip_by_global_norm 21 -> 5 operations
 # a call, adamw 10 + adam_update 10 -> 1): 181 a step on their own (at L=6
-# 432 -> 397). All four: MERGED a step (at L=6: 432 -> L6), so CEILING is
-# CEIL. A step
+# 432 -> 397). All four: 144 a step (at L=6: 432 -> 304), so CEILING is
+# 148. A step
 # with fewer than FLOOR operations means the counting broke. Counted with
 # SPMD_GRAPHS=0: with graphs a replay counts
 # its graph's operations too (cuda_sim/graph_ops_*), plus the copies of its
@@ -72,8 +72,8 @@
 set -euo pipefail
 spmdc=$1
 simrt=$2
-CEILING=200
-FLOOR=140
+CEILING=148
+FLOOR=130
 COPIES=2
 root=$(cd "$(dirname "$0")/../.." && pwd)
 work=$(mktemp -d)
