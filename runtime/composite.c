@@ -161,9 +161,7 @@ rt_tensor *rt_amax_bwd(rt_ctx *ctx, const rt_tensor *x, int dim, const rt_tensor
 static rt_tensor *selected_grad(rt_ctx *ctx, const rt_tensor *c, const rt_tensor *dy,
                                 const rt_tensor *like, bool first)
 {
-    rt_tensor *zero = rt_scalar(ctx, dy->dtype, 0.0);
-    rt_tensor *g = first ? rt_where(ctx, c, dy, zero) : rt_where(ctx, c, zero, dy);
-    rt_free(ctx, zero);
+    rt_tensor *g = rt_where_zero(ctx, c, dy, first);
     rt_tensor *s = rt_sum_to_shape(ctx, g, like->ndim, like->shape);
     rt_free(ctx, g);
     if (s->dtype == like->dtype)

@@ -374,6 +374,9 @@ void rt_random_check(rt_ctx *ctx, rt_dtype dt, const rt_layout *l);
 void rt_dropout_check(rt_ctx *ctx, const rt_tensor *x, double p, const rt_layout *l);
 /* where: the values' dtypes agree; the shape of the three broadcast */
 rt_bshape rt_where_check(rt_ctx *ctx, const rt_tensor *c, const rt_tensor *a, const rt_tensor *b);
+/* where(c, x, 0) (first) or where(c, 0, x): the 0 a 0-d zero of x's dtype;
+ * the CUDA target's is one launch (no device scalar made for the 0) */
+rt_tensor *rt_where_zero(rt_ctx *ctx, const rt_tensor *c, const rt_tensor *x, bool first);
 /* take_along_dim of x [xndim: xshape] (what: the op's name for *dim, which
  * is normalised): i32 indices of x's rank; the result's shape (x and idx
  * broadcast outside dim, idx's size along it) */

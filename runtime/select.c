@@ -136,6 +136,14 @@ rt_tensor *rt_where(rt_ctx *ctx, const rt_tensor *c, const rt_tensor *a, const r
     return y;
 }
 
+rt_tensor *rt_where_zero(rt_ctx *ctx, const rt_tensor *c, const rt_tensor *x, bool first)
+{
+    rt_tensor *zero = rt_scalar(ctx, x->dtype, 0.0);
+    rt_tensor *y = first ? rt_where(ctx, c, x, zero) : rt_where(ctx, c, zero, x);
+    rt_free(ctx, zero);
+    return y;
+}
+
 /* ---- take_along_dim: its checks and the walk over its result, which reads
  * and checks the indices, are checks.c's (both targets' own) */
 

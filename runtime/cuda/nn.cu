@@ -250,30 +250,36 @@ void rt_rms_norm_bwd(rt_ctx *ctx, const rt_tensor *x, const rt_tensor *w, double
  * the op's kind and the .spmd line, reported at the next synchronisation;
  * kept (if not NULL, a device double) gets the number of values other than
  * IGNORE_INDEX. Kernels reading ids after this one guard every access. */
+static RT_HD void ids_warp(const rt_warp &w, const int32_t *ID, int64_t n, int64_t limit, int kind,
+                           int64_t *REC, int64_t loc, double *kept)
+{
+    bool targets = kind == RT_DEVERR_TARGET;
+    int64_t bad = w.reduce(n, (int64_t)INT64_MAX, [&](int64_t j) {
+        int32_t v = ID[j];
+        bool ok = (v >= 0 && v < limit) || (targets && v == IGNORE_INDEX);
+        return ok ? (int64_t)INT64_MAX : j;
+    }, rt_op_min());
+    double k = kept ? w.sum(n, [&](int64_t j) { return ID[j] != IGNORE_INDEX ? 1.0 : 0.0; }) : 0.0;
+    if (w.leader()) {
+        if (kept)
+            *kept = k;
+        if (bad != INT64_MAX && REC[0] == RT_DEVERR_NONE) {
+            REC[1] = bad;
+            REC[2] = ID[bad];
+            REC[3] = limit;
+            REC[4] = loc;
+            REC[0] = kind;
+        }
+    }
+}
+
 static void check_ids(rt_ctx *ctx, const rt_tensor *ids, int64_t limit, int kind, double *kept)
 {
     int64_t *REC = rt_dev_errors(ctx);
     const int32_t *ID = (const int32_t *)ids->data;
     int64_t n = ids->numel, loc = (int64_t)(uintptr_t)ctx->at_loc;
-    bool targets = kind == RT_DEVERR_TARGET;
     rt_launch_rows(ctx, 1, [=] RT_HD(const rt_warp &w, int64_t) {
-        int64_t bad = w.reduce(n, (int64_t)INT64_MAX, [&](int64_t j) {
-            int32_t v = ID[j];
-            bool ok = (v >= 0 && v < limit) || (targets && v == IGNORE_INDEX);
-            return ok ? (int64_t)INT64_MAX : j;
-        }, rt_op_min());
-        double k = kept ? w.sum(n, [&](int64_t j) { return ID[j] != IGNORE_INDEX ? 1.0 : 0.0; }) : 0.0;
-        if (w.leader()) {
-            if (kept)
-                *kept = k;
-            if (bad != INT64_MAX && REC[0] == RT_DEVERR_NONE) {
-                REC[1] = bad;
-                REC[2] = ID[bad];
-                REC[3] = limit;
-                REC[4] = loc;
-                REC[0] = kind;
-            }
-        }
+        ids_warp(w, ID, n, limit, kind, REC, loc, kept);
     });
 }
 
@@ -493,32 +499,35 @@ void rt_ce_vp_grad(rt_ctx *ctx, const rt_tensor *logits, const rt_tensor *target
 
 /* ---- embedding */
 
+/* One launch: a warp per position copies its row (zeros for a bad id), and
+ * one more warp checks the ids as check_ids does */
 rt_tensor *rt_embedding(rt_ctx *ctx, const rt_tensor *table, const rt_tensor *ids)
 {
     rt_embedding_check(ctx, table, ids);
     RT_KERNEL(ctx, RT_K_NN, "embedding");
     ctx->tgt->op = "embedding";
-    int64_t shape[RT_MAX_DIMS], d = table->shape[1], vocab = table->shape[0];
-    check_ids(ctx, ids, vocab, RT_DEVERR_ID, NULL);
+    int64_t shape[RT_MAX_DIMS], d = table->shape[1], vocab = table->shape[0], n = ids->numel;
     memcpy(shape, ids->shape, (size_t)ids->ndim * sizeof *shape);
     shape[ids->ndim] = d;
     rt_tensor *y = rt_empty(ctx, table->dtype, ids->ndim + 1, shape);
+    int64_t *REC = rt_dev_errors(ctx), loc = (int64_t)(uintptr_t)ctx->at_loc;
     size_t esz = rt_dtype_size(table->dtype);
     const char *TB = (const char *)table->data;
     const int32_t *ID = (const int32_t *)ids->data;
     char *Y = (char *)y->data;
-    rt_launch(ctx, ids->numel * d, [=] RT_HD(int64_t k) {
-        int64_t i = k / d, j = k % d;
-        int32_t v = ID[i];
-        char *dst = Y + (size_t)k * esz;
-        if (v < 0 || v >= vocab) { /* reported by check_ids */
-            for (size_t b = 0; b < esz; b++)
-                dst[b] = 0;
+    rt_launch_rows(ctx, n + 1, [=] RT_HD(const rt_warp &w, int64_t i) {
+        if (i == n) { /* the ids' check (the error record's first bad position) */
+            ids_warp(w, ID, n, vocab, RT_DEVERR_ID, REC, loc, NULL);
             return;
         }
-        const char *src = TB + ((size_t)v * (size_t)d + (size_t)j) * esz;
-        for (size_t b = 0; b < esz; b++)
-            dst[b] = src[b];
+        int32_t v = ID[i];
+        bool ok = v >= 0 && v < vocab;
+        w.each(d, [&](int64_t j) {
+            char *dst = Y + ((size_t)i * (size_t)d + (size_t)j) * esz;
+            const char *src = TB + ((size_t)(ok ? v : 0) * (size_t)d + (size_t)j) * esz;
+            for (size_t b = 0; b < esz; b++)
+                dst[b] = ok ? src[b] : 0;
+        });
     });
     return y;
 }
@@ -533,7 +542,10 @@ rt_tensor *rt_embedding(rt_ctx *ctx, const rt_tensor *table, const rt_tensor *id
  * rank within a block of 32, then merges of sorted runs, each element
  * placed by a binary search in the other run (log2(n / 32) launches, n log n
  * work) -- and each table row finds its positions by binary search. Ids
- * out of range are reported by check_ids and add nowhere. */
+ * out of range add nowhere; the first is reported, as check_ids would, by
+ * one more thread of the scan's first launch (a serial walk: as long as a
+ * row's) or of the sort's last (the bad ids sort last, by position), so
+ * that the check costs no launch of its own. */
 #define RT_EMB_SCAN_VOCAB 1024
 
 /* a position's sort key: (id, position), the bad ids after every good one */
@@ -565,7 +577,7 @@ rt_tensor *rt_embedding_bwd(rt_ctx *ctx, const rt_tensor *ids, const rt_tensor *
     RT_KERNEL(ctx, RT_K_NN, "embedding_bwd");
     ctx->tgt->op = "embedding_bwd";
     int64_t d = dy->shape[dy->ndim - 1], n = ids->numel;
-    check_ids(ctx, ids, vocab, RT_DEVERR_ID, NULL);
+    int64_t *REC = rt_dev_errors(ctx), loc = (int64_t)(uintptr_t)ctx->at_loc;
     const int32_t *ID = (const int32_t *)ids->data;
     int64_t shape[2] = {vocab, d};
     rt_tensor *g = rt_empty(ctx, dy->dtype, 2, shape);
@@ -576,7 +588,19 @@ rt_tensor *rt_embedding_bwd(rt_ctx *ctx, const rt_tensor *ids, const rt_tensor *
     if (vocab <= RT_EMB_SCAN_VOCAB) {
         int64_t *dev = (int64_t *)rt_pool_alloc(ctx, (size_t)(2 * vocab + n) * sizeof(int64_t), &cap);
         int64_t *S = dev, *CNT = dev + vocab, *P = dev + 2 * vocab;
-        rt_launch(ctx, vocab, [=] RT_HD(int64_t v) {
+        rt_launch(ctx, vocab + 1, [=] RT_HD(int64_t v) {
+            if (v == vocab) { /* the ids' check: the first bad position into the error record */
+                for (int64_t i = 0; i < n; i++)
+                    if ((ID[i] < 0 || ID[i] >= vocab) && REC[0] == RT_DEVERR_NONE) {
+                        REC[1] = i;
+                        REC[2] = ID[i];
+                        REC[3] = vocab;
+                        REC[4] = loc;
+                        REC[0] = RT_DEVERR_ID;
+                        break;
+                    }
+                return;
+            }
             int64_t start = 0, cnt = 0;
             for (int64_t i = 0; i < n; i++) {
                 int32_t x = ID[i];
@@ -624,7 +648,18 @@ rt_tensor *rt_embedding_bwd(rt_ctx *ctx, const rt_tensor *ids, const rt_tensor *
         B = tmp;
     }
     const int64_t *P = A;
-    rt_launch(ctx, vocab * d, [=] RT_HD(int64_t k) {
+    rt_launch(ctx, vocab * d + 1, [=] RT_HD(int64_t k) {
+        if (k == vocab * d) { /* the bad ids sort last, by position: the first is the first bad */
+            int64_t q = emb_below(P, 0, n, vocab * n, ID, n, vocab);
+            if (q < n && REC[0] == RT_DEVERR_NONE) {
+                REC[1] = P[q];
+                REC[2] = ID[P[q]];
+                REC[3] = vocab;
+                REC[4] = loc;
+                REC[0] = RT_DEVERR_ID;
+            }
+            return;
+        }
         int64_t v = k / d, j = k % d;
         int64_t q0 = emb_below(P, 0, n, v * n, ID, n, vocab);
         int64_t q1 = emb_below(P, 0, n, (v + 1) * n, ID, n, vocab);

@@ -30,7 +30,10 @@ rt_tensor *rt_iota(rt_ctx *ctx, rt_dtype dt, const rt_layout *l, int dim)
     return t;
 }
 
-rt_tensor *rt_where(rt_ctx *ctx, const rt_tensor *c, const rt_tensor *a, const rt_tensor *b)
+/* where(c, a, b); a value whose data is NULL is a 0-d zero of the other's
+ * dtype (rt_where_zero: the backward's where(c, dy, 0) without a device
+ * scalar made and filled for it) */
+static rt_tensor *where_sel(rt_ctx *ctx, const rt_tensor *c, const rt_tensor *a, const rt_tensor *b)
 {
     rt_bshape bs = rt_where_check(ctx, c, a, b);
     RT_KERNEL(ctx, RT_K_ELEMENTWISE, "where");
@@ -49,9 +52,9 @@ rt_tensor *rt_where(rt_ctx *ctx, const rt_tensor *c, const rt_tensor *a, const r
     size_t esz = rt_dtype_size(a->dtype);
     if (c->numel == y->numel && a->numel == y->numel && b->numel == y->numel) { /* flat indices */
         rt_launch(ctx, y->numel, [=] RT_HD(int64_t i) {
-            const char *src = rt_ld(C, cdt, i) != 0.0 ? A /* NaN is true */ + (size_t)i * esz : B + (size_t)i * esz;
+            const char *base = rt_ld(C, cdt, i) != 0.0 ? A /* NaN is true */ : B;
             for (size_t k = 0; k < esz; k++)
-                Y[(size_t)i * esz + k] = src[k];
+                Y[(size_t)i * esz + k] = base ? base[(size_t)i * esz + k] : 0;
         });
         return y;
     }
@@ -65,11 +68,26 @@ rt_tensor *rt_where(rt_ctx *ctx, const rt_tensor *c, const rt_tensor *a, const r
             ob += k * db.s[d];
         }
         double cv = rt_ld(C, cdt, oc); /* NaN is true, as on the CPU */
-        const char *src = cv != 0.0 ? A + (size_t)oa * esz : B + (size_t)ob * esz;
+        const char *base = cv != 0.0 ? A : B;
+        size_t o = (size_t)(cv != 0.0 ? oa : ob) * esz;
         for (size_t k = 0; k < esz; k++)
-            Y[(size_t)i * esz + k] = src[k];
+            Y[(size_t)i * esz + k] = base ? base[o + k] : 0;
     });
     return y;
+}
+
+rt_tensor *rt_where(rt_ctx *ctx, const rt_tensor *c, const rt_tensor *a, const rt_tensor *b)
+{
+    return where_sel(ctx, c, a, b);
+}
+
+rt_tensor *rt_where_zero(rt_ctx *ctx, const rt_tensor *c, const rt_tensor *x, bool first)
+{
+    rt_tensor zero;
+    memset(&zero, 0, sizeof zero);
+    zero.dtype = x->dtype;
+    zero.numel = 1; /* 0-d; data NULL: zeros */
+    return first ? where_sel(ctx, c, x, &zero) : where_sel(ctx, c, &zero, x);
 }
 
 /* ---- take_along_dim */
