@@ -400,6 +400,7 @@ static bool runs_tensor_op(const IrInst *in) {
   case IR_HOST_SIZE:
   case IR_HOST_MATH:
   case IR_HOST_WALL_TIME:
+  case IR_SHARD_RANGE:
   case IR_VAR_SET:
   case IR_VAR_GET:
   case IR_FOR:
@@ -652,7 +653,7 @@ static void emit_inst(Emitter *E, IrInst *in, int ind) {
     return;
   }
   case IR_SHARD_RANGE:
-    out(E, ind, "%s = rt_scalar(ctx, RT_I32, (double)rt_shard_%s(ctx, %s, %s)); %s\n", D(E, in, 0),
+    out(E, ind, "%s = rt_shard_%s(ctx, %s, %s); %s\n", D(E, in, 0),
         IR_I(in, EXTENT) ? "extent" : "offset", A(E, in, 0), axes_c(E, in), loc);
     return;
   case IR_AXIS_INDEX:
@@ -664,9 +665,27 @@ static void emit_inst(Emitter *E, IrInst *in, int ind) {
     out(E, ind + 1, "%s = rt_iota(ctx, %s, &layout_, %lld);\n", D(E, in, 0), dtype_c(in->t->dtype), IR_I(in, DIM));
     out(E, ind, "}\n");
     return;
-  case IR_WHERE:
-    out(E, ind, "%s = rt_where(ctx, %s, %s, %s); %s\n", D(E, in, 0), A(E, in, 0), A(E, in, 1), A(E, in, 2), loc);
+  case IR_WHERE: {
+    bool ha = !is_tensor(E, in->args[1]), hb = !is_tensor(E, in->args[2]);
+    if (!ha && !hb) {
+      out(E, ind, "%s = rt_where(ctx, %s, %s, %s); %s\n", D(E, in, 0), A(E, in, 0), A(E, in, 1), A(E, in, 2), loc);
+      return;
+    }
+    /* a host number (sched_host_scalars) not in a fused loop: its 0-d tensor made here */
+    const char *dt = dtype_c(E->f->values[in->dst[0]].type->dtype);
+    out(E, ind, "{ %s\n", loc);
+    out(E, ind + 1, "rt_tensor *a_ = %s;\n",
+        ha ? arena_sprintf(&E->c->arena, "rt_scalar(ctx, %s, (double)%s)", dt, A(E, in, 1)) : A(E, in, 1));
+    out(E, ind + 1, "rt_tensor *b_ = %s;\n",
+        hb ? arena_sprintf(&E->c->arena, "rt_scalar(ctx, %s, (double)%s)", dt, A(E, in, 2)) : A(E, in, 2));
+    out(E, ind + 1, "%s = rt_where(ctx, %s, a_, b_);\n", D(E, in, 0), A(E, in, 0));
+    if (ha)
+      out(E, ind + 1, "rt_free(ctx, a_);\n");
+    if (hb)
+      out(E, ind + 1, "rt_free(ctx, b_);\n");
+    out(E, ind, "}\n");
     return;
+  }
   case IR_TAKE_ALONG_DIM:
     out(E, ind, "%s = rt_take_along_dim(ctx, %s, %s, %lld); %s\n", D(E, in, 0), A(E, in, 0), A(E, in, 1), IR_I(in, DIM),
         loc);
@@ -1254,7 +1273,7 @@ void emit_fused_body(Emitter *E, const FusedRegion *r, int ind) {
         x = y;
         y = tmp;
       }
-      if (fused_op(in)) {
+      if (fused_op(in) && t->dtype != DT_I32) { /* i32: rt_binary's formula in double, as its kernel */
         expr = arena_sprintf(&E->c->arena, "%s %s %s", x, fused_op(in), y);
       } else { /* the kernel's formula, in double */
         bind = arena_sprintf(&E->c->arena, "const double a = %s, b = %s;", x, y);
@@ -1376,7 +1395,7 @@ static const char *region_outputs(Emitter *E, const Schedule *S, int j, int end,
     if (!transparent(insts[k]))
       for (int a = 0; a < insts[k]->nargs && !first; a++) {
         const Type *at = E->f->values[insts[k]->args[a]].type;
-        if (at->kind == TY_TENSOR && sched_same_shape(at, t) && !reg[insts[k]->args[a]])
+        if (at->kind == TY_TENSOR && sched_same_layout(at, t) && !reg[insts[k]->args[a]])
           first = vname(E, insts[k]->args[a]);
       }
   if (!first)

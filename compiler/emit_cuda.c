@@ -20,8 +20,11 @@
 
 static Arena *ar(Emitter *E) { return &E->c->arena; }
 
-/* the type a region computes in (T_): bf16 computes in f32 */
-static const char *elem_type(const Type *t) { return t->dtype == DT_F64 ? "double" : "float"; }
+/* the type a region computes in (T_): bf16 computes in f32; i32 (ids'
+ * masks and offsets) in int32_t, each op's formula in double */
+static const char *elem_type(const Type *t) {
+  return t->dtype == DT_F64 ? "double" : t->dtype == DT_I32 ? "int32_t" : "float";
+}
 /* the type of its tensors' elements (bf16: uint16_t) */
 static const char *store_type(const Type *t) { return t->dtype == DT_BF16 ? "uint16_t" : elem_type(t); }
 
@@ -34,7 +37,7 @@ static const char *cuda_operand(Emitter *E, int v) {
   if (t->kind != TY_TENSOR && emit_fuse_bf16(E)) /* rounded to bf16 first, as the kernels' scalar */
     return arena_sprintf(ar(E), "rt_k_bf16_round((float)%s)", n);
   if (t->kind != TY_TENSOR)
-    return arena_sprintf(ar(E), "((%s)%s)", elem_type(t), n);
+    return arena_sprintf(ar(E), "((%s)%s)", elem_type(E->fuse_t && E->fuse_t->dtype == DT_I32 ? E->fuse_t : t), n);
   const char *x = t->ndim == 0          ? arena_sprintf(ar(E), "(*%s)", n)
                   : emit_trailing(E, v) ? arena_sprintf(ar(E), "%s[i_ %% %s]", n, emit_trailing_n(E, v))
                                         : arena_sprintf(ar(E), "%s[i_]", n);
@@ -93,7 +96,8 @@ static const char *param(Emitter *E, const FusedRegion *r, const Kargs *k, int i
   }
   if (emit_trailing(E, k->v[i])) /* and its size */
     return arena_sprintf(ar(E), "const %s *%s, int64_t %s", store_type(r->t), n, emit_trailing_n(E, k->v[i]));
-  return arena_sprintf(ar(E), "%s%s *%s", k->out[i] ? "" : "const ", store_type(r->t), n);
+  /* a where's condition of another dtype (sched_fusable) in its own */
+  return arena_sprintf(ar(E), "%s%s *%s", k->out[i] ? "" : "const ", store_type(t->dtype != r->t->dtype ? t : r->t), n);
 }
 
 static const char *params(Emitter *E, const FusedRegion *r, const Kargs *k, bool slot) {

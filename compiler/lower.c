@@ -414,13 +414,15 @@ static int lower_select(Lower *L, Expr *call, Builtin op) {
     set_axes(in, x->ty);
     break;
   case BI_SHARD_OFFSET:
-  case BI_SHARD_EXTENT: { /* the torch.chunk split of a host size: an i32 scalar */
+  case BI_SHARD_EXTENT: { /* the torch.chunk split of a host size: a host int (this rank's), as an i32 scalar */
     int n = lower_expr(L, x);
     in = emit(L, IR_SHARD_RANGE, sp);
     ir_set_args(L->c, in, 1, &n);
     set_axes(in, pos_arg(call, 1)->ty);
     IR_I(in, EXTENT) = op == BI_SHARD_EXTENT;
-    break;
+    in->dst[0] = value(L, host_type(L, TY_INT), NULL);
+    in->ndst = 1;
+    return to_tensor(L, in->dst[0], rt, sp);
   }
   case BI_IOTA:
     in = emit(L, IR_IOTA, sp);

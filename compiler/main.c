@@ -14,6 +14,7 @@
 #include "ir.h"
 #include "comm_report.h"
 #include "memory_report.h"
+#include "schedule.h"
 
 typedef enum {
   MODE_COMPILE, MODE_CHECK, MODE_DUMP_AST, MODE_DUMP_TYPES, MODE_DUMP_IR, MODE_COMM_REPORT, MODE_MEMORY_REPORT,
@@ -856,6 +857,8 @@ int main(int argc, char **argv) {
      * emitter's own checks; it writes nothing */
     attention_layouts(c, &prog);
     ad_differentiate(c, &prog);
+    if (c->cuda_target)
+      sched_host_scalars(c, &prog);
     emit_check(c, &prog);
     if (c->nerrors) {
       status = 1;

@@ -166,6 +166,15 @@ static bool same_dim(const Type *a, int da, const Type *b, int db) {
   return true;
 }
 
+bool sched_same_layout(const Type *a, const Type *b) {
+  if (a->ndim != b->ndim)
+    return false;
+  for (int d = 0; d < a->ndim; d++)
+    if (!same_dim(a, d, b, d))
+      return false;
+  return true;
+}
+
 bool sched_same_shape(const Type *a, const Type *b) {
   if (a->ndim != b->ndim || a->dtype != b->dtype)
     return false;
@@ -192,12 +201,30 @@ static bool fused_operand_ok(const Type *a, const Type *t) {
   return a->ndim == 0 || sched_same_shape(a, t) || sched_trailing(a, t);
 }
 
-/* Whether `in` can be a member of a fused loop. */
+/* A where's condition in a fused loop over t on the CUDA target: a tensor
+ * of t's shape of another dtype (i32 ids' masks in an f32 loop; f32 or
+ * f64 in an i32 one), read in its own type and tested != 0 as the
+ * kernel's rt_ld does (no bf16: its kernel reads it widened). */
+static bool other_condition(const Compiler *c, const Type *a, const Type *t) {
+  return c->cuda_target && a->kind == TY_TENSOR && a->dtype != t->dtype && a->dtype != DT_BF16 &&
+         sched_same_layout(a, t);
+}
+
+/* Whether `in` can be a member of a fused loop.  i32 results (ids' masks
+ * and offsets: vocab_parallel_embedding's) fuse on the CUDA target: +, -,
+ * *, the comparisons (the kernel's formula in double, cast to int32_t as
+ * rt_binary's i32 kernel stores it) and where. */
 bool sched_fusable(const Compiler *c, const IrFn *f, const IrInst *in) {
   if (in->ndst != 1 || in->dst[0] < 0)
     return false;
   const Type *t = f->values[in->dst[0]].type;
-  if (t->kind != TY_TENSOR || (t->dtype != DT_F32 && t->dtype != DT_F64 && t->dtype != DT_BF16))
+  bool i32 = t->kind == TY_TENSOR && t->dtype == DT_I32 && c->cuda_target;
+  if (t->kind != TY_TENSOR || (t->dtype != DT_F32 && t->dtype != DT_F64 && t->dtype != DT_BF16 && !i32))
+    return false;
+  if (i32 && in->op != IR_BINARY && in->op != IR_BINARY_SCALAR && in->op != IR_WHERE)
+    return false;
+  if (i32 && (in->op == IR_BINARY || in->op == IR_BINARY_SCALAR) &&
+      (in->binop == BIN_DIV || in->binop == BIN_POW)) /* the runtime refuses them on i32 */
     return false;
   switch (in->op) {
   case IR_BINARY:
@@ -214,9 +241,13 @@ bool sched_fusable(const Compiler *c, const IrFn *f, const IrInst *in) {
   case IR_WHERE: /* not bf16: the kernel copies a NaN's bits, a loop through f32 would not */
     if (in->nargs != 3 || t->dtype == DT_BF16)
       return false;
-    for (int i = 0; i < 3; i++)
-      if (!fused_operand_ok(f->values[in->args[i]].type, t))
+    for (int i = 0; i < 3; i++) {
+      const Type *a = f->values[in->args[i]].type;
+      if (i > 0 && a->kind != TY_TENSOR) /* a host number (sched_host_scalars) */
+        continue;
+      if (!fused_operand_ok(a, t) && !(i == 0 && other_condition(c, a, t)))
         return false;
+    }
     return true;
   default: return false;
   }
@@ -950,4 +981,90 @@ int sched_horizontal_group(Compiler *c, const IrFn *f, const Schedule *S, int j)
     count++;
   }
   return count >= 2 ? e : 0;
+}
+
+/* ---- device scalars read as host numbers (the CUDA target) */
+
+static void scalar_defs(IrBlock *b, IrInst **defs) {
+  for (IrInst *in = b->head; in; in = in->next) {
+    for (int d = 0; d < in->ndst; d++)
+      if (in->dst[d] >= 0)
+        defs[in->dst[d]] = in;
+    scalar_defs(&in->body, defs);
+    scalar_defs(&in->els, defs);
+  }
+}
+
+/* The host number device scalar v was made from (IR_SCALAR), or -1.  Not
+ * bf16: a fused bf16 loop rounds a host number through f32 first, the
+ * scalar is rounded once. */
+static int scalar_host(const IrFn *f, IrInst **defs, int v) {
+  const IrInst *d = v >= 0 ? defs[v] : NULL;
+  if (!d || d->op != IR_SCALAR || d->nargs != 1)
+    return -1;
+  const Type *t = f->values[v].type, *h = f->values[d->args[0]].type;
+  if (t->kind != TY_TENSOR || t->ndim != 0 || t->dtype == DT_BF16 || (h->kind != TY_INT && h->kind != TY_FLOAT))
+    return -1;
+  return d->args[0];
+}
+
+static void scalars_read_as_host(Compiler *c, IrFn *f, IrBlock *b, IrInst **defs, const int *nuses) {
+  for (IrInst *in = b->head; in; in = in->next) {
+    scalars_read_as_host(c, f, &in->body, defs, nuses);
+    scalars_read_as_host(c, f, &in->els, defs, nuses);
+    if (in->op == IR_BINARY && in->nargs == 2 && in->ndst == 1) {
+      for (int i = 1; i >= 0; i--) { /* the kernel rounds the number to the dtype, as rt_scalar did */
+        int h = scalar_host(f, defs, in->args[i]);
+        if (h < 0 || f->values[in->args[1 - i]].type->kind != TY_TENSOR)
+          continue;
+        int args[2] = {in->args[1 - i], h};
+        in->op = IR_BINARY_SCALAR;
+        ir_set_args(c, in, 2, args);
+        IR_I(in, SCALAR_LEFT) = i == 0;
+        break;
+      }
+    } else if (in->op == IR_WHERE && in->nargs == 3) {
+      for (int i = 1; i < 3; i++) { /* only where no one else reads the scalar: else it is made twice */
+        int h = scalar_host(f, defs, in->args[i]);
+        if (h >= 0 && nuses[in->args[i]] == 1)
+          in->args[i] = h;
+      }
+    }
+  }
+}
+
+static void drop_unread_scalars(IrBlock *b, const int *nuses) {
+  IrInst *prev = NULL;
+  for (IrInst *in = b->head; in;) {
+    IrInst *next = in->next;
+    drop_unread_scalars(&in->body, nuses);
+    drop_unread_scalars(&in->els, nuses);
+    if (in->op == IR_SCALAR && in->ndst == 1 && (in->dst[0] < 0 || nuses[in->dst[0]] == 0)) {
+      if (prev)
+        prev->next = next;
+      else
+        b->head = next;
+      if (b->tail == in)
+        b->tail = prev;
+    } else {
+      prev = in;
+    }
+    in = next;
+  }
+}
+
+void sched_host_scalars(Compiler *c, IrProgram *p) {
+  for (IrFn *f = p->fns; f; f = f->next) {
+    size_t nv = (size_t)f->nvalues + 1;
+    IrInst **defs = arena_alloc(&c->arena, sizeof(IrInst *) * nv);
+    memset(defs, 0, sizeof(IrInst *) * nv);
+    scalar_defs(&f->body, defs);
+    int *nuses = arena_alloc(&c->arena, sizeof(int) * nv);
+    memset(nuses, 0, sizeof(int) * nv);
+    sched_count_uses(&f->body, nuses);
+    scalars_read_as_host(c, f, &f->body, defs, nuses);
+    memset(nuses, 0, sizeof(int) * nv);
+    sched_count_uses(&f->body, nuses);
+    drop_unread_scalars(&f->body, nuses);
+  }
 }

@@ -81,6 +81,14 @@ bool sched_unary_fusable(const Compiler *c, IrUnary u, DType dt);
 bool sched_trailing(const Type *a, const Type *t);
 /* The same dtype and local shape: the same global shape and partition spec. */
 bool sched_same_shape(const Type *a, const Type *b);
+/* The same local shape (sched_same_shape), of any dtype. */
+bool sched_same_layout(const Type *a, const Type *b);
+/* The CUDA target's device scalars made from host numbers (IR_SCALAR) that
+ * an elementwise op reads: `x - s` becomes x minus the host number
+ * (BINARY_SCALAR: rt_binary_scalar_h, or a fused loop's kernel argument),
+ * where(c, a, s) reads the number, and a scalar no one else reads is not
+ * made (no rt_full launch per call).  After autodiff, before emission. */
+void sched_host_scalars(Compiler *c, IrProgram *p);
 bool sched_is_param(const IrFn *f, int v);
 /* Whether f owns its i-th parameter (a reference its callers hand over or
  * add: f frees it after its last use and may write over it). */
