@@ -249,14 +249,22 @@ static int adjoint(Rev *r, int v, Span sp) {
  * irops.def's residuals column (for unary, x stands for f'(x), which has
  * x's type; bf16: x itself; for dropout, the seed and p: the mask is
  * recomputed, never stored). */
-static int residuals(IrInst *in, int *out) {
+/* Whether where's value operand i (1 or 2) is kept: only for its own
+ * gradient (rt_where_bwd reads it for that gradient's shape alone), so
+ * where(mask, x, 0.0) keeps no 0-d tensor for the 0.0 (and the CUDA
+ * target makes none: sched_host_scalars). */
+static bool where_keeps(Rev *r, IrInst *in, int i);
+
+static bool where_keeps(Rev *r, IrInst *in, int i) { return r->active[in->args[i]] && diff_arg(r->f, in, i); }
+
+static int residuals(Rev *r, IrInst *in, int *out) {
   int n = 0;
   const IrOpInfo *info = &ir_op_info[in->op];
   for (int d = 0; (info->flags & IRF_RES_RESULT) && d < in->ndst; d++)
     if (in->dst[d] >= 0)
       out[n++] = in->dst[d];
   for (int i = 0; i < in->nargs; i++)
-    if (ir_arg_in(info->res, i))
+    if (ir_arg_in(info->res, i) && (in->op != IR_WHERE || i == 0 || where_keeps(r, in, i)))
       out[n++] = in->args[i];
   return n;
 }
@@ -460,8 +468,9 @@ static void bwd_rule(Rev *r, IrInst *in, IrBlock *here, int dy, const int *res_f
     grad_of_first(r, here, b, in);
     return;
   }
-  case IR_WHERE: { /* the gradient goes to the selected operand */
-    IrInst *b = bemit(r, IR_WHERE_BWD, sp, 4, (int[]){RES(a0), RES(in->args[1]), RES(in->args[2]), dy});
+  case IR_WHERE: { /* the gradient goes to the selected operand; dy stands in for an operand not kept (not read) */
+    int ka = where_keeps(r, in, 1) ? RES(in->args[1]) : dy, kb = where_keeps(r, in, 2) ? RES(in->args[2]) : dy;
+    IrInst *b = bemit(r, IR_WHERE_BWD, sp, 4, (int[]){RES(a0), ka, kb, dy});
     ir_reserve_dst(r->ad->c, b, 2);
     b->ndst = 2;
     for (int i = 0; i < 2; i++) {
@@ -946,7 +955,7 @@ static void reverse_inst(Rev *r, IrInst *in, IrBlock *fb) {
   /* residuals come off the tape in reverse order */
   int *res_f = arena_alloc(&c->arena, sizeof(int) * (size_t)(in->nargs + in->ndst + 1));
   int *res_b = arena_alloc(&c->arena, sizeof(int) * (size_t)(in->nargs + in->ndst + 1));
-  int nres = residuals(in, res_f);
+  int nres = residuals(r, in, res_f);
   if (nres) {
     IrInst *pop = bemit(r, IR_POP, sp, 0, NULL);
     ir_reserve_dst(c, pop, nres);
@@ -1018,7 +1027,7 @@ static IrBlock clone_with_pushes(Rev *r, IrBlock *src, bool keep) {
       continue;
     }
     int *res = arena_alloc(&c->arena, sizeof(int) * (size_t)(in->nargs + in->ndst + 1));
-    int nres = residuals(in, res);
+    int nres = residuals(r, in, res);
     if (in->op == IR_UNARY && !unary_recomputes(r, in)) { /* compute f'(x) with f(x) and keep it */
       n->op = IR_UNARY_GRAD;
       n->dst[1] = ir_value(c, r->fwd, ftype(r, in->args[0]), NULL);

@@ -93,6 +93,10 @@ void emit_fused_body(Emitter *E, const FusedRegion *r, int ind);
 /* Whether tensor v, read by a fused region over E->fuse_t, is of its
  * trailing dims (read at i_ % its size, named emit_trailing_n). */
 bool emit_trailing(Emitter *E, int v);
+/* Whether operand v of the fused region is a value per row of its shape
+ * (sched_row_operand: read at i_ / its row's length, named emit_row_n). */
+bool emit_row(Emitter *E, int v);
+const char *emit_row_n(Emitter *E, int v);
 /* Whether the fused region being emitted is bf16 (computed in f32, T_). */
 bool emit_fuse_bf16(Emitter *E);
 const char *emit_trailing_n(Emitter *E, int v);

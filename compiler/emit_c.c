@@ -1178,6 +1178,13 @@ bool emit_trailing(Emitter *E, int v) {
  * argument (CUDA): a name no value has (theirs end in a digit) */
 const char *emit_trailing_n(Emitter *E, int v) { return arena_sprintf(&E->c->arena, "%s_n_", vname(E, v)); }
 
+bool emit_row(Emitter *E, int v) {
+  const Type *t = E->f->values[v].type;
+  return E->fuse_t && t->kind == TY_TENSOR && sched_row_operand(t, E->fuse_t);
+}
+
+const char *emit_row_n(Emitter *E, int v) { return arena_sprintf(&E->c->arena, "%s_r_", vname(E, v)); }
+
 bool emit_fuse_bf16(Emitter *E) { return E->fuse_t && E->fuse_t->dtype == DT_BF16; }
 
 /* The CPU target: the region is an inline loop over the tensors' data.  A
@@ -1411,7 +1418,14 @@ static const char *region_outputs(Emitter *E, const Schedule *S, int j, int end,
       const Type *at = E->f->values[av].type;
       if (at->kind != TY_TENSOR || at->ndim == 0 || reg[av])
         continue;
-      if (!emit_trailing(E, av)) {
+      if (emit_row(E, av)) { /* a value per row: its row's length, once */
+        out(E, ind, "const int64_t %s = %s->numel ? n_ / %s->numel : 0; /* a value per row: read at i_ / %s */\n",
+            emit_row_n(E, av), vname(E, av), vname(E, av), emit_row_n(E, av));
+        out(E, ind,
+            "RT_CHECK(ctx, %s * %s->numel == n_, \"internal error: fused operands differ in size\");\n",
+            emit_row_n(E, av), vname(E, av));
+        reg[av] = "";
+      } else if (!emit_trailing(E, av)) {
         out(E, ind, "RT_CHECK(ctx, %s->numel == n_, \"internal error: fused operands differ in size\");\n",
             vname(E, av));
       } else if (!reg[av]) { /* its size, once (a name of its own: reg marks it done) */

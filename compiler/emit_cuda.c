@@ -40,6 +40,7 @@ static const char *cuda_operand(Emitter *E, int v) {
     return arena_sprintf(ar(E), "((%s)%s)", elem_type(E->fuse_t && E->fuse_t->dtype == DT_I32 ? E->fuse_t : t), n);
   const char *x = t->ndim == 0          ? arena_sprintf(ar(E), "(*%s)", n)
                   : emit_trailing(E, v) ? arena_sprintf(ar(E), "%s[i_ %% %s]", n, emit_trailing_n(E, v))
+                  : emit_row(E, v)      ? arena_sprintf(ar(E), "%s[i_ / %s]", n, emit_row_n(E, v))
                                         : arena_sprintf(ar(E), "%s[i_]", n);
   return emit_fuse_bf16(E) ? arena_sprintf(ar(E), "rt_k_bf16_to_f32(%s)", x) : x;
 }
@@ -96,7 +97,9 @@ static const char *param(Emitter *E, const FusedRegion *r, const Kargs *k, int i
   }
   if (emit_trailing(E, k->v[i])) /* and its size */
     return arena_sprintf(ar(E), "const %s *%s, int64_t %s", store_type(r->t), n, emit_trailing_n(E, k->v[i]));
-  /* a where's condition of another dtype (sched_fusable) in its own */
+  /* a where's condition of another dtype (sched_fusable) in its own; per row: and its row's length */
+  if (emit_row(E, k->v[i]))
+    return arena_sprintf(ar(E), "const %s *%s, int64_t %s", store_type(t), n, emit_row_n(E, k->v[i]));
   return arena_sprintf(ar(E), "%s%s *%s", k->out[i] ? "" : "const ", store_type(t->dtype != r->t->dtype ? t : r->t), n);
 }
 
@@ -117,6 +120,8 @@ static const char *names(Emitter *E, const Kargs *k, bool slot) {
     sb_printf(&sb, ", %s%s", emit_vname(E, k->v[i]), slot && is_host(E, k->v[i]) ? "_s" : "");
     if (emit_trailing(E, k->v[i]))
       sb_printf(&sb, ", %s", emit_trailing_n(E, k->v[i]));
+    else if (emit_row(E, k->v[i]))
+      sb_printf(&sb, ", %s", emit_row_n(E, k->v[i]));
   }
   return sb.data;
 }
@@ -195,6 +200,8 @@ static void cuda_fused(Emitter *E, const FusedRegion *r, int ind) {
     const char *n = emit_vname(E, k.v[i]);
     if (emit_trailing(E, k.v[i]))
       fprintf(E->out, ", rt_device_data(%s), %s", n, emit_trailing_n(E, k.v[i]));
+    else if (emit_row(E, k.v[i]))
+      fprintf(E->out, ", rt_device_data(%s), %s", n, emit_row_n(E, k.v[i]));
     else if (E->f->values[k.v[i]].type->kind == TY_TENSOR)
       fprintf(E->out, ", rt_device_data(%s)", n);
     else

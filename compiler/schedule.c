@@ -201,13 +201,27 @@ static bool fused_operand_ok(const Type *a, const Type *t) {
   return a->ndim == 0 || sched_same_shape(a, t) || sched_trailing(a, t);
 }
 
+bool sched_row_operand(const Type *a, const Type *t) {
+  long long one;
+  if (a->kind != TY_TENSOR || t->kind != TY_TENSOR || a->ndim != t->ndim || a->ndim < 1 ||
+      !size_is_int(a->shape[a->ndim - 1], &one) || one != 1 || a->spec[a->ndim - 1][0] >= 0 ||
+      sched_same_layout(a, t))
+    return false;
+  for (int d = 0; d < a->ndim - 1; d++)
+    if (!same_dim(a, d, t, d))
+      return false;
+  return true;
+}
+
 /* A where's condition in a fused loop over t on the CUDA target: a tensor
- * of t's shape of another dtype (i32 ids' masks in an f32 loop; f32 or
- * f64 in an i32 one), read in its own type and tested != 0 as the
- * kernel's rt_ld does (no bf16: its kernel reads it widened). */
+ * of another dtype (i32 ids' masks in an f32 loop; f32 or f64 in an i32
+ * one), read in its own type and tested != 0 as the kernel's rt_ld does
+ * (no bf16: its kernel reads it widened), of t's shape or of t's with a
+ * last dim of 1 (a mask per row, reshape(mine, [B, S, 1]): read at
+ * i_ / t's last dim). */
 static bool other_condition(const Compiler *c, const Type *a, const Type *t) {
-  return c->cuda_target && a->kind == TY_TENSOR && a->dtype != t->dtype && a->dtype != DT_BF16 &&
-         sched_same_layout(a, t);
+  return c->cuda_target && a->kind == TY_TENSOR && a->dtype != DT_BF16 &&
+         ((a->dtype != t->dtype && sched_same_layout(a, t)) || sched_row_operand(a, t));
 }
 
 /* Whether `in` can be a member of a fused loop.  i32 results (ids' masks
@@ -632,7 +646,15 @@ static int fused_region(Compiler *c, IrFn *f, IrInst **insts, int j, int n, int 
     out[k] = nuses[v] > inside ? SCHED_NEW_BUFFER : SCHED_IN_REGISTER;
     stored += out[k] != SCHED_IN_REGISTER;
   }
-  if (members < 2 && (ndonors == 0 || stored == 0))
+  /* one member is a loop of its own only where it saves something: a
+   * donor's buffer, or the device scalar a where's host number would need
+   * (sched_host_scalars) */
+  bool host_where = false;
+  for (int k = j; k < end; k++)
+    if (insts[k]->op == IR_WHERE)
+      for (int a = 1; a < 3; a++)
+        host_where = host_where || f->values[insts[k]->args[a]].type->kind != TY_TENSOR;
+  if (members < 2 && (ndonors == 0 || stored == 0) && !host_where)
     return 0;
   /* each stored member takes, by preference, a donor it reads itself, then
    * the nearest one it reads through the region's other members, then any:

@@ -83,6 +83,10 @@ bool sched_trailing(const Type *a, const Type *t);
 bool sched_same_shape(const Type *a, const Type *b);
 /* The same local shape (sched_same_shape), of any dtype. */
 bool sched_same_layout(const Type *a, const Type *b);
+/* Whether a (any dtype) is t's shape with a last dim of 1 where t's is
+ * not: a value per row of t (a fused where's condition on the CUDA target,
+ * read at i_ / t's last dim). */
+bool sched_row_operand(const Type *a, const Type *t);
 /* The CUDA target's device scalars made from host numbers (IR_SCALAR) that
  * an elementwise op reads: `x - s` becomes x minus the host number
  * (BINARY_SCALAR: rt_binary_scalar_h, or a fused loop's kernel argument),

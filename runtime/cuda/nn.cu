@@ -534,7 +534,8 @@ rt_tensor *rt_embedding(rt_ctx *ctx, const rt_tensor *table, const rt_tensor *id
 
 /* The gradient of the table: row v adds, in increasing position order, the
  * rows of dy at the positions whose id is v (the CPU's order), on the
- * device with no atomics. The positions are grouped by id in one of two
+ * device with no atomics. A small table (RT_EMB_ONE_WAVE elements) is one
+ * launch; otherwise the positions are grouped by id in one of two
  * ways: for a small vocabulary (at most RT_EMB_SCAN_VOCAB rows) one thread
  * per table row counts the ids below it and lists its positions (each row
  * reads the n ids twice: vocab * n, small next to the step there); for a
@@ -547,6 +548,10 @@ rt_tensor *rt_embedding(rt_ctx *ctx, const rt_tensor *table, const rt_tensor *id
  * row's) or of the sort's last (the bad ids sort last, by position), so
  * that the check costs no launch of its own. */
 #define RT_EMB_SCAN_VOCAB 1024
+/* A table of at most this many elements (one wave of threads on a large
+ * GPU) takes one launch: a thread per element walks all n ids in order
+ * (n reads each, half the scan's serial walk; no grouping launch) */
+#define RT_EMB_ONE_WAVE (1 << 18)
 
 /* a position's sort key: (id, position), the bad ids after every good one */
 RT_DEV_INLINE int64_t emb_key(const int32_t *ID, int64_t p, int64_t n, int64_t vocab)
@@ -585,6 +590,29 @@ rt_tensor *rt_embedding_bwd(rt_ctx *ctx, const rt_tensor *ids, const rt_tensor *
     void *G = g->data;
     rt_dtype dt = dy->dtype;
     size_t cap;
+    if (vocab * d <= RT_EMB_ONE_WAVE) { /* one launch: each (row, column) walks the ids itself */
+        rt_launch(ctx, vocab * d + 1, [=] RT_HD(int64_t k) {
+            if (k == vocab * d) { /* the ids' check: the first bad position into the error record */
+                for (int64_t i = 0; i < n; i++)
+                    if ((ID[i] < 0 || ID[i] >= vocab) && REC[0] == RT_DEVERR_NONE) {
+                        REC[1] = i;
+                        REC[2] = ID[i];
+                        REC[3] = vocab;
+                        REC[4] = loc;
+                        REC[0] = RT_DEVERR_ID;
+                        break;
+                    }
+                return;
+            }
+            int64_t v = k / d, j = k % d;
+            double s = 0;
+            for (int64_t i = 0; i < n; i++)
+                if (ID[i] == v)
+                    s += rt_ld(DY, dt, i * d + j);
+            rt_st(G, dt, k, s);
+        });
+        return g;
+    }
     if (vocab <= RT_EMB_SCAN_VOCAB) {
         int64_t *dev = (int64_t *)rt_pool_alloc(ctx, (size_t)(2 * vocab + n) * sizeof(int64_t), &cap);
         int64_t *S = dev, *CNT = dev + vocab, *P = dev + 2 * vocab;

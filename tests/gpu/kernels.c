@@ -598,15 +598,21 @@ static void rows(void)
     rt_tensor *ids = rt_from_data(C, RT_I32, SH(4, 24), iv), *edy = input(RT_F32, SH(4, 24, 6), -1, 1);
     out("rows_embedding", "bits", rt_embedding(C, table, ids));
     out("rows_embedding_bwd", "f32", rt_embedding_bwd(C, ids, edy, 300));
+    /* the CUDA target's three ways to the table's gradient: the table above
+     * is one launch (at most RT_EMB_ONE_WAVE elements); 300 rows of 900
+     * (more) group the positions by a scan per row; 3000 rows (below) sort */
+    rt_tensor *wdy = input(RT_F64, SH(4, 24, 900), -1, 1);
+    out("rows_embedding_bwd_scan", "bits", rt_embedding_bwd(C, ids, wdy, 300));
+    rt_free(C, wdy);
     rt_free(C, table); rt_free(C, ids); rt_free(C, edy);
-    /* a vocabulary of 3000 (the CUDA target sorts the positions by id):
+    /* a vocabulary of 3000 rows of 100 (the CUDA target sorts the positions by id):
      * 1000 positions (runs of uneven length), an id repeated 200 times, the
      * first and last rows, in f64 where the order of the sums shows */
     int32_t lv[1000];
     for (int i = 0; i < 1000; i++)
         lv[i] = i % 5 == 0 ? 1234 : i % 7 == 0 ? 2999 : (i * 997) % 3000;
     lv[3] = 0;
-    rt_tensor *lids = rt_from_data(C, RT_I32, SH(8, 125), lv), *ldy = input(RT_F64, SH(8, 125, 3), -1, 1);
+    rt_tensor *lids = rt_from_data(C, RT_I32, SH(8, 125), lv), *ldy = input(RT_F64, SH(8, 125, 100), -1, 1);
     out("rows_embedding_bwd_sorted", "bits", rt_embedding_bwd(C, lids, ldy, 3000));
     rt_free(C, lids); rt_free(C, ldy);
 }
