@@ -3,8 +3,10 @@
  * Along the last dim a row is one warp's (rt_launch_rows, dev.h): the CPU's
  * formulas in double, each sum and max over the row a lane-strided sum in
  * order then a fixed tree; softmax over another dim keeps one thread per
- * lane (its sums in order). Parameter gradients (dw, db, embedding rows)
- * are one thread per output element adding its rows in row order. Token
+ * lane (its sums in order). The norms' parameter gradients (dw, db) are
+ * each column's rows in rt_lanes_f64's tree (chunks of 64 rows in order,
+ * then the chunks), in the launch that computes dx (rt_launch_last); the
+ * embedding's rows one thread per output element in row order. Token
  * ids and targets are checked on the device (check_ids: the first bad one
  * is reported at the next synchronisation with the CPU target's message),
  * so neither op waits for the device; the other checks are checks.c's,
