@@ -67,7 +67,7 @@
 # (runtime/cuda/dev.h's rt_launch_last: the last block to take its ticket
 # adds the blocks' partial sums in order; rt_sum_to_shape of a bias's
 # gradient, rt_sum_all, layer_norm's backward with its dx 2 -> 1): 134 a
-# step (at L=6: 304 -> RESULT_L6), so CEILING is 138. A step
+# step (at L=6: 304 -> 278), so CEILING is 138. A step
 # with fewer than FLOOR operations means the counting broke. Counted with
 # SPMD_GRAPHS=0: with graphs a replay counts
 # its graph's operations too (cuda_sim/graph_ops_*), plus the copies of its
