@@ -88,6 +88,7 @@ struct rt_target {
     struct rt_gemm_plans *gemm;
     size_t bytes_in_use;   /* device bytes allocated (pool included) */
     int64_t *err;          /* the device error record (rt_dev_errors), or NULL */
+    unsigned *ticket;      /* rt_launch_last's block counter: 0 between launches */
     int64_t *err_host;     /* its pinned host copy, read at a synchronisation */
     bool err_pending;      /* a check was launched since the last read */
     /* --profile's device timer (target.cu): the open span's start event,
@@ -398,6 +399,22 @@ struct rt_block {
             g(i);
 #endif
     }
+    /* a phase of rows, a warp each (rt_launch_rows's body g(w, r) for each
+     * r < n: warp k of the block takes rows k, k + warps, ...), then a
+     * barrier */
+    template <class G> RT_HD void rows(int64_t n, G g) const
+    {
+        rt_warp w = {};
+#ifdef __CUDA_ARCH__
+        w.lane = (int)(threadIdx.x % RT_WARP);
+        for (int64_t r = threadIdx.x / RT_WARP; r < n; r += blockDim.x / RT_WARP)
+            g(w, r);
+        __syncthreads();
+#else
+        for (int64_t r = 0; r < n; r++)
+            g(w, r);
+#endif
+    }
 };
 #ifdef RT_SIM
 template <class F> static void rt_launch_tiles(rt_ctx *ctx, int64_t nblocks, size_t smem, F f)
@@ -441,6 +458,90 @@ template <class F> static void rt_launch_tiles(rt_ctx *ctx, int64_t nblocks, siz
     }
     int64_t blocks = nblocks > 65535 * 16 ? 65535 * 16 : nblocks;
     rt_tiles_<<<(unsigned)blocks, RT_TILE_THREADS, smem, (cudaStream_t)ctx->tgt->stream>>>(nblocks, f);
+    rt_launch_check_(ctx);
+}
+#endif
+
+/* ---- a reduction's last step in the same launch: rt_launch_last(ctx,
+ * nblocks, smem, body, fin) runs body(blk, b) for each block b in [0,
+ * nblocks) as rt_launch_tiles does (RT_LAST_THREADS threads a block), then
+ * fin(blk) on the one block that finishes last, which sees every block's
+ * global writes: each thread fences its writes (__threadfence), the block
+ * takes a ticket (an integer atomicAdd on ctx->tgt->ticket, no
+ * floating-point atomics), and the block that draws the grid's last ticket
+ * runs fin, then sets the counter back to 0 for the next launch (the
+ * stream runs one kernel at a time, a graph's replay too: one counter per
+ * rank, allocated zeroed with the stream, nothing allocated at a launch).
+ * fin reads what other blocks wrote through rt_ldv (volatile: not a stale
+ * cached line); it runs in phases (blk.par) like a body, and must not use
+ * what its block's body left in shared memory. The simulation runs the
+ * blocks in order, each taking its ticket from the same counter, so the
+ * last one runs fin and a counter not set back shows (no result). */
+#define RT_LAST_THREADS 256
+#define RT_MAX_GRID ((int64_t)65535 * 16)
+RT_DEV_INLINE double rt_ldv(const double *p, int64_t i) { return ((const volatile double *)p)[i]; }
+#ifdef RT_SIM
+template <class F, class G> static void rt_launch_last(rt_ctx *ctx, int64_t nblocks, size_t smem, F f, G fin)
+{
+    if (nblocks <= 0)
+        return;
+    rt_count_op(ctx, RT_OP_KERNEL);
+    unsigned *T = ctx->tgt->ticket;
+    auto run = [=]() {
+        double *sh = (double *)malloc(smem ? smem : 8);
+        if (!sh)
+            rt_dev_fail(ctx, "rt_launch_last", "out of host memory for a block's shared memory");
+        rt_block blk;
+        blk.smem = sh;
+        int64_t grid = nblocks > RT_MAX_GRID ? RT_MAX_GRID : nblocks;
+        rt_sim_open();
+        for (int64_t g = 0; g < grid; g++) {
+            for (int64_t b = g; b < nblocks; b += grid)
+                f(blk, b);
+            if ((*T)++ == (unsigned)(grid - 1)) {
+                fin(blk);
+                *T = 0;
+            }
+        }
+        rt_sim_close();
+        free(sh);
+    };
+    rt_sim_launch(run);
+}
+#else
+template <class F, class G> __global__ void rt_last_(int64_t nblocks, unsigned *ticket, F f, G fin)
+{
+    extern __shared__ double rt_smem_[];
+    __shared__ bool last;
+    rt_block blk;
+    blk.smem = rt_smem_;
+    for (int64_t b = blockIdx.x; b < nblocks; b += gridDim.x)
+        f(blk, b);
+    __threadfence(); /* this thread's writes seen by every block before the ticket */
+    __syncthreads();
+    if (threadIdx.x == 0)
+        last = atomicAdd(ticket, 1u) == gridDim.x - 1;
+    __syncthreads();
+    if (!last)
+        return;
+    __threadfence();
+    fin(blk);
+    if (threadIdx.x == 0)
+        *ticket = 0;
+}
+template <class F, class G> static void rt_launch_last(rt_ctx *ctx, int64_t nblocks, size_t smem, F f, G fin)
+{
+    if (nblocks <= 0)
+        return;
+    rt_count_op(ctx, RT_OP_KERNEL);
+    static size_t opted = 48 * 1024; /* as rt_launch_tiles */
+    if (smem > opted) {
+        RT_CU(ctx, cudaFuncSetAttribute(rt_last_<F, G>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
+        opted = smem;
+    }
+    int64_t blocks = nblocks > RT_MAX_GRID ? RT_MAX_GRID : nblocks;
+    rt_last_<<<(unsigned)blocks, RT_LAST_THREADS, smem, (cudaStream_t)ctx->tgt->stream>>>(nblocks, ctx->tgt->ticket,
+                                                                                         f, fin);
     rt_launch_check_(ctx);
 }
 #endif
@@ -522,12 +623,68 @@ RT_DEV_INLINE rt_tree_sum rt_tree_max(void)
     return t;
 }
 
+/* The tree above the chunks on rt_launch_last's last block (fin): lane
+ * t = o * inner + i's nc chunk results at P[(o * nc + c) * inner + i]
+ * (written by the launch's blocks), then each level of rt_lanes_combine
+ * (RT_CHUNK nodes of the level below in order, a phase each, written after
+ * the level below in P: rt_tree_ws doubles in all) while a lane has more
+ * than RT_CHUNK nodes, then each lane's rest in one thread (rt_tree_sum),
+ * stored by st(t, v): the additions of rt_lanes_f64 in its order, so the
+ * same bits as the chunks' launch followed by rt_lanes_reduce's second. */
+static inline int64_t rt_tree_ws(int64_t lanes, int64_t nc)
+{
+    int64_t ws = lanes * nc, m = nc;
+    while (m > RT_CHUNK) {
+        m = (m + RT_CHUNK - 1) / RT_CHUNK;
+        ws += lanes * m;
+    }
+    return ws;
+}
+template <class S>
+RT_DEV_INLINE void rt_tree_finish(const rt_block &blk, double *P, int64_t outer, int64_t nc, int64_t inner,
+                                  bool max, S st)
+{
+    double *cur = P;
+    int64_t len = nc;
+    while (len > RT_CHUNK) {
+        int64_t m = (len + RT_CHUNK - 1) / RT_CHUNK, l = len;
+        double *nxt = cur + outer * len * inner;
+        const double *src = cur;
+        blk.par(outer * m * inner, [&](int64_t t) {
+            int64_t i = t % inner, c = t / inner % m, o = t / inner / m;
+            int64_t j1 = c * RT_CHUNK + RT_CHUNK < l ? c * RT_CHUNK + RT_CHUNK : l;
+            double a = max ? -INFINITY : 0.0;
+            for (int64_t j = c * RT_CHUNK; j < j1; j++)
+                a = rt_red_step(a, rt_ldv(src, (o * l + j) * inner + i), max);
+            nxt[t] = a;
+        });
+        cur = nxt;
+        len = m;
+    }
+    const double *top = cur;
+    blk.par(outer * inner, [&](int64_t t) {
+        int64_t o = t / inner, i = t % inner;
+        rt_tree_sum tr = max ? rt_tree_max() : rt_tree_sum{};
+        for (int64_t c = 0; c < len; c++)
+            tr.add(rt_ldv(top, (o * len + c) * inner + i));
+        st(t, tr.total());
+    });
+}
+
+/* the most chunk results a reduction leaves to rt_launch_last's last
+ * block (one block reads them all; more: the two launches below, whose
+ * second has a thread per lane) */
+#define RT_LAST_MAX ((int64_t)1 << 17)
+
 /* rt_lanes_f64's reduction of each lane, its result v stored by st(t, v)
  * for lane t = o * inner + i in the same launch that finishes the tree: a
- * lane of at most RT_CHUNK terms in one launch, a longer one in two (the
- * chunks, then each lane's tree over its chunks in one thread, rt_tree_sum)
- * while a lane has at most RT_CHUNK^2 chunks (more: rt_lanes_combine's
- * levels first). The same additions in the same order as rt_lanes_f64. */
+ * lane of at most RT_CHUNK terms in one launch (a thread a lane, in
+ * order); a longer one in one launch too while the lanes have at most
+ * RT_LAST_MAX chunks in all (a thread a chunk, then the last block's tree
+ * over them, rt_launch_last and rt_tree_finish); else in two (the chunks,
+ * then each lane's tree over its chunks in one thread, rt_tree_sum) while
+ * a lane has at most RT_CHUNK^2 chunks (more: rt_lanes_combine's levels
+ * first). The same additions in the same order as rt_lanes_f64 each way. */
 template <class F, class S>
 static void rt_lanes_reduce(rt_ctx *ctx, int64_t outer, int64_t d, int64_t inner, bool max, F ld,
                             S st)
@@ -544,6 +701,27 @@ static void rt_lanes_reduce(rt_ctx *ctx, int64_t outer, int64_t d, int64_t inner
         return;
     }
     int64_t nc = (d + RT_CHUNK - 1) / RT_CHUNK, n = outer * nc * inner;
+    if (n <= RT_LAST_MAX) {
+        int64_t ws = rt_tree_ws(lanes, nc);
+        rt_tensor *p = rt_empty(ctx, RT_F64, 1, &ws);
+        double *P = (double *)p->data;
+        rt_launch_last(ctx, (n + RT_LAST_THREADS - 1) / RT_LAST_THREADS, 0,
+                       [=] RT_HD(const rt_block &blk, int64_t b) {
+                           int64_t t0 = b * RT_LAST_THREADS;
+                           blk.par(n - t0 < RT_LAST_THREADS ? n - t0 : RT_LAST_THREADS, [&](int64_t k) {
+                               int64_t t = t0 + k;
+                               int64_t i = t % inner, c = t / inner % nc, o = t / inner / nc;
+                               int64_t j0 = c * RT_CHUNK, j1 = j0 + RT_CHUNK < d ? j0 + RT_CHUNK : d;
+                               double a = max ? -INFINITY : 0.0;
+                               for (int64_t j = j0; j < j1; j++)
+                                   a = rt_red_step(a, ld(o, j, i), max);
+                               P[t] = a;
+                           });
+                       },
+                       [=] RT_HD(const rt_block &blk) { rt_tree_finish(blk, P, outer, nc, inner, max, st); });
+        rt_free(ctx, p);
+        return;
+    }
     rt_tensor *p = rt_empty(ctx, RT_F64, 1, &n);
     double *P = (double *)p->data;
     rt_launch(ctx, n, [=] RT_HD(int64_t t) {

@@ -3,8 +3,10 @@
  * Along the last dim a row is one warp's (rt_launch_rows, dev.h): the CPU's
  * formulas in double, each sum and max over the row a lane-strided sum in
  * order then a fixed tree; softmax over another dim keeps one thread per
- * lane (its sums in order). Parameter gradients (dw, db, embedding rows)
- * are one thread per output element adding its rows in row order. Token
+ * lane (its sums in order). The norms' parameter gradients (dw, db) are
+ * each column's rows in rt_lanes_f64's tree (chunks of 64 rows in order,
+ * then the chunks), in the launch that computes dx (rt_launch_last); the
+ * embedding's rows one thread per output element in row order. Token
  * ids and targets are checked on the device (check_ids: the first bad one
  * is reported at the next synchronisation with the CPU target's message),
  * so neither op waits for the device; the other checks are checks.c's,
@@ -163,6 +165,25 @@ rt_tensor *rt_rms_norm(rt_ctx *ctx, const rt_tensor *x, const rt_tensor *w, doub
  * layer_norm: dx = rstd * (g - mean(g) - xhat * mean(g * xhat))
  * rms_norm:   dx = rstd * (g - xhat * mean(g * xhat))
  * dw[j] = sum over rows of dy * xhat, db[j] = sum of dy, in row order */
+
+/* one row's part on its warp: its mean and rstd, and its dx (if DX) */
+RT_DEV_INLINE void norm_bwd_row(const rt_warp &w, const void *X, const void *W, const void *DY, void *DX,
+                                rt_dtype dt, int64_t off, int64_t d, bool rms, double eps, double *mean_,
+                                double *rstd_)
+{
+    double mean, rstd;
+    row_stats(w, X, dt, off, d, rms, eps, &mean, &rstd);
+    *mean_ = mean;
+    *rstd_ = rstd;
+    if (!DX)
+        return;
+    auto g = [&](int64_t j) { return rt_ld(DY, dt, off + j) * (W ? rt_ld(W, dt, j) : 1.0); };
+    auto xhat = [&](int64_t j) { return (rt_ld(X, dt, off + j) - mean) * rstd; };
+    double mg = rms ? 0.0 : w.sum(d, g) / (double)d;
+    double mgx = w.sum(d, [&](int64_t j) { return g(j) * xhat(j); }) / (double)d;
+    w.each(d, [&](int64_t j) { rt_st(DX, dt, off + j, rstd * (g(j) - mg - xhat(j) * mgx)); });
+}
+
 static void norm_bwd(rt_ctx *ctx, const rt_tensor *x, const rt_tensor *w, double eps,
                      const rt_tensor *dy, rt_tensor **dx, rt_tensor **dw, rt_tensor **db,
                      bool rms, const char *what)
@@ -176,38 +197,86 @@ static void norm_bwd(rt_ctx *ctx, const rt_tensor *x, const rt_tensor *w, double
     bool want_w = dw && w, want_b = db != NULL;
     if (dw)
         *dw = NULL;
-    /* two kernels: a warp per row (dx, and each row's mean and rstd for
-     * the parameters' gradients), then a thread per column (dw, db: sums
-     * over the rows in rt_lanes_f64's order, rt_tree_sum) */
-    int64_t n2 = 2 * rows;
-    rt_tensor *st = want_w || want_b ? rt_empty(ctx, RT_F64, 1, &n2) : NULL;
-    double *ST = st ? (double *)st->data : NULL;
-    if (dx) {
+    if (dx)
         *dx = rt_empty(ctx, x->dtype, x->ndim, x->shape);
-    }
     void *DX = dx ? (*dx)->data : NULL;
-    if (DX || ST)
-        rt_launch_rows(ctx, rows, [=] RT_HD(const rt_warp &w, int64_t r) {
-            double mean, rstd;
-            int64_t off = r * d;
-            row_stats(w, X, dt, off, d, rms, eps, &mean, &rstd);
-            if (ST && w.leader()) {
-                ST[2 * r] = mean;
-                ST[2 * r + 1] = rstd;
-            }
-            if (!DX)
-                return;
-            auto g = [&](int64_t j) { return rt_ld(DY, dt, off + j) * (W ? rt_ld(W, dt, j) : 1.0); };
-            auto xhat = [&](int64_t j) { return (rt_ld(X, dt, off + j) - mean) * rstd; };
-            double mg = rms ? 0.0 : w.sum(d, g) / (double)d;
-            double mgx = w.sum(d, [&](int64_t j) { return g(j) * xhat(j); }) / (double)d;
-            w.each(d, [&](int64_t j) { rt_st(DX, dt, off + j, rstd * (g(j) - mg - xhat(j) * mgx)); });
-        });
-    if (!want_w && !want_b)
-        return;
     rt_tensor *gw = want_w ? rt_empty(ctx, x->dtype, 1, &d) : NULL;
     rt_tensor *gb = want_b ? rt_empty(ctx, x->dtype, 1, &d) : NULL;
     void *GW = gw ? gw->data : NULL, *GB = gb ? gb->data : NULL;
+    if (dw)
+        *dw = gw;
+    if (db)
+        *db = gb;
+    if (!want_w && !want_b) { /* dx alone: a warp per row */
+        if (DX)
+            rt_launch_rows(ctx, rows, [=] RT_HD(const rt_warp &w, int64_t r) {
+                double mean, rstd;
+                norm_bwd_row(w, X, W, DY, DX, dt, r * d, d, rms, eps, &mean, &rstd);
+            });
+        return;
+    }
+    /* dw and db: each column summed over the rows in rt_lanes_f64's order
+     * (chunks of RT_CHUNK rows, then rt_tree_sum's tree over them) */
+    int64_t nc = (rows + RT_CHUNK - 1) / RT_CHUNK, nsum = (want_w ? 1 : 0) + (want_b ? 1 : 0);
+    if (rows > 0 && nsum * nc * d <= RT_LAST_MAX) {
+        /* one launch (rt_launch_last): a block a chunk of RT_CHUNK rows, a
+         * warp a row (its dx, its mean and rstd kept in shared memory),
+         * then a thread a column adds the chunk's rows in order into the
+         * workspace ([dw, db][chunk][column]); the last block adds each
+         * column's chunks (rt_tree_finish) */
+        int64_t ws = rt_tree_ws(nsum * d, nc);
+        rt_tensor *p = rt_empty(ctx, RT_F64, 1, &ws);
+        double *P = (double *)p->data;
+        int64_t bo = want_w ? nc * d : 0; /* db's chunks */
+        rt_launch_last(ctx, nc, 2 * RT_CHUNK * sizeof(double),
+                       [=] RT_HD(const rt_block &blk, int64_t c) {
+                           double *SM = (double *)blk.smem;
+                           int64_t r0 = c * RT_CHUNK, nr = rows - r0 < RT_CHUNK ? rows - r0 : RT_CHUNK;
+                           blk.rows(nr, [&](const rt_warp &w, int64_t k) {
+                               double mean, rstd;
+                               norm_bwd_row(w, X, W, DY, DX, dt, (r0 + k) * d, d, rms, eps, &mean, &rstd);
+                               if (w.leader()) {
+                                   SM[2 * k] = mean;
+                                   SM[2 * k + 1] = rstd;
+                               }
+                           });
+                           blk.par(d, [&](int64_t j) {
+                               double sw = 0.0, sb = 0.0;
+                               for (int64_t k = 0; k < nr; k++) {
+                                   int64_t at = (r0 + k) * d + j;
+                                   double g = rt_ld(DY, dt, at);
+                                   if (GW)
+                                       sw += g * ((rt_ld(X, dt, at) - SM[2 * k]) * SM[2 * k + 1]);
+                                   if (GB)
+                                       sb += g;
+                               }
+                               if (GW)
+                                   P[c * d + j] = sw;
+                               if (GB)
+                                   P[bo + c * d + j] = sb;
+                           });
+                       },
+                       [=] RT_HD(const rt_block &blk) {
+                           rt_tree_finish(blk, P, nsum, nc, d, false, [&](int64_t t, double v) {
+                               rt_st(GW && t < d ? GW : GB, dt, t % d, v);
+                           });
+                       });
+        rt_free(ctx, p);
+        return;
+    }
+    /* many columns and chunks: two kernels, a warp per row (dx, and each
+     * row's mean and rstd), then a thread per column (rt_tree_sum) */
+    int64_t n2 = 2 * rows;
+    rt_tensor *st = rt_empty(ctx, RT_F64, 1, &n2);
+    double *ST = (double *)st->data;
+    rt_launch_rows(ctx, rows, [=] RT_HD(const rt_warp &w, int64_t r) {
+        double mean, rstd;
+        norm_bwd_row(w, X, W, DY, DX, dt, r * d, d, rms, eps, &mean, &rstd);
+        if (w.leader()) {
+            ST[2 * r] = mean;
+            ST[2 * r + 1] = rstd;
+        }
+    });
     const double *CST = ST;
     rt_launch(ctx, d, [=] RT_HD(int64_t j) {
         rt_tree_sum sw = {}, sb = {};
@@ -224,10 +293,6 @@ static void norm_bwd(rt_ctx *ctx, const rt_tensor *x, const rt_tensor *w, double
             rt_st(GB, dt, j, sb.total());
     });
     rt_free(ctx, st);
-    if (dw)
-        *dw = gw;
-    if (db)
-        *db = gb;
 }
 
 void rt_layer_norm_bwd(rt_ctx *ctx, const rt_tensor *x, const rt_tensor *w, double eps,

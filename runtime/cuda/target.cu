@@ -51,6 +51,11 @@ static int local_rank(const rt_ctx *ctx)
     return e ? atoi(e) : ctx->rank;
 }
 
+#ifdef RT_SIM
+void *rt_sim_map(size_t bytes);       /* sim.cpp */
+void rt_sim_unmap(void *p, size_t bytes);
+#endif
+
 static void dev_ready(rt_ctx *ctx)
 {
     rt_target *t = ctx->tgt;
@@ -77,6 +82,20 @@ static void dev_ready(rt_ctx *ctx)
     RT_CU(ctx, cudaDeviceGetDefaultMemPool(&pool, t->device));
     uint64_t keep = UINT64_MAX;
     RT_CU(ctx, cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &keep));
+#endif
+    /* rt_launch_last's block counter (dev.h), zero between launches: with
+     * the stream, so never during a graph's capture, and not a counted
+     * operation */
+#ifdef RT_SIM
+    t->ticket = (unsigned *)rt_sim_map(sizeof(unsigned));
+    if (!t->ticket)
+        rt_dev_fail(ctx, "allocation", "out of device memory for the block counter");
+    rt_sim_open();
+    *t->ticket = 0;
+    rt_sim_close();
+#else
+    RT_CU(ctx, cudaMalloc((void **)&t->ticket, sizeof(unsigned)));
+    RT_CU(ctx, cudaMemsetAsync(t->ticket, 0, sizeof(unsigned), s));
 #endif
 }
 
@@ -263,6 +282,11 @@ void rt_target_free(rt_ctx *ctx)
     if (t->stream) {
         if (t->err)
             rt_dev_free(ctx, t->err, RT_DEVERR_WORDS * sizeof(int64_t));
+#ifdef RT_SIM
+        rt_sim_unmap(t->ticket, sizeof(unsigned));
+#else
+        cudaFree(t->ticket);
+#endif
 #ifndef RT_SIM
         if (t->pinned)
             cudaFreeHost(t->pinned);
@@ -295,11 +319,6 @@ const char *rt_target_label(const rt_ctx *ctx, char *buf, size_t n)
 
 void *rt_mem_alloc(rt_ctx *ctx, size_t cap) { return rt_dev_alloc(ctx, cap); }
 void rt_mem_free(rt_ctx *ctx, void *p, size_t cap) { rt_dev_free(ctx, p, cap); }
-
-#ifdef RT_SIM
-void *rt_sim_map(size_t bytes);       /* sim.cpp */
-void rt_sim_unmap(void *p, size_t bytes);
-#endif
 
 void *rt_dev_alloc(rt_ctx *ctx, size_t bytes)
 {

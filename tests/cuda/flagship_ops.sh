@@ -71,6 +71,11 @@
 # launch with its check, its backward one launch for a small table, where's
 # backward without a device zero: 132 a step (at L=6: 304 -> 292), so
 # CEILING is 136. A step
+# 148. A long reduction's chunks and its tree in one launch
+# (runtime/cuda/dev.h's rt_launch_last: the last block to take its ticket
+# adds the blocks' partial sums in order; rt_sum_to_shape of a bias's
+# gradient, rt_sum_all, layer_norm's backward with its dx 2 -> 1): 134 a
+# step (at L=6: 304 -> 278), so CEILING is 138. A step
 # with fewer than FLOOR operations means the counting broke. Counted with
 # SPMD_GRAPHS=0: with graphs a replay counts
 # its graph's operations too (cuda_sim/graph_ops_*), plus the copies of its

@@ -11,6 +11,7 @@
  *                              sections: elementwise shapes reductions nn
  *                              selection random linalg collectives files
  *                              long sum_squares multi batched rows rowbits resume
+ *                              onelaunch
  *                              attention attnbits, all by default, all but the
  *                              listed ones with a leading '-'; resume reads the
  *                              checkpoint in $KERNELS_RESUME_FROM, else the
@@ -23,6 +24,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "rt_internal.h" /* ctx->prof: the launches a target counts (onelaunch) */
 #include "spmdrt.h"
 
 static rt_ctx *C;
@@ -617,6 +619,106 @@ static void rows(void)
     rt_free(C, lids); rt_free(C, ldy);
 }
 
+/* reductions over lanes longer than a chunk in one launch on the CUDA
+ * target (issue 26; runtime/cuda/dev.h's rt_launch_last: each block's
+ * partial sums, then the last block to take its ticket adds them in order
+ * and sets the block counter back to 0): several blocks and one, a tree
+ * with a level on the last block, the max tree, layer_norm_bwd's dx and
+ * parameters' gradients; and the sizes past RT_LAST_MAX chunks, two
+ * launches. Each is called twice: the second must give the first's bits
+ * (a counter not set back: the second launch's last block never adds, its
+ * result is not written) and, where the target counts its launches (the
+ * CUDA target and its simulation), each call of the one-launch sizes is
+ * one launch. */
+static double kernel_ops(void) { return C->prof.counts_launches ? C->prof.ops[RT_OP_KERNEL] : -1; }
+static bool same_bytes(const rt_tensor *a, const rt_tensor *b) /* on the host: no reduction */
+{
+    size_t n = (size_t)a->numel * rt_dtype_size(a->dtype);
+    if (a->dtype != b->dtype || a->numel != b->numel)
+        return false;
+    unsigned char *ha = malloc(n ? n : 1), *hb = malloc(n ? n : 1);
+    rt_to_host(C, a, ha);
+    rt_to_host(C, b, hb);
+    bool same = memcmp(ha, hb, n) == 0;
+    free(ha);
+    free(hb);
+    return same;
+}
+static void twice_check(const char *name, rt_tensor *r1, rt_tensor *r2, double k0, double k1, double k2, int want)
+{
+    if (!same_bytes(r1, r2)) {
+        fprintf(stderr, "onelaunch: %s's second call differs from its first\n", name);
+        exit(1);
+    }
+    if (k0 >= 0 && want > 0 && (k1 - k0 != want || k2 - k1 != want)) {
+        fprintf(stderr, "onelaunch: %s took %g and %g launches, not %d\n", name, k1 - k0, k2 - k1, want);
+        exit(1);
+    }
+}
+#define TWICE(name, want, expr)                                        \
+    do {                                                               \
+        double k0_ = kernel_ops();                                     \
+        rt_tensor *r1_ = (expr);                                       \
+        double k1_ = kernel_ops();                                     \
+        rt_tensor *r2_ = (expr);                                       \
+        twice_check(name, r1_, r2_, k0_, k1_, kernel_ops(), want);     \
+        out(name, "f32", r1_);                                         \
+        rt_free(C, r2_);                                               \
+    } while (0)
+static void onelaunch(void)
+{
+    rt_tensor *g = input(RT_F32, SH(1000, 300), -1, 1), *h = input(RT_F32, SH(100, 3), -1, 1);
+    TWICE("onelaunch_sum_to_shape_blocks", 1, rt_sum_to_shape(C, g, SH(300)));
+    TWICE("onelaunch_sum_to_shape_one_block", 1, rt_sum_to_shape(C, h, SH(1, 3)));
+    rt_tensor *a = input(RT_F32, SH(70000), -1, 1), *b = input(RT_F32, SH(5000), -1, 1);
+    TWICE("onelaunch_sum_all_level", 1, rt_sum_all(C, a));
+    TWICE("onelaunch_amax_all_level", 1, rt_amax_all(C, a));
+    TWICE("onelaunch_sum_all_one_block", 1, rt_sum_all(C, b));
+    TWICE("onelaunch_mean_cols", 1, rt_mean(C, g, 0, false));
+    /* 2 chunks of 65600 lanes: more than RT_LAST_MAX, two launches */
+    rt_tensor *wide = input(RT_F32, SH(65, 65600), -1, 1);
+    TWICE("onelaunch_sum_to_shape_wide", 2, rt_sum_to_shape(C, wide, SH(65600)));
+    rt_free(C, g); rt_free(C, h); rt_free(C, a); rt_free(C, b); rt_free(C, wide);
+    /* layer_norm_bwd: 16 blocks of 64 rows, 2 blocks, 1 block; rms_norm_bwd
+     * (dw alone); 2 chunks of 32800 columns twice (dw and db): two launches,
+     * once (rms_norm's dw): one */
+    static const int64_t shapes[][4] = {{1000, 40, 1, 1}, {70, 5, 1, 1}, {40, 6, 1, 1}, {65, 32800, 2, 1}};
+    for (int q = 0; q < 4; q++) {
+        int64_t rows = shapes[q][0], d = shapes[q][1];
+        int want = (int)shapes[q][2];
+        rt_tensor *x = input(RT_F32, SH(rows, d), -3, 3), *dy = input(RT_F32, SH(rows, d), -1, 1);
+        rt_tensor *w = input(RT_F32, SH(d), 0.5, 1.5), *dx[2], *dw[2], *db[2];
+        double k[3];
+        for (int t = 0; t < 2; t++) {
+            k[t] = kernel_ops();
+            rt_layer_norm_bwd(C, x, w, 1e-5, dy, &dx[t], &dw[t], &db[t]);
+        }
+        k[2] = kernel_ops();
+        char name[96];
+#define NAME(what) (snprintf(name, sizeof name, "onelaunch_layer_norm_bwd_%lld_%s", (long long)rows, what), name)
+        twice_check(NAME("dx"), dx[0], dx[1], k[0], k[1], k[2], want);
+        twice_check(NAME("dw"), dw[0], dw[1], -1, 0, 0, 0);
+        twice_check(NAME("db"), db[0], db[1], -1, 0, 0, 0);
+        out(NAME("dx"), "f32", dx[0]);
+        out(NAME("dw"), "f32", dw[0]);
+        out(NAME("db"), "f32", db[0]);
+        rt_free(C, dx[1]); rt_free(C, dw[1]); rt_free(C, db[1]);
+        for (int t = 0; t < 2; t++) {
+            k[t] = kernel_ops();
+            rt_rms_norm_bwd(C, x, w, 1e-6, dy, &dx[t], &dw[t]);
+        }
+        k[2] = kernel_ops();
+        twice_check(NAME("rms_dw"), dw[0], dw[1], k[0], k[1], k[2], (int)shapes[q][3]);
+        twice_check(NAME("rms_dx"), dx[0], dx[1], -1, 0, 0, 0);
+        out(NAME("rms_dw"), "f32", dw[0]);
+        out(NAME("rms_dx"), "f32", dx[0]);
+#undef NAME
+        rt_free(C, dx[1]); rt_free(C, dw[1]);
+        rt_free(C, x); rt_free(C, dy); rt_free(C, w);
+    }
+}
+#undef TWICE
+
 /* the row kernels without exp or log, in f64, where the order of a sum
  * shows in the result: the CUDA target's must equal its simulation's bit
  * for bit (tests/gpu/run.sh's simbits part, against the bundle's ref/sim
@@ -645,6 +747,19 @@ static void rowbits(void)
 #undef NAME
         rt_free(C, x); rt_free(C, dy); rt_free(C, w); rt_free(C, b); rt_free(C, y);
     }
+    /* the reductions whose blocks' partial sums the last block adds
+     * (runtime/cuda/dev.h's rt_launch_last): 16 blocks of 64 rows, 19 of
+     * 256 chunks, 5 of 256 chunks and a level of the tree on that block */
+    rt_tensor *x = input(RT_F64, SH(1000, 40), -3, 3), *dy = input(RT_F64, SH(1000, 40), -1, 1);
+    rt_tensor *w = input(RT_F64, SH(40), 0.5, 1.5), *dx, *dw, *db;
+    rt_layer_norm_bwd(C, x, w, 1e-5, dy, &dx, &dw, &db);
+    out("rowbits_last_layer_norm_bwd_dx", "f32", dx);
+    out("rowbits_last_layer_norm_bwd_dw", "f32", dw);
+    out("rowbits_last_layer_norm_bwd_db", "f32", db);
+    rt_tensor *g = input(RT_F64, SH(1000, 300), -1, 1), *a = input(RT_F64, SH(70000), -1, 1);
+    out("rowbits_last_sum_to_shape", "f32", rt_sum_to_shape(C, g, SH(300)));
+    out("rowbits_last_sum_all", "f32", rt_sum_all(C, a));
+    rt_free(C, x); rt_free(C, dy); rt_free(C, w); rt_free(C, g); rt_free(C, a);
     int32_t iv[40];
     for (int i = 0; i < 40; i++)
         iv[i] = i % 4 == 0 ? 2 : (i * 7) % 9;
@@ -1082,7 +1197,7 @@ int main(int argc, char **argv)
     } sections[] = {{"elementwise", elementwise}, {"shapes", shapes},   {"reductions", reductions},
                     {"nn", nn},                   {"selection", selection}, {"random", random_},
                     {"linalg", linalg},           {"collectives", collectives}, {"files", files}, {"long", long_lanes}, {"sum_squares", sum_squares}, {"multi", multi}, {"batched", batched},
-                    {"rows", rows},               {"rowbits", rowbits},
+                    {"rows", rows},               {"rowbits", rowbits}, {"onelaunch", onelaunch},
                     {"resume", resume},           {"attention", attention},
                     {"attnbits", attnbits}};
     /* "-a,b": every section but a and b */

@@ -9,7 +9,8 @@
  * uniform across a warp on the GPU); and the tree must differ from a plain
  * serial sum somewhere, or this test could not tell them apart. Then the
  * simulation's row kernels themselves (kernels_use_the_tree), and one
- * thread's rt_tree_sum against rt_lanes_f64's chunked tree (tree_sum). */
+ * thread's rt_tree_sum against rt_lanes_f64's chunked tree (tree_sum), and
+ * rt_launch_last's last block's tree over the chunks (tree_finish). */
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
@@ -154,10 +155,46 @@ static void tree_sum(void)
     }
 }
 
+/* the last block's tree over the lanes' chunk sums (rt_tree_finish, as
+ * rt_launch_last's fin runs it: its levels a phase each, then a thread a
+ * lane) against rt_lanes_f64's chunked tree, for 6 lanes ([2, d, 3]: lane
+ * (o, i)'s chunks strided by 3) of one chunk to several levels */
+static void tree_finish(void)
+{
+    static const int64_t lens[] = {65, 128, 4095, 4096, 4097, 262145, 300000};
+    const int64_t outer = 2, inner = 3, lanes = outer * inner;
+    for (size_t q = 0; q < sizeof lens / sizeof lens[0]; q++) {
+        int64_t n = lens[q], nc = (n + RT_CHUNK - 1) / RT_CHUNK;
+        double *x = (double *)malloc((size_t)(lanes * n) * sizeof *x);
+        double *P = (double *)malloc((size_t)rt_tree_ws(lanes, nc) * sizeof *P);
+        double res[6];
+        for (int64_t t = 0; t < lanes; t++) {
+            int64_t o = t / inner, i = t % inner;
+            double *xl = x + t * n;
+            for (int64_t j = 0; j < n; j++)
+                xl[j] = j % 1000 == 7 ? -0.0 : (next_u() - 0.5) * pow(10.0, floor(next_u() * 16 - 8));
+            for (int64_t c = 0; c < nc; c++) {
+                double a = 0.0;
+                for (int64_t j = c * RT_CHUNK; j < n && j < (c + 1) * RT_CHUNK; j++)
+                    a += xl[j];
+                P[(o * nc + c) * inner + i] = a;
+            }
+        }
+        rt_block blk;
+        blk.smem = nullptr;
+        rt_tree_finish(blk, P, outer, nc, inner, false, [&](int64_t t, double v) { res[t] = v; });
+        for (int64_t t = 0; t < lanes; t++)
+            same("tree_finish", n, res[t], chunked_tree(x + t * n, n));
+        free(x);
+        free(P);
+    }
+}
+
 int main(void)
 {
     kernels_use_the_tree();
     tree_sum();
+    tree_finish();
     static const int64_t lens[] = {0, 1, 2, 31, 32, 33, 64, 100, 128, 1000, 4097};
     static double x[4097];
     static int64_t xi[4097];
