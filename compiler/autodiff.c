@@ -1329,8 +1329,10 @@ void ad_differentiate(Compiler *c, IrProgram *p) {
     f->exp_mask = mask;
     f->exported = true; /* after variant(), whose copies of f are not exported */
   }
-  if (!ad.new_fns)
+  if (!ad.new_fns) {
+    callfuse(c, p);
     return;
+  }
   /* generated functions go before the first user of any of them: simplest,
    * before everything that is not their dependency.  C needs only
    * declarations, which emit_c writes first, so order is free. */
@@ -1340,4 +1342,5 @@ void ad_differentiate(Compiler *c, IrProgram *p) {
   *tail = ad.new_fns;
   for (IrFn *f = ad.new_fns; f; f = f->next) /* the generated functions are IR like any other */
     ir_verify(c, f);
+  callfuse(c, p); /* gradient sums into layer_norm's backward, across calls */
 }
