@@ -1302,6 +1302,7 @@ static void rewrite_calls(AD *ad, IrBlock *b) {
 
 void ad_differentiate(Compiler *c, IrProgram *p) {
   AD ad = {.c = c, .p = p};
+  callfuse_forward(c, p); /* residual adds into their callees' last ops */
   for (IrFn *f = p->fns; f; f = f->next)
     rewrite_calls(&ad, &f->body);
   /* an export fn gets C entry points; with a single float result and a
