@@ -1311,6 +1311,7 @@ static void rewrite_calls(AD *ad, IrBlock *b) {
 
 void ad_differentiate(Compiler *c, IrProgram *p) {
   AD ad = {.c = c, .p = p};
+  callfuse_forward(c, p); /* residual adds into their callees' last ops */
   for (IrFn *f = p->fns; f; f = f->next)
     rewrite_calls(&ad, &f->body);
   /* an export fn gets C entry points; with a single float result and a
@@ -1338,8 +1339,10 @@ void ad_differentiate(Compiler *c, IrProgram *p) {
     f->exp_mask = mask;
     f->exported = true; /* after variant(), whose copies of f are not exported */
   }
-  if (!ad.new_fns)
+  if (!ad.new_fns) {
+    callfuse(c, p);
     return;
+  }
   /* generated functions go before the first user of any of them: simplest,
    * before everything that is not their dependency.  C needs only
    * declarations, which emit_c writes first, so order is free. */
@@ -1349,4 +1352,5 @@ void ad_differentiate(Compiler *c, IrProgram *p) {
   *tail = ad.new_fns;
   for (IrFn *f = ad.new_fns; f; f = f->next) /* the generated functions are IR like any other */
     ir_verify(c, f);
+  callfuse(c, p); /* gradient sums into layer_norm's backward, across calls */
 }

@@ -950,11 +950,14 @@ static void emit_inst(Emitter *E, IrInst *in, int ind) {
     bool ln = in->op == IR_LAYER_NORM_BWD;
     bool has_w = IR_I(in, HAS_WEIGHT);
     const char *w = has_w ? A(E, in, 1) : "NULL";
-    const char *dy = A(E, in, in->nargs - 1);
+    const char *dy = A(E, in, 2);
     const char *d0 = in->dst[0] >= 0 ? arena_sprintf(&E->c->arena, "&%s", D(E, in, 0)) : "NULL";
     const char *d1 = in->ndst > 1 && in->dst[1] >= 0 ? arena_sprintf(&E->c->arena, "&%s", D(E, in, 1)) : "NULL";
     const char *d2 = in->ndst > 2 && in->dst[2] >= 0 ? arena_sprintf(&E->c->arena, "&%s", D(E, in, 2)) : "NULL";
-    if (ln)
+    if (ln && in->nargs > 3) /* dx = addend + dx (callfuse.c) */
+      out(E, ind, "rt_layer_norm_bwd_add(ctx, %s, %s, %s, %s, %s, %s, %s, %s); %s\n", A(E, in, 0), w, num(E, in->f), dy,
+          A(E, in, 3), d0, d1, d2, loc);
+    else if (ln)
       out(E, ind, "rt_layer_norm_bwd(ctx, %s, %s, %s, %s, %s, %s, %s); %s\n", A(E, in, 0), w, num(E, in->f), dy, d0, d1, d2, loc);
     else
       out(E, ind, "rt_rms_norm_bwd(ctx, %s, %s, %s, %s, %s, %s); %s\n", A(E, in, 0), w, num(E, in->f), dy, d0, d1, loc);

@@ -258,6 +258,14 @@ void attention_layouts(Compiler *c, IrProgram *prog);
 
 /* autodiff.c */
 void ad_differentiate(Compiler *c, IrProgram *p);
+/* callfuse.c: a gradient sum with layer_norm's dx (in the function or
+ * returned by a call's callee) folded into the layer_norm_bwd; the last
+ * step of ad_differentiate */
+void callfuse(Compiler *c, IrProgram *p);
+/* callfuse.c: dropout with p = 0 (a constant through the calls) folded, a
+ * call of a one-op function that op, a residual's add into the callee's
+ * last op (before autodiff: the first step of ad_differentiate) */
+void callfuse_forward(Compiler *c, IrProgram *p);
 
 /* emit_c.c: the errors emitting p would meet, before any C is written
  * (every mode after autodiff runs it, --check included) */

@@ -332,6 +332,19 @@ static bool pure_host(const IrInst *in) { return ir_has(in->op, IRF_PURE_HOST); 
  * instruction that holds a block. */
 static bool schedule_barrier(const IrInst *in) { return in->body.head || in->els.head || ir_has(in->op, IRF_BARRIER); }
 
+/* A save of a differentiated forward (tensors only): a fusable op after it
+ * may move before it (it reads nothing the op writes; the saves keep their
+ * order, so the tape's), so that an op's saves between two elementwise ops
+ * do not keep them out of one loop (issue 26) */
+static bool push_of_tensors(const IrFn *f, const IrInst *in) {
+  if (in->op != IR_PUSH)
+    return false;
+  for (int i = 0; i < in->nargs; i++)
+    if (f->values[in->args[i]].type->kind != TY_TENSOR)
+      return false;
+  return true;
+}
+
 static void schedule_for_fusion(Compiler *c, IrFn *f, IrBlock *b) {
   int n = 0;
   for (IrInst *in = b->head; in; in = in->next)
@@ -369,7 +382,7 @@ static void schedule_for_fusion(Compiler *c, IrFn *f, IrBlock *b) {
     if (!sched_fusable(c, f, insts[j]))
       continue;
     const Type *t = f->values[insts[j]->dst[0]].type;
-    for (int k = j + 1; k < n && !schedule_barrier(insts[k]); k++) {
+    for (int k = j + 1; k < n && (!schedule_barrier(insts[k]) || push_of_tensors(f, insts[k])); k++) {
       IrInst *in = insts[k];
       if (placed[k] ||
           !(pure_host(in) || (sched_fusable(c, f, in) && sched_same_shape(f->values[in->dst[0]].type, t))))

@@ -374,10 +374,13 @@ static rt_tensor *param_grad(rt_ctx *ctx, rt_dtype dt, int64_t d, double *v, siz
     return t;
 }
 
-RT_WIDEST static void norm_bwd(rt_ctx *ctx, norm_args *a, rt_tensor **dx, rt_tensor **dw,
-                                rt_tensor **db, const char *what)
+RT_WIDEST static void norm_bwd(rt_ctx *ctx, norm_args *a, const rt_tensor *addend, rt_tensor **dx,
+                                rt_tensor **dw, rt_tensor **db, const char *what)
 {
     norm_setup(ctx, a, what);
+    if (addend)
+        RT_CHECK(ctx, rt_same_shape(a->x, addend) && a->x->dtype == addend->dtype,
+                 "%s backward: the addend's shape or dtype differs from the input", what);
     RT_KERNEL(ctx, RT_K_NN, what);
     int64_t d = a->d;
     size_t cw, cdw = 0, cdb = 0, c1, c2;
@@ -424,6 +427,13 @@ RT_WIDEST static void norm_bwd(rt_ctx *ctx, norm_args *a, rt_tensor **dx, rt_ten
                 g[j * RT_LANES + r] =
                     rstd[r] * (g[j * RT_LANES + r] - mg[r] - x[j * RT_LANES + r] * mgx[r]);
         rt_store_rows_t(out, r0, n, d, g);
+        if (addend) { /* dx = addend + dx as stored: rt_binary's RT_ADD, the same bits */
+            rt_load_f64(out, r0 * d, n * d, g);
+            rt_load_f64(addend, r0 * d, n * d, x);
+            for (int64_t i = 0; i < n * d; i++)
+                g[i] = x[i] + g[i];
+            rt_store_f64(out, r0 * d, n * d, g);
+        }
     }
     if (dx) *dx = out; else rt_free(ctx, out);
     if (dw) *dw = gw ? param_grad(ctx, a->x->dtype, d, gw, cdw) : NULL;
@@ -436,15 +446,22 @@ RT_WIDEST static void norm_bwd(rt_ctx *ctx, norm_args *a, rt_tensor **dx, rt_ten
 void rt_layer_norm_bwd(rt_ctx *ctx, const rt_tensor *x, const rt_tensor *w, double eps,
                        const rt_tensor *dy, rt_tensor **dx, rt_tensor **dw, rt_tensor **db)
 {
+    rt_layer_norm_bwd_add(ctx, x, w, eps, dy, NULL, dx, dw, db);
+}
+
+void rt_layer_norm_bwd_add(rt_ctx *ctx, const rt_tensor *x, const rt_tensor *w, double eps,
+                           const rt_tensor *dy, const rt_tensor *addend, rt_tensor **dx, rt_tensor **dw,
+                           rt_tensor **db)
+{
     norm_args a = {.x = x, .w = w, .dy = dy, .eps = eps, .rms = false};
-    norm_bwd(ctx, &a, dx, dw, db, "layer_norm_bwd");
+    norm_bwd(ctx, &a, addend, dx, dw, db, "layer_norm_bwd");
 }
 
 void rt_rms_norm_bwd(rt_ctx *ctx, const rt_tensor *x, const rt_tensor *w, double eps,
                      const rt_tensor *dy, rt_tensor **dx, rt_tensor **dw)
 {
     norm_args a = {.x = x, .w = w, .dy = dy, .eps = eps, .rms = true};
-    norm_bwd(ctx, &a, dx, dw, NULL, "rms_norm_bwd");
+    norm_bwd(ctx, &a, NULL, dx, dw, NULL, "rms_norm_bwd");
 }
 
 /* ---- cross entropy */

@@ -539,6 +539,12 @@ rt_tensor *rt_layer_norm(rt_ctx *ctx, const rt_tensor *x, const rt_tensor *w,
                          const rt_tensor *b, double eps);
 void rt_layer_norm_bwd(rt_ctx *ctx, const rt_tensor *x, const rt_tensor *w, double eps,
                        const rt_tensor *dy, rt_tensor **dx, rt_tensor **dw, rt_tensor **db);
+/* the same with dx = addend + layer_norm's dx (addend: x's shape and dtype,
+ * or NULL): bit for bit rt_binary(RT_ADD, addend, dx) after it, one pass
+ * (the compiler's residual gradients, issue 26) */
+void rt_layer_norm_bwd_add(rt_ctx *ctx, const rt_tensor *x, const rt_tensor *w, double eps,
+                           const rt_tensor *dy, const rt_tensor *addend, rt_tensor **dx, rt_tensor **dw,
+                           rt_tensor **db);
 rt_tensor *rt_rms_norm(rt_ctx *ctx, const rt_tensor *x, const rt_tensor *w, double eps);
 void rt_rms_norm_bwd(rt_ctx *ctx, const rt_tensor *x, const rt_tensor *w, double eps,
                      const rt_tensor *dy, rt_tensor **dx, rt_tensor **dw);

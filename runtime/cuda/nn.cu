@@ -166,10 +166,10 @@ rt_tensor *rt_rms_norm(rt_ctx *ctx, const rt_tensor *x, const rt_tensor *w, doub
  * rms_norm:   dx = rstd * (g - xhat * mean(g * xhat))
  * dw[j] = sum over rows of dy * xhat, db[j] = sum of dy, in row order */
 
-/* one row's part on its warp: its mean and rstd, and its dx (if DX) */
-RT_DEV_INLINE void norm_bwd_row(const rt_warp &w, const void *X, const void *W, const void *DY, void *DX,
-                                rt_dtype dt, int64_t off, int64_t d, bool rms, double eps, double *mean_,
-                                double *rstd_)
+/* one row's part on its warp: its mean and rstd, and its dx (if DX; plus A, the addend, if any) */
+RT_DEV_INLINE void norm_bwd_row(const rt_warp &w, const void *X, const void *W, const void *DY, const void *A,
+                                void *DX, rt_dtype dt, int64_t off, int64_t d, bool rms, double eps,
+                                double *mean_, double *rstd_)
 {
     double mean, rstd;
     row_stats(w, X, dt, off, d, rms, eps, &mean, &rstd);
@@ -181,18 +181,26 @@ RT_DEV_INLINE void norm_bwd_row(const rt_warp &w, const void *X, const void *W, 
     auto xhat = [&](int64_t j) { return (rt_ld(X, dt, off + j) - mean) * rstd; };
     double mg = rms ? 0.0 : w.sum(d, g) / (double)d;
     double mgx = w.sum(d, [&](int64_t j) { return g(j) * xhat(j); }) / (double)d;
-    w.each(d, [&](int64_t j) { rt_st(DX, dt, off + j, rstd * (g(j) - mg - xhat(j) * mgx)); });
+    w.each(d, [&](int64_t j) {
+        rt_st(DX, dt, off + j, rstd * (g(j) - mg - xhat(j) * mgx));
+        if (A) /* the addend plus dx as stored: rt_binary's RT_ADD, the same bits */
+            rt_st(DX, dt, off + j, rt_ld(A, dt, off + j) + rt_ld(DX, dt, off + j));
+    });
 }
 
 static void norm_bwd(rt_ctx *ctx, const rt_tensor *x, const rt_tensor *w, double eps,
-                     const rt_tensor *dy, rt_tensor **dx, rt_tensor **dw, rt_tensor **db,
-                     bool rms, const char *what)
+                     const rt_tensor *dy, const rt_tensor *addend, rt_tensor **dx, rt_tensor **dw,
+                     rt_tensor **db, bool rms, const char *what)
 {
     int64_t rows, d;
     rt_norm_check(ctx, x, w, NULL, dy, what, &rows, &d);
+    if (addend)
+        RT_CHECK(ctx, rt_same_shape(x, addend) && x->dtype == addend->dtype,
+                 "%s backward: the addend's shape or dtype differs from the input", what);
     RT_KERNEL(ctx, RT_K_NN, what);
     ctx->tgt->op = what;
     const void *X = x->data, *W = w ? w->data : NULL, *DY = dy->data;
+    const void *A = addend && dx ? addend->data : NULL; /* dx = addend + dx */
     rt_dtype dt = x->dtype;
     bool want_w = dw && w, want_b = db != NULL;
     if (dw)
@@ -211,7 +219,7 @@ static void norm_bwd(rt_ctx *ctx, const rt_tensor *x, const rt_tensor *w, double
         if (DX)
             rt_launch_rows(ctx, rows, [=] RT_HD(const rt_warp &w, int64_t r) {
                 double mean, rstd;
-                norm_bwd_row(w, X, W, DY, DX, dt, r * d, d, rms, eps, &mean, &rstd);
+                norm_bwd_row(w, X, W, DY, A, DX, dt, r * d, d, rms, eps, &mean, &rstd);
             });
         return;
     }
@@ -234,7 +242,7 @@ static void norm_bwd(rt_ctx *ctx, const rt_tensor *x, const rt_tensor *w, double
                            int64_t r0 = c * RT_CHUNK, nr = rows - r0 < RT_CHUNK ? rows - r0 : RT_CHUNK;
                            blk.rows(nr, [&](const rt_warp &w, int64_t k) {
                                double mean, rstd;
-                               norm_bwd_row(w, X, W, DY, DX, dt, (r0 + k) * d, d, rms, eps, &mean, &rstd);
+                               norm_bwd_row(w, X, W, DY, A, DX, dt, (r0 + k) * d, d, rms, eps, &mean, &rstd);
                                if (w.leader()) {
                                    SM[2 * k] = mean;
                                    SM[2 * k + 1] = rstd;
@@ -271,7 +279,7 @@ static void norm_bwd(rt_ctx *ctx, const rt_tensor *x, const rt_tensor *w, double
     double *ST = (double *)st->data;
     rt_launch_rows(ctx, rows, [=] RT_HD(const rt_warp &w, int64_t r) {
         double mean, rstd;
-        norm_bwd_row(w, X, W, DY, DX, dt, r * d, d, rms, eps, &mean, &rstd);
+        norm_bwd_row(w, X, W, DY, A, DX, dt, r * d, d, rms, eps, &mean, &rstd);
         if (w.leader()) {
             ST[2 * r] = mean;
             ST[2 * r + 1] = rstd;
@@ -298,13 +306,20 @@ static void norm_bwd(rt_ctx *ctx, const rt_tensor *x, const rt_tensor *w, double
 void rt_layer_norm_bwd(rt_ctx *ctx, const rt_tensor *x, const rt_tensor *w, double eps,
                        const rt_tensor *dy, rt_tensor **dx, rt_tensor **dw, rt_tensor **db)
 {
-    norm_bwd(ctx, x, w, eps, dy, dx, dw, db, false, "layer_norm_bwd");
+    norm_bwd(ctx, x, w, eps, dy, NULL, dx, dw, db, false, "layer_norm_bwd");
+}
+
+void rt_layer_norm_bwd_add(rt_ctx *ctx, const rt_tensor *x, const rt_tensor *w, double eps,
+                           const rt_tensor *dy, const rt_tensor *addend, rt_tensor **dx, rt_tensor **dw,
+                           rt_tensor **db)
+{
+    norm_bwd(ctx, x, w, eps, dy, addend, dx, dw, db, false, "layer_norm_bwd");
 }
 
 void rt_rms_norm_bwd(rt_ctx *ctx, const rt_tensor *x, const rt_tensor *w, double eps,
                      const rt_tensor *dy, rt_tensor **dx, rt_tensor **dw)
 {
-    norm_bwd(ctx, x, w, eps, dy, dx, dw, NULL, true, "rms_norm_bwd");
+    norm_bwd(ctx, x, w, eps, dy, NULL, dx, dw, NULL, true, "rms_norm_bwd");
 }
 
 /* ---- ids and targets, checked on the device */

@@ -70,12 +70,21 @@
 # the zeroing where one loop with its mask read per row, the embedding one
 # launch with its check, its backward one launch for a small table, where's
 # backward without a device zero: 132 a step (at L=6: 304 -> 292), so
-# CEILING is 136. A step
+# CEILING is 136.
 # 148. A long reduction's chunks and its tree in one launch
 # (runtime/cuda/dev.h's rt_launch_last: the last block to take its ticket
 # adds the blocks' partial sums in order; rt_sum_to_shape of a bias's
 # gradient, rt_sum_all, layer_norm's backward with its dx 2 -> 1): 134 a
 # step (at L=6: 304 -> 278), so CEILING is 138. A step
+# 432 -> 397). All four: 144 a step (at L=6: 432 -> 304), so CEILING is
+# 148. A residual's gradient added into layer_norm's dx as the runtime
+# stores it (rt_layer_norm_bwd_add; compiler/callfuse.c: across the call of
+# nn.layer_norm_tp's backward), not by a loop after it: block's backward
+# 2 -> 0 operations a layer, 140 a step (at L=6: 304 -> 292). And the
+# residual's add in the forward (nn.dropout_add's x + y, dropout 0.0)
+# moved into the callee's copy, whose fused loop takes it with the bias's
+# add (compiler/callfuse.c; a forward's saves no barrier to fusion): 2
+# fewer a layer, 136 a step (at L=6: 292 -> 280), so CEILING is 140. A step
 # with fewer than FLOOR operations means the counting broke. Counted with
 # SPMD_GRAPHS=0: with graphs a replay counts
 # its graph's operations too (cuda_sim/graph_ops_*), plus the copies of its

@@ -912,6 +912,18 @@ static void nn(void)
         out(name, cl, rt_rms_norm(C, x, w, 1e-6));
         rt_tensor *dx, *dw, *db;
         rt_layer_norm_bwd(C, x, w, 1e-5, dy, &dx, &dw, &db);
+        /* with an addend (a residual's gradient, compiler/callfuse.c):
+         * dx the bits of rt_binary(RT_ADD, addend, dx), dw and db as without */
+        rt_tensor *ad = input(dt, SH(3, 4, 9), -2, 2), *adx, *adw, *adb;
+        rt_layer_norm_bwd_add(C, x, w, 1e-5, dy, ad, &adx, &adw, &adb);
+        rt_tensor *sum = rt_binary(C, RT_ADD, ad, dx);
+        if (!same_bits(adx, sum) || !same_bits(adw, dw) || !same_bits(adb, db)) {
+            fprintf(stderr, "layer_norm_bwd_add (%s): not the bits of layer_norm_bwd's dx plus the addend\n", dn);
+            exit(1);
+        }
+        snprintf(name, sizeof name, "layer_norm_bwd_add_dx_%s", dn);
+        out(name, cl, adx);
+        rt_free(C, ad); rt_free(C, adw); rt_free(C, adb); rt_free(C, sum);
         snprintf(name, sizeof name, "layer_norm_bwd_dx_%s", dn);
         out(name, cl, dx);
         snprintf(name, sizeof name, "layer_norm_bwd_dw_%s", dn);

@@ -642,6 +642,37 @@ Test(kernels, softmax_backward)
     rt_free(C, x);
 }
 
+/* layer_norm's backward with an addend (the residual's gradient,
+ * compiler/callfuse.c): dx has the bits of rt_binary(RT_ADD, addend, dx),
+ * over several groups of rows (RT_LANES at a time), in every float dtype */
+Test(kernels, layer_norm_backward_addend)
+{
+    static const rt_dtype dts[] = {RT_F32, RT_F64, RT_BF16};
+    int64_t s[2] = {37, 7};
+    for (int k = 0; k < 3; k++) {
+        rt_tensor *x = mk_range(dts[k], 2, s, 21, -2, 2), *w = mk(dts[k], 1, s + 1, 22);
+        rt_tensor *dy = mk_range(dts[k], 2, s, 23, -1, 1), *a = mk_range(dts[k], 2, s, 24, -3, 3);
+        rt_tensor *dx, *dw, *db, *adx, *adw, *adb;
+        rt_layer_norm_bwd(C, x, w, 1e-5, dy, &dx, &dw, &db);
+        rt_layer_norm_bwd_add(C, x, w, 1e-5, dy, a, &adx, &adw, &adb);
+        rt_tensor *sum = rt_binary(C, RT_ADD, a, dx);
+        int bad = 0;
+        for (int64_t i = 0; i < sum->numel; i++) {
+            double p = rt_get(adx, i), q = rt_get(sum, i);
+            bad += memcmp(&p, &q, sizeof p) != 0;
+        }
+        for (int64_t j = 0; j < s[1]; j++) {
+            double p = rt_get(adw, j), q = rt_get(dw, j), u = rt_get(adb, j), v = rt_get(db, j);
+            bad += memcmp(&p, &q, sizeof p) != 0 || memcmp(&u, &v, sizeof u) != 0;
+        }
+        cr_expect(bad == 0, "layer_norm_bwd_add (%s): %d elements differ from layer_norm_bwd's plus the addend",
+                  rt_dtype_name(dts[k]), bad);
+        EXPECT_FAIL(rt_layer_norm_bwd_add(C, x, w, 1e-5, dy, w, &adx, NULL, NULL), "addend");
+        rt_free(C, x); rt_free(C, w); rt_free(C, dy); rt_free(C, a); rt_free(C, dx); rt_free(C, dw);
+        rt_free(C, db); rt_free(C, adx); rt_free(C, adw); rt_free(C, adb); rt_free(C, sum);
+    }
+}
+
 Test(kernels, layer_norm_forward)
 {
     int64_t s[2] = {3, 5};
