@@ -513,6 +513,16 @@ rt_tensor *rt_matmul_bias_act(rt_ctx *ctx, const rt_tensor *a, const rt_tensor *
  * and rt_sum_to_shape).  Any of da, db, dbias may be NULL. */
 void rt_matmul_bwd_bias(rt_ctx *ctx, const rt_tensor *a, const rt_tensor *b, const rt_tensor *dy,
                         rt_tensor **da, rt_tensor **db, rt_tensor **dbias);
+/* The same with a's gradient added to acc (a's dtype and shape; the
+ * caller's reference is consumed): returns acc + dy b^T, each element the
+ * GEMM's result added to acc's, rounded once (rt_binary's add of the
+ * GEMM's result).  On the CUDA target the dX GEMM itself adds it
+ * (cuBLASLt's beta = 1), in acc's buffer where the caller's reference is
+ * its only one (else in a copy); elsewhere the GEMM and an add.  The
+ * compiler's summed gradients (sched_gemm_accumulate: x's gradient from
+ * attention's three projections). */
+rt_tensor *rt_matmul_bwd_bias_acc(rt_ctx *ctx, const rt_tensor *a, const rt_tensor *b, const rt_tensor *dy,
+                                  rt_tensor *acc, rt_tensor **db, rt_tensor **dbias);
 /* The library f32 GEMMs run on (runtime/gemm.c). rt_init chooses it for the
  * machine: rank 0 times a few GEMMs through both and takes oneDNN only when
  * it is clearly faster, then broadcasts the choice, so every rank uses the
