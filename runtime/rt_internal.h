@@ -473,6 +473,11 @@ void rt_cross_entropy_vp_check(rt_ctx *ctx, const rt_tensor *logits, const rt_te
 rt_tensor *rt_ce_vp_rowmax(rt_ctx *ctx, const rt_tensor *logits);
 rt_tensor *rt_ce_vp_rowsums(rt_ctx *ctx, const rt_tensor *logits, const rt_tensor *targets,
                             const rt_tensor *m, int64_t first);
+/* rowmax and rowsums (first 0) where one rank holds every class (a
+ * group of one: the all-reduces between are the identity), the same
+ * numbers; the CUDA target's in one launch */
+void rt_ce_vp_rowstats(rt_ctx *ctx, const rt_tensor *logits, const rt_tensor *targets, rt_tensor **m,
+                       rt_tensor **sums);
 rt_tensor *rt_ce_vp_finish(rt_ctx *ctx, const rt_tensor *targets, const rt_tensor *m,
                            const rt_tensor *sums, int64_t classes, rt_ce_reduction red,
                            rt_dtype dt, rt_tensor **lse);
