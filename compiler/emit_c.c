@@ -1564,6 +1564,20 @@ static void emit_gemm_acc(Emitter *E, const Schedule *S, int j, const char *bias
       in->op == IR_EINSUM_BWD ? arena_sprintf(&E->c->arena, "einsum %s", in->s) : "matmul", vname(E, p));
 }
 
+/* The backward of `x / s` for a host number s (the CUDA target;
+ * sched_host_div_grad): at the SCALAR, nothing; at the BINARY_BWD,
+ * rt_div_scalar_grad_h with the SCALAR's host operand. */
+static void emit_host_div_grad(Emitter *E, const Schedule *S, int j, int ind) {
+  IrInst *in = S->insts[j];
+  if (in->op == IR_SCALAR) {
+    out(E, ind, "/* %s: the host number %s, read as such by / backward */\n", D(E, in, 0), A(E, in, 0));
+    return;
+  }
+  IrInst *sc = S->insts[S->hscalar[j]];
+  out(E, ind, "%s = rt_div_scalar_grad_h(ctx, %s, (double)%s); /* / backward: dy / a host number */\n", D(E, in, 0),
+      A(E, in, 2), A(E, sc, 0));
+}
+
 /* The bias gradient of `x @ w + b` from the dW GEMM's epilogue (the CUDA
  * target; sched_bias_grad_gemm found it): the add's backward at j passes
  * dy on as the product's gradient (a reference, as rt_binary_bwd's is) and
@@ -2329,6 +2343,8 @@ static void emit_block(Emitter *E, IrBlock *b, int ind) {
         emit_bias_grad_gemm(E, &S, j, ind);
       else if (S.acc[j] >= 0)
         emit_gemm_acc(E, &S, j, NULL, ind);
+      else if (S.hscalar[j] >= 0)
+        emit_host_div_grad(E, &S, j, ind);
       else
         emit_at(E, insts, j, special, ind);
       for (int v = free_after[j]; v >= 0; v = next_free[v])

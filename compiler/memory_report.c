@@ -1000,6 +1000,8 @@ static void run_at(Mem *M, Frame *F, const Schedule *S, int k) {
     F->vroot[s] = -1;
     return;
   }
+  if (S->hscalar[k] >= 0 && in->op == IR_SCALAR) /* read as a host number (sched_host_div_grad) */
+    return;
   if (S->acc[k] >= 0) { /* a gradient's sum done by a dX GEMM (sched_gemm_accumulate) */
     if (in->op == IR_ACCUM)
       return;

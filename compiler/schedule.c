@@ -584,6 +584,29 @@ void sched_gemm_accumulate(Compiler *c, const IrFn *f, IrInst **insts, int n, co
   }
 }
 
+void sched_host_div_grad(Compiler *c, const IrFn *f, IrInst **insts, int n, const int *nuses, int *hscalar) {
+  for (int j = 0; j < n; j++)
+    hscalar[j] = -1;
+  if (!c->cuda_target)
+    return;
+  for (int k = 0; k < n; k++) {
+    IrInst *in = insts[k];
+    if (in->op != IR_BINARY_BWD || in->binop != BIN_DIV || in->nargs != 3 || in->ndst < 1 || in->dst[0] < 0 ||
+        (in->ndst > 1 && in->dst[1] >= 0) || nuses[in->args[1]] != 1)
+      continue;
+    const Type *a = f->values[in->args[0]].type, *b = f->values[in->args[1]].type, *dy = f->values[in->args[2]].type;
+    if (a->kind != TY_TENSOR || (a->dtype != DT_F32 && a->dtype != DT_F64) || b->kind != TY_TENSOR || b->ndim != 0 ||
+        b->dtype != a->dtype || !sched_same_shape(a, dy))
+      continue;
+    for (int i = 0; i < k; i++)
+      if (insts[i]->op == IR_SCALAR && insts[i]->ndst == 1 && insts[i]->dst[0] == in->args[1] && hscalar[i] < 0) {
+        hscalar[i] = k;
+        hscalar[k] = i;
+        break;
+      }
+  }
+}
+
 /* The fused elementwise region that starts at insts[j], if one is worth
  * fusing (two members, or one that can write over a dying operand): its
  * end (0: none), and per member out[k] (Schedule.out).  A stored member
@@ -800,7 +823,10 @@ void schedule_block(Compiler *c, IrFn *f, IrBlock *b, int blk, int *nuses, int *
       bgrad[k] = j;
     }
   }
-  *S = (Schedule){insts, n, blk, free_after, next_free, wait_head, wait_next, special, run_end, gemm, out, bgrad, acc};
+  int *hscalar = arena_alloc(&c->arena, sizeof(int) * (size_t)(n ? n : 1));
+  sched_host_div_grad(c, f, insts, n, nuses, hscalar);
+  *S = (Schedule){insts, n, blk, free_after, next_free, wait_head, wait_next, special, run_end, gemm, out, bgrad, acc,
+                  hscalar};
 }
 
 /* ---- multi-tensor groups (issue 26; autodiff.c makes them consecutive) */

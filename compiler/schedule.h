@@ -26,6 +26,8 @@ typedef struct Schedule {
                          * MATMUL_BWD / EINSUM_BWD (< j) whose dX GEMM adds its result to the
                          * sum's other operand (a buffer of its own) in place of the sum; at
                          * that one, the ACCUM (> j); -1: none */
+  int *hscalar;         /* per instruction (sched_host_div_grad): at a SCALAR, the BINARY_BWD (> j)
+                         * that reads its host number instead; at that one, the SCALAR; -1: none */
 } Schedule;
 
 enum {
@@ -74,6 +76,13 @@ int sched_bias_grad_gemm(const Compiler *c, const IrFn *f, IrInst **insts, int j
  * GEMM writes into p's buffer and its result is the sum's; nothing else
  * changes (the sums keep their order).  Fills acc (Schedule.acc). */
 void sched_gemm_accumulate(Compiler *c, const IrFn *f, IrInst **insts, int n, const int *nuses, int *acc);
+
+/* On the CUDA target, the backward of `x / s` for a host number s (the
+ * loss's mean: a BINARY_BWD of / whose divisor is a SCALAR read by it
+ * alone, only dx wanted, f32 or f64): rt_div_scalar_grad_h with the
+ * number, not a device scalar filled for it (one launch fewer; the same
+ * bits).  Fills hscalar (Schedule.hscalar). */
+void sched_host_div_grad(Compiler *c, const IrFn *f, IrInst **insts, int n, const int *nuses, int *hscalar);
 
 /* Whether `in` can be a member of a fused elementwise region (on c's target). */
 bool sched_fusable(const Compiler *c, const IrFn *f, const IrInst *in);

@@ -445,6 +445,11 @@ rt_tensor *rt_binary_scalar(rt_ctx *ctx, rt_binary_op op, const rt_tensor *a, do
 /* da, db (either may be NULL when not wanted), each reduced to its operand's shape */
 void rt_binary_bwd(rt_ctx *ctx, rt_binary_op op, const rt_tensor *a, const rt_tensor *b,
                    const rt_tensor *dy, rt_tensor **da, rt_tensor **db);
+/* The gradient of x / s for a host number s (x f32 or f64): dy * (1 / s)
+ * in f64, rounded once, with s first rounded to dy's dtype: the bits of
+ * rt_binary_bwd(RT_DIV, x, rt_scalar(dtype, s), dy, &dx, NULL) without
+ * the device scalar (the CUDA target's loss mean, issue 26). */
+rt_tensor *rt_div_scalar_grad_h(rt_ctx *ctx, const rt_tensor *dy, double s);
 /* sum a broadcast gradient down to shape (leading dims dropped, size-1 dims kept) */
 rt_tensor *rt_sum_to_shape(rt_ctx *ctx, const rt_tensor *g, int ndim, const int64_t *shape);
 

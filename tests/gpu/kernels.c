@@ -975,6 +975,26 @@ static void linalg(void)
         rt_free(C, xa); rt_free(C, wa); rt_free(C, dy); rt_free(C, dx); rt_free(C, want); rt_free(C, keep);
         rt_free(C, copied);
     }
+    /* x / s's gradient for a host number s (the CUDA target's loss mean):
+     * rt_div_scalar_grad_h, the bits of rt_binary_bwd with rt_scalar(s)
+     * (eq: 1 everywhere; 16777217 rounds to another f32) */
+    for (int k = 0; k < 2; k++) {
+        rt_dtype dt = k ? RT_F64 : RT_F32;
+        const char *dn = rt_dtype_name(dt);
+        rt_tensor *xs = input(dt, SH(64, 64), -1, 1), *dy = input(dt, SH(64, 64), -1, 1);
+        for (int v = 0; v < 2; v++) {
+            double sv = v ? 16777217.0 : 96.0;
+            char name[64];
+            rt_tensor *s = rt_scalar(C, dt, sv), *want, *got = rt_div_scalar_grad_h(C, dy, sv);
+            rt_binary_bwd(C, RT_DIV, xs, s, dy, &want, NULL);
+            snprintf(name, sizeof name, "div_scalar_grad_h_eq_%d_%s", v, dn);
+            out(name, "bits", rt_binary(C, RT_EQ, got, want));
+            snprintf(name, sizeof name, "div_scalar_grad_h_%d_%s", v, dn);
+            out(name, fcls(dt), got);
+            rt_free(C, s); rt_free(C, want);
+        }
+        rt_free(C, xs); rt_free(C, dy);
+    }
 }
 
 static void collectives(void)
