@@ -1570,6 +1570,7 @@ static void emit_gemm_acc(Emitter *E, const Schedule *S, int j, const char *bias
 static void emit_host_div_grad(Emitter *E, const Schedule *S, int j, int ind) {
   IrInst *in = S->insts[j];
   if (in->op == IR_SCALAR) {
+    emit_guards(E, in, ind); /* the number as a kernel's parameter: guarded as rt_scalar's was (a fill names it too) */
     out(E, ind, "/* %s: the host number %s, read as such by / backward */\n", D(E, in, 0), A(E, in, 0));
     return;
   }

@@ -493,17 +493,17 @@ rt_tensor *rt_ce_vp_finish(rt_ctx *ctx, const rt_tensor *targets, const rt_tenso
         return y;
     }
     check_ids(ctx, targets, classes, RT_DEVERR_TARGET, NULL);
-    rt_tensor *loss = rt_empty(ctx, RT_F64, targets->ndim, targets->shape);
-    double *LS = (double *)loss->data;
+    /* each row's loss stored in dt as rt_astype of the f64 losses stores
+     * it (rt_st), in the same launch (issue 26) */
+    rt_tensor *y = rt_empty(ctx, dt, targets->ndim, targets->shape);
+    void *Y = y->data;
     rt_launch(ctx, n, [=] RT_HD(int64_t r) {
         double z = M[r] + log(S[2 * r]);
         if (LZ)
             LZ[r] = z;
         int32_t t = T[r];
-        LS[r] = t == IGNORE_INDEX ? 0.0 : target_ok(t, classes) ? z - S[2 * r + 1] : NAN;
+        rt_st(Y, dt, r, t == IGNORE_INDEX ? 0.0 : target_ok(t, classes) ? z - S[2 * r + 1] : NAN);
     });
-    rt_tensor *y = rt_astype(ctx, loss, dt);
-    rt_free(ctx, loss);
     return y;
 }
 
