@@ -587,7 +587,7 @@ void sched_gemm_accumulate(Compiler *c, const IrFn *f, IrInst **insts, int n, co
 void sched_host_div_grad(Compiler *c, const IrFn *f, IrInst **insts, int n, const int *nuses, int *hscalar) {
   for (int j = 0; j < n; j++)
     hscalar[j] = -1;
-  if (!c->cuda_target)
+  if (!c->cuda_target || f->is_main)
     return;
   for (int k = 0; k < n; k++) {
     IrInst *in = insts[k];

@@ -69,7 +69,7 @@
 # number (rt_div_scalar_grad_h: no device scalar filled) and the
 # cross-entropy's forward in 3 launches where one rank holds every class
 # (rt_ce_vp_rowstats; the per-token losses stored in their dtype by the
-# row kernel, no rt_astype): 139 a step (at L=6: 304 -> 296), so CEILING
+# row kernel, no rt_astype): 139 a step (at L=6: 304 -> 295), so CEILING
 # is 143. A step
 # with fewer than FLOOR operations means the counting broke. Counted with
 # SPMD_GRAPHS=0: with graphs a replay counts
