@@ -1576,6 +1576,45 @@ static void emit_gemm_epilogue(Emitter *E, const Schedule *S, int j, int ind) {
       bias >= 0 ? " + bias" : "", actname ? ", " : "", actname ? actname : "");
 }
 
+/* A gradient's sum that the dX GEMM of a matmul's backward does (the CUDA
+ * target; sched_gemm_accumulate found it): at the MATMUL_BWD / EINSUM_BWD,
+ * rt_matmul_bwd_bias_acc adds dX to the sum's other operand, whose
+ * reference it takes, and returns the sum (bias: the bias gradient from
+ * the dW GEMM, emit_bias_grad_gemm's; NULL: none); the sum itself is
+ * done then. */
+static void emit_gemm_acc(Emitter *E, const Schedule *S, int j, const char *bias, int ind) {
+  IrInst *in = S->insts[j];
+  if (in->op == IR_ACCUM) {
+    int line, col;
+    source_position(E->c, S->insts[S->acc[j]]->span, &line, &col);
+    out(E, ind, "/* %s: summed by the dX GEMM of %s:%d */\n", D(E, in, 0),
+        source_file(E->c, S->insts[S->acc[j]]->span.file)->path, line);
+    return;
+  }
+  IrInst *sum = S->insts[S->acc[j]];
+  int p = sum->args[sum->args[0] == in->dst[0] ? 1 : 0];
+  out(E, ind, "%s = rt_matmul_bwd_bias_acc(ctx, %s, %s, %s, %s, %s, %s); %s = NULL; /* %s backward, dX added to %s in the GEMM */\n",
+      D(E, sum, 0), A(E, in, 0), A(E, in, 1), A(E, in, 2), vname(E, p),
+      in->ndst > 1 && in->dst[1] >= 0 ? arena_sprintf(&E->c->arena, "&%s", D(E, in, 1)) : "NULL",
+      bias ? arena_sprintf(&E->c->arena, "&%s", bias) : "NULL", vname(E, p),
+      in->op == IR_EINSUM_BWD ? arena_sprintf(&E->c->arena, "einsum %s", in->s) : "matmul", vname(E, p));
+}
+
+/* The backward of `x / s` for a host number s (the CUDA target;
+ * sched_host_div_grad): at the SCALAR, nothing; at the BINARY_BWD,
+ * rt_div_scalar_grad_h with the SCALAR's host operand. */
+static void emit_host_div_grad(Emitter *E, const Schedule *S, int j, int ind) {
+  IrInst *in = S->insts[j];
+  if (in->op == IR_SCALAR) {
+    emit_guards(E, in, ind); /* the number as a kernel's parameter: guarded as rt_scalar's was (a fill names it too) */
+    out(E, ind, "/* %s: the host number %s, read as such by / backward */\n", D(E, in, 0), A(E, in, 0));
+    return;
+  }
+  IrInst *sc = S->insts[S->hscalar[j]];
+  out(E, ind, "%s = rt_div_scalar_grad_h(ctx, %s, (double)%s); /* / backward: dy / a host number */\n", D(E, in, 0),
+      A(E, in, 2), A(E, sc, 0));
+}
+
 /* The bias gradient of `x @ w + b` from the dW GEMM's epilogue (the CUDA
  * target; sched_bias_grad_gemm found it): the add's backward at j passes
  * dy on as the product's gradient (a reference, as rt_binary_bwd's is) and
@@ -1594,6 +1633,10 @@ static void emit_bias_grad_gemm(Emitter *E, const Schedule *S, int j, int ind) {
   }
   IrInst *add = S->insts[S->bgrad[j]], *mb = in;
   int db = add->dst[add->dst[0] == mb->args[2] ? 1 : 0];
+  if (S->acc[j] >= 0) {
+    emit_gemm_acc(E, S, j, vname(E, db), ind);
+    return;
+  }
   out(E, ind, "rt_matmul_bwd_bias(ctx, %s, %s, %s, %s, &%s, &%s); /* %s backward, the bias gradient in the dW GEMM */\n",
       A(E, mb, 0), A(E, mb, 1), A(E, mb, 2),
       mb->dst[0] >= 0 ? arena_sprintf(&E->c->arena, "&%s", D(E, mb, 0)) : "NULL", D(E, mb, 1), vname(E, db),
@@ -2335,6 +2378,10 @@ static void emit_block(Emitter *E, IrBlock *b, int ind) {
       E->curblk = blk;
       if (S.bgrad[j] >= 0)
         emit_bias_grad_gemm(E, &S, j, ind);
+      else if (S.acc[j] >= 0)
+        emit_gemm_acc(E, &S, j, NULL, ind);
+      else if (S.hscalar[j] >= 0)
+        emit_host_div_grad(E, &S, j, ind);
       else
         emit_at(E, insts, j, special, ind);
       for (int v = free_after[j]; v >= 0; v = next_free[v])

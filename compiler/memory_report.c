@@ -1000,6 +1000,29 @@ static void run_at(Mem *M, Frame *F, const Schedule *S, int k) {
     F->vroot[s] = -1;
     return;
   }
+  if (S->hscalar[k] >= 0 && in->op == IR_SCALAR) /* read as a host number (sched_host_div_grad) */
+    return;
+  if (S->acc[k] >= 0) { /* a gradient's sum done by a dX GEMM (sched_gemm_accumulate) */
+    if (in->op == IR_ACCUM)
+      return;
+    /* the GEMM's other results as usual; its dX is not made: the sum is the
+     * operand's buffer where the block's reference is its only one (else a
+     * copy of it), and that reference is the sum's */
+    IrInst *sum = S->insts[S->acc[k]];
+    int gv = in->dst[0], p = sum->args[sum->args[0] == gv ? 1 : 0], r = F->root[p], sv = sum->dst[0];
+    in->dst[0] = -1;
+    run_inst(M, F, in);
+    in->dst[0] = gv;
+    if (r >= 0 && M->roots[r].refs == 1 && M->roots[r].tape == 0) {
+      F->root[sv] = r;
+    } else {
+      F->root[sv] = new_root(M, F->f->values[sv].type, F->f->values[sv].hint);
+      if (r >= 0)
+        release(M, r);
+    }
+    F->root[p] = -1;
+    return;
+  }
   run_inst(M, F, in);
 }
 

@@ -541,6 +541,24 @@ int sched_gemm_epilogue(const Compiler *c, const IrFn *f, IrInst **insts, int j,
   return k - j;
 }
 
+/* Whether mb is the backward of a matmul's form, x [..., k] @ w [k, n...]
+ * (a matmul of a 2-d w, or an einsum "btd,dhe->bthe"), dy (args[2]) x's
+ * rows by w's trailing dims, all of one dtype: rt_matmul_bwd_bias's GEMMs
+ * (dX = dy w^T over all rows, dW = x^T dy). */
+static bool matmul_form_bwd(const IrFn *f, const IrInst *mb) {
+  if ((mb->op != IR_MATMUL_BWD && mb->op != IR_EINSUM_BWD) || mb->nargs != 3)
+    return false;
+  const Type *x = f->values[mb->args[0]].type, *w = f->values[mb->args[1]].type, *dy = f->values[mb->args[2]].type;
+  if (x->kind != TY_TENSOR || w->kind != TY_TENSOR || dy->kind != TY_TENSOR || x->dtype != dy->dtype ||
+      w->dtype != dy->dtype || x->ndim < 2 || w->ndim < 2 || dy->ndim != x->ndim + w->ndim - 2 ||
+      (mb->op == IR_MATMUL_BWD ? w->ndim != 2 : !sched_einsum_matmul(mb->s, x->ndim, w->ndim)))
+    return false;
+  for (int d = 0; d < dy->ndim; d++) /* dy is x's rows by w's trailing dims */
+    if (d < x->ndim - 1 ? !same_dim(dy, d, x, d) : !same_dim(dy, d, w, d - (x->ndim - 1) + 1))
+      return false;
+  return true;
+}
+
 /* The bias gradient of `x @ w + b` (a matmul, or an einsum of its form)
  * from its dW GEMM's epilogue, on the CUDA target: insts[j] is the add's
  * backward (a BINARY_BWD of +) whose full-size operand's gradient (dy
@@ -569,21 +587,82 @@ int sched_bias_grad_gemm(const Compiler *c, const IrFn *f, IrInst **insts, int j
   if (k >= n)
     return 0;
   IrInst *mb = insts[k];
-  if ((mb->op != IR_MATMUL_BWD && mb->op != IR_EINSUM_BWD) || mb->nargs != 3 || mb->args[2] != ds ||
-      mb->ndst < 2 || mb->dst[1] < 0)
+  if (!matmul_form_bwd(f, mb) || mb->args[2] != ds || mb->ndst < 2 || mb->dst[1] < 0)
     return 0;
-  const Type *x = f->values[mb->args[0]].type, *w = f->values[mb->args[1]].type;
-  if (x->kind != TY_TENSOR || w->kind != TY_TENSOR || x->dtype != dy->dtype || w->dtype != dy->dtype ||
-      x->ndim < 2 || w->ndim < 2 || dy->ndim != x->ndim + w->ndim - 2 ||
-      (mb->op == IR_MATMUL_BWD ? w->ndim != 2 : !sched_einsum_matmul(mb->s, x->ndim, w->ndim)))
-    return 0;
-  for (int d = 0; d < dy->ndim; d++) /* dy is x's rows by w's trailing dims */
-    if (d < x->ndim - 1 ? !same_dim(dy, d, x, d) : !same_dim(dy, d, w, d - (x->ndim - 1) + 1))
-      return 0;
+  const Type *w = f->values[mb->args[1]].type;
   if (!bias_of_rows(f->values[in->args[1 - full]].type, dy, w->ndim - 1) ||
       !sched_same_shape(f->values[db].type, f->values[in->args[1 - full]].type))
     return 0;
   return k;
+}
+
+/* A gradient's sum done by a dX GEMM (schedule.h): the CUDA target's
+ * cuBLASLt adds the GEMM's f32 result to C and rounds once (beta = 1), the
+ * bits of the add (rt_binary, a fused loop's `+`); the CPU's GEMMs add
+ * block by block of K (other bits): the CPU target keeps the add.  Each
+ * sum is one of the adjoint's contributions added to the running sum, in
+ * the order autodiff.c adds them ((c1 + c2) + c3: c2's GEMM adds into c1's
+ * buffer, c3's into that): the order stays, one launch and one buffer
+ * fewer per sum. */
+void sched_gemm_accumulate(Compiler *c, const IrFn *f, IrInst **insts, int n, const int *nuses, int *acc) {
+  for (int j = 0; j < n; j++)
+    acc[j] = -1;
+  if (!c->cuda_target || f->is_main || n < 3)
+    return;
+  int *def = arena_alloc(&c->arena, sizeof(int) * (size_t)(f->nvalues + 1));
+  int *ready = arena_alloc(&c->arena, sizeof(int) * (size_t)(f->nvalues + 1));
+  for (int v = 0; v <= f->nvalues; v++)
+    def[v] = ready[v] = -1;
+  for (int j = 0; j < n; j++) {
+    IrInst *in = insts[j];
+    for (int d = 0; d < in->ndst; d++)
+      if (in->dst[d] >= 0)
+        def[in->dst[d]] = j;
+    if (matmul_form_bwd(f, in) && in->ndst >= 1 && in->dst[0] >= 0)
+      ready[in->dst[0]] = j; /* a dX GEMM's result: a new buffer */
+  }
+  for (int a = 0; a < n; a++) {
+    IrInst *in = insts[a];
+    if (in->op != IR_ACCUM || in->nargs != 2 || in->ndst != 1 || in->dst[0] < 0)
+      continue;
+    const Type *t = f->values[in->dst[0]].type;
+    if (t->kind != TY_TENSOR || (t->dtype != DT_F32 && t->dtype != DT_F64))
+      continue;
+    for (int side = 1; side >= 0; side--) { /* the contribution is args[1] as autodiff.c adds */
+      int gv = in->args[side], pv = in->args[1 - side], gi = def[gv];
+      if (gv == pv || gi < 0 || gi >= a || acc[gi] >= 0 || insts[gi]->dst[0] != gv || !matmul_form_bwd(f, insts[gi]) ||
+          nuses[gv] != 1 || nuses[pv] != 1 || ready[pv] < 0 || ready[pv] >= gi ||
+          !sched_same_shape(f->values[gv].type, t) || !sched_same_shape(f->values[pv].type, t))
+        continue;
+      acc[a] = gi;
+      acc[gi] = a;
+      ready[in->dst[0]] = gi; /* p's buffer, holding the sum from the GEMM on */
+      break;
+    }
+  }
+}
+
+void sched_host_div_grad(Compiler *c, const IrFn *f, IrInst **insts, int n, const int *nuses, int *hscalar) {
+  for (int j = 0; j < n; j++)
+    hscalar[j] = -1;
+  if (!c->cuda_target || f->is_main)
+    return;
+  for (int k = 0; k < n; k++) {
+    IrInst *in = insts[k];
+    if (in->op != IR_BINARY_BWD || in->binop != BIN_DIV || in->nargs != 3 || in->ndst < 1 || in->dst[0] < 0 ||
+        (in->ndst > 1 && in->dst[1] >= 0) || nuses[in->args[1]] != 1)
+      continue;
+    const Type *a = f->values[in->args[0]].type, *b = f->values[in->args[1]].type, *dy = f->values[in->args[2]].type;
+    if (a->kind != TY_TENSOR || (a->dtype != DT_F32 && a->dtype != DT_F64) || b->kind != TY_TENSOR || b->ndim != 0 ||
+        b->dtype != a->dtype || !sched_same_shape(a, dy))
+      continue;
+    for (int i = 0; i < k; i++)
+      if (insts[i]->op == IR_SCALAR && insts[i]->ndst == 1 && insts[i]->dst[0] == in->args[1] && hscalar[i] < 0) {
+        hscalar[i] = k;
+        hscalar[k] = i;
+        break;
+      }
+  }
 }
 
 /* The fused elementwise region that starts at insts[j], if one is worth
@@ -618,13 +697,13 @@ static bool member_reads(IrInst **insts, int j, int k, int v, int depth) {
 }
 
 static int fused_region(Compiler *c, IrFn *f, IrInst **insts, int j, int n, int blk, const int *nuses,
-                        const int *lastuse, const int *defblk, const bool *moved, int *out) {
-  if (!sched_fusable(c, f, insts[j]))
+                        const int *lastuse, const int *defblk, const bool *moved, const int *acc, int *out) {
+  if (!sched_fusable(c, f, insts[j]) || acc[j] >= 0)
     return 0;
   const Type *t = f->values[insts[j]->dst[0]].type;
   int end = j, members = 0;
   for (int k = j; k < n; k++) {
-    if (sched_fusable(c, f, insts[k]) && sched_same_shape(f->values[insts[k]->dst[0]].type, t)) {
+    if (sched_fusable(c, f, insts[k]) && acc[k] < 0 && sched_same_shape(f->values[insts[k]->dst[0]].type, t)) {
       end = k + 1;
       members++;
     } else if (!sched_transparent(insts[k])) {
@@ -784,11 +863,14 @@ void schedule_block(Compiler *c, IrFn *f, IrBlock *b, int blk, int *nuses, int *
   bool *gemm = arena_alloc(&c->arena, sizeof(bool) * (size_t)(n ? n : 1));
   int *out = arena_alloc(&c->arena, sizeof(int) * (size_t)(n ? n : 1));
   bool *moved = arena_alloc(&c->arena, sizeof(bool) * (size_t)(f->nvalues + 1));
+  /* gradient sums a dX GEMM does (sched_gemm_accumulate): not in a region */
+  int *acc = arena_alloc(&c->arena, sizeof(int) * (size_t)(n ? n : 1));
+  sched_gemm_accumulate(c, f, insts, n, nuses, acc);
   for (j = 0; j < n;) {
     int bias, act, end = j + sched_gemm_epilogue(c, f, insts, j, n, nuses, &bias, &act);
     gemm[j] = end > j;
     if (!gemm[j])
-      end = fused_region(c, f, insts, j, n, blk, nuses, lastuse, defblk, moved, out);
+      end = fused_region(c, f, insts, j, n, blk, nuses, lastuse, defblk, moved, acc, out);
     run_end[j] = end > j ? end : 0;
     if (end <= j)
       end = j + 1;
@@ -807,7 +889,10 @@ void schedule_block(Compiler *c, IrFn *f, IrBlock *b, int blk, int *nuses, int *
       bgrad[k] = j;
     }
   }
-  *S = (Schedule){insts, n, blk, free_after, next_free, wait_head, wait_next, special, run_end, gemm, out, bgrad};
+  int *hscalar = arena_alloc(&c->arena, sizeof(int) * (size_t)(n ? n : 1));
+  sched_host_div_grad(c, f, insts, n, nuses, hscalar);
+  *S = (Schedule){insts, n, blk, free_after, next_free, wait_head, wait_next, special, run_end, gemm, out, bgrad, acc,
+                  hscalar};
 }
 
 /* ---- multi-tensor groups (issue 26; autodiff.c makes them consecutive) */

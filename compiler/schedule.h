@@ -22,6 +22,12 @@ typedef struct Schedule {
   int *bgrad;           /* per instruction (sched_bias_grad_gemm): at an add's BINARY_BWD, the
                          * MATMUL_BWD / EINSUM_BWD (> j) whose dW GEMM computes its bias gradient;
                          * at that one, the BINARY_BWD (< j); -1: none */
+  int *acc;             /* per instruction (sched_gemm_accumulate): at a gradient sum (ACCUM), the
+                         * MATMUL_BWD / EINSUM_BWD (< j) whose dX GEMM adds its result to the
+                         * sum's other operand (a buffer of its own) in place of the sum; at
+                         * that one, the ACCUM (> j); -1: none */
+  int *hscalar;         /* per instruction (sched_host_div_grad): at a SCALAR, the BINARY_BWD (> j)
+                         * that reads its host number instead; at that one, the SCALAR; -1: none */
 } Schedule;
 
 enum {
@@ -59,6 +65,24 @@ bool sched_einsum_matmul(const char *spec, int na, int nb);
  * weight's trailing dims, dy's leading dims exactly the GEMM's K, only tape
  * pops between. */
 int sched_bias_grad_gemm(const Compiler *c, const IrFn *f, IrInst **insts, int j, int n, const int *nuses);
+
+/* On the CUDA target (not in main), the gradient sums (ACCUM) of block
+ * insts[0..n) that a dX GEMM does itself (cuBLASLt's beta = 1: its f32
+ * result added to C, rounded once, the add's bits): a sum p + g (either
+ * order) whose g is the dX (dst 0) of a MATMUL_BWD / EINSUM_BWD of a
+ * matmul's form (a [..., k] @ w [k, n...]: one GEMM dy w^T) read only by
+ * the sum, and whose p, read only by the sum too, is a buffer of its own
+ * ready before that GEMM: another such dX, or an earlier sum done so.  The
+ * GEMM writes into p's buffer and its result is the sum's; nothing else
+ * changes (the sums keep their order).  Fills acc (Schedule.acc). */
+void sched_gemm_accumulate(Compiler *c, const IrFn *f, IrInst **insts, int n, const int *nuses, int *acc);
+
+/* On the CUDA target, the backward of `x / s` for a host number s (the
+ * loss's mean: a BINARY_BWD of / whose divisor is a SCALAR read by it
+ * alone, only dx wanted, f32 or f64): rt_div_scalar_grad_h with the
+ * number, not a device scalar filled for it (one launch fewer; the same
+ * bits).  Fills hscalar (Schedule.hscalar). */
+void sched_host_div_grad(Compiler *c, const IrFn *f, IrInst **insts, int n, const int *nuses, int *hscalar);
 
 /* Whether `in` can be a member of a fused elementwise region (on c's target). */
 bool sched_fusable(const Compiler *c, const IrFn *f, const IrInst *in);

@@ -203,12 +203,17 @@ rt_tensor *rt_cross_entropy_vp(rt_ctx *ctx, const rt_tensor *logits, const rt_te
     int64_t first, classes;
     rt_cross_entropy_vp_check(ctx, logits, targets, l, NULL, &first, &classes);
     ctx->mem_off++;
-    rt_tensor *mx = rt_ce_vp_rowmax(ctx, logits);
-    rt_tensor *m = rt_all_reduce_reuse(ctx, mx, axes, RT_RED_MAX);
-    rt_free(ctx, mx);
-    rt_tensor *sx = rt_ce_vp_rowsums(ctx, logits, targets, m, first);
-    rt_tensor *sums = rt_all_reduce_reuse(ctx, sx, axes, RT_RED_SUM);
-    rt_free(ctx, sx);
+    rt_tensor *m, *sums;
+    if (rt_group_size(ctx, axes) == 1) { /* all the classes here: both statistics in one pass */
+        rt_ce_vp_rowstats(ctx, logits, targets, &m, &sums);
+    } else {
+        rt_tensor *mx = rt_ce_vp_rowmax(ctx, logits);
+        m = rt_all_reduce_reuse(ctx, mx, axes, RT_RED_MAX);
+        rt_free(ctx, mx);
+        rt_tensor *sx = rt_ce_vp_rowsums(ctx, logits, targets, m, first);
+        sums = rt_all_reduce_reuse(ctx, sx, axes, RT_RED_SUM);
+        rt_free(ctx, sx);
+    }
     ctx->mem_off--;
     rt_tensor *y = rt_ce_vp_finish(ctx, targets, m, sums, classes, red, logits->dtype, lse);
     rt_free(ctx, m);

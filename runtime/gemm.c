@@ -175,6 +175,16 @@ bool rt_gemm_bgrad(rt_ctx *ctx, rt_dtype dt, int64_t M, int64_t N, int64_t K, co
     return false;
 }
 
+/* OpenBLAS's and oneDNN's beta = 1 add the product to C as they go (K
+ * block by block), not the finished product once: other bits than the
+ * GEMM and an add (the CPU target's code never asks) */
+bool rt_gemm_acc(rt_ctx *ctx, rt_dtype dt, int64_t M, int64_t N, int64_t K, const void *A, const void *B,
+                 void *C)
+{
+    (void)ctx, (void)dt, (void)M, (void)N, (void)K, (void)A, (void)B, (void)C;
+    return false;
+}
+
 void rt_gemm_describe(const rt_ctx *ctx, char *buf, size_t n)
 {
     if (ctx->tgt->gemm_f32 < 0) {

@@ -300,9 +300,23 @@ void rt_binary_grads(rt_ctx *ctx, rt_binary_op op, const rt_tensor *a, const rt_
     }
 }
 
+static rt_tensor *div_scalar_grad(rt_ctx *ctx, const rt_tensor *dy, double inv);
+
 rt_tensor *rt_div_scalar_grad(rt_ctx *ctx, const rt_tensor *dy, const rt_tensor *s)
 {
-    double inv = 1.0 / rt_get(s, 0);
+    return div_scalar_grad(ctx, dy, 1.0 / rt_get(s, 0));
+}
+
+rt_tensor *rt_div_scalar_grad_h(rt_ctx *ctx, const rt_tensor *dy, double s)
+{
+    rt_check_float(ctx, dy, "div_scalar_grad");
+    RT_CHECK(ctx, dy->dtype == RT_F32 || dy->dtype == RT_F64, "div_scalar_grad: f32 or f64");
+    RT_KERNEL(ctx, RT_K_ELEMENTWISE, rt_binary_bwd_name(RT_DIV));
+    return div_scalar_grad(ctx, dy, 1.0 / (dy->dtype == RT_F32 ? (double)(float)s : s));
+}
+
+static rt_tensor *div_scalar_grad(rt_ctx *ctx, const rt_tensor *dy, double inv)
+{
     rt_tensor *dx = rt_empty(ctx, dy->dtype, dy->ndim, dy->shape);
     if (dy->dtype == RT_F32) {
         const float *DY = dy->data;

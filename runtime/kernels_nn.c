@@ -584,6 +584,13 @@ rt_tensor *rt_ce_vp_rowsums(rt_ctx *ctx, const rt_tensor *logits, const rt_tenso
     return s;
 }
 
+void rt_ce_vp_rowstats(rt_ctx *ctx, const rt_tensor *logits, const rt_tensor *targets, rt_tensor **m,
+                       rt_tensor **sums)
+{
+    *m = rt_ce_vp_rowmax(ctx, logits);
+    *sums = rt_ce_vp_rowsums(ctx, logits, targets, *m, 0);
+}
+
 rt_tensor *rt_ce_vp_finish(rt_ctx *ctx, const rt_tensor *targets, const rt_tensor *m,
                            const rt_tensor *sums, int64_t classes, rt_ce_reduction red,
                            rt_dtype dt, rt_tensor **lse)

@@ -7,6 +7,7 @@
  * this file is shared by both targets. */
 #include <string.h>
 
+#include "rt_graph.h"
 #include "rt_internal.h"
 
 /* a view of x with another shape (same data, same numel); never freed */
@@ -168,11 +169,10 @@ void rt_matmul_bwd(rt_ctx *ctx, const rt_tensor *a, const rt_tensor *b, const rt
 /* a [..., k] @ b [k, n...] + bias's backward (spmdrt.h): b and dy seen as
  * [k, N] and [rows, N]; da's GEMM is rt_matmul_bwd's (one over all rows),
  * db's carries dbias where the target's GEMM has the epilogue
- * (rt_gemm_bgrad) */
-void rt_matmul_bwd_bias(rt_ctx *ctx, const rt_tensor *a, const rt_tensor *b, const rt_tensor *dy,
-                        rt_tensor **da, rt_tensor **db, rt_tensor **dbias)
+ * (rt_gemm_bgrad).  acc (rt_matmul_bwd_bias_acc): da is added to it. */
+static rt_tensor *matmul_bwd_bias(rt_ctx *ctx, const rt_tensor *a, const rt_tensor *b, const rt_tensor *dy,
+                                  rt_tensor *acc, rt_tensor **da, rt_tensor **db, rt_tensor **dbias)
 {
-    RT_KERNEL(ctx, RT_K_MATMUL, "matmul_bwd_bias");
     rt_check_float(ctx, a, "matmul");
     int lead = a->ndim - 1, nn = b->ndim - 1;
     RT_CHECK(ctx, a->ndim >= 2 && b->ndim >= 2 && a->dtype == b->dtype && dy->dtype == a->dtype &&
@@ -184,7 +184,27 @@ void rt_matmul_bwd_bias(rt_ctx *ctx, const rt_tensor *a, const rt_tensor *b, con
     int64_t k = b->shape[0], n = rt_numel_of(nn, b->shape + 1), rows = rt_numel_of(lead, a->shape);
     int64_t bs[2] = {k, n}, gs[2] = {rows, n}, as[2] = {rows, k};
     rt_tensor bv = view(b, 2, bs), g = view(dy, 2, gs), av = view(a, 2, as);
-    if (da) {
+    rt_tensor *sum = NULL;
+    if (acc) {
+        RT_CHECK(ctx, acc->dtype == a->dtype && acc->ndim == a->ndim &&
+                          memcmp(acc->shape, a->shape, sizeof(int64_t) * (size_t)a->ndim) == 0,
+                 "matmul_bwd_bias_acc: the accumulator must have a's dtype and shape");
+        /* the target's GEMM adds to C (beta 1: the f32 result added to C,
+         * rounded once), into acc's buffer where the caller's reference is
+         * its only one, else into a copy: the same bits either way */
+        sum = rt_writable(acc) || rt_graph_capture_writable(ctx, acc) ? rt_retain(acc) : rt_copy(ctx, acc);
+        if (!rt_gemm_acc(ctx, a->dtype, rows, k, n, g.data, bv.data, sum->data)) {
+            /* elsewhere (the CPU: OpenBLAS's beta 1 adds k-block by
+             * k-block) the GEMM, then the add: the same sum */
+            rt_free(ctx, sum);
+            rt_tensor *r = bmm(ctx, &g, false, &bv, true);
+            r->ndim = a->ndim;
+            memcpy(r->shape, a->shape, sizeof r->shape);
+            sum = rt_binary(ctx, RT_ADD, acc, r);
+            rt_free(ctx, r);
+        }
+        rt_free(ctx, acc);
+    } else if (da) {
         rt_tensor *r = bmm(ctx, &g, false, &bv, true); /* [rows, k] */
         r->ndim = a->ndim;
         memcpy(r->shape, a->shape, sizeof r->shape);
@@ -205,6 +225,22 @@ void rt_matmul_bwd_bias(rt_ctx *ctx, const rt_tensor *a, const rt_tensor *b, con
     }
     if (dbias)
         *dbias = bias ? bias : rt_sum_to_shape(ctx, dy, nn, b->shape + 1);
+    return sum;
+}
+
+void rt_matmul_bwd_bias(rt_ctx *ctx, const rt_tensor *a, const rt_tensor *b, const rt_tensor *dy,
+                        rt_tensor **da, rt_tensor **db, rt_tensor **dbias)
+{
+    RT_KERNEL(ctx, RT_K_MATMUL, "matmul_bwd_bias");
+    (void)matmul_bwd_bias(ctx, a, b, dy, NULL, da, db, dbias);
+}
+
+rt_tensor *rt_matmul_bwd_bias_acc(rt_ctx *ctx, const rt_tensor *a, const rt_tensor *b, const rt_tensor *dy,
+                                  rt_tensor *acc, rt_tensor **db, rt_tensor **dbias)
+{
+    RT_KERNEL(ctx, RT_K_MATMUL, "matmul_bwd_bias_acc");
+    RT_CHECK(ctx, acc != NULL, "matmul_bwd_bias_acc: no accumulator");
+    return matmul_bwd_bias(ctx, a, b, dy, acc, NULL, db, dbias);
 }
 
 /* ---- einsum */

@@ -476,6 +476,11 @@ void rt_cross_entropy_vp_check(rt_ctx *ctx, const rt_tensor *logits, const rt_te
 rt_tensor *rt_ce_vp_rowmax(rt_ctx *ctx, const rt_tensor *logits);
 rt_tensor *rt_ce_vp_rowsums(rt_ctx *ctx, const rt_tensor *logits, const rt_tensor *targets,
                             const rt_tensor *m, int64_t first);
+/* rowmax and rowsums (first 0) where one rank holds every class (a
+ * group of one: the all-reduces between are the identity), the same
+ * numbers; the CUDA target's in one launch */
+void rt_ce_vp_rowstats(rt_ctx *ctx, const rt_tensor *logits, const rt_tensor *targets, rt_tensor **m,
+                       rt_tensor **sums);
 rt_tensor *rt_ce_vp_finish(rt_ctx *ctx, const rt_tensor *targets, const rt_tensor *m,
                            const rt_tensor *sums, int64_t classes, rt_ce_reduction red,
                            rt_dtype dt, rt_tensor **lse);
@@ -620,6 +625,13 @@ void rt_gemm_strided(rt_ctx *ctx, rt_dtype dt, bool ta, bool tb, int64_t M, int6
  * on their own.  M, N, K > 0. */
 bool rt_gemm_bgrad(rt_ctx *ctx, rt_dtype dt, int64_t M, int64_t N, int64_t K, const void *A,
                    const void *B, void *C, void *bias);
+/* C[M,N] += A[M,K] B[N,K]^T as one GEMM whose epilogue adds its result to
+ * C, rounded once (cuBLASLt's beta = 1; the simulation: the GEMM's f32
+ * result, then the add).  false: the target has none that adds exactly so
+ * (the CPU: OpenBLAS's beta = 1 adds block by block of K; bf16): nothing
+ * written, the caller runs the GEMM and the add.  M, N > 0. */
+bool rt_gemm_acc(rt_ctx *ctx, rt_dtype dt, int64_t M, int64_t N, int64_t K, const void *A, const void *B,
+                 void *C);
 /* the --profile line naming the GEMM library and how it was chosen */
 void rt_gemm_describe(const rt_ctx *ctx, char *buf, size_t n);
 /* files (checkpoint.c) move tensor data through host memory: x's data

@@ -445,6 +445,11 @@ rt_tensor *rt_binary_scalar(rt_ctx *ctx, rt_binary_op op, const rt_tensor *a, do
 /* da, db (either may be NULL when not wanted), each reduced to its operand's shape */
 void rt_binary_bwd(rt_ctx *ctx, rt_binary_op op, const rt_tensor *a, const rt_tensor *b,
                    const rt_tensor *dy, rt_tensor **da, rt_tensor **db);
+/* The gradient of x / s for a host number s (x f32 or f64): dy * (1 / s)
+ * in f64, rounded once, with s first rounded to dy's dtype: the bits of
+ * rt_binary_bwd(RT_DIV, x, rt_scalar(dtype, s), dy, &dx, NULL) without
+ * the device scalar (the CUDA target's loss mean, issue 26). */
+rt_tensor *rt_div_scalar_grad_h(rt_ctx *ctx, const rt_tensor *dy, double s);
 /* sum a broadcast gradient down to shape (leading dims dropped, size-1 dims kept) */
 rt_tensor *rt_sum_to_shape(rt_ctx *ctx, const rt_tensor *g, int ndim, const int64_t *shape);
 
@@ -513,6 +518,16 @@ rt_tensor *rt_matmul_bias_act(rt_ctx *ctx, const rt_tensor *a, const rt_tensor *
  * and rt_sum_to_shape).  Any of da, db, dbias may be NULL. */
 void rt_matmul_bwd_bias(rt_ctx *ctx, const rt_tensor *a, const rt_tensor *b, const rt_tensor *dy,
                         rt_tensor **da, rt_tensor **db, rt_tensor **dbias);
+/* The same with a's gradient added to acc (a's dtype and shape; the
+ * caller's reference is consumed): returns acc + dy b^T, each element the
+ * GEMM's result added to acc's, rounded once (rt_binary's add of the
+ * GEMM's result).  On the CUDA target the dX GEMM itself adds it
+ * (cuBLASLt's beta = 1), in acc's buffer where the caller's reference is
+ * its only one (else in a copy); elsewhere the GEMM and an add.  The
+ * compiler's summed gradients (sched_gemm_accumulate: x's gradient from
+ * attention's three projections). */
+rt_tensor *rt_matmul_bwd_bias_acc(rt_ctx *ctx, const rt_tensor *a, const rt_tensor *b, const rt_tensor *dy,
+                                  rt_tensor *acc, rt_tensor **db, rt_tensor **dbias);
 /* The library f32 GEMMs run on (runtime/gemm.c). rt_init chooses it for the
  * machine: rank 0 times a few GEMMs through both and takes oneDNN only when
  * it is clearly faster, then broadcasts the choice, so every rank uses the

@@ -234,6 +234,23 @@ rt_tensor *rt_div_scalar_grad(rt_ctx *ctx, const rt_tensor *dy, const rt_tensor 
     return dx;
 }
 
+/* rt_div_scalar_grad's kernel with s a host number, rounded to dy's dtype
+ * as rt_scalar stores it: 1 / s is the same division on the host */
+rt_tensor *rt_div_scalar_grad_h(rt_ctx *ctx, const rt_tensor *dy, double s)
+{
+    rt_check_float(ctx, dy, "div_scalar_grad");
+    RT_CHECK(ctx, dy->dtype == RT_F32 || dy->dtype == RT_F64, "div_scalar_grad: f32 or f64");
+    RT_KERNEL(ctx, RT_K_ELEMENTWISE, rt_binary_bwd_name(RT_DIV));
+    ctx->tgt->op = rt_binary_bwd_name(RT_DIV);
+    rt_dtype dt = dy->dtype;
+    double inv = 1.0 / (dt == RT_F32 ? (double)(float)s : s);
+    rt_tensor *dx = rt_empty(ctx, dt, dy->ndim, dy->shape);
+    const void *DY = dy->data;
+    void *DX = dx->data;
+    rt_launch(ctx, dx->numel, [=] RT_HD(int64_t i) { rt_st(DX, dt, i, rt_ld(DY, dt, i) * inv); });
+    return dx;
+}
+
 void rt_binary_bwd(rt_ctx *ctx, rt_binary_op op, const rt_tensor *a, const rt_tensor *b,
                    const rt_tensor *dy, rt_tensor **da, rt_tensor **db)
 {

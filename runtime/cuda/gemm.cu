@@ -88,8 +88,9 @@ static void sim_gemm(rt_ctx *ctx, rt_dtype dt, bool ta, bool tb, int64_t M, int6
                 acc += a * x;
         }
         double r = dt == RT_BF16 ? (double)accf : acc;
-        if (beta != 0)
-            r += beta * rt_ld(C, dt, oc + t);
+        if (beta != 0) /* the epilogue: the product's f32 result (the device's
+                        * accumulator) added to C, rounded once */
+            r = (dt == RT_F32 ? (double)(float)r : r) + beta * rt_ld(C, dt, oc + t);
         rt_st(C, dt, oc + t, r);
     });
 }
@@ -98,6 +99,16 @@ void rt_gemm(rt_ctx *ctx, rt_dtype dt, bool ta, bool tb, int64_t M, int64_t N, i
              const void *A, const void *B, void *C, double beta)
 {
     sim_gemm(ctx, dt, ta, tb, M, N, K, A, 0, B, 0, C, 0, 1, beta);
+}
+
+/* the device's accumulating GEMM (below): sim_gemm with beta 1 */
+bool rt_gemm_acc(rt_ctx *ctx, rt_dtype dt, int64_t M, int64_t N, int64_t K, const void *A, const void *B,
+                 void *C)
+{
+    if (dt != RT_F32 && dt != RT_F64)
+        return false;
+    sim_gemm(ctx, dt, false, true, M, N, K, A, 0, B, 0, C, 0, 1, 1.0);
+    return true;
 }
 
 void rt_gemm_strided(rt_ctx *ctx, rt_dtype dt, bool ta, bool tb, int64_t M, int64_t N, int64_t K,
@@ -349,6 +360,18 @@ void rt_gemm(rt_ctx *ctx, rt_dtype dt, bool ta, bool tb, int64_t M, int64_t N, i
     LT(ctx, cublasLtMatmul(g->lt, p->op, alpha, B, p->la, A, p->lb, bp, C, p->lc, C, p->lc,
                            &p->algo, g->workspace, RT_GEMM_WORKSPACE,
                            (cudaStream_t)ctx->tgt->stream));
+}
+
+/* C += A B^T: the GEMM with beta = 1, whose epilogue adds its f32 (f64)
+ * result to C, rounded once; bf16 would round the product to bf16 first:
+ * not offered */
+bool rt_gemm_acc(rt_ctx *ctx, rt_dtype dt, int64_t M, int64_t N, int64_t K, const void *A, const void *B,
+                 void *C)
+{
+    if (dt != RT_F32 && dt != RT_F64)
+        return false;
+    rt_gemm(ctx, dt, false, true, M, N, K, A, B, C, 1.0);
+    return true;
 }
 
 void rt_gemm_strided(rt_ctx *ctx, rt_dtype dt, bool ta, bool tb, int64_t M, int64_t N, int64_t K,

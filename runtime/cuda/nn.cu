@@ -502,6 +502,33 @@ rt_tensor *rt_ce_vp_rowsums(rt_ctx *ctx, const rt_tensor *logits, const rt_tenso
     return s;
 }
 
+/* rowmax and rowsums in one launch (issue 26): the row's maximum, then
+ * its sums from it, each as the two kernels above compute it */
+void rt_ce_vp_rowstats(rt_ctx *ctx, const rt_tensor *logits, const rt_tensor *targets, rt_tensor **m,
+                       rt_tensor **sums)
+{
+    RT_KERNEL(ctx, RT_K_NN, "cross_entropy");
+    ctx->tgt->op = "cross_entropy";
+    int64_t c = logits->shape[logits->ndim - 1], n = targets->numel;
+    int64_t shape[2] = {n, 2};
+    *m = rt_empty(ctx, RT_F64, 1, &n);
+    *sums = rt_empty(ctx, RT_F64, 2, shape);
+    const void *L = logits->data;
+    const int32_t *T = (const int32_t *)targets->data;
+    double *M = (double *)(*m)->data, *S = (double *)(*sums)->data;
+    rt_dtype dt = logits->dtype;
+    rt_launch_rows(ctx, n, [=] RT_HD(const rt_warp &w, int64_t r) {
+        int64_t off = r * c, j = (int64_t)T[r];
+        double mr = w.max(c, [&](int64_t k) { return rt_ld(L, dt, off + k); });
+        double sum = w.sum(c, [&](int64_t k) { return exp(rt_ld(L, dt, off + k) - mr); });
+        if (w.leader()) {
+            M[r] = mr;
+            S[2 * r] = sum;
+            S[2 * r + 1] = j >= 0 && j < c ? rt_ld(L, dt, off + j) : 0.0;
+        }
+    });
+}
+
 rt_tensor *rt_ce_vp_finish(rt_ctx *ctx, const rt_tensor *targets, const rt_tensor *m,
                            const rt_tensor *sums, int64_t classes, rt_ce_reduction red,
                            rt_dtype dt, rt_tensor **lse)
@@ -509,39 +536,60 @@ rt_tensor *rt_ce_vp_finish(rt_ctx *ctx, const rt_tensor *targets, const rt_tenso
     RT_KERNEL(ctx, RT_K_NN, "cross_entropy");
     ctx->tgt->op = "cross_entropy";
     int64_t n = targets->numel;
-    rt_tensor *kept = red == RT_CE_MEAN ? rt_empty(ctx, RT_F64, 0, NULL) : NULL;
-    double *K = kept ? (double *)kept->data : NULL;
-    check_ids(ctx, targets, classes, RT_DEVERR_TARGET, K);
-    rt_tensor *loss = rt_empty(ctx, RT_F64, targets->ndim, targets->shape);
-    double *LS = (double *)loss->data, *LZ = NULL;
+    double *LZ = NULL;
     if (lse) {
         *lse = rt_empty(ctx, RT_F64, 1, &n);
         LZ = (double *)(*lse)->data;
     }
     const double *M = (const double *)m->data, *S = (const double *)sums->data;
     const int32_t *T = (const int32_t *)targets->data;
+    if (red != RT_CE_NONE) {
+        /* one launch, one warp (issue 26): check_ids's check and count of
+         * the kept rows, each row's lse, and the kept rows' losses added in
+         * the order (and with the values) of the row kernel and the sum
+         * below */
+        rt_tensor *y = rt_empty(ctx, dt, 0, NULL);
+        void *Y = y->data;
+        int64_t *REC = rt_dev_errors(ctx), loc = (int64_t)(uintptr_t)ctx->at_loc;
+        rt_launch_rows(ctx, 1, [=] RT_HD(const rt_warp &w, int64_t) {
+            int64_t bad = w.reduce(n, (int64_t)INT64_MAX, [&](int64_t j) {
+                int32_t v = T[j];
+                return (v >= 0 && v < classes) || v == IGNORE_INDEX ? (int64_t)INT64_MAX : j;
+            }, rt_op_min());
+            double k = red == RT_CE_MEAN ? w.sum(n, [&](int64_t j) { return T[j] != IGNORE_INDEX ? 1.0 : 0.0; })
+                                         : 0.0;
+            if (LZ)
+                w.each(n, [&](int64_t r) { LZ[r] = M[r] + log(S[2 * r]); });
+            double total = w.sum(n, [&](int64_t r) {
+                int32_t t = T[r];
+                double z = M[r] + log(S[2 * r]);
+                return t == IGNORE_INDEX ? 0.0 : target_ok(t, classes) ? z - S[2 * r + 1] : NAN;
+            });
+            if (w.leader()) {
+                if (bad != INT64_MAX && REC[0] == RT_DEVERR_NONE) {
+                    REC[1] = bad;
+                    REC[2] = T[bad];
+                    REC[3] = classes;
+                    REC[4] = loc;
+                    REC[0] = RT_DEVERR_TARGET;
+                }
+                rt_st(Y, dt, 0, red == RT_CE_SUM ? total : k != 0 ? total / k : NAN);
+            }
+        });
+        return y;
+    }
+    check_ids(ctx, targets, classes, RT_DEVERR_TARGET, NULL);
+    /* each row's loss stored in dt as rt_astype of the f64 losses stores
+     * it (rt_st), in the same launch (issue 26) */
+    rt_tensor *y = rt_empty(ctx, dt, targets->ndim, targets->shape);
+    void *Y = y->data;
     rt_launch(ctx, n, [=] RT_HD(int64_t r) {
         double z = M[r] + log(S[2 * r]);
         if (LZ)
             LZ[r] = z;
         int32_t t = T[r];
-        LS[r] = t == IGNORE_INDEX ? 0.0 : target_ok(t, classes) ? z - S[2 * r + 1] : NAN;
+        rt_st(Y, dt, r, t == IGNORE_INDEX ? 0.0 : target_ok(t, classes) ? z - S[2 * r + 1] : NAN);
     });
-    rt_tensor *y;
-    if (red == RT_CE_NONE) {
-        y = rt_astype(ctx, loss, dt);
-    } else { /* the kept rows' losses added on one warp */
-        y = rt_empty(ctx, dt, 0, NULL);
-        void *Y = y->data;
-        const double *CK = K;
-        rt_launch_rows(ctx, 1, [=] RT_HD(const rt_warp &w, int64_t) {
-            double total = w.sum(n, [&](int64_t r) { return T[r] != IGNORE_INDEX ? LS[r] : 0.0; });
-            if (w.leader())
-                rt_st(Y, dt, 0, red == RT_CE_SUM ? total : CK[0] != 0 ? total / CK[0] : NAN);
-        });
-    }
-    rt_free(ctx, loss);
-    rt_free(ctx, kept);
     return y;
 }
 

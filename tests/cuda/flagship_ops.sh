@@ -75,7 +75,7 @@
 # (runtime/cuda/dev.h's rt_launch_last: the last block to take its ticket
 # adds the blocks' partial sums in order; rt_sum_to_shape of a bias's
 # gradient, rt_sum_all, layer_norm's backward with its dx 2 -> 1): 134 a
-# step (at L=6: 304 -> 278), so CEILING is 138. A step
+# step (at L=6: 304 -> 278), so CEILING is 138.
 # 432 -> 397). All four: 144 a step (at L=6: 432 -> 304), so CEILING is
 # 148. A residual's gradient added into layer_norm's dx as the runtime
 # stores it (rt_layer_norm_bwd_add; compiler/callfuse.c: across the call of
@@ -85,6 +85,14 @@
 # moved into the callee's copy, whose fused loop takes it with the bias's
 # add (compiler/callfuse.c; a forward's saves no barrier to fusion): 2
 # fewer a layer, 136 a step (at L=6: 292 -> 280), so CEILING is 140. A step
+# 148. Then x's gradient in attention_heads' backward summed by the dX
+# GEMMs themselves (cuBLASLt's beta = 1: rt_matmul_bwd_bias_acc, no
+# summing loop, 12 -> 11 a call), the loss mean's backward from the host
+# number (rt_div_scalar_grad_h: no device scalar filled) and the
+# cross-entropy's forward in 3 launches where one rank holds every class
+# (rt_ce_vp_rowstats; the per-token losses stored in their dtype by the
+# row kernel, no rt_astype): 139 a step (at L=6: 304 -> 295), so CEILING
+# is 143. A step
 # with fewer than FLOOR operations means the counting broke. Counted with
 # SPMD_GRAPHS=0: with graphs a replay counts
 # its graph's operations too (cuda_sim/graph_ops_*), plus the copies of its

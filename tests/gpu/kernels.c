@@ -1076,6 +1076,58 @@ static void linalg(void)
         rt_free(C, xk); rt_free(C, wk); rt_free(C, dy);
     }
     rt_free(C, x); rt_free(C, w);
+    /* rt_matmul_bwd_bias_acc (the CUDA target's gradient sums in the dX
+     * GEMM, cuBLASLt's beta = 1): the GEMM's result added to the
+     * accumulator's and rounded once, the bits of rt_matmul_bwd_bias's dX
+     * and rt_binary's add on every target (eq: 1 everywhere), in place or,
+     * for an accumulator another reference holds, in a copy (kept: the
+     * held one unchanged) */
+    for (int k = 0; k < 3; k++) {
+        rt_dtype dt = dts_bgrad[k];
+        const char *dn = rt_dtype_name(dt), *cl = fcls(dt);
+        char name[64];
+        rt_tensor *xa = input(dt, SH(2, 24, 16), -1, 1), *wa = input(dt, SH(16, 4, 8), -1, 1);
+        rt_tensor *dy = input(dt, SH(2, 24, 4, 8), -1, 1), *acc = input(dt, SH(2, 24, 16), -1, 1);
+        rt_tensor *dx, *dw, *dbias;
+        rt_matmul_bwd_bias(C, xa, wa, dy, &dx, NULL, NULL);
+        rt_tensor *want = rt_binary(C, RT_ADD, acc, dx), *keep = rt_copy(C, acc);
+        rt_tensor *copied = rt_matmul_bwd_bias_acc(C, xa, wa, dy, rt_retain(acc), NULL, NULL);
+        snprintf(name, sizeof name, "matmul_bwd_acc_kept_%s", dn);
+        out(name, "bits", rt_binary(C, RT_EQ, acc, keep));
+        rt_tensor *sum = rt_matmul_bwd_bias_acc(C, xa, wa, dy, acc, &dw, &dbias);
+        snprintf(name, sizeof name, "matmul_bwd_acc_eq_%s", dn);
+        out(name, "bits", rt_binary(C, RT_EQ, sum, want));
+        snprintf(name, sizeof name, "matmul_bwd_acc_copy_eq_%s", dn);
+        out(name, "bits", rt_binary(C, RT_EQ, copied, want));
+        snprintf(name, sizeof name, "matmul_bwd_acc_x_%s", dn);
+        out(name, cl, sum);
+        snprintf(name, sizeof name, "matmul_bwd_acc_w_%s", dn);
+        out(name, cl, dw);
+        snprintf(name, sizeof name, "matmul_bwd_acc_b_%s", dn);
+        out(name, cl, dbias);
+        rt_free(C, xa); rt_free(C, wa); rt_free(C, dy); rt_free(C, dx); rt_free(C, want); rt_free(C, keep);
+        rt_free(C, copied);
+    }
+    /* x / s's gradient for a host number s (the CUDA target's loss mean):
+     * rt_div_scalar_grad_h, the bits of rt_binary_bwd with rt_scalar(s)
+     * (eq: 1 everywhere; 16777217 rounds to another f32) */
+    for (int k = 0; k < 2; k++) {
+        rt_dtype dt = k ? RT_F64 : RT_F32;
+        const char *dn = rt_dtype_name(dt);
+        rt_tensor *xs = input(dt, SH(64, 64), -1, 1), *dy = input(dt, SH(64, 64), -1, 1);
+        for (int v = 0; v < 2; v++) {
+            double sv = v ? 16777217.0 : 96.0;
+            char name[64];
+            rt_tensor *s = rt_scalar(C, dt, sv), *want, *got = rt_div_scalar_grad_h(C, dy, sv);
+            rt_binary_bwd(C, RT_DIV, xs, s, dy, &want, NULL);
+            snprintf(name, sizeof name, "div_scalar_grad_h_eq_%d_%s", v, dn);
+            out(name, "bits", rt_binary(C, RT_EQ, got, want));
+            snprintf(name, sizeof name, "div_scalar_grad_h_%d_%s", v, dn);
+            out(name, fcls(dt), got);
+            rt_free(C, s); rt_free(C, want);
+        }
+        rt_free(C, xs); rt_free(C, dy);
+    }
 }
 
 static void collectives(void)
