@@ -63,36 +63,24 @@
 # of its two placements in one call (clip_by_global_norm 21 -> 5 operations
 # a call, adamw 10 + adam_update 10 -> 1): 181 a step on their own (at L=6
 # 432 -> 397). All four: 144 a step (at L=6: 432 -> 304), so CEILING was
-# 148. vocab_parallel_embedding in 3 operations forward (12 before: 4
-# device scalars filled, 4 i32 ops, 2 wheres, the embedding and its ids'
-# check) and 2 backward (5): shard_offset/shard_extent host ints, i32
-# arithmetic, comparisons and where one fused loop reading host numbers,
-# the zeroing where one loop with its mask read per row, the embedding one
-# launch with its check, its backward one launch for a small table, where's
-# backward without a device zero: 132 a step (at L=6: 304 -> 292), so
-# CEILING is 136.
-# 148. A long reduction's chunks and its tree in one launch
-# (runtime/cuda/dev.h's rt_launch_last: the last block to take its ticket
-# adds the blocks' partial sums in order; rt_sum_to_shape of a bias's
-# gradient, rt_sum_all, layer_norm's backward with its dx 2 -> 1): 134 a
-# step (at L=6: 304 -> 278), so CEILING is 138.
-# 432 -> 397). All four: 144 a step (at L=6: 432 -> 304), so CEILING is
-# 148. A residual's gradient added into layer_norm's dx as the runtime
-# stores it (rt_layer_norm_bwd_add; compiler/callfuse.c: across the call of
-# nn.layer_norm_tp's backward), not by a loop after it: block's backward
-# 2 -> 0 operations a layer, 140 a step (at L=6: 304 -> 292). And the
-# residual's add in the forward (nn.dropout_add's x + y, dropout 0.0)
-# moved into the callee's copy, whose fused loop takes it with the bias's
-# add (compiler/callfuse.c; a forward's saves no barrier to fusion): 2
-# fewer a layer, 136 a step (at L=6: 292 -> 280), so CEILING is 140. A step
-# 148. Then x's gradient in attention_heads' backward summed by the dX
-# GEMMs themselves (cuBLASLt's beta = 1: rt_matmul_bwd_bias_acc, no
-# summing loop, 12 -> 11 a call), the loss mean's backward from the host
-# number (rt_div_scalar_grad_h: no device scalar filled) and the
-# cross-entropy's forward in 3 launches where one rank holds every class
-# (rt_ce_vp_rowstats; the per-token losses stored in their dtype by the
-# row kernel, no rt_astype): 139 a step (at L=6: 304 -> 295), so CEILING
-# is 143. A step
+# 148. Session 13's four, each on its own from 144: vocab_parallel_embedding
+# in 3 operations forward and 2 backward (12 and 5 before: shard_offset and
+# shard_extent host ints, i32 arithmetic, comparisons and where one fused
+# loop reading host numbers, the embedding one launch with its ids' check,
+# its backward one launch for a small table): 132 (at L=6 304 -> 292). A
+# long reduction's chunks and its tree in one launch (runtime/cuda/dev.h's
+# rt_launch_last: the last block to take its ticket adds the blocks'
+# partial sums in order; rt_sum_to_shape of a bias's gradient, rt_sum_all,
+# layer_norm's backward 2 -> 1): 134 (at L=6 304 -> 278). A residual's
+# gradient added into layer_norm's dx as the runtime stores it
+# (rt_layer_norm_bwd_add, compiler/callfuse.c), and the residual's add in
+# the forward (nn.dropout_add's x + y, dropout 0.0) moved into the callee's
+# copy, whose fused loop takes it with the bias's add: 136 (at L=6 304 ->
+# 280). x's gradient in attention_heads' backward summed by the dX GEMMs
+# themselves (cuBLASLt's beta = 1, rt_matmul_bwd_bias_acc), the loss
+# mean's backward from the host number and the cross-entropy's forward in
+# 3 launches: 139 (at L=6 304 -> 295). All four: 109 a step (at L=6:
+# 304 -> 233), so CEILING is 113. A step
 # with fewer than FLOOR operations means the counting broke. Counted with
 # SPMD_GRAPHS=0: with graphs a replay counts
 # its graph's operations too (cuda_sim/graph_ops_*), plus the copies of its
@@ -101,8 +89,8 @@
 set -euo pipefail
 spmdc=$1
 simrt=$2
-CEILING=136
-FLOOR=118
+CEILING=113
+FLOOR=95
 COPIES=2
 root=$(cd "$(dirname "$0")/../.." && pwd)
 work=$(mktemp -d)
