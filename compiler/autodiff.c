@@ -669,16 +669,6 @@ static bool touches_slot(const IrInst *in, int slot, int v) {
   return false;
 }
 
-static void unlink_inst(IrBlock *b, IrInst *prev, IrInst *in) {
-  if (prev)
-    prev->next = in->next;
-  else
-    b->head = in->next;
-  if (b->tail == in)
-    b->tail = prev;
-  in->next = NULL;
-}
-
 static void insert_before(IrBlock *b, IrInst *at, IrInst *in) {
   IrInst **pp = &b->head;
   while (*pp != at)
@@ -718,7 +708,7 @@ static void group_layer_adds(IrFn *f, IrBlock *b) {
     }
     if (!to || to == x->next)
       continue;
-    unlink_inst(b, prev, x);
+    ir_unlink(b, prev, x);
     insert_before(b, to, x);
   }
 }
@@ -792,7 +782,7 @@ static IrInst *remove_inst(IrBlock *b, IrInst *in) {
   for (IrInst *x = b->head; x != in; x = x->next)
     prev = x;
   IrInst *next = in->next;
-  unlink_inst(b, prev, in);
+  ir_unlink(b, prev, in);
   return next;
 }
 

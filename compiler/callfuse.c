@@ -95,20 +95,15 @@ static IrBlock clone_block(Compiler *c, const IrBlock *b) {
   return out;
 }
 
-/* g with a last parameter, the addend of the layer_norm_bwd whose dx it
- * returns as result j; made once per (g, j). */
-static IrFn *specialise(CallFuse *F, IrFn *g, int j) {
-  for (Special *s = F->specials; s; s = s->next)
-    if (s->g == g && s->j == j)
-      return s->copy;
-  Compiler *c = F->c;
-  IrFn *m = ir_fn_new(c, arena_sprintf(&c->arena, "%s_add%d", g->cname, j));
-  const char *cname = m->cname;
+/* a copy of g named cname, its body cloned, room for two more values and
+ * one more parameter; not main, exported or emitted */
+static IrFn *copy_fn(Compiler *c, IrFn *g, const char *cname) {
+  IrFn *m = ir_fn_new(c, cname);
   *m = *g;
   m->cname = cname;
-  m->values = arena_alloc(&c->arena, sizeof(IrValue) * (size_t)(g->nvalues + 1));
+  m->values = arena_alloc(&c->arena, sizeof(IrValue) * (size_t)(g->nvalues + 2));
   memcpy(m->values, g->values, sizeof(IrValue) * (size_t)g->nvalues);
-  m->capvalues = g->nvalues + 1;
+  m->capvalues = g->nvalues + 2;
   if (g->nvars) {
     m->vars = arena_alloc(&c->arena, sizeof(IrVar) * (size_t)g->nvars);
     memcpy(m->vars, g->vars, sizeof(IrVar) * (size_t)g->nvars);
@@ -121,10 +116,21 @@ static IrFn *specialise(CallFuse *F, IrFn *g, int j) {
   m->emitted = false;
   m->next = NULL;
   m->body = clone_block(c, &g->body);
-  IrInst *ln = ln_bwd_of(&m->body, m->body.tail->args[j]);
-  int addend = ir_value(c, m, m->values[ln->dst[0]].type, NULL);
   m->params = arena_alloc(&c->arena, sizeof(int) * (size_t)(g->nparams + 1));
   memcpy(m->params, g->params, sizeof(int) * (size_t)g->nparams);
+  return m;
+}
+
+/* g with a last parameter, the addend of the layer_norm_bwd whose dx it
+ * returns as result j; made once per (g, j). */
+static IrFn *specialise(CallFuse *F, IrFn *g, int j) {
+  for (Special *s = F->specials; s; s = s->next)
+    if (s->g == g && s->j == j)
+      return s->copy;
+  Compiler *c = F->c;
+  IrFn *m = copy_fn(c, g, arena_sprintf(&c->arena, "%s_add%d", g->cname, j));
+  IrInst *ln = ln_bwd_of(&m->body, m->body.tail->args[j]);
+  int addend = ir_value(c, m, m->values[ln->dst[0]].type, NULL);
   m->params[m->nparams++] = addend;
   int args[4] = {ln->args[0], ln->args[1], ln->args[2], addend};
   ir_set_args(c, ln, 4, args);
@@ -192,12 +198,7 @@ static void fuse_block(CallFuse *F, IrFn *f, IrBlock *b, const int *uses) {
     }
     if (done) {
       IrInst *next = in->next;
-      if (prev)
-        prev->next = next;
-      else
-        b->head = next;
-      if (b->tail == in)
-        b->tail = prev;
+      ir_unlink(b, prev, in);
       in = next;
       continue;
     }
@@ -315,15 +316,6 @@ static void replace_uses(IrBlock *b, int from, int to) {
   }
 }
 
-static void remove_from(IrBlock *b, IrInst *prev, IrInst *in) {
-  if (prev)
-    prev->next = in->next;
-  else
-    b->head = in->next;
-  if (b->tail == in)
-    b->tail = prev;
-}
-
 /* (1): dropouts with p = 0 of fns[fi] (in b) become their x */
 static void fold_dropouts(Fwd *F, int fi, IrFn *f, IrBlock *b) {
   IrInst *prev = NULL;
@@ -334,7 +326,7 @@ static void fold_dropouts(Fwd *F, int fi, IrFn *f, IrBlock *b) {
     if (in->op == IR_DROPOUT && in->nargs == 3 && in->ndst == 1 && in->dst[0] >= 0 &&
         value_zero(F, fi, in->args[2]) && f->values[in->dst[0]].type->dtype == f->values[in->args[0]].type->dtype) {
       replace_uses(&f->body, in->dst[0], in->args[0]);
-      remove_from(b, prev, in);
+      ir_unlink(b, prev, in);
     } else {
       prev = in;
     }
@@ -413,30 +405,6 @@ static bool can_take(Compiler *c, IrFn *g, int j, int depth) {
   return d->op == IR_CALL && d->callee && !IR_I(d, REMAT) && can_take(c, d->callee, k, depth + 1);
 }
 
-static IrFn *copy_fn(Compiler *c, IrFn *g, const char *cname) {
-  IrFn *m = ir_fn_new(c, cname);
-  *m = *g;
-  m->cname = cname;
-  m->values = arena_alloc(&c->arena, sizeof(IrValue) * (size_t)(g->nvalues + 2));
-  memcpy(m->values, g->values, sizeof(IrValue) * (size_t)g->nvalues);
-  m->capvalues = g->nvalues + 2;
-  if (g->nvars) {
-    m->vars = arena_alloc(&c->arena, sizeof(IrVar) * (size_t)g->nvars);
-    memcpy(m->vars, g->vars, sizeof(IrVar) * (size_t)g->nvars);
-    m->capvars = g->nvars;
-  }
-  m->is_main = false;
-  m->vjp_fwd = m->vjp_bwd = m->exp_fwd = m->exp_bwd = NULL;
-  m->exported = false;
-  m->exp_mask = NULL;
-  m->emitted = false;
-  m->next = NULL;
-  m->body = clone_block(c, &g->body);
-  m->params = arena_alloc(&c->arena, sizeof(int) * (size_t)(g->nparams + 1));
-  memcpy(m->params, g->params, sizeof(int) * (size_t)g->nparams);
-  return m;
-}
-
 /* g whose j-th result is op(x', t) (left: x' on the left), x' its last
  * parameter; can_take(g, j) holds. */
 static IrFn *take_addend(Fwd *F, IrFn *g, int j, IrBinary op, bool left) {
@@ -509,7 +477,7 @@ static void residual_adds(Fwd *F, IrFn *f, IrBlock *b) {
       args[call->nargs] = x;
       ir_set_args(F->c, call, call->nargs + 1, args);
       call->dst[j] = in->dst[0];
-      remove_from(b, prev, in);
+      ir_unlink(b, prev, in);
       done = true;
     }
     if (!done)

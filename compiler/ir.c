@@ -98,6 +98,16 @@ IrInst *ir_emit(Compiler *c, IrBlock *b, IrOp op, Span sp) {
   return in;
 }
 
+void ir_unlink(IrBlock *b, IrInst *prev, IrInst *in) {
+  if (prev)
+    prev->next = in->next;
+  else
+    b->head = in->next;
+  if (b->tail == in)
+    b->tail = prev;
+  in->next = NULL;
+}
+
 void ir_set_args(Compiler *c, IrInst *in, int n, const int *args) {
   in->args = arena_alloc(&c->arena, sizeof(int) * (size_t)(n ? n : 1));
   if (n)

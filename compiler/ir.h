@@ -239,6 +239,8 @@ IrFn *ir_fn_new(Compiler *c, const char *cname);
 int ir_value(Compiler *c, IrFn *f, Type *t, Name hint);
 int ir_var(Compiler *c, IrFn *f, Type *t, Name name);
 IrInst *ir_emit(Compiler *c, IrBlock *b, IrOp op, Span sp);
+/* in (after prev; NULL: b's head) out of b; in->next becomes NULL */
+void ir_unlink(IrBlock *b, IrInst *prev, IrInst *in);
 void ir_set_args(Compiler *c, IrInst *in, int n, const int *args);
 /* Makes room for n results (dst[0..n-1]); existing ones are kept. */
 void ir_reserve_dst(Compiler *c, IrInst *in, int n);

@@ -1160,12 +1160,7 @@ static void drop_unread_scalars(IrBlock *b, const int *nuses) {
     drop_unread_scalars(&in->body, nuses);
     drop_unread_scalars(&in->els, nuses);
     if (in->op == IR_SCALAR && in->ndst == 1 && (in->dst[0] < 0 || nuses[in->dst[0]] == 0)) {
-      if (prev)
-        prev->next = next;
-      else
-        b->head = next;
-      if (b->tail == in)
-        b->tail = prev;
+      ir_unlink(b, prev, in);
     } else {
       prev = in;
     }

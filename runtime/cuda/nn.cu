@@ -688,6 +688,29 @@ RT_DEV_INLINE int64_t emb_key(const int32_t *ID, int64_t p, int64_t n, int64_t v
     return (v >= 0 && v < vocab ? (int64_t)v : vocab) * n + p;
 }
 
+/* the bad id ID[i] at position i into the device error record, unless one
+ * is there already */
+RT_DEV_INLINE void emb_record_bad(int64_t *REC, int64_t i, int32_t id, int64_t vocab, int64_t loc)
+{
+    if (REC[0] != RT_DEVERR_NONE)
+        return;
+    REC[1] = i;
+    REC[2] = id;
+    REC[3] = vocab;
+    REC[4] = loc;
+    REC[0] = RT_DEVERR_ID;
+}
+
+/* one thread's check of the ids in order: the first bad one recorded */
+RT_DEV_INLINE void emb_check_seq(const int32_t *ID, int64_t n, int64_t vocab, int64_t *REC, int64_t loc)
+{
+    for (int64_t i = 0; i < n; i++)
+        if (ID[i] < 0 || ID[i] >= vocab) {
+            emb_record_bad(REC, i, ID[i], vocab, loc);
+            return;
+        }
+}
+
 /* how many of the sorted positions P[lo, hi) have a key below k */
 RT_DEV_INLINE int64_t emb_below(const int64_t *P, int64_t lo, int64_t hi, int64_t k,
                                 const int32_t *ID, int64_t n, int64_t vocab)
@@ -721,15 +744,7 @@ rt_tensor *rt_embedding_bwd(rt_ctx *ctx, const rt_tensor *ids, const rt_tensor *
     if (vocab * d <= RT_EMB_ONE_WAVE) { /* one launch: each (row, column) walks the ids itself */
         rt_launch(ctx, vocab * d + 1, [=] RT_HD(int64_t k) {
             if (k == vocab * d) { /* the ids' check: the first bad position into the error record */
-                for (int64_t i = 0; i < n; i++)
-                    if ((ID[i] < 0 || ID[i] >= vocab) && REC[0] == RT_DEVERR_NONE) {
-                        REC[1] = i;
-                        REC[2] = ID[i];
-                        REC[3] = vocab;
-                        REC[4] = loc;
-                        REC[0] = RT_DEVERR_ID;
-                        break;
-                    }
+                emb_check_seq(ID, n, vocab, REC, loc);
                 return;
             }
             int64_t v = k / d, j = k % d;
@@ -746,15 +761,7 @@ rt_tensor *rt_embedding_bwd(rt_ctx *ctx, const rt_tensor *ids, const rt_tensor *
         int64_t *S = dev, *CNT = dev + vocab, *P = dev + 2 * vocab;
         rt_launch(ctx, vocab + 1, [=] RT_HD(int64_t v) {
             if (v == vocab) { /* the ids' check: the first bad position into the error record */
-                for (int64_t i = 0; i < n; i++)
-                    if ((ID[i] < 0 || ID[i] >= vocab) && REC[0] == RT_DEVERR_NONE) {
-                        REC[1] = i;
-                        REC[2] = ID[i];
-                        REC[3] = vocab;
-                        REC[4] = loc;
-                        REC[0] = RT_DEVERR_ID;
-                        break;
-                    }
+                emb_check_seq(ID, n, vocab, REC, loc);
                 return;
             }
             int64_t start = 0, cnt = 0;
@@ -807,13 +814,8 @@ rt_tensor *rt_embedding_bwd(rt_ctx *ctx, const rt_tensor *ids, const rt_tensor *
     rt_launch(ctx, vocab * d + 1, [=] RT_HD(int64_t k) {
         if (k == vocab * d) { /* the bad ids sort last, by position: the first is the first bad */
             int64_t q = emb_below(P, 0, n, vocab * n, ID, n, vocab);
-            if (q < n && REC[0] == RT_DEVERR_NONE) {
-                REC[1] = P[q];
-                REC[2] = ID[P[q]];
-                REC[3] = vocab;
-                REC[4] = loc;
-                REC[0] = RT_DEVERR_ID;
-            }
+            if (q < n)
+                emb_record_bad(REC, P[q], ID[P[q]], vocab, loc);
             return;
         }
         int64_t v = k / d, j = k % d;
